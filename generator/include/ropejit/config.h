@@ -1,0 +1,61 @@
+#pragma once
+/// Config: one launch shape of a kernel (the tunables). kTunables is the single table the
+/// generator, the heuristic and the tuner read.
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ropejit/spec.h"
+
+namespace ropejit {
+
+/// Where sin/cos come from: computed from baked inv_freq, or read from an fp32 table.
+enum class SinCosMode { compute, table };
+/// one block per group of work items, or a persistent grid sized to the SM count.
+enum class GridMode { blocks, persistent };
+
+inline constexpr std::array<EnumName<SinCosMode>, 2> kSinCosNames{{
+    {SinCosMode::compute, "compute"}, {SinCosMode::table, "table"}}};
+inline constexpr std::array<EnumName<GridMode>, 2> kGridNames{{
+    {GridMode::blocks, "blocks"}, {GridMode::persistent, "persistent"}}};
+template <> constexpr const auto& enum_table<SinCosMode>() { return kSinCosNames; }
+template <> constexpr const auto& enum_table<GridMode>() { return kGridNames; }
+
+/// A launch shape. Every field is a tunable listed in kTunables.
+struct Config {
+  int block_threads = 256;      ///< threads per block
+  int vec = 8;                  ///< elements per vector access (vec * dtype size <= 16 bytes)
+  int heads_per_thread = 1;     ///< heads one thread rotates with one sin/cos computation
+  SinCosMode sincos = SinCosMode::compute;
+  GridMode grid = GridMode::blocks;
+  bool operator==(const Config& o) const {
+    return block_threads == o.block_threads && vec == o.vec &&
+           heads_per_thread == o.heads_per_thread && sincos == o.sincos && grid == o.grid;
+  }
+};
+
+/// One tunable: its name and candidate values (enum tunables list their enum indices).
+struct Tunable {
+  std::string_view name;
+  std::vector<int> values;
+};
+
+/// The search space's axes, in Config field order.
+const std::vector<Tunable>& tunables();
+
+/// Why a config cannot implement a spec (vec must divide the rotated half, etc.), or nullopt.
+std::optional<std::string> config_problem(const Spec& spec, const Config& config);
+
+/// The heuristic default: valid for every spec (config_problem is nullopt).
+Config default_config(const Spec& spec);
+
+/// "bt256.v8.h1.compute.blocks": short, stable, used in source and cache keys.
+std::string config_name(const Config& config);
+
+/// JSON text of a config and back (throws Error(invalid_argument) naming the field).
+std::string config_to_json(const Config& config);
+Config config_from_json(std::string_view text);
+
+}  // namespace ropejit

@@ -1,0 +1,91 @@
+#pragma once
+/// The one table of every enumerated spec value: parsing, validation messages, the schema,
+/// the CLI and the generator all read these tables (never a second allow-list).
+#include <array>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ropejit {
+
+/// Rotation pairing: neox = (i, i + d/2) "rotate_half"; interleaved = (2i, 2i+1).
+enum class Layout { neox, interleaved };
+/// Storage type of q/k/v (math always runs in fp32).
+enum class DType { fp32, fp16, bf16 };
+/// Frequency scaling method, named as HF's rope_type (plus ropejit's static `ntk`).
+enum class RopeType { default_, linear, ntk, dynamic, yarn, longrope, llama3 };
+/// Angle precision: fp32 = HF's float32 product p*inv_freq; exact = the exact product.
+enum class AnglePrecision { fp32, exact };
+/// Input form: separate q/k(/v) tensors, or the packed QKV projection output.
+enum class InputForm { separate, packed_qkv };
+/// Output form: rotate in place, token-major separate outputs, or head-major padded.
+enum class OutputForm { inplace, separate, padded_bhsd };
+/// How positions arrive: an explicit per-token array, or varlen cu_seqlens + start positions.
+enum class PositionsForm { explicit_, varlen };
+
+/// One row of an enum table.
+template <class E>
+struct EnumName {
+  E value;
+  std::string_view name;
+};
+
+inline constexpr std::array<EnumName<Layout>, 2> kLayoutNames{{
+    {Layout::neox, "neox"}, {Layout::interleaved, "interleaved"}}};
+inline constexpr std::array<EnumName<DType>, 3> kDTypeNames{{
+    {DType::fp32, "fp32"}, {DType::fp16, "fp16"}, {DType::bf16, "bf16"}}};
+inline constexpr std::array<EnumName<RopeType>, 7> kRopeTypeNames{{
+    {RopeType::default_, "default"}, {RopeType::linear, "linear"}, {RopeType::ntk, "ntk"},
+    {RopeType::dynamic, "dynamic"}, {RopeType::yarn, "yarn"}, {RopeType::longrope, "longrope"},
+    {RopeType::llama3, "llama3"}}};
+inline constexpr std::array<EnumName<AnglePrecision>, 2> kAngleNames{{
+    {AnglePrecision::fp32, "fp32"}, {AnglePrecision::exact, "exact"}}};
+inline constexpr std::array<EnumName<InputForm>, 2> kInputNames{{
+    {InputForm::separate, "separate"}, {InputForm::packed_qkv, "packed_qkv"}}};
+inline constexpr std::array<EnumName<OutputForm>, 3> kOutputNames{{
+    {OutputForm::inplace, "inplace"}, {OutputForm::separate, "separate"},
+    {OutputForm::padded_bhsd, "padded_bhsd"}}};
+inline constexpr std::array<EnumName<PositionsForm>, 2> kPositionsNames{{
+    {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"}}};
+
+/// The table for an enum type.
+template <class E> constexpr const auto& enum_table();
+template <> constexpr const auto& enum_table<Layout>() { return kLayoutNames; }
+template <> constexpr const auto& enum_table<DType>() { return kDTypeNames; }
+template <> constexpr const auto& enum_table<RopeType>() { return kRopeTypeNames; }
+template <> constexpr const auto& enum_table<AnglePrecision>() { return kAngleNames; }
+template <> constexpr const auto& enum_table<InputForm>() { return kInputNames; }
+template <> constexpr const auto& enum_table<OutputForm>() { return kOutputNames; }
+template <> constexpr const auto& enum_table<PositionsForm>() { return kPositionsNames; }
+
+/// Name of an enum value ("neox").
+template <class E>
+constexpr std::string_view to_string(E value) {
+  for (const auto& row : enum_table<E>())
+    if (row.value == value) return row.name;
+  return "?";
+}
+
+/// Value for a name, or nullopt.
+template <class E>
+constexpr std::optional<E> enum_from_string(std::string_view name) {
+  for (const auto& row : enum_table<E>())
+    if (row.name == name) return row.value;
+  return std::nullopt;
+}
+
+/// The allowed names joined for messages: "neox | interleaved".
+template <class E>
+std::string allowed_names() {
+  std::string out;
+  for (const auto& row : enum_table<E>()) {
+    if (!out.empty()) out += " | ";
+    out += row.name;
+  }
+  return out;
+}
+
+/// Bytes per element of a storage type.
+constexpr int dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
+
+}  // namespace ropejit

@@ -1,0 +1,42 @@
+#pragma once
+/// Frequency math (ROPE_REFERENCE.md): per-pair inv_freq and the attention factor for every
+/// rope_type, in HF float32 parity or float64.
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "ropejit/spec.h"
+
+namespace ropejit {
+
+/// hf_fp32: every step in float32 as HF evaluates it (what kernels bake); float64: the same
+/// formulas in double.
+enum class FreqMode { hf_fp32, float64 };
+
+/// Host-computed frequency data of a spec.
+struct FreqTable {
+  int rotary_dim = 0;
+  std::vector<double> inv_freq;       ///< d/2 values (longrope: the short table)
+  std::vector<double> inv_freq_long;  ///< longrope only: the long table
+  double attention_factor = 1.0;      ///< s, multiplies cos and sin
+  std::optional<double> yarn_low;     ///< yarn correction range (after truncate/clamp)
+  std::optional<double> yarn_high;
+  std::optional<std::array<int, 3>> llama3_counts;  ///< unchanged, smoothed, divided
+  std::optional<double> yarn_attention_softmax_scale;  ///< DeepSeek m(f, mscale_all_dim)^2, reported only
+};
+
+/// The table of a spec. For `dynamic` this is the table at length <= M (default RoPE) unless
+/// the spec fixes rope.seq_len; use dynamic_ntk_base for run-time lengths.
+FreqTable compute_freqs(const Spec& spec, FreqMode mode);
+
+/// Dynamic NTK base b' for run-time length L = max(position)+1 (HF formula, in double).
+double dynamic_ntk_base(const Spec& spec, int64_t length);
+
+/// The dynamic NTK table for length L (HF: float32 pow of the double base).
+FreqTable compute_freqs_dynamic(const Spec& spec, int64_t length, FreqMode mode);
+
+/// LongRoPE: true when the long table applies at run-time length L (L > O).
+bool longrope_uses_long(const Spec& spec, int64_t length);
+
+}  // namespace ropejit

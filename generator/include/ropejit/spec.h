@@ -1,0 +1,112 @@
+#pragma once
+/// Spec: the validated, canonical description of one RoPE operator (DESIGN.md §1).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ropejit/enums.h"
+#include "ropejit/error.h"
+
+namespace ropejit {
+
+/// The `rope` block, with HF `rope_parameters` names. Optional fields absent from the input
+/// stay nullopt; canonical JSON writes only what applies to the rope type, defaults filled.
+struct RopeParams {
+  RopeType type = RopeType::default_;           ///< rope_type
+  double theta = 10000.0;                       ///< rope_theta (base b)
+  std::optional<double> factor;                 ///< linear/dynamic/yarn/llama3/longrope f
+  std::optional<int64_t> original_max_position_embeddings;  ///< O
+  std::optional<double> low_freq_factor;        ///< llama3
+  std::optional<double> high_freq_factor;       ///< llama3
+  std::optional<double> beta_fast;              ///< yarn, default 32
+  std::optional<double> beta_slow;              ///< yarn, default 1
+  std::optional<double> mscale;                 ///< yarn (DeepSeek)
+  std::optional<double> mscale_all_dim;         ///< yarn (DeepSeek)
+  std::optional<double> attention_factor;       ///< yarn/longrope explicit s
+  std::optional<bool> truncate;                 ///< yarn, default true
+  std::optional<double> alpha;                  ///< ntk (static NTK-aware) scale
+  std::optional<int64_t> seq_len;               ///< dynamic: fixed length (vLLM behaviour)
+  std::vector<double> short_factor;             ///< longrope, d/2 numbers
+  std::vector<double> long_factor;              ///< longrope, d/2 numbers
+};
+
+/// The `io` block: how q/k/v arrive and leave, bias, and how positions are given.
+struct IoSpec {
+  InputForm input = InputForm::separate;        ///< separate q/k(/v) or packed QKV
+  OutputForm output = OutputForm::inplace;      ///< inplace | separate | padded_bhsd
+  bool qkv_bias = false;                        ///< add bias [(Hq+2Hkv)*D] before rotating
+  bool copy_v = false;                          ///< v is read and written (with bias) too
+  PositionsForm positions = PositionsForm::explicit_;  ///< explicit array or varlen
+};
+
+/// A validated spec. Build one with parse_spec(); every field is checked and canonical.
+struct Spec {
+  std::string name;                  ///< free text, part of the hash
+  int head_dim = 0;                  ///< D
+  int rotary_dim = 0;                ///< d (even, <= D); from partial_rotary_factor if given so
+  int num_q_heads = 0;               ///< Hq
+  int num_kv_heads = 0;              ///< Hkv (Hq % Hkv == 0)
+  Layout layout = Layout::neox;
+  DType dtype = DType::bf16;
+  int64_t max_position_embeddings = 0;  ///< M
+  AnglePrecision angle = AnglePrecision::fp32;
+  RopeParams rope;
+  IoSpec io;
+};
+
+/// One validation problem: JSON pointer, and a message naming the value and what is allowed.
+struct SpecIssue {
+  std::string pointer;   ///< "/rope/factor"
+  std::string message;   ///< "-2 is not allowed: must be a number >= 1"
+  /// "pointer: message"
+  std::string to_string() const { return pointer + ": " + message; }
+};
+
+/// Thrown by parse_spec: every issue found, all at once.
+class SpecError : public Error {
+ public:
+  /// Builds the combined message from the issues.
+  explicit SpecError(std::vector<SpecIssue> issues);
+  /// Every problem found.
+  const std::vector<SpecIssue>& issues() const noexcept { return issues_; }
+
+ private:
+  std::vector<SpecIssue> issues_;
+};
+
+/// Parses and validates spec JSON text. Malformed JSON reports line and column.
+/// Throws SpecError listing every problem.
+Spec parse_spec(std::string_view json_text);
+
+/// Reads a spec file (io_error if unreadable) and parses it.
+Spec load_spec_file(const std::string& path);
+
+/// Canonical JSON text: fixed key order, defaults filled, rotary_dim explicit, no whitespace.
+std::string canonical_json(const Spec& spec);
+
+/// Canonical JSON, indented for people (same content as canonical_json).
+std::string pretty_json(const Spec& spec);
+
+/// 128-bit content hash.
+struct Hash128 {
+  uint64_t hi = 0, lo = 0;
+  /// 32 lowercase hex digits.
+  std::string hex() const;
+  bool operator==(const Hash128& o) const { return hi == o.hi && lo == o.lo; }
+  bool operator!=(const Hash128& o) const { return !(*this == o); }
+};
+
+/// XXH3-128 of arbitrary bytes.
+Hash128 hash_bytes(std::string_view bytes);
+
+/// Stable content hash of a spec: XXH3-128 of canonical_json (ignores key order, formatting).
+Hash128 spec_hash(const Spec& spec);
+
+/// Heads per token that the kernel touches: Hq + Hkv (+ Hkv when v is copied).
+inline int total_heads(const Spec& s) {
+  return s.num_q_heads + s.num_kv_heads + (s.io.copy_v ? s.num_kv_heads : 0);
+}
+
+}  // namespace ropejit

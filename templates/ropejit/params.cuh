@@ -1,0 +1,38 @@
+#pragma once
+// KernelParams: the one argument of every generated kernel. Plain C++ (no CUDA keywords) so
+// the host runtime, the host backend and NVRTC all include this same file.
+
+namespace ropejit {
+
+typedef long long i64;
+
+// One tensor role (q, k or v) as the kernel sees it; strides are in elements.
+// element (b, s, h, e) lives at ptr + b*batch_stride + s*token_stride + h*head_stride + e.
+// Token-major tensors use b = 0 and s = token index; padded_bhsd uses (sequence, row).
+struct TensorRef {
+  void* ptr;
+  i64 token_stride;
+  i64 head_stride;
+  i64 batch_stride;
+};
+
+enum Role { kRoleQ = 0, kRoleK = 1, kRoleV = 2 };
+
+struct KernelParams {
+  TensorRef in[3];          // q, k, v inputs (packed QKV: three views of one buffer)
+  TensorRef out[3];         // q, k, v outputs (inplace: equal to in)
+  const void* bias[3];      // q, k, v bias rows of [(Hq+2Hkv)*D] in storage type, or null
+  const void* positions;    // explicit positions [num_tokens], or null for varlen
+  int positions_are_int64;  // 0: int32, 1: int64
+  const int* cu_seqlens;    // varlen: [batch+1] prefix sums of sequence lengths
+  const i64* start_pos;     // varlen: [batch] tokens already in the cache, or null (= 0)
+  int batch;                // varlen / padded: number of sequences
+  int max_seq_len;          // padded_bhsd: S (rows per sequence in the output)
+  i64 num_tokens;           // T
+  double dynamic_base;      // dynamic NTK: b' for this launch's length (0: use baked table)
+  int use_long_table;       // longrope: 1 selects the long table
+  const float* cos_sin_table;  // SinCosMode::table: [max_pos][d/2] cos then sin, or null
+  i64 cos_sin_table_rows;   // rows in cos_sin_table
+};
+
+}  // namespace ropejit
