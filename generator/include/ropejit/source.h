@@ -1,0 +1,36 @@
+#pragma once
+/// Plan and Source: the generator stages (DESIGN.md §1).
+#include <string>
+
+#include "ropejit/config.h"
+#include "ropejit/freqs.h"
+#include "ropejit/spec.h"
+
+namespace ropejit {
+
+/// A spec, one launch Config and the host-computed frequency data (hf_fp32 mode).
+struct Plan {
+  Spec spec;
+  Config config;
+  FreqTable freqs;
+};
+
+/// Checks the config against the spec (Error unsupported naming the problem) and computes
+/// the frequency tables.
+Plan make_plan(const Spec& spec, const Config& config);
+
+/// Generated CUDA text: includes of embedded templates, constexpr lines, baked tables and
+/// one `extern "C" __global__` entry named `entry`. Deterministic for a given Plan.
+struct Source {
+  std::string text;
+  std::string entry;  ///< kernel symbol name
+  Hash128 hash;       ///< XXH3-128 of text
+};
+
+/// Emits the source of a plan.
+Source generate_source(const Plan& plan);
+
+/// ropejit's version string ("0.1.0").
+const char* version() noexcept;
+
+}  // namespace ropejit

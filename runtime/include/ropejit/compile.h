@@ -1,0 +1,35 @@
+#pragma once
+/// Binary: NVRTC output for one exact architecture plus its resource usage.
+#include <string>
+#include <vector>
+
+#include "ropejit/source.h"
+
+namespace ropejit {
+
+/// Compiled kernel image and what ptxas reported about it.
+struct Binary {
+  std::string arch;          ///< "sm_90"
+  bool is_ptx = false;       ///< PTX text instead of CUBIN
+  std::string image;         ///< CUBIN bytes or PTX text
+  std::string entry;         ///< kernel symbol
+  Hash128 source_hash;
+  int registers = -1;        ///< per thread
+  int spill_bytes = 0;       ///< spill stores + loads bytes reported by ptxas
+  int stack_bytes = 0;       ///< stack frame bytes
+  int shared_bytes = 0;      ///< static shared memory
+  double compile_ms = 0.0;   ///< wall time of nvrtcCompileProgram + getCUBIN
+  std::string log;           ///< NVRTC log (ptxas info lines included)
+};
+
+/// Compiles a source for `arch` ("sm_80", "sm_90", "sm_90a", "compute_90" for PTX).
+/// On failure throws Error(compile_error) with the log and the offending source lines.
+Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx = false);
+
+/// "13.0" — part of every cache key.
+std::string nvrtc_version();
+
+/// The NVRTC options used for `arch` (part of the cache key).
+std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx);
+
+}  // namespace ropejit
