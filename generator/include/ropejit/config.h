@@ -54,6 +54,28 @@ Config default_config(const Spec& spec);
 /// "bt256.v8.h1.compute.blocks": short, stable, used in source and cache keys.
 std::string config_name(const Config& config);
 
+/// How the kernel splits a row (token or padded slot) into threads; mirrors RopeShape in
+/// templates/ropejit/rope.cuh.
+struct WorkShape {
+  int rot_lanes = 0;     ///< lanes rotating pairs of one head
+  int tail_lanes = 0;    ///< lanes moving the pass-through tail [d, D)
+  int lanes = 0;         ///< rot_lanes + tail_lanes
+  int heads = 0;         ///< heads per row the kernel touches
+  int head_groups = 0;   ///< ceil(heads / heads_per_thread)
+};
+
+/// The work decomposition of a valid (spec, config).
+WorkShape work_shape(const Spec& spec, const Config& config);
+
+/// Grid and block of one launch over `rows` rows (tokens, or batch * max_seq_len padded).
+struct LaunchDims {
+  unsigned grid = 1;
+  unsigned block = 1;
+};
+
+/// Launch dimensions; `sm_count` sizes the persistent grid (ignored in blocks mode).
+LaunchDims launch_dims(const Spec& spec, const Config& config, int64_t rows, int sm_count);
+
 /// JSON text of a config and back (throws Error(invalid_argument) naming the field).
 std::string config_to_json(const Config& config);
 Config config_from_json(std::string_view text);

@@ -1,0 +1,165 @@
+// Tunables, config validity, the heuristic default and the work decomposition.
+#include "ropejit/config.h"
+
+#include <algorithm>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+namespace ropejit {
+
+namespace {
+
+bool rotary_tail_moves(const Spec& spec) {
+  return spec.io.output != OutputForm::inplace || spec.io.qkv_bias;
+}
+
+int enum_index_count(std::string_view name) {
+  if (name == "sincos") return static_cast<int>(kSinCosNames.size());
+  return static_cast<int>(kGridNames.size());
+}
+
+}  // namespace
+
+const std::vector<Tunable>& tunables() {
+  static const std::vector<Tunable> table = [] {
+    std::vector<Tunable> t = {
+        {"block_threads", {64, 128, 256, 512, 1024}},
+        {"vec", {1, 2, 4, 8}},
+        {"heads_per_thread", {1, 2, 4, 8}},
+        {"sincos", {}},
+        {"grid", {}},
+    };
+    for (auto& row : t)
+      if (row.values.empty())
+        for (int i = 0; i < enum_index_count(row.name); ++i) row.values.push_back(i);
+    return t;
+  }();
+  return table;
+}
+
+std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
+  const int d = spec.rotary_dim, D = spec.head_dim;
+  if (c.block_threads < 32 || c.block_threads > 1024 || c.block_threads % 32 != 0)
+    return fmt::format("block_threads {} is not allowed: must be a multiple of 32 in [32, 1024]",
+                       c.block_threads);
+  if (c.vec != 1 && c.vec != 2 && c.vec != 4 && c.vec != 8)
+    return fmt::format("vec {} is not allowed: must be 1, 2, 4 or 8", c.vec);
+  if (c.vec * dtype_size(spec.dtype) > 16)
+    return fmt::format("vec {} is not allowed for {}: a vector access is at most 16 bytes", c.vec,
+                       to_string(spec.dtype));
+  if (spec.layout == Layout::neox && (d / 2) % c.vec != 0)
+    return fmt::format("vec {} does not divide the rotated half {} (neox)", c.vec, d / 2);
+  if (spec.layout == Layout::interleaved && (c.vec < 2 || d % c.vec != 0))
+    return fmt::format("vec {} must be even and divide rotary_dim {} (interleaved)", c.vec, d);
+  if ((rotary_tail_moves(spec) || spec.io.copy_v) && (D - d) % c.vec != 0)
+    return fmt::format("vec {} does not divide the pass-through tail {} = head_dim - rotary_dim",
+                       c.vec, D - d);
+  if (c.heads_per_thread < 1 || c.heads_per_thread > 64)
+    return fmt::format("heads_per_thread {} is not allowed: must be in [1, 64]", c.heads_per_thread);
+  if (c.sincos == SinCosMode::table &&
+      (spec.rope.type == RopeType::dynamic || spec.rope.type == RopeType::longrope))
+    return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
+                       to_string(spec.rope.type));
+  return std::nullopt;
+}
+
+Config default_config(const Spec& spec) {
+  Config c;
+  c.block_threads = 256;
+  c.sincos = SinCosMode::compute;
+  c.grid = GridMode::blocks;
+  c.vec = 1;
+  for (int v : {8, 4, 2}) {
+    Config trial = c;
+    trial.vec = v;
+    if (!config_problem(spec, trial)) {
+      c.vec = v;
+      break;
+    }
+  }
+  if (spec.layout == Layout::interleaved && c.vec < 2) c.vec = 2;  // rotary_dim is even
+  // Reuse each sin/cos over a few heads, keeping enough threads for short batches.
+  const int heads = total_heads(spec);
+  c.heads_per_thread = heads >= 16 ? 4 : (heads >= 4 ? 2 : 1);
+  return c;
+}
+
+std::string config_name(const Config& c) {
+  return fmt::format("bt{}.v{}.h{}.{}.{}", c.block_threads, c.vec, c.heads_per_thread,
+                     to_string(c.sincos), to_string(c.grid));
+}
+
+WorkShape work_shape(const Spec& spec, const Config& c) {
+  WorkShape w;
+  const int d = spec.rotary_dim, D = spec.head_dim;
+  w.rot_lanes = spec.layout == Layout::interleaved ? d / c.vec : (d / 2) / c.vec;
+  w.tail_lanes = rotary_tail_moves(spec) ? (D - d) / c.vec : 0;
+  w.lanes = w.rot_lanes + w.tail_lanes;
+  w.heads = total_heads(spec);
+  w.head_groups = (w.heads + c.heads_per_thread - 1) / c.heads_per_thread;
+  return w;
+}
+
+LaunchDims launch_dims(const Spec& spec, const Config& c, int64_t rows, int sm_count) {
+  const WorkShape w = work_shape(spec, c);
+  const int64_t items = rows * w.head_groups * w.lanes;
+  int64_t blocks = std::max<int64_t>(1, (items + c.block_threads - 1) / c.block_threads);
+  // Persistent: enough resident blocks to fill every SM; the kernel's grid-stride loop does the rest.
+  if (c.grid == GridMode::persistent)
+    blocks = std::min<int64_t>(blocks, std::max(1, sm_count) * std::max(1, 2048 / c.block_threads));
+  blocks = std::min<int64_t>(blocks, 0x7fffffff);
+  return {static_cast<unsigned>(blocks), static_cast<unsigned>(c.block_threads)};
+}
+
+std::string config_to_json(const Config& c) {
+  nlohmann::ordered_json j;
+  j["block_threads"] = c.block_threads;
+  j["vec"] = c.vec;
+  j["heads_per_thread"] = c.heads_per_thread;
+  j["sincos"] = std::string(to_string(c.sincos));
+  j["grid"] = std::string(to_string(c.grid));
+  return j.dump();
+}
+
+Config config_from_json(std::string_view text) {
+  const auto j = nlohmann::json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    throw Error(Status::invalid_argument, "config: not a JSON object: " + std::string(text));
+  Config c;
+  auto get_int = [&](const char* key, int& field) {
+    if (!j.contains(key)) return;
+    if (!j[key].is_number_integer())
+      throw Error(Status::invalid_argument,
+                  fmt::format("config /{}: {} is not allowed: must be an integer", key, j[key].dump()),
+                  std::string("/") + key);
+    field = j[key].get<int>();
+  };
+  auto get_enum = [&](const char* key, auto& field) {
+    if (!j.contains(key)) return;
+    using E = std::decay_t<decltype(field)>;
+    const auto value = j[key].is_string() ? enum_from_string<E>(j[key].get<std::string>()) : std::nullopt;
+    if (!value)
+      throw Error(Status::invalid_argument,
+                  fmt::format("config /{}: {} is not allowed: must be one of {}", key, j[key].dump(),
+                              allowed_names<E>()),
+                  std::string("/") + key);
+    field = *value;
+  };
+  std::string allowed;
+  for (const auto& t : tunables()) allowed += (allowed.empty() ? "" : ", ") + std::string(t.name);
+  for (const auto& [key, value] : j.items()) {
+    const auto& table = tunables();
+    if (std::none_of(table.begin(), table.end(), [&](const Tunable& t) { return t.name == key; }))
+      throw Error(Status::invalid_argument,
+                  fmt::format("config /{}: unknown key; allowed: {}", key, allowed), "/" + key);
+  }
+  get_int("block_threads", c.block_threads);
+  get_int("vec", c.vec);
+  get_int("heads_per_thread", c.heads_per_thread);
+  get_enum("sincos", c.sincos);
+  get_enum("grid", c.grid);
+  return c;
+}
+
+}  // namespace ropejit

@@ -1,0 +1,153 @@
+// Source → Binary with NVRTC: CUBIN for an exact sm_XX (PTX for compute_XX), resource usage
+// from ptxas' verbose report, errors with the offending source lines.
+#include "ropejit/compile.h"
+
+#include <chrono>
+#include <regex>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include "embedded_templates.h"
+
+namespace ropejit {
+
+namespace {
+
+constexpr const char* kProgramName = "ropejit_kernel.cu";
+
+void check_nvrtc(nvrtcResult r, const char* what) {
+  if (r != NVRTC_SUCCESS)
+    throw Error(Status::compile_error, fmt::format("NVRTC {} failed: {}", what, nvrtcGetErrorString(r)));
+}
+
+std::string line_of(std::string_view text, int line_number) {
+  int line = 1;
+  size_t start = 0;
+  while (line < line_number) {
+    const size_t nl = text.find('\n', start);
+    if (nl == std::string_view::npos) return {};
+    start = nl + 1;
+    ++line;
+  }
+  const size_t end = text.find('\n', start);
+  return std::string(text.substr(start, end == std::string_view::npos ? text.size() - start : end - start));
+}
+
+// Appends, for each "file(line): error" in the log, that line of the generated or template source.
+std::string annotate_errors(const std::string& log, const std::string& source) {
+  std::string notes;
+  static const std::regex location(R"(([\w./-]+)\((\d+)\): error)");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), location); it != std::sregex_iterator(); ++it) {
+    const std::string file = (*it)[1];
+    const int line = std::stoi((*it)[2]);
+    std::string_view text;
+    if (file == kProgramName) text = source;
+    for (const auto& f : embedded_templates())
+      if (file == f.name) text = f.text;
+    if (!text.empty()) notes += fmt::format("{}:{}: {}\n", file, line, line_of(text, line));
+  }
+  return notes;
+}
+
+int parse_int(const std::string& log, const std::regex& re) {
+  std::smatch m;
+  return std::regex_search(log, m, re) ? std::stoi(m[1]) : 0;
+}
+
+void read_resource_usage(Binary& b) {
+  static const std::regex regs(R"(Used (\d+) registers)");
+  static const std::regex stack(R"((\d+) bytes stack frame)");
+  static const std::regex spill_st(R"((\d+) bytes spill stores)");
+  static const std::regex spill_ld(R"((\d+) bytes spill loads)");
+  static const std::regex smem(R"((\d+) bytes smem)");
+  std::smatch m;
+  b.registers = std::regex_search(b.log, m, regs) ? std::stoi(m[1]) : -1;
+  b.stack_bytes = parse_int(b.log, stack);
+  b.spill_bytes = parse_int(b.log, spill_st) + parse_int(b.log, spill_ld);
+  b.shared_bytes = parse_int(b.log, smem);
+}
+
+}  // namespace
+
+std::string nvrtc_version() {
+  int major = 0, minor = 0;
+  check_nvrtc(nvrtcVersion(&major, &minor), "version");
+  return fmt::format("{}.{}", major, minor);
+}
+
+std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx) {
+  // --fmad=false: the templates place every FMA explicitly, so GPU and host results agree.
+  std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "--fmad=false",
+                                   "-default-device", "--use_fast_math=false"};
+  if (!ptx) opts.push_back("--ptxas-options=-v");
+  return opts;
+}
+
+Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
+  const bool arch_is_virtual = arch.rfind("compute_", 0) == 0;
+  if (!arch_is_virtual && arch.rfind("sm_", 0) != 0)
+    throw Error(Status::invalid_argument,
+                fmt::format("arch \"{}\" is not allowed: must be sm_XX (CUBIN) or compute_XX (PTX)", arch));
+  ptx = ptx || arch_is_virtual;
+  const std::string target = ptx && !arch_is_virtual ? "compute_" + arch.substr(3) : arch;
+
+  const auto& headers = embedded_templates();
+  std::vector<std::string> header_text, header_names;
+  for (const auto& h : headers) {
+    header_text.emplace_back(h.text);
+    header_names.emplace_back(h.name);
+  }
+  std::vector<const char*> text_ptrs, name_ptrs;
+  for (size_t i = 0; i < headers.size(); ++i) {
+    text_ptrs.push_back(header_text[i].c_str());
+    name_ptrs.push_back(header_names[i].c_str());
+  }
+
+  const auto start = std::chrono::steady_clock::now();
+  nvrtcProgram prog = nullptr;
+  check_nvrtc(nvrtcCreateProgram(&prog, source.text.c_str(), kProgramName,
+                                 static_cast<int>(headers.size()), text_ptrs.data(), name_ptrs.data()),
+              "create program");
+  struct Destroy {
+    nvrtcProgram& p;
+    ~Destroy() { nvrtcDestroyProgram(&p); }
+  } destroy{prog};
+
+  const auto options = nvrtc_options(target, ptx);
+  std::vector<const char*> option_ptrs;
+  for (const auto& o : options) option_ptrs.push_back(o.c_str());
+  const nvrtcResult result = nvrtcCompileProgram(prog, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+
+  Binary b;
+  size_t log_size = 0;
+  nvrtcGetProgramLogSize(prog, &log_size);
+  b.log.resize(log_size);
+  if (log_size > 0) nvrtcGetProgramLog(prog, b.log.data());
+  while (!b.log.empty() && (b.log.back() == '\0' || b.log.back() == '\n')) b.log.pop_back();
+  if (result != NVRTC_SUCCESS)
+    throw Error(Status::compile_error,
+                fmt::format("NVRTC could not compile the kernel for {}: {}", target, nvrtcGetErrorString(result)),
+                "", b.log + "\n" + annotate_errors(b.log, source.text));
+
+  size_t size = 0;
+  if (ptx) {
+    check_nvrtc(nvrtcGetPTXSize(prog, &size), "get PTX size");
+    b.image.resize(size);
+    check_nvrtc(nvrtcGetPTX(prog, b.image.data()), "get PTX");
+  } else {
+    check_nvrtc(nvrtcGetCUBINSize(prog, &size), "get CUBIN size");
+    b.image.resize(size);
+    check_nvrtc(nvrtcGetCUBIN(prog, b.image.data()), "get CUBIN");
+  }
+  b.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  b.arch = target;
+  b.is_ptx = ptx;
+  b.entry = source.entry;
+  b.source_hash = source.hash;
+  if (!ptx) read_resource_usage(b);
+  return b;
+}
+
+}  // namespace ropejit

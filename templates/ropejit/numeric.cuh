@@ -1,0 +1,155 @@
+#pragma once
+// Storage types and 16-byte vector access. Math is fp32; each value is rounded once on store.
+// ROPEJIT_HOST_BACKEND (defined by host_shim.cuh) only swaps the fp16/bf16 conversion
+// instructions for bit-exact integer versions; everything else is the same text.
+
+namespace ropejit {
+
+typedef unsigned short u16;
+typedef unsigned int u32;
+
+// Storage tags: the element type in memory.
+struct StorageF32 { typedef float raw; };
+struct StorageF16 { typedef u16 raw; };
+struct StorageBF16 { typedef u16 raw; };
+
+__device__ __forceinline__ float bf16_bits_to_float(u32 bits) { return __uint_as_float(bits << 16); }
+
+// float -> bf16 bits, round to nearest even; NaN stays a quiet NaN.
+__device__ __forceinline__ u16 float_to_bf16_bits(float f) {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  u16 r;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+#else
+  u32 x = __float_as_uint(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (u16)((x >> 16) | 0x40u);
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return (u16)(x >> 16);
+#endif
+}
+
+__device__ __forceinline__ float f16_bits_to_float(u16 h) {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+#else
+  const u32 sign = (u32)(h & 0x8000u) << 16;
+  u32 exp = (h >> 10) & 0x1fu, mant = h & 0x3ffu;
+  if (exp == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (mant << 13));
+  if (exp == 0) {
+    if (mant == 0) return __uint_as_float(sign);
+    int shift = 0;  // subnormal: normalize the mantissa
+    while (!(mant & 0x400u)) { mant <<= 1; ++shift; }
+    return __uint_as_float(sign | ((u32)(113 - shift) << 23) | ((mant & 0x3ffu) << 13));
+  }
+  return __uint_as_float(sign | ((exp + 112u) << 23) | (mant << 13));
+#endif
+}
+
+// float -> fp16 bits, round to nearest even, overflow to inf.
+__device__ __forceinline__ u16 float_to_f16_bits(float f) {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
+  u16 r;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(r) : "f"(f));
+  return r;
+#else
+  const u32 x = __float_as_uint(f);
+  const u32 sign = (x >> 16) & 0x8000u;
+  const u32 absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) return (u16)(sign | 0x7e00u);
+  if (absx >= 0x477ff000u) return (u16)(sign | 0x7c00u);  // rounds to >= 65520: inf
+  if (absx < 0x38800000u) {                               // below 2^-14: subnormal or zero
+    if (absx < 0x33000000u) return (u16)sign;             // below half the smallest subnormal
+    const u32 mant = (absx & 0x7fffffu) | 0x800000u;
+    const u32 shift = 126u - (absx >> 23);                // 14..24
+    u32 r = mant >> shift;
+    const u32 rem = mant & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return (u16)(sign | r);
+  }
+  u32 r = ((absx >> 13) - (112u << 10));
+  const u32 rem = absx & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
+  return (u16)(sign | r);
+#endif
+}
+
+__device__ __forceinline__ float to_float(StorageF32, float v) { return v; }
+__device__ __forceinline__ float to_float(StorageF16, u16 v) { return f16_bits_to_float(v); }
+__device__ __forceinline__ float to_float(StorageBF16, u16 v) { return bf16_bits_to_float(v); }
+__device__ __forceinline__ float from_float(StorageF32, float v) { return v; }
+__device__ __forceinline__ u16 from_float(StorageF16, float v) { return float_to_f16_bits(v); }
+__device__ __forceinline__ u16 from_float(StorageBF16, float v) { return float_to_bf16_bits(v); }
+
+// N elements of storage S as one aligned access of kBytes in {2, 4, 8, 16}; 16-bit elements are
+// packed into 32-bit words with shifts (a union makes NVRTC split the vector stores).
+template <class S, int N>
+struct VecTraits {
+  static constexpr bool kWide = sizeof(typename S::raw) == 4;
+  static constexpr int kBytes = N * (int)sizeof(typename S::raw);
+  static constexpr int kWords = kBytes >= 4 ? kBytes / 4 : 1;
+};
+
+template <class S, int N>
+__device__ __forceinline__ void words_to_floats(const u32 (&w)[VecTraits<S, N>::kWords], float (&out)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (VecTraits<S, N>::kWide) out[i] = __uint_as_float(w[i]);
+    else out[i] = to_float(S(), (u16)((w[i / 2] >> (16 * (i % 2))) & 0xffffu));
+  }
+}
+
+template <class S, int N>
+__device__ __forceinline__ void floats_to_words(const float (&in)[N], u32 (&w)[VecTraits<S, N>::kWords]) {
+#pragma unroll
+  for (int j = 0; j < VecTraits<S, N>::kWords; ++j) w[j] = 0u;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (VecTraits<S, N>::kWide) w[i] = __float_as_uint(in[i]);
+    else w[i / 2] |= (u32)from_float(S(), in[i]) << (16 * (i % 2));
+  }
+}
+
+template <class S, int N>
+__device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
+  constexpr int bytes = VecTraits<S, N>::kBytes;
+  u32 w[VecTraits<S, N>::kWords];
+  if constexpr (bytes == 16) {
+    const uint4 t = *reinterpret_cast<const uint4*>(ptr);
+    w[0] = t.x; w[1] = t.y; w[2] = t.z; w[3] = t.w;
+  } else if constexpr (bytes == 8) {
+    const uint2 t = *reinterpret_cast<const uint2*>(ptr);
+    w[0] = t.x; w[1] = t.y;
+  } else if constexpr (bytes == 4) {
+    w[0] = *reinterpret_cast<const u32*>(ptr);
+  } else {
+    w[0] = *reinterpret_cast<const u16*>(ptr);
+  }
+  words_to_floats<S, N>(w, out);
+}
+
+template <class S, int N>
+__device__ __forceinline__ void store_vec(void* ptr, const float (&in)[N]) {
+  constexpr int bytes = VecTraits<S, N>::kBytes;
+  u32 w[VecTraits<S, N>::kWords];
+  floats_to_words<S, N>(in, w);
+  if constexpr (bytes == 16) {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
+    // One 16-byte store: NVVM splits a second uint4 store to the same row into four.
+    asm volatile("st.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(w[0]), "r"(w[1]), "r"(w[2]),
+                 "r"(w[3]) : "memory");
+#else
+    *reinterpret_cast<uint4*>(ptr) = make_uint4(w[0], w[1], w[2], w[3]);
+#endif
+  } else if constexpr (bytes == 8) {
+    *reinterpret_cast<uint2*>(ptr) = make_uint2(w[0], w[1]);
+  } else if constexpr (bytes == 4) {
+    *reinterpret_cast<u32*>(ptr) = w[0];
+  } else {
+    *reinterpret_cast<u16*>(ptr) = (u16)w[0];
+  }
+}
+
+}  // namespace ropejit

@@ -1,0 +1,35 @@
+#pragma once
+// Accurate sin/cos for angles up to ~2^31 rad without fast-math and without local memory:
+// reduce by pi/2 in double (Cody-Waite, two constants), then float minimax polynomials on
+// [-pi/4, pi/4]. Explicit fmaf keeps GPU and host backend results bit-identical.
+
+namespace ropejit {
+
+struct SinCos {
+  float sin;
+  float cos;
+};
+
+__device__ __forceinline__ SinCos sincos_reduced(double angle) {
+  const double kTwoOverPi = 0.63661977236758138243;
+  const double kPiOver2Hi = 1.5707963267948966;       // pi/2 rounded to double
+  const double kPiOver2Lo = 6.123233995736766e-17;    // pi/2 - kPiOver2Hi
+  const double q = rint(angle * kTwoOverPi);
+  double r = fma(-q, kPiOver2Hi, angle);
+  r = fma(-q, kPiOver2Lo, r);
+  const float x = (float)r;
+  const float z = x * x;
+  // Cephes sinf/cosf coefficients: about 1 ulp on [-pi/4, pi/4].
+  float s = fmaf(fmaf(fmaf(-1.9515295891e-4f, z, 8.3321608736e-3f), z, -1.6666654611e-1f), z * x, x);
+  float c = fmaf(fmaf(fmaf(2.443315711809948e-5f, z, -1.388731625493765e-3f), z,
+                      4.166664568298827e-2f), z * z, fmaf(-0.5f, z, 1.0f));
+  const int quadrant = (int)((long long)q & 3);
+  SinCos out;
+  if (quadrant == 0) { out.sin = s;  out.cos = c; }
+  else if (quadrant == 1) { out.sin = c;  out.cos = -s; }
+  else if (quadrant == 2) { out.sin = -s; out.cos = -c; }
+  else { out.sin = -c; out.cos = s; }
+  return out;
+}
+
+}  // namespace ropejit
