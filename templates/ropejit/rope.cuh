@@ -58,7 +58,8 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
     const i64 begin = __ldg(p.cu_seqlens + b), end = __ldg(p.cu_seqlens + b + 1);
     r.out_batch = b;
     r.out_row = slot;
-    r.token = slot < end - begin ? begin + slot : -1;
+    // Bounded by num_tokens too, so inconsistent cu_seqlens on the device cannot read out of range.
+    r.token = (slot < end - begin && begin + slot < p.num_tokens) ? begin + slot : -1;
     r.position = (p.start_pos ? __ldg(p.start_pos + b) : 0) + slot;
   } else {
     r.token = row;

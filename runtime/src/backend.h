@@ -1,0 +1,67 @@
+#pragma once
+// Backends: where a Source becomes a launchable module (cuda: NVRTC CUBIN + driver API;
+// host: Clang + ORC JIT), plus the memory operations the CLI and tests need.
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "ropejit/compile.h"
+#include "ropejit/config.h"
+#include "ropejit/params.cuh"
+
+namespace ropejit {
+
+class DiskCache;
+
+/// One loaded kernel image on a backend.
+class LoadedModule {
+ public:
+  virtual ~LoadedModule() = default;
+  /// Launches with already-checked params (no allocation, no synchronization on cuda).
+  virtual void launch(const LaunchDims& dims, const KernelParams& params, void* stream) const = 0;
+  /// The binary it was loaded from (host: resource fields unset, image empty).
+  virtual const Binary& binary() const = 0;
+  /// True when it came from the disk cache rather than a compile.
+  virtual bool from_disk_cache() const = 0;
+  /// Compile or load time in milliseconds.
+  virtual double load_ms() const = 0;
+};
+
+/// A backend. Thread-safe.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  /// "cuda" or "host".
+  virtual std::string name() const = 0;
+  /// Compile target: "sm_90", "host-x86_64".
+  virtual std::string arch() const = 0;
+  /// SMs (cuda) or worker threads (host).
+  virtual int sm_count() const = 0;
+  /// True when pointers are host memory (launch checks then read array contents).
+  virtual bool host_memory() const = 0;
+  /// Compiles (or loads from `disk`, which may be null) and loads `source`.
+  virtual std::shared_ptr<LoadedModule> load(const Source& source, DiskCache* disk) = 0;
+
+  /// Device memory for the CLI and tests (host backend: aligned host memory).
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* ptr) = 0;
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+  /// Waits for all work on the default stream.
+  virtual void synchronize() = 0;
+  /// Median time in microseconds of `repeats` launches of `module` (cuda events); -1 on host.
+  virtual double time_launches(const LoadedModule& module, const LaunchDims& dims,
+                               const KernelParams& params, int repeats) = 0;
+};
+
+/// The cuda backend for device `ordinal`; throws Error(backend_error) with the reason when
+/// libcuda cannot be loaded or no device is usable. `arch_override` forces the target.
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_override);
+
+/// Whether a CUDA device is usable (libcuda loads, cuInit succeeds, a device exists).
+bool cuda_available() noexcept;
+
+/// The host backend; throws Error(unsupported) when built without it.
+std::unique_ptr<Backend> make_host_backend();
+
+}  // namespace ropejit

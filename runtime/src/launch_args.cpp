@@ -1,0 +1,220 @@
+// Launch argument checks (DESIGN.md §9): bad input never reaches a kernel.
+#include "launch_args.h"
+
+#include <algorithm>
+#include <cstdint>
+
+#include <fmt/format.h>
+
+#include "ropejit/freqs.h"
+
+namespace ropejit {
+
+namespace {
+
+constexpr int64_t kMaxTokens = int64_t(1) << 40;
+constexpr int64_t kMaxPosition = (int64_t(1) << 31) - 1;
+
+[[noreturn]] void fail(const std::string& argument, const std::string& message) {
+  throw Error(Status::invalid_argument, fmt::format("Args::{}: {}", argument, message), argument);
+}
+
+void require(bool ok, const std::string& argument, const std::string& message) {
+  if (!ok) fail(argument, message);
+}
+
+std::string ptr_text(const void* p) { return p ? fmt::format("{}", p) : "null"; }
+
+void check_aligned(const void* p, int bytes, const char* name) {
+  if (p && reinterpret_cast<uintptr_t>(p) % bytes != 0)
+    fail(name, fmt::format("{} is not allowed: must be {}-byte aligned (vector access of this kernel)",
+                           ptr_text(p), bytes));
+}
+
+void check_null(const void* p, const char* name, const char* why) {
+  if (p) fail(name, fmt::format("{} is not allowed: must be null {}", ptr_text(p), why));
+}
+
+void check_present(const void* p, const char* name, const char* why) {
+  if (!p) fail(name, fmt::format("null is not allowed: required {}", why));
+}
+
+// Token stride: 0 means dense; otherwise at least a row and a multiple of the vector width.
+int64_t resolve_stride(int64_t stride, int64_t dense, int vec, const char* name) {
+  if (stride == 0) return dense;
+  if (stride < dense || stride % vec != 0)
+    fail(name, fmt::format("{} is not allowed: must be 0 (dense) or >= {} and a multiple of {}",
+                           stride, dense, vec));
+  return stride;
+}
+
+TensorRef token_major(void* ptr, int64_t token_stride, int64_t head_dim) {
+  return TensorRef{ptr, token_stride, head_dim, 0};
+}
+
+void check_varlen_host(const Spec& spec, const Args& a) {
+  const int32_t* cu = a.cu_seqlens;
+  require(cu[0] == 0, "cu_seqlens", fmt::format("cu_seqlens[0] = {} is not allowed: must be 0", cu[0]));
+  int64_t longest = 0;
+  for (int b = 0; b < a.batch; ++b) {
+    if (cu[b + 1] < cu[b])
+      fail("cu_seqlens", fmt::format("cu_seqlens[{}] = {} < cu_seqlens[{}] = {}: must be non-decreasing",
+                                     b + 1, cu[b + 1], b, cu[b]));
+    longest = std::max<int64_t>(longest, cu[b + 1] - cu[b]);
+    if (a.start_pos && (a.start_pos[b] < 0 || a.start_pos[b] + (cu[b + 1] - cu[b]) > kMaxPosition + 1))
+      fail("start_pos", fmt::format("start_pos[{}] = {} is not allowed: positions must lie in [0, 2^31)",
+                                    b, a.start_pos[b]));
+  }
+  if (cu[a.batch] != a.num_tokens)
+    fail("cu_seqlens", fmt::format("cu_seqlens[batch={}] = {} is not allowed: must equal num_tokens = {}",
+                                   a.batch, cu[a.batch], a.num_tokens));
+  if (spec.io.output == OutputForm::padded_bhsd && longest > a.max_seq_len)
+    fail("max_seq_len", fmt::format("{} is not allowed: smaller than the longest sequence ({})",
+                                    a.max_seq_len, longest));
+}
+
+void check_positions_host(const Args& a) {
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const int64_t p = a.positions_type == PositionsType::int64
+                          ? static_cast<const int64_t*>(a.positions)[t]
+                          : static_cast<const int32_t*>(a.positions)[t];
+    if (p < 0 || p > kMaxPosition)
+      fail("positions", fmt::format("positions[{}] = {} is not allowed: must lie in [0, 2^31)", t, p));
+    if (a.seq_len > 0 && p >= a.seq_len)
+      fail("positions", fmt::format("positions[{}] = {} is not allowed: must be < seq_len = {}", t, p, a.seq_len));
+  }
+}
+
+}  // namespace
+
+CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {
+  const int64_t D = spec.head_dim, Hq = spec.num_q_heads, Hkv = spec.num_kv_heads;
+  const int esize = dtype_size(spec.dtype);
+  const int align = vec * esize;
+  const bool packed = spec.io.input == InputForm::packed_qkv;
+  const bool varlen = spec.io.positions == PositionsForm::varlen;
+  const OutputForm output = spec.io.output;
+
+  require(a.num_tokens >= 0 && a.num_tokens <= kMaxTokens, "num_tokens",
+          fmt::format("{} is not allowed: must be in [0, 2^40]", a.num_tokens));
+  const bool any = a.num_tokens > 0;
+  CheckedLaunch out;
+  KernelParams& p = out.params;
+  p.num_tokens = a.num_tokens;
+
+  // Input.
+  if (packed) {
+    check_null(a.q, "q", "when the spec's io.input is packed_qkv (use qkv)");
+    check_null(a.k, "k", "when the spec's io.input is packed_qkv (use qkv)");
+    check_null(a.v, "v", "when the spec's io.input is packed_qkv (use qkv)");
+    if (any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
+    check_aligned(a.qkv, align, "qkv");
+    const int64_t stride = resolve_stride(a.qkv_stride, (Hq + 2 * Hkv) * D, vec, "qkv_stride");
+    char* base = static_cast<char*>(a.qkv);
+    p.in[kRoleQ] = token_major(base, stride, D);
+    p.in[kRoleK] = token_major(base ? base + Hq * D * esize : nullptr, stride, D);
+    p.in[kRoleV] = token_major(base ? base + (Hq + Hkv) * D * esize : nullptr, stride, D);
+  } else {
+    check_null(a.qkv, "qkv", "when the spec's io.input is separate (use q, k, v)");
+    if (any) {
+      check_present(a.q, "q", "when the spec's io.input is separate");
+      check_present(a.k, "k", "when the spec's io.input is separate");
+      if (spec.io.copy_v) check_present(a.v, "v", "when the spec copies v (io.copy_v)");
+    }
+    if (!spec.io.copy_v) check_null(a.v, "v", "when the spec does not copy v (io.copy_v false)");
+    check_aligned(a.q, align, "q");
+    check_aligned(a.k, align, "k");
+    check_aligned(a.v, align, "v");
+    p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, Hq * D, vec, "q_stride"), D);
+    p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, Hkv * D, vec, "k_stride"), D);
+    p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, Hkv * D, vec, "v_stride"), D);
+  }
+
+  // Bias.
+  if (spec.io.qkv_bias) {
+    if (any || output == OutputForm::padded_bhsd) check_present(a.bias, "bias", "when the spec's io.qkv_bias is true");
+    check_aligned(a.bias, align, "bias");
+    const char* b = static_cast<const char*>(a.bias);
+    p.bias[kRoleQ] = b;
+    p.bias[kRoleK] = b ? b + Hq * D * esize : nullptr;
+    p.bias[kRoleV] = b ? b + (Hq + Hkv) * D * esize : nullptr;
+  } else {
+    check_null(a.bias, "bias", "when the spec's io.qkv_bias is false");
+  }
+
+  // Positions.
+  if (varlen) {
+    check_null(a.positions, "positions", "when the spec's io.positions is varlen (use cu_seqlens)");
+    require(a.batch >= 1, "batch", fmt::format("{} is not allowed: must be >= 1 with varlen positions", a.batch));
+    check_present(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is varlen");
+    p.cu_seqlens = a.cu_seqlens;
+    p.start_pos = reinterpret_cast<const i64*>(a.start_pos);
+    p.batch = a.batch;
+  } else {
+    check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is explicit");
+    check_null(a.start_pos, "start_pos", "when the spec's io.positions is explicit");
+    if (any) check_present(a.positions, "positions", "when the spec's io.positions is explicit");
+    check_aligned(a.positions, a.positions_type == PositionsType::int64 ? 8 : 4, "positions");
+    p.positions = a.positions;
+    p.positions_are_int64 = a.positions_type == PositionsType::int64;
+  }
+
+  // Outputs.
+  if (output == OutputForm::inplace) {
+    check_null(a.q_out, "q_out", "when the spec's io.output is inplace");
+    check_null(a.k_out, "k_out", "when the spec's io.output is inplace");
+    check_null(a.v_out, "v_out", "when the spec's io.output is inplace");
+    for (int r = 0; r < 3; ++r) p.out[r] = p.in[r];
+    out.rows = a.num_tokens;
+  } else {
+    const bool padded = output == OutputForm::padded_bhsd;
+    const bool writes = any || padded;
+    if (writes) {
+      check_present(a.q_out, "q_out", "when the spec's io.output is not inplace");
+      check_present(a.k_out, "k_out", "when the spec's io.output is not inplace");
+      if (spec.io.copy_v) check_present(a.v_out, "v_out", "when the spec copies v");
+    }
+    if (!spec.io.copy_v) check_null(a.v_out, "v_out", "when the spec does not copy v (io.copy_v false)");
+    check_aligned(a.q_out, align, "q_out");
+    check_aligned(a.k_out, align, "k_out");
+    check_aligned(a.v_out, align, "v_out");
+    if (padded) {
+      require(a.max_seq_len >= 1 && a.max_seq_len <= (1 << 30), "max_seq_len",
+              fmt::format("{} is not allowed: must be in [1, 2^30] for padded_bhsd", a.max_seq_len));
+      require(a.q_out_stride == 0 && a.k_out_stride == 0 && a.v_out_stride == 0, "q_out_stride",
+              "non-zero strides are not allowed for padded_bhsd (outputs are dense [B, H, S, D])");
+      const int64_t S = a.max_seq_len;
+      p.out[kRoleQ] = TensorRef{a.q_out, D, S * D, Hq * S * D};
+      p.out[kRoleK] = TensorRef{a.k_out, D, S * D, Hkv * S * D};
+      p.out[kRoleV] = TensorRef{a.v_out, D, S * D, Hkv * S * D};
+      p.max_seq_len = a.max_seq_len;
+      out.rows = int64_t(a.batch) * S;
+    } else {
+      p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, Hq * D, vec, "q_out_stride"), D);
+      p.out[kRoleK] = token_major(a.k_out, resolve_stride(a.k_out_stride, Hkv * D, vec, "k_out_stride"), D);
+      p.out[kRoleV] = token_major(a.v_out, resolve_stride(a.v_out_stride, Hkv * D, vec, "v_out_stride"), D);
+      out.rows = a.num_tokens;
+    }
+  }
+
+  // Run-time length for methods whose frequencies depend on it.
+  const RopeType type = spec.rope.type;
+  const bool needs_length = (type == RopeType::dynamic && !spec.rope.seq_len) || type == RopeType::longrope;
+  if (needs_length && any)
+    require(a.seq_len >= 1 && a.seq_len <= kMaxPosition + 1, "seq_len",
+            fmt::format("{} is not allowed: rope_type {} needs seq_len = max(position) + 1 in [1, 2^31]",
+                        a.seq_len, to_string(type)));
+  if (type == RopeType::dynamic && !spec.rope.seq_len && a.seq_len > spec.max_position_embeddings)
+    p.dynamic_base = dynamic_ntk_base(spec, a.seq_len);
+  if (type == RopeType::longrope) p.use_long_table = longrope_uses_long(spec, a.seq_len) ? 1 : 0;
+
+  if (host_memory && any) {
+    if (varlen) check_varlen_host(spec, a);
+    else check_positions_host(a);
+  } else if (host_memory && varlen) {
+    check_varlen_host(spec, a);
+  }
+  return out;
+}
+
+}  // namespace ropejit

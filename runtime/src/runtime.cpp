@@ -1,0 +1,149 @@
+// Runtime and Kernel: spec → plan → source → (memory/disk cache) → loaded module per bucket.
+#include "ropejit/runtime.h"
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "cos_sin_table.h"
+#include "launch_args.h"
+#include "memory_cache.h"
+#include "ropejit/buckets.h"
+#include "ropejit/cache.h"
+#include "ropejit/source.h"
+#include "tuned_configs.h"
+
+namespace ropejit {
+
+class KernelImpl {
+ public:
+  Spec spec;
+  Backend* backend = nullptr;
+  int sm_count = 1;
+  std::array<Config, kNumBuckets> configs;
+  std::array<std::shared_ptr<LoadedModule>, kNumBuckets> modules;
+  std::vector<std::shared_ptr<DeviceTable>> tables;  // keep cos/sin tables alive
+  std::array<const float*, kNumBuckets> table_ptr{};
+  std::array<int64_t, kNumBuckets> table_rows{};
+  bool from_cache = true;
+  double load_ms = 0.0;
+};
+
+class RuntimeImpl {
+ public:
+  RuntimeOptions options;
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<DiskCache> disk;
+  MemoryCache<LoadedModule> modules;
+  MemoryCache<DeviceTable> tables;
+  std::unique_ptr<TunedConfigs> tuned;
+};
+
+namespace {
+
+std::unique_ptr<Backend> open_backend(const RuntimeOptions& o) {
+  switch (o.backend) {
+    case BackendKind::cuda: return make_cuda_backend(o.device, o.arch);
+    case BackendKind::host: return make_host_backend();
+    case BackendKind::auto_: break;
+  }
+  if (cuda_available()) return make_cuda_backend(o.device, o.arch);
+  return make_host_backend();
+}
+
+}  // namespace
+
+Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<RuntimeImpl>()) {
+  impl_->options = std::move(options);
+  impl_->backend = open_backend(impl_->options);
+  if (impl_->options.disk_cache && impl_->backend->name() == "cuda") {
+    DiskCacheOptions disk_options;
+    disk_options.dir = impl_->options.cache_dir;
+    impl_->disk = std::make_unique<DiskCache>(disk_options);
+  }
+  std::string db = impl_->options.tuning_db;
+  if (db.empty())
+    if (const char* env = std::getenv("ROPEJIT_TUNING_DB")) db = env;
+  impl_->tuned = std::make_unique<TunedConfigs>(db, *impl_->backend);
+}
+
+Runtime::~Runtime() = default;
+
+std::string Runtime::backend() const { return impl_->backend->name(); }
+std::string Runtime::arch() const { return impl_->backend->arch(); }
+int Runtime::sm_count() const { return impl_->backend->sm_count(); }
+
+Kernel Runtime::get(const Spec& spec) {
+  std::array<Config, kNumBuckets> configs;
+  for (int b = 0; b < kNumBuckets; ++b) configs[b] = impl_->tuned->lookup(spec, b).value_or(default_config(spec));
+  return make_kernel(spec, configs);
+}
+
+Kernel Runtime::get(const Spec& spec, const Config& config) {
+  std::array<Config, kNumBuckets> configs;
+  configs.fill(config);
+  return make_kernel(spec, configs);
+}
+
+Kernel Runtime::make_kernel(const Spec& spec, const std::array<Config, kNumBuckets>& configs) {
+  const auto start = std::chrono::steady_clock::now();
+  auto k = std::make_shared<KernelImpl>();
+  k->spec = spec;
+  k->backend = impl_->backend.get();
+  k->sm_count = impl_->backend->sm_count();
+  k->configs = configs;
+  for (int b = 0; b < kNumBuckets; ++b) {
+    const Plan plan = make_plan(spec, configs[b]);
+    const Source source = generate_source(plan);
+    const MemoryCacheKey key{source.hash, impl_->backend->name(), impl_->backend->arch()};
+    bool created = false;
+    k->modules[b] = impl_->modules.get_or_create(key, [&] {
+      created = true;
+      return impl_->backend->load(source, impl_->disk.get());
+    });
+    if (created && !k->modules[b]->from_disk_cache()) k->from_cache = false;
+    if (configs[b].sincos == SinCosMode::table) {
+      const MemoryCacheKey table_key{cos_sin_table_hash(plan), impl_->backend->name(), impl_->backend->arch()};
+      auto table = impl_->tables.get_or_create(table_key, [&] { return build_cos_sin_table(plan, *impl_->backend); });
+      k->tables.push_back(table);
+      k->table_ptr[b] = table->data;
+      k->table_rows[b] = table->rows;
+    }
+  }
+  k->load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return Kernel(std::move(k));
+}
+
+void Kernel::launch(const Args& args, void* stream) const {
+  const KernelImpl& k = *impl_;
+  const int bucket = bucket_of(args.num_tokens);
+  const Config& config = k.configs[bucket];
+  CheckedLaunch checked = check_launch(k.spec, config.vec, args, k.backend->host_memory());
+  if (checked.rows == 0) return;
+  checked.params.cos_sin_table = k.table_ptr[bucket];
+  checked.params.cos_sin_table_rows = k.table_rows[bucket];
+  const LaunchDims dims = launch_dims(k.spec, config, checked.rows, k.sm_count);
+  k.modules[bucket]->launch(dims, checked.params, stream);
+}
+
+const Spec& Kernel::spec() const { return impl_->spec; }
+const Config& Kernel::config_for(int64_t num_tokens) const { return impl_->configs[bucket_of(num_tokens)]; }
+const Binary& Kernel::binary_for(int64_t num_tokens) const {
+  return impl_->modules[bucket_of(num_tokens)]->binary();
+}
+std::string Kernel::backend() const { return impl_->backend->name(); }
+bool Kernel::from_cache() const { return impl_->from_cache; }
+double Kernel::load_ms() const { return impl_->load_ms; }
+
+bool can_implement(const Spec& spec, std::string* why) {
+  if (auto problem = config_problem(spec, default_config(spec))) {
+    if (why) *why = *problem;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace ropejit

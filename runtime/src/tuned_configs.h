@@ -1,0 +1,28 @@
+#pragma once
+// Tuned launch configs for get(): the tuning database entry of the nearest bucket, if any.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend.h"
+#include "ropejit/config.h"
+
+namespace ropejit {
+
+class TuningDb;
+
+/// Read-only view of a tuning database for one backend.
+class TunedConfigs {
+ public:
+  /// Opens `db_path` (empty: no database). A database whose metadata does not match the
+  /// backend (GPU, versions) is ignored with one warning.
+  TunedConfigs(const std::string& db_path, const Backend& backend);
+  ~TunedConfigs();
+  /// The tuned config for (spec, bucket), or the nearest tuned bucket's, or nullopt.
+  std::optional<Config> lookup(const Spec& spec, int bucket) const;
+
+ private:
+  std::unique_ptr<TuningDb> db_;
+};
+
+}  // namespace ropejit
