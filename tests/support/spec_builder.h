@@ -1,0 +1,43 @@
+#pragma once
+// Test helper: build specs from a few fields (through the real parser) and list specs/.
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "ropejit/spec.h"
+
+namespace ropejit::test {
+
+/// The fields tests vary; everything goes through parse_spec.
+struct SpecFields {
+  std::string name = "test";
+  int head_dim = 128;
+  int rotary_dim = 128;
+  int num_q_heads = 8;
+  int num_kv_heads = 2;
+  std::string layout = "neox";
+  std::string dtype = "bf16";
+  std::string angle = "fp32";
+  int64_t max_position_embeddings = 8192;
+  nlohmann::json rope = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  std::string input = "separate";
+  std::string output = "inplace";
+  bool qkv_bias = false;
+  bool copy_v = false;
+  std::string positions = "explicit";
+};
+
+/// The spec JSON of the fields.
+nlohmann::json spec_json(const SpecFields& f);
+
+/// parse_spec(spec_json(f)).
+Spec make_spec(const SpecFields& f);
+
+/// Paths of every specs/*.json except schema.json, sorted.
+std::vector<std::string> spec_files();
+
+/// One rope block per rope_type, valid for rotary_dim `d` and max positions `m`.
+std::vector<nlohmann::json> rope_blocks_for_every_type(int d, int64_t m);
+
+}  // namespace ropejit::test

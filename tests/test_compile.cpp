@@ -1,0 +1,105 @@
+// NVRTC compile tier: every spec and the test matrix compile to CUBIN with 0 spill bytes.
+#include <gtest/gtest.h>
+
+#include "ropejit/compile.h"
+#include "support/spec_builder.h"
+
+using namespace ropejit;
+using ropejit::test::SpecFields;
+
+namespace {
+
+void expect_clean(const Binary& b, const std::string& what) {
+  EXPECT_FALSE(b.image.empty()) << what;
+  EXPECT_GT(b.registers, 0) << what << "\n" << b.log;
+  EXPECT_EQ(b.spill_bytes, 0) << what << "\n" << b.log;
+  EXPECT_EQ(b.stack_bytes, 0) << what << "\n" << b.log;
+  EXPECT_EQ(b.shared_bytes, 0) << what << "\n" << b.log;
+}
+
+}  // namespace
+
+TEST(Compile, EverySpecForSm80AndSm90) {
+  const auto files = ropejit::test::spec_files();
+  ASSERT_GE(files.size(), 13u);
+  for (const auto& path : files) {
+    const Spec spec = load_spec_file(path);
+    const Source source = generate_source(make_plan(spec, default_config(spec)));
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      const Binary b = compile_nvrtc(source, arch);
+      EXPECT_EQ(b.arch, arch);
+      EXPECT_FALSE(b.is_ptx);
+      expect_clean(b, path + " " + arch);
+      // A CUBIN is an ELF file.
+      ASSERT_GE(b.image.size(), 4u);
+      EXPECT_EQ(b.image.substr(0, 4), "\x7f" "ELF") << path;
+    }
+  }
+}
+
+TEST(Compile, MatrixOfFormsAndRopeTypes) {
+  int compiled = 0;
+  for (const auto& rope : ropejit::test::rope_blocks_for_every_type(64, 8192)) {
+    for (const char* layout : {"neox", "interleaved"}) {
+      SpecFields f;
+      f.head_dim = 80;
+      f.rotary_dim = 64;
+      f.layout = layout;
+      f.dtype = compiled % 3 == 0 ? "fp16" : (compiled % 3 == 1 ? "bf16" : "fp32");
+      f.rope = rope;
+      f.angle = compiled % 2 ? "exact" : "fp32";
+      f.input = compiled % 2 ? "packed_qkv" : "separate";
+      f.output = compiled % 3 == 0 ? "padded_bhsd" : (compiled % 3 == 1 ? "separate" : "inplace");
+      f.positions = f.output == "padded_bhsd" || compiled % 4 == 1 ? "varlen" : "explicit";
+      f.qkv_bias = compiled % 2 == 0;
+      const Spec spec = ropejit::test::make_spec(f);
+      for (int hpt : {1, 4}) {
+        Config c = default_config(spec);
+        c.heads_per_thread = hpt;
+        const Binary b = compile_nvrtc(generate_source(make_plan(spec, c)), "sm_90");
+        expect_clean(b, std::string(layout) + " " + rope.dump() + " " + config_name(c));
+      }
+      ++compiled;
+    }
+  }
+  EXPECT_EQ(compiled, 14);
+}
+
+TEST(Compile, PtxForVirtualArch) {
+  const Spec spec = ropejit::test::make_spec({});
+  const Binary b = compile_nvrtc(generate_source(make_plan(spec, default_config(spec))), "compute_90");
+  EXPECT_TRUE(b.is_ptx);
+  EXPECT_NE(b.image.find(".entry ropejit_rope"), std::string::npos);
+  // 16-byte vector loads and stores, no local memory.
+  EXPECT_NE(b.image.find("ld.global.v4.u32"), std::string::npos);
+  EXPECT_NE(b.image.find("st.v4.b32"), std::string::npos);
+  EXPECT_EQ(b.image.find("ld.local"), std::string::npos);
+  EXPECT_EQ(b.image.find("st.local"), std::string::npos);
+}
+
+TEST(Compile, ErrorsCarryLogAndSourceLine) {
+  Source broken;
+  broken.text = "#include \"ropejit/rope.cuh\"\nextern \"C\" __global__ void ropejit_rope() {\n  undefined_symbol_here();\n}\n";
+  broken.entry = "ropejit_rope";
+  broken.hash = hash_bytes(broken.text);
+  try {
+    compile_nvrtc(broken, "sm_90");
+    FAIL() << "compiled broken source";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::compile_error);
+    EXPECT_NE(e.log().find("undefined_symbol_here"), std::string::npos) << e.log();
+    EXPECT_NE(e.log().find("ropejit_kernel.cu:3:   undefined_symbol_here();"), std::string::npos) << e.log();
+  }
+  try {
+    compile_nvrtc(broken, "gfx90a");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::invalid_argument);
+  }
+}
+
+TEST(Compile, VersionAndOptionsArePartOfTheKey) {
+  EXPECT_FALSE(nvrtc_version().empty());
+  const auto a = nvrtc_options("sm_80", false), b = nvrtc_options("sm_90", false);
+  EXPECT_NE(a, b);
+}

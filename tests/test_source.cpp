@@ -1,0 +1,161 @@
+// Generator: configs, plans and source text.
+#include <cstdlib>
+#include <regex>
+
+#include <gtest/gtest.h>
+
+#include "ropejit/source.h"
+#include "support/spec_builder.h"
+
+using namespace ropejit;
+using ropejit::test::SpecFields;
+
+namespace {
+
+std::vector<Spec> matrix_specs() {
+  std::vector<Spec> out;
+  for (const char* layout : {"neox", "interleaved"})
+    for (const char* dtype : {"fp32", "fp16", "bf16"})
+      for (auto [D, d] : std::vector<std::pair<int, int>>{{64, 64}, {80, 32}, {96, 24}, {128, 128}, {256, 64}}) {
+        SpecFields f;
+        f.layout = layout;
+        f.dtype = dtype;
+        f.head_dim = D;
+        f.rotary_dim = d;
+        out.push_back(ropejit::test::make_spec(f));
+      }
+  return out;
+}
+
+}  // namespace
+
+TEST(Source, DeterministicForSamePlan) {
+  for (const auto& path : ropejit::test::spec_files()) {
+    const Spec spec = load_spec_file(path);
+    const Plan plan = make_plan(spec, default_config(spec));
+    const Source a = generate_source(plan), b = generate_source(make_plan(spec, default_config(spec)));
+    EXPECT_EQ(a.text, b.text) << path;
+    EXPECT_EQ(a.hash, b.hash) << path;
+    EXPECT_EQ(a.hash, hash_bytes(a.text));
+  }
+}
+
+TEST(Source, ConfigChangesSource) {
+  const Spec spec = ropejit::test::make_spec({});
+  Config a = default_config(spec), b = a;
+  b.block_threads = a.block_threads == 128 ? 256 : 128;
+  EXPECT_NE(generate_source(make_plan(spec, a)).hash, generate_source(make_plan(spec, b)).hash);
+}
+
+TEST(Source, BakesExactFloatInvFreq) {
+  SpecFields f;
+  f.rope = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 8192}};
+  f.max_position_embeddings = 131072;
+  const Spec spec = ropejit::test::make_spec(f);
+  const Plan plan = make_plan(spec, default_config(spec));
+  const std::string text = generate_source(plan).text;
+  const auto table_start = text.find("kInvFreq[64] = {");
+  ASSERT_NE(table_start, std::string::npos) << text;
+  std::regex hex_float(R"((-?0x[0-9a-f.]+p[+-]?\d+)f)");
+  std::vector<float> baked;
+  const std::string table = text.substr(table_start, text.find("};", table_start) - table_start);
+  for (auto it = std::sregex_iterator(table.begin(), table.end(), hex_float); it != std::sregex_iterator(); ++it)
+    baked.push_back(std::strtof((*it)[1].str().c_str(), nullptr));
+  ASSERT_EQ(baked.size(), 64u);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(baked[i], static_cast<float>(plan.freqs.inv_freq[i])) << i;
+}
+
+TEST(Source, ThinOneEntryNoKernelBody) {
+  const Spec spec = ropejit::test::make_spec({});
+  const std::string text = generate_source(make_plan(spec, default_config(spec))).text;
+  EXPECT_EQ(text.find("for ("), std::string::npos) << "kernel logic belongs in templates/";
+  std::regex entry(R"(extern "C" __global__)");
+  EXPECT_EQ(std::distance(std::sregex_iterator(text.begin(), text.end(), entry), std::sregex_iterator()), 1);
+  EXPECT_NE(text.find("#include \"ropejit/rope.cuh\""), std::string::npos);
+}
+
+TEST(Config, DefaultIsValidForEverySpec) {
+  for (const auto& path : ropejit::test::spec_files()) {
+    const Spec spec = load_spec_file(path);
+    EXPECT_FALSE(config_problem(spec, default_config(spec))) << path;
+  }
+  for (const Spec& spec : matrix_specs()) {
+    const Config c = default_config(spec);
+    EXPECT_FALSE(config_problem(spec, c)) << spec.head_dim << "/" << spec.rotary_dim;
+    EXPECT_LE(c.vec * dtype_size(spec.dtype), 16);
+  }
+}
+
+TEST(Config, ProblemsAreNamed) {
+  SpecFields f;
+  f.head_dim = 96;
+  f.rotary_dim = 24;  // GPT-NeoX: the rotated half is 12
+  const Spec spec = ropejit::test::make_spec(f);
+  Config c = default_config(spec);
+  EXPECT_EQ(c.vec, 4);
+  c.vec = 8;
+  auto problem = config_problem(spec, c);
+  ASSERT_TRUE(problem);
+  EXPECT_NE(problem->find("rotated half 12"), std::string::npos) << *problem;
+  c = default_config(spec);
+  c.block_threads = 100;
+  ASSERT_TRUE(config_problem(spec, c));
+  EXPECT_NE(config_problem(spec, c)->find("multiple of 32"), std::string::npos);
+  try {
+    make_plan(spec, c);
+    FAIL() << "make_plan accepted an invalid config";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::unsupported);
+  }
+  SpecFields fp32;
+  fp32.dtype = "fp32";
+  Config wide = default_config(ropejit::test::make_spec(fp32));
+  EXPECT_EQ(wide.vec, 4);
+  wide.vec = 8;
+  EXPECT_TRUE(config_problem(ropejit::test::make_spec(fp32), wide));
+}
+
+TEST(Config, TableModeRejectedForRunTimeFrequencies) {
+  SpecFields f;
+  f.rope = {{"rope_type", "dynamic"}, {"rope_theta", 10000.0}, {"factor", 2.0}};
+  const Spec spec = ropejit::test::make_spec(f);
+  Config c = default_config(spec);
+  c.sincos = SinCosMode::table;
+  ASSERT_TRUE(config_problem(spec, c));
+}
+
+TEST(Config, JsonRoundTripAndErrors) {
+  Config c;
+  c.block_threads = 512;
+  c.vec = 4;
+  c.heads_per_thread = 8;
+  c.sincos = SinCosMode::table;
+  c.grid = GridMode::persistent;
+  EXPECT_EQ(config_from_json(config_to_json(c)), c);
+  EXPECT_EQ(config_name(c), "bt512.v4.h8.table.persistent");
+  try {
+    config_from_json(R"({"vec": 4, "blok_threads": 3})");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "/blok_threads");
+  }
+  try {
+    config_from_json(R"({"sincos": "fast"})");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("compute | table"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Config, WorkShapeCoversEveryElement) {
+  for (const Spec& spec : matrix_specs()) {
+    const Config c = default_config(spec);
+    const WorkShape w = work_shape(spec, c);
+    const int rotated_elements = w.rot_lanes * c.vec * (spec.layout == Layout::neox ? 2 : 1);
+    EXPECT_EQ(rotated_elements, spec.rotary_dim);
+    EXPECT_GE(w.head_groups * c.heads_per_thread, w.heads);
+    const LaunchDims dims = launch_dims(spec, c, 1000, 132);
+    EXPECT_GE(int64_t(dims.grid) * dims.block, int64_t(1000) * w.head_groups * w.lanes);
+  }
+}
