@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The test command: set-up, build, then every test tier (unit, compile, conformance on the
+# host backend; the gpu tier runs only where a GPU is usable and prints SKIPPED otherwise).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/build.sh
+BUILD_DIR="${ROPEJIT_BUILD_DIR:-build}"
+# Tests write their kernel caches under the build folder, never the user's cache.
+export ROPEJIT_CACHE_DIR="$PWD/$BUILD_DIR/test-cache"
+ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${ROPEJIT_TEST_JOBS:-$(nproc)}" "$@"
