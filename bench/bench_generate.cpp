@@ -1,0 +1,55 @@
+// Generator benchmarks (issue 2): spec parse + validate, spec → source, NVRTC compile per arch.
+#include <benchmark/benchmark.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "ropejit/compile.h"
+#include "ropejit/source.h"
+
+namespace {
+
+std::string spec_text(const char* name) {
+  std::ifstream in(std::string(ROPEJIT_SOURCE_DIR) + "/specs/" + name + ".json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+const char* const kSpecs[] = {"llama-3.1-8b", "phi-3.5-mini", "deepseek-v3", "gpt-neox-20b"};
+
+void BM_ParseValidate(benchmark::State& state) {
+  const std::string text = spec_text(kSpecs[state.range(0)]);
+  for (auto _ : state) benchmark::DoNotOptimize(ropejit::parse_spec(text));
+  state.SetLabel(kSpecs[state.range(0)]);
+}
+BENCHMARK(BM_ParseValidate)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+
+void BM_SpecToSource(benchmark::State& state) {
+  const ropejit::Spec spec = ropejit::parse_spec(spec_text(kSpecs[state.range(0)]));
+  for (auto _ : state) {
+    const auto plan = ropejit::make_plan(spec, ropejit::default_config(spec));
+    benchmark::DoNotOptimize(ropejit::generate_source(plan));
+  }
+  state.SetLabel(kSpecs[state.range(0)]);
+}
+BENCHMARK(BM_SpecToSource)->DenseRange(0, 3)->Unit(benchmark::kMicrosecond);
+
+// Cold compile: every iteration compiles the kernel from scratch (no cache involved).
+void BM_NvrtcCompile(benchmark::State& state) {
+  const ropejit::Spec spec = ropejit::parse_spec(spec_text("llama-3.1-8b"));
+  const auto source = ropejit::generate_source(ropejit::make_plan(spec, ropejit::default_config(spec)));
+  const char* arch = state.range(0) == 80 ? "sm_80" : "sm_90";
+  for (auto _ : state) benchmark::DoNotOptimize(ropejit::compile_nvrtc(source, arch));
+  state.SetLabel(arch);
+}
+BENCHMARK(BM_NvrtcCompile)->Arg(80)->Arg(90)->Unit(benchmark::kMillisecond)->Iterations(15)
+    ->ComputeStatistics("median", [](const std::vector<double>& v) {
+      std::vector<double> s = v;
+      std::nth_element(s.begin(), s.begin() + s.size() / 2, s.end());
+      return s[s.size() / 2];
+    });
+
+}  // namespace
+
+BENCHMARK_MAIN();
