@@ -14,6 +14,12 @@ namespace ropejit {
 /// formulas in double.
 enum class FreqMode { hf_fp32, float64 };
 
+/// Names of FreqMode values (CLI --mode, messages).
+inline constexpr std::array<EnumName<FreqMode>, 2> kFreqModeNames{{
+    {FreqMode::hf_fp32, "hf_fp32"}, {FreqMode::float64, "float64"}}};
+/// The FreqMode table, so to_string / enum_from_string / allowed_names work on it.
+template <> constexpr const auto& enum_table<FreqMode>() { return kFreqModeNames; }
+
 /// Host-computed frequency data of a spec.
 struct FreqTable {
   int rotary_dim = 0;
