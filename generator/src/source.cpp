@@ -1,6 +1,8 @@
 // Plan → Source: thin generated CUDA text (includes, constexpr traits, baked tables, one entry).
 #include "ropejit/source.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace ropejit {
@@ -79,10 +81,12 @@ Source generate_source(const Plan& plan) {
   const bool has_long = !plan.freqs.inv_freq_long.empty();
   if (has_long) append_table(t, "kInvFreqLong", plan.freqs.inv_freq_long);
   t += "\n}  // namespace\n\n";
+  // Min blocks per SM caps registers at 64 (half occupancy): without it ptxas aims for full
+  // occupancy (32 registers at 256 threads) and spills.
   t += fmt::format(
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const ropejit::KernelParams p) {{\n"
+      "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const ropejit::KernelParams p) {{\n"
       "  ropejit::rope_kernel<Traits>(p, kInvFreq, {});\n}}\n",
-      c.block_threads, kEntryName, has_long ? "kInvFreqLong" : "kInvFreq");
+      c.block_threads, std::max(1, 1024 / c.block_threads), kEntryName, has_long ? "kInvFreqLong" : "kInvFreq");
   Source out;
   out.entry = kEntryName;
   out.hash = hash_bytes(t);

@@ -80,7 +80,7 @@ std::string nvrtc_version() {
 std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx) {
   // --fmad=false: the templates place every FMA explicitly, so GPU and host results agree.
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "--fmad=false",
-                                   "-default-device", "--use_fast_math=false"};
+                                   "-default-device"};
   if (!ptx) opts.push_back("--ptxas-options=-v");
   return opts;
 }

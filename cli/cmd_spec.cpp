@@ -1,0 +1,125 @@
+// `ropejit spec`: validate specs, import HF configs, print the schema, hash and canonical form.
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "command_registry.h"
+#include "hf_import.h"
+#include "ropejit/spec.h"
+#include "spec_json.h"
+
+namespace ropejit::cli {
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw Error(Status::io_error, fmt::format("cannot read {}", path));
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// Writes to `path`, or stdout when path is empty or "-".
+void write_output(const std::string& path, const std::string& text) {
+  if (path.empty() || path == "-") {
+    fmt::print("{}", text);
+    return;
+  }
+  std::ofstream file(path, std::ios::binary);
+  file << text;
+  if (!file) throw Error(Status::io_error, fmt::format("cannot write {}", path));
+}
+
+template <class E>
+std::optional<E> parse_choice(const std::string& flag, const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  if (auto e = enum_from_string<E>(value)) return e;
+  throw Error(Status::invalid_argument,
+              fmt::format("{}: \"{}\" is not allowed: must be one of {}", flag, value,
+                          allowed_names<E>()));
+}
+
+// Prints OK or every issue of each file; fails when any file is invalid.
+void validate_files(const std::vector<std::string>& files) {
+  size_t invalid = 0;
+  for (const auto& path : files) {
+    try {
+      Spec spec = load_spec_file(path);
+      fmt::print("{}: OK ({} {})\n", path, spec.name, spec_hash(spec).hex());
+    } catch (const SpecError& e) {
+      ++invalid;
+      for (const auto& issue : e.issues())
+        fmt::print("{}: {}: {}\n", path, issue.pointer.empty() ? "(document)" : issue.pointer,
+                   issue.message);
+    } catch (const Error& e) {
+      ++invalid;
+      fmt::print("{}: {}\n", path, e.what());
+    }
+  }
+  if (invalid > 0)
+    throw Error(Status::invalid_spec,
+                fmt::format("{} of {} spec file(s) invalid", invalid, files.size()));
+}
+
+struct FromHfArgs {
+  std::string config_path, dtype = "bf16", layout, name, output;
+};
+
+void from_hf(const FromHfArgs& args) {
+  nlohmann::json config;
+  try {
+    config = nlohmann::json::parse(read_file(args.config_path));
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(Status::invalid_spec, fmt::format("{}: {}", args.config_path, e.what()));
+  }
+  HfImportOptions options;
+  options.name = args.name;
+  options.dtype = parse_choice<DType>("--dtype", args.dtype);
+  options.layout = parse_choice<Layout>("--layout", args.layout);
+  write_output(args.output, pretty_json(spec_from_hf(config, options)));
+}
+
+void add_spec_command(CLI::App& app) {
+  CLI::App* spec = app.add_subcommand("spec", "Validate specs, import HF configs, print schema/hash");
+  spec->require_subcommand(1);
+
+  auto files = std::make_shared<std::vector<std::string>>();
+  CLI::App* validate = spec->add_subcommand("validate", "Check spec files; print OK or every issue");
+  validate->add_option("files", *files, "spec JSON files")->required()->check(CLI::ExistingFile);
+  validate->callback([files] { validate_files(*files); });
+
+  auto hf = std::make_shared<FromHfArgs>();
+  CLI::App* from = spec->add_subcommand("from-hf", "Make a spec from a Hugging Face config.json");
+  from->add_option("config", hf->config_path, "HF config.json")->required()->check(CLI::ExistingFile);
+  from->add_option("--dtype", hf->dtype, "storage type: " + allowed_names<DType>())->capture_default_str();
+  from->add_option("--layout", hf->layout,
+                   "override the layout inferred from model_type: " + allowed_names<Layout>());
+  from->add_option("--name", hf->name, "spec name (default: model_type)");
+  from->add_option("-o,--output", hf->output, "output file (default: stdout)");
+  from->callback([hf] { from_hf(*hf); });
+
+  auto schema_out = std::make_shared<std::string>();
+  CLI::App* schema = spec->add_subcommand("schema", "Print the JSON Schema of the spec format");
+  schema->add_option("-o,--output", *schema_out, "output file (default: stdout)");
+  schema->callback([schema_out] { write_output(*schema_out, spec_schema_json()); });
+
+  auto hash_file = std::make_shared<std::string>();
+  CLI::App* hash = spec->add_subcommand("hash", "Print the spec's content hash (XXH3-128)");
+  hash->add_option("file", *hash_file, "spec JSON file")->required()->check(CLI::ExistingFile);
+  hash->callback([hash_file] { fmt::print("{}\n", spec_hash(load_spec_file(*hash_file)).hex()); });
+
+  auto canonical_file = std::make_shared<std::string>();
+  CLI::App* canonical = spec->add_subcommand("canonical", "Print the canonical (hashed) JSON");
+  canonical->add_option("file", *canonical_file, "spec JSON file")->required()->check(CLI::ExistingFile);
+  canonical->callback(
+      [canonical_file] { fmt::print("{}\n", canonical_json(load_spec_file(*canonical_file))); });
+}
+
+}  // namespace
+
+ROPEJIT_COMMAND(10, add_spec_command);
+
+}  // namespace ropejit::cli

@@ -1,0 +1,133 @@
+// The JSON Schema of the spec format, generated from the enum tables and the rope parameter
+// table (so specs/schema.json can never drift from the validator's allow-lists).
+#include "spec_json.h"
+
+namespace ropejit {
+
+using nlohmann::ordered_json;
+
+namespace {
+
+template <class E>
+ordered_json enum_schema(std::string_view description) {
+  ordered_json names = ordered_json::array();
+  for (const auto& row : enum_table<E>()) names.push_back(std::string(row.name));
+  return {{"description", std::string(description)}, {"enum", names}};
+}
+
+ordered_json integer_schema(int64_t min, int64_t max, std::string_view description) {
+  return {{"description", std::string(description)}, {"type", "integer"}, {"minimum", min},
+          {"maximum", max}};
+}
+
+ordered_json bound_number(const char* type, double min, bool exclusive) {
+  ordered_json out{{"type", type}};
+  out[exclusive ? "exclusiveMinimum" : "minimum"] = min;
+  return out;
+}
+
+ordered_json rope_param_schema(const RopeParamRule& rule) {
+  ordered_json out{{"description", std::string(rule.doc)}};
+  switch (rule.kind) {
+    case ParamKind::number:
+      out.update(bound_number("number", rule.min, rule.min_exclusive));
+      break;
+    case ParamKind::integer:
+      out.update(integer_schema(static_cast<int64_t>(rule.min), kMaxPositions, ""));
+      out["description"] = std::string(rule.doc);
+      break;
+    case ParamKind::boolean:
+      out["type"] = "boolean";
+      break;
+    case ParamKind::number_list:
+      out["type"] = "array";
+      out["items"] = bound_number("number", rule.min, rule.min_exclusive);
+      break;
+  }
+  return out;
+}
+
+ordered_json strings(const std::vector<std::string_view>& items) {
+  ordered_json out = ordered_json::array();
+  for (auto item : items) out.push_back(std::string(item));
+  return out;
+}
+
+ordered_json rope_schema() {
+  ordered_json properties;
+  properties["rope_type"] = enum_schema<RopeType>("frequency scaling method (HF rope_type)");
+  for (const auto& rule : rope_param_rules()) properties[std::string(rule.key)] = rope_param_schema(rule);
+  // Per rope type: its required keys, and no keys of other types.
+  ordered_json all_of = ordered_json::array();
+  for (const auto& row : enum_table<RopeType>()) {
+    const RopeTypeParams& params = rope_type_params(row.value);
+    std::vector<std::string_view> keys{"rope_type", "rope_theta"};
+    keys.insert(keys.end(), params.required.begin(), params.required.end());
+    keys.insert(keys.end(), params.optional.begin(), params.optional.end());
+    ordered_json then{{"required", strings(params.required)},
+                      {"propertyNames", {{"enum", strings(keys)}}}};
+    all_of.push_back({{"if", {{"properties", {{"rope_type", {{"const", std::string(row.name)}}}}}}},
+                      {"then", then}});
+  }
+  return {{"description", "rope parameters, named as HF rope_parameters"},
+          {"type", "object"},
+          {"required", ordered_json::array({"rope_type", "rope_theta"})},
+          {"properties", properties},
+          {"additionalProperties", false},
+          {"allOf", all_of}};
+}
+
+ordered_json io_schema() {
+  ordered_json properties;
+  properties["input"] = enum_schema<InputForm>("separate q/k(/v) tensors or packed QKV (default separate)");
+  properties["output"] = enum_schema<OutputForm>("in place, token-major separate, or head-major padded (default inplace)");
+  properties["qkv_bias"] = {{"description", "add the QKV bias before rotating (default false)"},
+                            {"type", "boolean"}};
+  properties["copy_v"] = {{"description",
+                           "v is read and written too (default: true for packed_qkv input with a "
+                           "non-inplace output or a bias)"},
+                          {"type", "boolean"}};
+  properties["positions"] = enum_schema<PositionsForm>("explicit per-token positions or varlen (default explicit)");
+  ordered_json padded_needs_varlen{
+      {"if", {{"properties", {{"output", {{"const", "padded_bhsd"}}}}}, {"required", ordered_json::array({"output"})}}},
+      {"then", {{"properties", {{"positions", {{"const", "varlen"}}}}}, {"required", ordered_json::array({"positions"})}}}};
+  return {{"description", "how q/k/v arrive and leave"},
+          {"type", "object"},
+          {"properties", properties},
+          {"additionalProperties", false},
+          {"allOf", ordered_json::array({padded_needs_varlen})}};
+}
+
+}  // namespace
+
+std::string spec_schema_json() {
+  ordered_json properties;
+  properties["name"] = {{"description", "free text, part of the hash"}, {"type", "string"},
+                        {"minLength", 1}};
+  properties["head_dim"] = integer_schema(1, kMaxHeadDim, "D, elements per head");
+  ordered_json rotary = integer_schema(2, kMaxHeadDim, "d, rotated elements (even, <= head_dim; default head_dim)");
+  rotary["multipleOf"] = 2;
+  properties["rotary_dim"] = rotary;
+  properties["partial_rotary_factor"] = {
+      {"description", "rotary_dim = floor(head_dim * f) when rotary_dim is not given"},
+      {"type", "number"}, {"exclusiveMinimum", 0}, {"maximum", 1}};
+  properties["num_q_heads"] = integer_schema(1, kMaxHeads, "Hq");
+  properties["num_kv_heads"] = integer_schema(1, kMaxHeads, "Hkv, divides num_q_heads");
+  properties["layout"] = enum_schema<Layout>("rotation pairing: neox (i, i+d/2) or interleaved (2i, 2i+1)");
+  properties["dtype"] = enum_schema<DType>("storage type of q/k/v");
+  properties["max_position_embeddings"] = integer_schema(1, kMaxPositions, "M");
+  properties["angle"] = enum_schema<AnglePrecision>("angle precision (default fp32)");
+  properties["rope"] = {{"$ref", "#/$defs/rope"}};
+  properties["io"] = {{"$ref", "#/$defs/io"}};
+  ordered_json schema{{"$schema", "https://json-schema.org/draft/2020-12/schema"},
+                      {"title", "ropejit spec"},
+                      {"description", "One RoPE operator; see docs/spec.md"},
+                      {"type", "object"},
+                      {"required", strings(spec_required_keys())},
+                      {"properties", properties},
+                      {"additionalProperties", false},
+                      {"$defs", {{"rope", rope_schema()}, {"io", io_schema()}}}};
+  return pretty_json_text(schema);
+}
+
+}  // namespace ropejit

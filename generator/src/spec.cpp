@@ -1,0 +1,247 @@
+// Spec text in and out: parsing with positions, canonical JSON, pretty JSON, content hashes.
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/core.h>
+#include <xxhash.h>
+
+#include "spec_json.h"
+
+namespace ropejit {
+
+using nlohmann::json;
+using nlohmann::ordered_json;
+
+namespace {
+
+std::string join_issues(const std::vector<SpecIssue>& issues) {
+  std::string out;
+  for (const auto& issue : issues) {
+    if (!out.empty()) out += "\n";
+    out += issue.to_string();
+  }
+  return out;
+}
+
+// SAX handler that builds the DOM and remembers the JSON pointer of the value being parsed,
+// so a number that overflows a double (1e999) is reported at its field, not just a position.
+class PointerTrackingSax {
+ public:
+  explicit PointerTrackingSax(json& result) : dom_(result, false) {}
+
+  bool null() { return value(), dom_.null(); }
+  bool boolean(bool v) { return value(), dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return value(), dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(), dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const std::string& s) {
+    return value(), dom_.number_float(v, s);
+  }
+  bool string(std::string& v) { return value(), dom_.string(v); }
+  bool binary(json::binary_t& v) { return value(), dom_.binary(v); }
+  bool start_object(std::size_t n) {
+    frames_.push_back({false, 0, {}});
+    return dom_.start_object(n);
+  }
+  bool key(std::string& k) {
+    frames_.back().key = k;
+    return dom_.key(k);
+  }
+  bool end_object() { return close(), dom_.end_object(); }
+  bool start_array(std::size_t n) {
+    frames_.push_back({true, 0, {}});
+    return dom_.start_array(n);
+  }
+  bool end_array() { return close(), dom_.end_array(); }
+
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string& token, const Exception& error) {
+    if (error.id == 406) {  // number overflow: a finite-number violation at a known field
+      issue = {pointer(), fmt::format("{} is not allowed: must be a finite number", token)};
+    } else {
+      std::string what = error.what();
+      auto bracket = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
+      issue = {"", "malformed JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2))};
+    }
+    failed = true;
+    return false;
+  }
+
+  bool failed = false;
+  SpecIssue issue;
+
+ private:
+  struct Frame {
+    bool array;
+    size_t index;
+    std::string key;
+  };
+  // A scalar completes one array element.
+  void value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+  void close() {
+    frames_.pop_back();
+    value();
+  }
+  std::string pointer() const {
+    std::string out;
+    for (const auto& frame : frames_) {
+      std::string token = frame.array ? std::to_string(frame.index) : frame.key;
+      std::string escaped;
+      for (char c : token) escaped += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+      out += "/" + escaped;
+    }
+    return out;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<Frame> frames_;
+};
+
+void put_rope_fields(ordered_json& out, const RopeParams& rope, int64_t max_positions) {
+  const RopeTypeParams& params = rope_type_params(rope.type);
+  out["rope_type"] = std::string(to_string(rope.type));
+  out["rope_theta"] = rope.theta;
+  for (const auto& rule : rope_param_rules()) {
+    const std::string_view key = rule.key;
+    bool applicable = false;
+    for (auto k : params.required) applicable = applicable || k == key;
+    for (auto k : params.optional) applicable = applicable || k == key;
+    if (!applicable) continue;
+    const std::string name(key);
+    if (key == "factor" && rope.factor) out[name] = *rope.factor;
+    if (key == "original_max_position_embeddings") {
+      auto o = rope.original_max_position_embeddings;
+      if (!o && rope.type == RopeType::yarn) o = max_positions;  // HF: missing O means M
+      if (o) out[name] = *o;
+    }
+    if (key == "low_freq_factor" && rope.low_freq_factor) out[name] = *rope.low_freq_factor;
+    if (key == "high_freq_factor" && rope.high_freq_factor) out[name] = *rope.high_freq_factor;
+    if (key == "beta_fast") out[name] = rope.beta_fast.value_or(32.0);
+    if (key == "beta_slow") out[name] = rope.beta_slow.value_or(1.0);
+    if (key == "mscale" && rope.mscale) out[name] = *rope.mscale;
+    if (key == "mscale_all_dim" && rope.mscale_all_dim) out[name] = *rope.mscale_all_dim;
+    if (key == "attention_factor" && rope.attention_factor) out[name] = *rope.attention_factor;
+    if (key == "truncate") out[name] = rope.truncate.value_or(true);
+    if (key == "alpha" && rope.alpha) out[name] = *rope.alpha;
+    if (key == "seq_len" && rope.seq_len) out[name] = *rope.seq_len;
+    if (key == "short_factor") out[name] = rope.short_factor;
+    if (key == "long_factor") out[name] = rope.long_factor;
+  }
+}
+
+bool is_scalar_list(const ordered_json& value) {
+  if (!value.is_array() || value.empty()) return false;
+  for (const auto& item : value)
+    if (item.is_structured()) return false;
+  return true;
+}
+
+void pretty_into(std::string& out, const ordered_json& value, int indent) {
+  const std::string pad(indent, ' '), inner(indent + 2, ' ');
+  if (value.is_object() && !value.empty()) {
+    out += "{\n";
+    size_t i = 0;
+    for (const auto& item : value.items()) {
+      out += inner + json(item.key()).dump() + ": ";
+      pretty_into(out, item.value(), indent + 2);
+      out += ++i < value.size() ? ",\n" : "\n";
+    }
+    out += pad + "}";
+  } else if (is_scalar_list(value)) {
+    // Number lists (longrope factors) stay compact: wrapped lines, not one number per line.
+    std::string line = "[";
+    std::string lines;
+    for (size_t i = 0; i < value.size(); ++i) {
+      std::string item = value[i].dump() + (i + 1 < value.size() ? ", " : "]");
+      if (line.size() + item.size() > 92) {
+        while (!line.empty() && line.back() == ' ') line.pop_back();
+        lines += line + "\n";
+        line = inner;
+      }
+      line += item;
+    }
+    out += lines + line;
+  } else if (value.is_array() && !value.empty()) {
+    out += "[\n";
+    for (size_t i = 0; i < value.size(); ++i) {
+      out += inner;
+      pretty_into(out, value[i], indent + 2);
+      out += i + 1 < value.size() ? ",\n" : "\n";
+    }
+    out += pad + "]";
+  } else {
+    out += value.dump();
+  }
+}
+
+}  // namespace
+
+SpecError::SpecError(std::vector<SpecIssue> issues)
+    : Error(Status::invalid_spec, join_issues(issues),
+            issues.empty() ? std::string() : issues.front().pointer),
+      issues_(std::move(issues)) {}
+
+Spec parse_spec(std::string_view json_text) {
+  json document;
+  PointerTrackingSax sax(document);
+  json::sax_parse(json_text.begin(), json_text.end(), &sax);
+  if (sax.failed) throw SpecError({sax.issue});
+  return spec_from_json(document);
+}
+
+Spec load_spec_file(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw Error(Status::io_error, fmt::format("cannot read spec file {}: {}", path, std::strerror(errno)));
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_spec(text.str());
+}
+
+ordered_json spec_to_json(const Spec& spec) {
+  ordered_json out;
+  out["name"] = spec.name;
+  out["head_dim"] = spec.head_dim;
+  out["rotary_dim"] = spec.rotary_dim;
+  out["num_q_heads"] = spec.num_q_heads;
+  out["num_kv_heads"] = spec.num_kv_heads;
+  out["layout"] = std::string(to_string(spec.layout));
+  out["dtype"] = std::string(to_string(spec.dtype));
+  out["max_position_embeddings"] = spec.max_position_embeddings;
+  out["angle"] = std::string(to_string(spec.angle));
+  ordered_json rope = ordered_json::object();
+  put_rope_fields(rope, spec.rope, spec.max_position_embeddings);
+  out["rope"] = std::move(rope);
+  ordered_json io = ordered_json::object();
+  io["input"] = std::string(to_string(spec.io.input));
+  io["output"] = std::string(to_string(spec.io.output));
+  io["qkv_bias"] = spec.io.qkv_bias;
+  io["copy_v"] = spec.io.copy_v;
+  io["positions"] = std::string(to_string(spec.io.positions));
+  out["io"] = std::move(io);
+  return out;
+}
+
+std::string pretty_json_text(const ordered_json& value) {
+  std::string out;
+  pretty_into(out, value, 0);
+  return out + "\n";
+}
+
+std::string canonical_json(const Spec& spec) { return spec_to_json(spec).dump(); }
+
+std::string pretty_json(const Spec& spec) { return pretty_json_text(spec_to_json(spec)); }
+
+std::string Hash128::hex() const { return fmt::format("{:016x}{:016x}", hi, lo); }
+
+Hash128 hash_bytes(std::string_view bytes) {
+  XXH128_hash_t h = XXH3_128bits(bytes.data(), bytes.size());
+  return Hash128{h.high64, h.low64};
+}
+
+Hash128 spec_hash(const Spec& spec) { return hash_bytes(canonical_json(spec)); }
+
+}  // namespace ropejit

@@ -1,0 +1,528 @@
+// Spec validation: JSON document -> canonical Spec, collecting every problem at once.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include <fmt/core.h>
+
+#include "spec_json.h"
+
+namespace ropejit {
+
+using nlohmann::json;
+
+const std::vector<RopeParamRule>& rope_param_rules() {
+  static const std::vector<RopeParamRule> rules{
+      {"rope_theta", ParamKind::number, 0, true, "base b of inv_freq = 1 / b^(2i/d)"},
+      {"factor", ParamKind::number, 1, false, "scaling factor f (context extension ratio)"},
+      {"original_max_position_embeddings", ParamKind::integer, 1, false,
+       "pre-training context length O"},
+      {"low_freq_factor", ParamKind::number, 0, true, "llama3: low-frequency wavelength factor"},
+      {"high_freq_factor", ParamKind::number, 0, true, "llama3: high-frequency wavelength factor"},
+      {"beta_fast", ParamKind::number, 0, true, "yarn: fast correction bound (default 32)"},
+      {"beta_slow", ParamKind::number, 0, true, "yarn: slow correction bound (default 1)"},
+      {"mscale", ParamKind::number, 0, false, "yarn: attention-factor coefficient (DeepSeek)"},
+      {"mscale_all_dim", ParamKind::number, 0, false, "yarn: attention-factor divisor coefficient"},
+      {"attention_factor", ParamKind::number, 0, true, "explicit attention factor s"},
+      {"truncate", ParamKind::boolean, 0, false, "yarn: round the correction range (default true)"},
+      {"alpha", ParamKind::number, 1, false, "ntk: static NTK-aware scale alpha"},
+      {"seq_len", ParamKind::integer, 1, false, "dynamic: fixed length L (vLLM behaviour)"},
+      {"short_factor", ParamKind::number_list, 0, true, "longrope: rotary_dim/2 short factors"},
+      {"long_factor", ParamKind::number_list, 0, true, "longrope: rotary_dim/2 long factors"},
+  };
+  return rules;
+}
+
+const RopeParamRule* find_rope_param(std::string_view key) {
+  for (const auto& rule : rope_param_rules())
+    if (rule.key == key) return &rule;
+  return nullptr;
+}
+
+const RopeTypeParams& rope_type_params(RopeType type) {
+  static const std::vector<RopeTypeParams> table{
+      {RopeType::default_, {}, {}},
+      {RopeType::linear, {"factor"}, {}},
+      {RopeType::ntk, {"alpha"}, {}},
+      {RopeType::dynamic, {"factor"}, {"seq_len"}},
+      // original_max_position_embeddings is required by HF but filled from M when missing.
+      {RopeType::yarn, {"factor"},
+       {"original_max_position_embeddings", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
+        "attention_factor", "truncate"}},
+      {RopeType::longrope, {"short_factor", "long_factor", "original_max_position_embeddings"},
+       {"factor", "attention_factor"}},
+      {RopeType::llama3,
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}, {}},
+  };
+  for (const auto& row : table)
+    if (row.type == type) return row;
+  return table.front();
+}
+
+const std::vector<std::string_view>& spec_top_level_keys() {
+  static const std::vector<std::string_view> keys{
+      "name",   "head_dim", "rotary_dim", "partial_rotary_factor", "num_q_heads", "num_kv_heads",
+      "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io"};
+  return keys;
+}
+
+const std::vector<std::string_view>& spec_required_keys() {
+  static const std::vector<std::string_view> keys{
+      "name", "head_dim", "num_q_heads", "num_kv_heads", "layout", "dtype",
+      "max_position_embeddings", "rope"};
+  return keys;
+}
+
+const std::vector<std::string_view>& spec_io_keys() {
+  static const std::vector<std::string_view> keys{"input", "output", "qkv_bias", "copy_v",
+                                                  "positions"};
+  return keys;
+}
+
+bool io_requires_copy_v(const IoSpec& io) {
+  return io.input == InputForm::packed_qkv && (io.output != OutputForm::inplace || io.qkv_bias);
+}
+
+namespace {
+
+// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
+size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string nearest_key(std::string_view key, const std::vector<std::string_view>& candidates) {
+  std::string best;
+  size_t best_distance = std::numeric_limits<size_t>::max();
+  const size_t limit = key.size() <= 4 ? 1 : key.size() <= 8 ? 2 : 3;
+  for (auto candidate : candidates) {
+    size_t distance = edit_distance(key, candidate);
+    // "type" -> "rope_type", "theta" -> "rope_theta": a known key ending in "_" + key.
+    bool suffix = candidate.size() > key.size() + 1 &&
+                  candidate.substr(candidate.size() - key.size()) == key &&
+                  candidate[candidate.size() - key.size() - 1] == '_';
+    if ((distance <= limit || suffix) && distance < best_distance) {
+      best = std::string(candidate);
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+namespace {
+
+std::string join(const std::vector<std::string_view>& items) {
+  std::string out;
+  for (auto item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+// A value as it appears in a message (non-finite doubles by name; long values cut).
+std::string show(const json& value) {
+  if (value.is_number_float()) {
+    double d = value.get<double>();
+    if (std::isnan(d)) return "nan";
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  }
+  if (value.is_array() && value.size() > 4) return fmt::format("a list of {} items", value.size());
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
+std::string bound_text(double min, bool exclusive) {
+  return fmt::format("{} {}", exclusive ? ">" : ">=", min);
+}
+
+// Collects issues while reading one document.
+class Reader {
+ public:
+  explicit Reader(std::vector<SpecIssue>& issues) : issues_(issues) {}
+
+  void add(std::string pointer, std::string message) {
+    issues_.push_back({std::move(pointer), std::move(message)});
+  }
+  void not_allowed(const std::string& pointer, const json& value, const std::string& must) {
+    add(pointer, show(value) + " is not allowed: must be " + must);
+  }
+
+  // Reports keys outside `allowed`, suggesting the nearest one.
+  void check_keys(const json& object, const std::string& pointer,
+                  const std::vector<std::string_view>& allowed) {
+    for (const auto& item : object.items()) {
+      if (std::find(allowed.begin(), allowed.end(), item.key()) != allowed.end()) continue;
+      unknown_key(pointer + "/" + item.key(), item.key(), allowed);
+    }
+  }
+  void unknown_key(const std::string& pointer, const std::string& key,
+                   const std::vector<std::string_view>& allowed) {
+    std::string suggestion = nearest_key(key, allowed);
+    if (!suggestion.empty())
+      add(pointer, fmt::format("unknown key; did you mean \"{}\"?", suggestion));
+    else
+      add(pointer, "unknown key; allowed keys: " + join(allowed));
+  }
+
+  std::optional<int64_t> integer(const json& value, const std::string& pointer, int64_t lo,
+                                 int64_t hi, const std::string& must = {}) {
+    std::string must_text = must.empty() ? fmt::format("an integer in [{}, {}]", lo, hi) : must;
+    if (value.is_number_unsigned()) {
+      uint64_t u = value.get<uint64_t>();
+      if (u >= static_cast<uint64_t>(lo) && u <= static_cast<uint64_t>(hi))
+        return static_cast<int64_t>(u);
+    } else if (value.is_number_integer()) {
+      int64_t i = value.get<int64_t>();
+      if (i >= lo && i <= hi) return i;
+    } else if (value.is_number_float()) {
+      double d = value.get<double>();  // 4096.0 is accepted as an integer
+      if (std::isfinite(d) && d == std::floor(d) && d >= static_cast<double>(lo) &&
+          d <= static_cast<double>(hi))
+        return static_cast<int64_t>(d);
+    }
+    not_allowed(pointer, value, must_text);
+    return std::nullopt;
+  }
+
+  std::optional<double> number(const json& value, const std::string& pointer, double min,
+                               bool exclusive, std::optional<double> max = std::nullopt) {
+    std::string range = bound_text(min, exclusive) + (max ? fmt::format(" and <= {}", *max) : "");
+    if (value.is_number()) {
+      double d = value.get<double>();
+      if (!std::isfinite(d)) {
+        not_allowed(pointer, value, "a finite number " + range);
+        return std::nullopt;
+      }
+      if ((exclusive ? d > min : d >= min) && (!max || d <= *max)) return d;
+    }
+    not_allowed(pointer, value, "a number " + range);
+    return std::nullopt;
+  }
+
+  std::optional<bool> boolean(const json& value, const std::string& pointer) {
+    if (value.is_boolean()) return value.get<bool>();
+    not_allowed(pointer, value, "true or false");
+    return std::nullopt;
+  }
+
+  template <class E>
+  std::optional<E> enumeration(const json& value, const std::string& pointer) {
+    if (value.is_string()) {
+      const auto& text = value.get_ref<const std::string&>();
+      if (auto e = enum_from_string<E>(text)) return e;
+      std::vector<std::string_view> names;
+      for (const auto& row : enum_table<E>()) names.push_back(row.name);
+      std::string suggestion = nearest_key(text, names);
+      if (!suggestion.empty()) {
+        not_allowed(pointer, value,
+                    fmt::format("one of {} (did you mean \"{}\"?)", allowed_names<E>(), suggestion));
+        return std::nullopt;
+      }
+    }
+    not_allowed(pointer, value, "one of " + allowed_names<E>());
+    return std::nullopt;
+  }
+
+  std::optional<std::vector<double>> number_list(const json& value, const std::string& pointer,
+                                                 double min, bool exclusive) {
+    if (!value.is_array()) {
+      not_allowed(pointer, value, "a list of numbers " + bound_text(min, exclusive));
+      return std::nullopt;
+    }
+    std::vector<double> out;
+    bool ok = true;
+    for (size_t i = 0; i < value.size(); ++i) {
+      auto d = number(value[i], pointer + "/" + std::to_string(i), min, exclusive);
+      ok = ok && d.has_value();
+      out.push_back(d.value_or(0.0));
+    }
+    return ok ? std::optional<std::vector<double>>(out) : std::nullopt;
+  }
+
+ private:
+  std::vector<SpecIssue>& issues_;
+};
+
+const json* member(const json& object, std::string_view key) {
+  auto it = object.find(std::string(key));
+  return it == object.end() ? nullptr : &*it;
+}
+
+bool applies(const RopeTypeParams& params, std::string_view key) {
+  return key == "rope_theta" ||
+         std::find(params.required.begin(), params.required.end(), key) != params.required.end() ||
+         std::find(params.optional.begin(), params.optional.end(), key) != params.optional.end();
+}
+
+// Stores one rope parameter value into its RopeParams field.
+void store(RopeParams& rope, std::string_view key, const json& value, Reader& reader,
+           const std::string& pointer) {
+  const RopeParamRule& rule = *find_rope_param(key);
+  switch (rule.kind) {
+    case ParamKind::number: {
+      auto d = reader.number(value, pointer, rule.min, rule.min_exclusive);
+      if (!d) return;
+      if (key == "rope_theta") rope.theta = *d;
+      else if (key == "factor") rope.factor = d;
+      else if (key == "low_freq_factor") rope.low_freq_factor = d;
+      else if (key == "high_freq_factor") rope.high_freq_factor = d;
+      else if (key == "beta_fast") rope.beta_fast = d;
+      else if (key == "beta_slow") rope.beta_slow = d;
+      else if (key == "mscale") rope.mscale = d;
+      else if (key == "mscale_all_dim") rope.mscale_all_dim = d;
+      else if (key == "attention_factor") rope.attention_factor = d;
+      else if (key == "alpha") rope.alpha = d;
+      return;
+    }
+    case ParamKind::integer: {
+      auto i = reader.integer(value, pointer, static_cast<int64_t>(rule.min), kMaxPositions);
+      if (!i) return;
+      if (key == "original_max_position_embeddings") rope.original_max_position_embeddings = i;
+      else if (key == "seq_len") rope.seq_len = i;
+      return;
+    }
+    case ParamKind::boolean:
+      if (auto b = reader.boolean(value, pointer)) rope.truncate = b;
+      return;
+    case ParamKind::number_list:
+      if (auto list = reader.number_list(value, pointer, rule.min, rule.min_exclusive))
+        (key == "short_factor" ? rope.short_factor : rope.long_factor) = *list;
+      return;
+  }
+}
+
+// Reads the rope block; rotary_dim and max_position_embeddings are 0 when unknown.
+RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t max_positions) {
+  const std::string base = "/rope";
+  RopeParams rope;
+  if (!block.is_object()) {
+    reader.not_allowed(base, block, "an object");
+    return rope;
+  }
+  std::optional<RopeType> type;
+  if (const json* t = member(block, "rope_type"))
+    type = reader.enumeration<RopeType>(*t, base + "/rope_type");
+  else
+    reader.add(base + "/rope_type", "missing required key \"rope_type\"");
+  if (type) rope.type = *type;
+
+  std::vector<std::string_view> all_keys{"rope_type"};
+  for (const auto& rule : rope_param_rules()) all_keys.push_back(rule.key);
+  const RopeTypeParams& params = rope_type_params(rope.type);
+  std::vector<std::string_view> type_keys{"rope_type", "rope_theta"};
+  for (auto k : params.required) type_keys.push_back(k);
+  for (auto k : params.optional) type_keys.push_back(k);
+
+  bool theta_given = false;
+  for (const auto& item : block.items()) {
+    const std::string& key = item.key();
+    const std::string pointer = base + "/" + key;
+    if (key == "rope_type") continue;
+    if (!find_rope_param(key)) {
+      // Prefer suggesting a parameter of this rope type, then any rope parameter.
+      std::string suggestion = type ? nearest_key(key, type_keys) : std::string();
+      if (suggestion.empty()) suggestion = nearest_key(key, all_keys);
+      if (!suggestion.empty())
+        reader.add(pointer, fmt::format("unknown key; did you mean \"{}\"?", suggestion));
+      else
+        reader.unknown_key(pointer, key, type ? type_keys : all_keys);
+      continue;
+    }
+    if (type && !applies(params, key)) {
+      reader.add(pointer, fmt::format("does not apply to rope_type \"{}\"; its keys are: {}",
+                                      to_string(*type), join(type_keys)));
+      continue;
+    }
+    theta_given = theta_given || key == "rope_theta";
+    store(rope, key, item.value(), reader, pointer);
+  }
+  if (!theta_given) reader.add(base + "/rope_theta", "missing required key \"rope_theta\"");
+  if (!type) return rope;
+
+  for (auto key : params.required)
+    if (!member(block, key))
+      reader.add(base + "/" + std::string(key),
+                 fmt::format("missing required key \"{}\" for rope_type \"{}\"", key,
+                             to_string(*type)));
+
+  switch (rope.type) {
+    case RopeType::yarn:
+      if (!rope.original_max_position_embeddings && max_positions > 0)
+        rope.original_max_position_embeddings = max_positions;  // HF: missing O means M
+      if (!rope.beta_fast) rope.beta_fast = 32.0;
+      if (!rope.beta_slow) rope.beta_slow = 1.0;
+      if (!rope.truncate) rope.truncate = true;
+      if (*rope.beta_fast < *rope.beta_slow) {
+        if (const json* fast = member(block, "beta_fast"))
+          reader.not_allowed(base + "/beta_fast", *fast,
+                             fmt::format("a number >= beta_slow ({})", *rope.beta_slow));
+        else
+          reader.not_allowed(base + "/beta_slow", *member(block, "beta_slow"),
+                             fmt::format("a number <= beta_fast ({})", *rope.beta_fast));
+      }
+      break;
+    case RopeType::llama3:
+      if (rope.low_freq_factor && rope.high_freq_factor &&
+          !(*rope.high_freq_factor > *rope.low_freq_factor))
+        reader.not_allowed(base + "/high_freq_factor", *member(block, "high_freq_factor"),
+                           fmt::format("a number > low_freq_factor ({})", *rope.low_freq_factor));
+      if (rope.original_max_position_embeddings && max_positions > 0 &&
+          *rope.original_max_position_embeddings >= max_positions)
+        reader.not_allowed(base + "/original_max_position_embeddings",
+                           *member(block, "original_max_position_embeddings"),
+                           fmt::format("an integer < max_position_embeddings ({})", max_positions));
+      break;
+    case RopeType::longrope:
+      if (rotary_dim > 0)
+        for (std::string_view key : {"short_factor", "long_factor"}) {
+          const json* list = member(block, key);
+          if (list && list->is_array() && static_cast<int>(list->size()) != rotary_dim / 2)
+            reader.not_allowed(base + "/" + std::string(key), *list,
+                               fmt::format("a list of {} numbers > 0 (rotary_dim / 2)",
+                                           rotary_dim / 2));
+        }
+      break;
+    default:
+      break;
+  }
+  return rope;
+}
+
+IoSpec read_io(const json* block, Reader& reader) {
+  const std::string base = "/io";
+  IoSpec io;
+  if (!block) return io;
+  if (!block->is_object()) {
+    reader.not_allowed(base, *block, "an object");
+    return io;
+  }
+  reader.check_keys(*block, base, spec_io_keys());
+  if (const json* v = member(*block, "input"))
+    io.input = reader.enumeration<InputForm>(*v, base + "/input").value_or(io.input);
+  if (const json* v = member(*block, "output"))
+    io.output = reader.enumeration<OutputForm>(*v, base + "/output").value_or(io.output);
+  if (const json* v = member(*block, "qkv_bias"))
+    io.qkv_bias = reader.boolean(*v, base + "/qkv_bias").value_or(io.qkv_bias);
+  if (const json* v = member(*block, "positions"))
+    io.positions = reader.enumeration<PositionsForm>(*v, base + "/positions").value_or(io.positions);
+  io.copy_v = io_requires_copy_v(io);
+  if (const json* v = member(*block, "copy_v")) {
+    auto copy_v = reader.boolean(*v, base + "/copy_v");
+    if (copy_v && !*copy_v && io.copy_v)
+      reader.not_allowed(base + "/copy_v", *v,
+                         io.output != OutputForm::inplace
+                             ? "true when input is packed_qkv and output is not inplace"
+                             : "true when input is packed_qkv with qkv_bias (v gets its bias)");
+    else if (copy_v)
+      io.copy_v = *copy_v;
+  }
+  if (io.output == OutputForm::padded_bhsd && io.positions != PositionsForm::varlen)
+    reader.not_allowed(base + "/positions", std::string(to_string(io.positions)),
+                       "\"varlen\" when output is padded_bhsd");
+  return io;
+}
+
+}  // namespace
+
+Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
+  Reader reader(issues);
+  Spec spec;
+  if (!document.is_object()) {
+    reader.not_allowed("", document, "an object (a spec)");
+    return spec;
+  }
+  reader.check_keys(document, "", spec_top_level_keys());
+  for (auto key : spec_required_keys())
+    if (!member(document, key))
+      reader.add("/" + std::string(key), fmt::format("missing required key \"{}\"", key));
+  auto required = [&](std::string_view key) { return member(document, key); };
+
+  if (const json* v = required("name")) {
+    if (v->is_string() && !v->get_ref<const std::string&>().empty())
+      spec.name = v->get<std::string>();
+    else
+      reader.not_allowed("/name", *v, "a non-empty string");
+  }
+  if (const json* v = required("head_dim"))
+    spec.head_dim = static_cast<int>(reader.integer(*v, "/head_dim", 1, kMaxHeadDim).value_or(0));
+
+  // rotary_dim: explicit, or floor(head_dim * partial_rotary_factor), or head_dim.
+  const int max_rotary = spec.head_dim > 0 ? spec.head_dim : kMaxHeadDim;
+  const std::string rotary_must =
+      fmt::format("an even integer in [2, {}]{}", max_rotary, spec.head_dim > 0 ? " (head_dim)" : "");
+  std::optional<int64_t> rotary_dim;
+  if (const json* v = member(document, "rotary_dim")) {
+    rotary_dim = reader.integer(*v, "/rotary_dim", 2, max_rotary, rotary_must);
+    if (rotary_dim && *rotary_dim % 2 != 0) {
+      reader.not_allowed("/rotary_dim", *v, rotary_must);
+      rotary_dim.reset();
+    }
+  }
+  if (const json* v = member(document, "partial_rotary_factor")) {
+    auto fraction = reader.number(*v, "/partial_rotary_factor", 0, true, 1.0);
+    if (fraction && spec.head_dim > 0) {
+      // Python int(D * f): the same double product HF forms.
+      const auto derived = static_cast<int64_t>(std::floor(spec.head_dim * *fraction));
+      if (const json* explicit_dim = member(document, "rotary_dim")) {
+        if (rotary_dim && *rotary_dim != derived)
+          reader.not_allowed("/rotary_dim", *explicit_dim,
+                             fmt::format("{} = floor(head_dim * partial_rotary_factor) when both "
+                                         "are given", derived));
+      } else if (derived < 2 || derived % 2 != 0) {
+        reader.not_allowed("/partial_rotary_factor", *v,
+                           fmt::format("a fraction giving an even rotary_dim >= 2 (floor({} * {}) "
+                                       "= {})", spec.head_dim, *fraction, derived));
+      } else {
+        rotary_dim = derived;
+      }
+    }
+  }
+  if (!rotary_dim && !member(document, "rotary_dim") && !member(document, "partial_rotary_factor"))
+    rotary_dim = spec.head_dim;
+  spec.rotary_dim = static_cast<int>(rotary_dim.value_or(0));
+
+  if (const json* v = required("num_q_heads"))
+    spec.num_q_heads = static_cast<int>(reader.integer(*v, "/num_q_heads", 1, kMaxHeads).value_or(0));
+  if (const json* v = required("num_kv_heads")) {
+    spec.num_kv_heads =
+        static_cast<int>(reader.integer(*v, "/num_kv_heads", 1, kMaxHeads).value_or(0));
+    if (spec.num_kv_heads > 0 && spec.num_q_heads > 0 && spec.num_q_heads % spec.num_kv_heads != 0)
+      reader.not_allowed("/num_kv_heads", *v,
+                         fmt::format("a divisor of num_q_heads ({})", spec.num_q_heads));
+  }
+  if (const json* v = required("layout"))
+    spec.layout = reader.enumeration<Layout>(*v, "/layout").value_or(spec.layout);
+  if (const json* v = required("dtype"))
+    spec.dtype = reader.enumeration<DType>(*v, "/dtype").value_or(spec.dtype);
+  if (const json* v = required("max_position_embeddings"))
+    spec.max_position_embeddings =
+        reader.integer(*v, "/max_position_embeddings", 1, kMaxPositions).value_or(0);
+  if (const json* v = member(document, "angle"))
+    spec.angle = reader.enumeration<AnglePrecision>(*v, "/angle").value_or(spec.angle);
+  if (const json* v = required("rope"))
+    spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings);
+  spec.io = read_io(member(document, "io"), reader);
+  return spec;
+}
+
+Spec spec_from_json(const json& document) {
+  std::vector<SpecIssue> issues;
+  Spec spec = spec_from_json(document, issues);
+  if (!issues.empty()) throw SpecError(std::move(issues));
+  return spec;
+}
+
+}  // namespace ropejit
