@@ -2,6 +2,7 @@
 // Backends: where a Source becomes a launchable module (cuda: NVRTC CUBIN + driver API;
 // host: Clang + ORC JIT), plus the memory operations the CLI and tests need.
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -52,7 +53,18 @@ class Backend {
   /// Median time in microseconds of `repeats` launches of `module` (cuda events); -1 on host.
   virtual double time_launches(const LoadedModule& module, const LaunchDims& dims,
                                const KernelParams& params, int repeats) = 0;
+  /// Median time in microseconds of `repeats` calls of `launch(stream)`, each between two
+  /// events; -1 where the backend cannot time (host).
+  virtual double time_calls(const std::function<void(void* stream)>& launch, int repeats) {
+    (void)launch;
+    (void)repeats;
+    return -1.0;
+  }
 };
+
+class Runtime;
+/// The backend a Runtime uses (for the CLI and tests: memory and timing).
+Backend& runtime_backend(Runtime& runtime);
 
 /// The cuda backend for device `ordinal`; throws Error(backend_error) with the reason when
 /// libcuda cannot be loaded or no device is usable. `arch_override` forces the target.

@@ -72,6 +72,8 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<RuntimeImpl>()
 
 Runtime::~Runtime() = default;
 
+Backend& Runtime::backend_impl() { return *impl_->backend; }
+
 std::string Runtime::backend() const { return impl_->backend->name(); }
 std::string Runtime::arch() const { return impl_->backend->arch(); }
 int Runtime::sm_count() const { return impl_->backend->sm_count(); }
@@ -137,6 +139,8 @@ const Binary& Kernel::binary_for(int64_t num_tokens) const {
 std::string Kernel::backend() const { return impl_->backend->name(); }
 bool Kernel::from_cache() const { return impl_->from_cache; }
 double Kernel::load_ms() const { return impl_->load_ms; }
+
+Backend& runtime_backend(Runtime& runtime) { return runtime.backend_impl(); }
 
 bool can_implement(const Spec& spec, std::string* why) {
   if (auto problem = config_problem(spec, default_config(spec))) {

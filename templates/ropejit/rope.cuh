@@ -81,8 +81,11 @@ template <class T>
 __device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
                                                const float* inv_freq_long, int pair) {
   if (T::kRopeKind == kRopeDynamic && p.dynamic_base > 0.0) {
+    // HF: float32 pow of the float32 base; pow in double rounded once is the correctly
+    // rounded float32 result on every platform (powf differs in the last bit across libms).
     const float exponent = (float)(2 * pair) / (float)T::kRotaryDim;
-    return 1.0f / powf((float)p.dynamic_base, exponent);
+    const float power = (float)pow((double)(float)p.dynamic_base, (double)exponent);
+    return 1.0f / power;
   }
   if (T::kRopeKind == kRopeLongrope && p.use_long_table) return __ldg(inv_freq_long + pair);
   return __ldg(inv_freq + pair);

@@ -60,6 +60,7 @@ struct Args {
   int64_t seq_len = 0;
 };
 
+class Backend;
 class KernelImpl;
 class RuntimeImpl;
 
@@ -108,6 +109,8 @@ class Runtime {
   int sm_count() const;
 
  private:
+  friend Backend& runtime_backend(Runtime&);
+  Backend& backend_impl();
   Kernel make_kernel(const Spec& spec, const std::array<Config, kNumBuckets>& configs);
   std::unique_ptr<RuntimeImpl> impl_;
 };

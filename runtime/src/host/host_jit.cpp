@@ -1,0 +1,298 @@
+// Host backend: Clang 19 compiles the generated CUDA source (with the host shim force-included)
+// to LLVM IR in process; an ORC LLJIT per module turns it into machine code; launch() loops
+// the grid on CPU threads through a launcher function generated next to the kernel.
+// Built with -fno-rtti (LLVM headers): no dynamic_cast/typeid here.
+#include "host/host_jit.h"
+
+#include <clang/Basic/Diagnostic.h>
+#include <clang/Basic/DiagnosticOptions.h>
+#include <clang/CodeGen/CodeGenAction.h>
+#include <clang/Driver/Compilation.h>
+#include <clang/Driver/Driver.h>
+#include <clang/Driver/Job.h>
+#include <clang/Driver/Tool.h>
+#include <clang/Frontend/CompilerInstance.h>
+#include <clang/Frontend/CompilerInvocation.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <fmt/format.h>
+#include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Support/VirtualFileSystem.h>
+#include <llvm/Support/raw_ostream.h>
+#include <llvm/TargetParser/Host.h>
+
+#include <algorithm>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "embedded_templates.h"
+#include "ropejit/error.h"
+
+namespace ropejit {
+namespace {
+
+// Virtual paths: only the in-memory overlay holds them; nothing is read from the source tree.
+constexpr const char* kVirtualIncludeDir = "/ropejit-host/include";
+constexpr const char* kVirtualMainFile = "/ropejit-host/kernel.cpp";
+constexpr const char* kShimInclude = "ropejit/host_shim.cuh";
+// The driver only uses this path to name itself; the resource dir is passed explicitly.
+constexpr const char* kClangExecutable = ROPEJIT_CLANG_RESOURCE_DIR "/../../../bin/clang++";
+
+/// Signature of the generated launcher (see launcher_source).
+using LaunchFn = void (*)(const KernelParams*, unsigned, unsigned, unsigned, unsigned, unsigned,
+                          unsigned, unsigned long long, unsigned long long);
+
+// Grids with fewer threads than this run on the calling thread: spawning costs more.
+constexpr unsigned long long kMinThreadsPerWorker = 1ull << 14;
+
+void initialize_llvm_once() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+    llvm::InitializeNativeTargetAsmParser();
+  });
+}
+
+bool is_c_identifier(const std::string& name) {
+  if (name.empty() || (name[0] >= '0' && name[0] <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  });
+}
+
+std::string launcher_symbol(const std::string& entry) { return "ropejit_host_launch_" + entry; }
+
+// Appended after the kernel source in the same TU so LLVM can inline the per-thread call.
+// Block indices are flattened x fastest, as CUDA numbers them.
+std::string launcher_source(const std::string& entry) {
+  return fmt::format(R"(
+// ---- ropejit host launcher ----
+extern "C" void {0}(const ropejit::KernelParams* ropejit_p, unsigned gx, unsigned gy,
+    unsigned gz, unsigned bx, unsigned by, unsigned bz,
+    unsigned long long block_begin, unsigned long long block_end) {{
+  gridDim = dim3(gx, gy, gz);
+  blockDim = dim3(bx, by, bz);
+  uint3* const ropejit_block_idx = &blockIdx;
+  uint3* const ropejit_thread_idx = &threadIdx;
+  const ropejit::KernelParams ropejit_params = *ropejit_p;
+  const unsigned long long gxy = (unsigned long long)gx * gy;
+  for (unsigned long long b = block_begin; b < block_end; ++b) {{
+    ropejit_block_idx->x = (unsigned)(b % gx);
+    ropejit_block_idx->y = (unsigned)((b / gx) % gy);
+    ropejit_block_idx->z = (unsigned)(b / gxy);
+    for (unsigned tz = 0; tz < bz; ++tz)
+      for (unsigned ty = 0; ty < by; ++ty)
+        for (unsigned tx = 0; tx < bx; ++tx) {{
+          ropejit_thread_idx->x = tx;
+          ropejit_thread_idx->y = ty;
+          ropejit_thread_idx->z = tz;
+          {1}(ropejit_params);
+        }}
+  }}
+}}
+)",
+                     launcher_symbol(entry), entry);
+}
+
+/// In-memory file system holding the embedded templates and the main file, over the real one
+/// (the real one supplies system and Clang resource headers).
+llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> make_file_system(const std::string& main_text) {
+  auto memory = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
+  for (const EmbeddedFile& file : embedded_templates()) {
+    memory->addFile(std::string(kVirtualIncludeDir) + "/" + std::string(file.name), 0,
+                    llvm::MemoryBuffer::getMemBuffer(file.text, file.name, false));
+  }
+  memory->addFile(kVirtualMainFile, 0,
+                  llvm::MemoryBuffer::getMemBufferCopy(main_text, kVirtualMainFile));
+  auto overlay =
+      llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(llvm::vfs::getRealFileSystem());
+  overlay->pushOverlay(memory);
+  return overlay;
+}
+
+/// First "error:" line of a diagnostics log, for the exception message.
+std::string first_error_line(const std::string& log) {
+  size_t at = log.find("error:");
+  if (at == std::string::npos) return log.substr(0, log.find('\n'));
+  size_t begin = log.rfind('\n', at);
+  begin = begin == std::string::npos ? 0 : begin + 1;
+  return log.substr(begin, log.find('\n', at) - begin);
+}
+
+std::string to_string(llvm::Error error) { return llvm::toString(std::move(error)); }
+
+struct ClangResult {
+  std::unique_ptr<llvm::LLVMContext> context;
+  std::unique_ptr<llvm::Module> module;
+};
+
+/// Clang front end + IR optimisation of `main_text`; throws Error(compile_error) with the log.
+ClangResult compile_to_ir(const std::string& main_text, const std::string& entry) {
+  std::string log;
+  llvm::raw_string_ostream log_stream(log);
+  auto diag_options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  diag_options->ShowColors = false;
+  clang::TextDiagnosticPrinter printer(log_stream, diag_options.get());
+  clang::DiagnosticsEngine driver_diags(llvm::makeIntrusiveRefCnt<clang::DiagnosticIDs>(),
+                                        diag_options, &printer, false);
+  auto file_system = make_file_system(main_text);
+
+  // The driver finds the GCC installation and system include dirs, as `clang++ -c` would.
+  clang::driver::Driver driver(kClangExecutable, llvm::sys::getProcessTriple(), driver_diags,
+                               "ropejit host backend", file_system);
+  const std::string include_flag = std::string("-I") + kVirtualIncludeDir;
+  const std::vector<const char*> args = {
+      kClangExecutable, "-x", "c++", "-std=c++17", "-O2", "-march=native",
+      // exact IEEE results: no contraction into FMA, no fast-math; errno is never read
+      "-ffp-contract=off", "-fno-math-errno", "-fno-exceptions", "-fno-rtti", "-resource-dir",
+      ROPEJIT_CLANG_RESOURCE_DIR, include_flag.c_str(), "-include", kShimInclude, "-c",
+      kVirtualMainFile};
+  std::unique_ptr<clang::driver::Compilation> compilation(driver.BuildCompilation(args));
+  if (!compilation || driver_diags.hasErrorOccurred()) {
+    log_stream.flush();
+    throw Error(Status::backend_error,
+                "host backend: clang driver failed: " + first_error_line(log), "", log);
+  }
+  const clang::driver::JobList& jobs = compilation->getJobs();
+  if (jobs.size() != 1 || std::string(jobs.begin()->getCreator().getName()) != "clang") {
+    throw Error(Status::internal, "host backend: clang driver did not produce one cc1 job");
+  }
+  llvm::opt::ArgStringList cc1_args = jobs.begin()->getArguments();
+  if (!cc1_args.empty() && std::string(cc1_args.front()) == "-cc1")
+    cc1_args.erase(cc1_args.begin());
+
+  auto invocation = std::make_shared<clang::CompilerInvocation>();
+  clang::CompilerInvocation::CreateFromArgs(*invocation, cc1_args, driver_diags, kClangExecutable);
+  // The driver asks to leak memory at exit (a one-shot process); we live on.
+  invocation->getFrontendOpts().DisableFree = false;
+  invocation->getCodeGenOpts().DisableFree = false;
+  invocation->getDiagnosticOpts().ShowColors = false;
+
+  clang::CompilerInstance instance;
+  instance.setInvocation(invocation);
+  instance.setVerboseOutputStream(log_stream);  // "N errors generated." goes to the log
+  instance.createDiagnostics(&printer, false);
+  instance.createFileManager(file_system);
+
+  ClangResult result;
+  result.context = std::make_unique<llvm::LLVMContext>();
+  clang::EmitLLVMOnlyAction action(result.context.get());
+  const bool ok = instance.ExecuteAction(action) && !driver_diags.hasErrorOccurred();
+  log_stream.flush();
+  if (!ok) {
+    throw Error(Status::compile_error,
+                "host backend: clang rejected kernel '" + entry + "': " + first_error_line(log), "",
+                log);
+  }
+  result.module = action.takeModule();
+  if (!result.module)
+    throw Error(Status::internal, "host backend: clang produced no module", "", log);
+  return result;
+}
+
+class JitHostModule final : public HostModule {
+ public:
+  JitHostModule(std::unique_ptr<llvm::orc::LLJIT> jit, LaunchFn launch_fn, double compile_ms)
+      : jit_(std::move(jit)), launch_fn_(launch_fn), compile_ms_(compile_ms) {}
+
+  ~JitHostModule() override {
+    // Static destructors of the module (none expected) before the JIT frees its memory.
+    llvm::consumeError(jit_->deinitialize(jit_->getMainJITDylib()));
+  }
+
+  void launch(const HostLaunchDims& dims, const KernelParams& params) const override;
+  double compile_ms() const override { return compile_ms_; }
+
+ private:
+  std::unique_ptr<llvm::orc::LLJIT> jit_;
+  LaunchFn launch_fn_;
+  double compile_ms_;
+};
+
+void JitHostModule::launch(const HostLaunchDims& d, const KernelParams& params) const {
+  if (!d.grid_x || !d.grid_y || !d.grid_z || !d.block_x || !d.block_y || !d.block_z) {
+    throw Error(Status::invalid_argument, "host launch: grid and block sizes must all be >= 1");
+  }
+  const unsigned long long total_blocks =
+      static_cast<unsigned long long>(d.grid_x) * d.grid_y * d.grid_z;
+  const unsigned long long threads_per_block =
+      static_cast<unsigned long long>(d.block_x) * d.block_y * d.block_z;
+  auto run_blocks = [&](unsigned long long begin, unsigned long long end) {
+    launch_fn_(&params, d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, begin, end);
+  };
+  const unsigned long long workers_by_size =
+      std::max(1ull, total_blocks * threads_per_block / kMinThreadsPerWorker);
+  const unsigned long long workers =
+      std::min({static_cast<unsigned long long>(std::max(1u, std::thread::hardware_concurrency())),
+                workers_by_size, total_blocks});
+  if (workers <= 1) {
+    run_blocks(0, total_blocks);
+    return;
+  }
+  // Even contiguous chunks; the calling thread takes the first.
+  std::vector<std::thread> threads;
+  threads.reserve(workers - 1);
+  auto chunk_begin = [&](unsigned long long w) { return total_blocks * w / workers; };
+  for (unsigned long long w = 1; w < workers; ++w) {
+    threads.emplace_back(run_blocks, chunk_begin(w), chunk_begin(w + 1));
+  }
+  run_blocks(0, chunk_begin(1));
+  for (std::thread& thread : threads) thread.join();
+}
+
+}  // namespace
+
+std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
+                                                const std::string& entry) {
+  if (!is_c_identifier(entry)) {
+    throw Error(Status::invalid_argument,
+                "host backend: entry '" + entry + "' is not a C identifier");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  initialize_llvm_once();
+  ClangResult ir = compile_to_ir(source_text + launcher_source(entry), entry);
+
+  auto jit = llvm::orc::LLJITBuilder().create();
+  if (!jit)
+    throw Error(Status::backend_error,
+                "host backend: cannot create LLJIT: " + to_string(jit.takeError()));
+  // Process symbols (libm's sinf, libgcc's __emutls_get_address for thread_local indices).
+  auto process_symbols = llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(
+      (*jit)->getDataLayout().getGlobalPrefix());
+  if (!process_symbols) {
+    throw Error(Status::backend_error, "host backend: cannot search process symbols: " +
+                                           to_string(process_symbols.takeError()));
+  }
+  (*jit)->getMainJITDylib().addGenerator(std::move(*process_symbols));
+  ir.module->setDataLayout((*jit)->getDataLayout());
+  if (llvm::Error err = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(
+          std::move(ir.module), llvm::orc::ThreadSafeContext(std::move(ir.context))))) {
+    throw Error(Status::backend_error,
+                "host backend: cannot add module: " + to_string(std::move(err)));
+  }
+  auto address = (*jit)->lookup(launcher_symbol(entry));
+  if (!address) {
+    throw Error(Status::backend_error, "host backend: cannot materialize '" + entry +
+                                           "': " + to_string(address.takeError()));
+  }
+  if (llvm::Error err = (*jit)->initialize((*jit)->getMainJITDylib())) {
+    throw Error(Status::backend_error,
+                "host backend: module initializers failed: " + to_string(std::move(err)));
+  }
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  return std::make_unique<JitHostModule>(std::move(*jit), address->toPtr<LaunchFn>(), ms);
+}
+
+bool host_backend_available() noexcept { return true; }
+
+}  // namespace ropejit

@@ -1,0 +1,342 @@
+// Expected outputs of one launch (bias add -> rotate -> scatter) and the tolerance check.
+#include "support/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "support/fp_convert.h"
+
+namespace ropejit::ref {
+namespace {
+
+[[noreturn]] void bad_problem(const std::string& what) {
+  throw std::invalid_argument("reference_outputs: " + what);
+}
+
+/// Sequence and row of every token, from cu_seqlens (empty when not given).
+struct Sequences {
+  int64_t batch = 0;
+  std::vector<int64_t> sequence_of_token;
+  std::vector<int64_t> row_of_token;
+};
+
+Sequences split_sequences(const RefProblem& problem) {
+  Sequences seqs;
+  const auto& cu = problem.cu_seqlens;
+  if (cu.empty()) return seqs;
+  seqs.batch = static_cast<int64_t>(cu.size()) - 1;
+  if (seqs.batch < 1 || cu.front() != 0 || cu.back() != problem.num_tokens)
+    bad_problem("cu_seqlens must start at 0 and end at num_tokens (" + std::to_string(problem.num_tokens) + ")");
+  seqs.sequence_of_token.resize(static_cast<size_t>(problem.num_tokens));
+  seqs.row_of_token.resize(static_cast<size_t>(problem.num_tokens));
+  for (int64_t b = 0; b < seqs.batch; ++b) {
+    if (cu[b + 1] < cu[b]) bad_problem("cu_seqlens must not decrease");
+    for (int64_t t = cu[b]; t < cu[b + 1]; ++t) {
+      seqs.sequence_of_token[t] = b;
+      seqs.row_of_token[t] = t - cu[b];
+    }
+  }
+  return seqs;
+}
+
+std::vector<int64_t> token_positions(const Spec& spec, const RefProblem& problem, const Sequences& seqs) {
+  if (spec.io.positions == PositionsForm::explicit_) {
+    if (static_cast<int64_t>(problem.positions.size()) != problem.num_tokens)
+      bad_problem("explicit positions need num_tokens entries");
+    return problem.positions;
+  }
+  if (seqs.batch == 0) bad_problem("varlen positions need cu_seqlens");
+  if (!problem.start_pos.empty() && static_cast<int64_t>(problem.start_pos.size()) != seqs.batch)
+    bad_problem("start_pos needs one entry per sequence");
+  std::vector<int64_t> positions(static_cast<size_t>(problem.num_tokens));
+  for (int64_t t = 0; t < problem.num_tokens; ++t) {
+    const int64_t start = problem.start_pos.empty() ? 0 : problem.start_pos[seqs.sequence_of_token[t]];
+    positions[t] = start + seqs.row_of_token[t];
+  }
+  return positions;
+}
+
+/// Reads head rows of one role (q, k or v) from either input form.
+struct RoleReader {
+  DType dtype;
+  int head_dim;
+  const void* data;
+  int64_t token_stride;
+  int64_t head_stride;
+  int64_t first_head;  // packed: role's first head inside the row
+  double at(int64_t token, int64_t head, int element) const {
+    return load_value(dtype, data, token * token_stride + (first_head + head) * head_stride + element);
+  }
+};
+
+RoleReader make_reader(const Spec& spec, const RefInput& in, int64_t heads, int64_t first_head) {
+  const int64_t d = spec.head_dim;
+  return RoleReader{spec.dtype, spec.head_dim, in.data,
+                    in.token_stride ? in.token_stride : heads * d,
+                    in.head_stride ? in.head_stride : d, first_head};
+}
+
+RefTensor make_tensor(const std::string& name, RefLayout layout, int64_t batch, int64_t rows,
+                      int64_t heads, int64_t head_dim) {
+  RefTensor t;
+  t.name = name;
+  t.layout = layout;
+  t.batch = batch;
+  t.rows = rows;
+  t.heads = heads;
+  t.head_dim = head_dim;
+  const size_t n = static_cast<size_t>(batch * rows * heads * head_dim);
+  t.value.assign(n, 0.0);
+  t.scale.assign(n, 0.0);
+  t.inv_freq_slack.assign(n, 0.0);
+  t.padding.assign(n, layout == RefLayout::padded_bhsd ? 1 : 0);  // rows filled below clear it
+  return t;
+}
+
+/// Where token t, head h of a role lands in an output tensor.
+struct Destination {
+  RefTensor* tensor;
+  int64_t head_offset;  // packed in place: the role's first head
+  int64_t element_index(const Sequences& seqs, int64_t token, int64_t head) const {
+    const int64_t h = head_offset + head;
+    if (tensor->layout == RefLayout::token_major) return (token * tensor->heads + h) * tensor->head_dim;
+    const int64_t b = seqs.sequence_of_token[token], s = seqs.row_of_token[token];
+    return ((b * tensor->heads + h) * tensor->rows + s) * tensor->head_dim;
+  }
+};
+
+}  // namespace
+
+const RefTensor* RefOutputs::find(const std::string& name) const {
+  for (const RefTensor& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
+  const int64_t T = problem.num_tokens, D = spec.head_dim;
+  const int64_t Hq = spec.num_q_heads, Hkv = spec.num_kv_heads;
+  const int rotary_dim = spec.rotary_dim;
+  if (T < 0 || D <= 0 || Hq <= 0 || Hkv <= 0 || rotary_dim > D) bad_problem("sizes do not fit the spec");
+  if (spec.io.qkv_bias != (problem.bias != nullptr))
+    bad_problem(spec.io.qkv_bias ? "io.qkv_bias needs problem.bias" : "problem.bias given but io.qkv_bias is false");
+
+  const Sequences seqs = split_sequences(problem);
+  RefOutputs out;
+  out.token_positions = token_positions(spec, problem, seqs);
+  int64_t max_position = -1;
+  for (int64_t p : out.token_positions) max_position = std::max(max_position, p);
+  out.run_length = problem.run_length > 0 ? problem.run_length : max_position + 1;
+  out.freqs = reference_freqs(spec, out.run_length, /*hf_fp32=*/true);
+
+  // Inputs per role.
+  const bool packed = spec.io.input == InputForm::packed_qkv;
+  RoleReader readers[3];
+  bool have_v;
+  if (packed) {
+    if (!problem.qkv.data) bad_problem("packed_qkv input needs problem.qkv");
+    RefInput row = problem.qkv;
+    if (!row.token_stride) row.token_stride = (Hq + 2 * Hkv) * D;
+    readers[0] = make_reader(spec, row, Hq, 0);
+    readers[1] = make_reader(spec, row, Hkv, Hq);
+    readers[2] = make_reader(spec, row, Hkv, Hq + Hkv);
+    have_v = true;
+  } else {
+    if (!problem.q.data || !problem.k.data) bad_problem("separate input needs problem.q and problem.k");
+    readers[0] = make_reader(spec, problem.q, Hq, 0);
+    readers[1] = make_reader(spec, problem.k, Hkv, 0);
+    have_v = problem.v.data != nullptr;
+    if (have_v) readers[2] = make_reader(spec, problem.v, Hkv, 0);
+  }
+  if (spec.io.copy_v && !have_v) bad_problem("io.copy_v needs problem.v");
+
+  // Output tensors per role.
+  const int64_t role_heads[3] = {Hq, Hkv, Hkv};
+  const char* role_names[3] = {"q", "k", "v"};
+  const bool inplace = spec.io.output == OutputForm::inplace;
+  // In place, an untouched v must stay as it was: it is expected unchanged.
+  const bool emit_v = spec.io.copy_v || (inplace && have_v);
+  Destination dest[3] = {};
+  if (spec.io.output == OutputForm::padded_bhsd) {
+    if (seqs.batch == 0) bad_problem("padded_bhsd output needs cu_seqlens");
+    int64_t longest = 0;
+    for (int64_t b = 0; b < seqs.batch; ++b)
+      longest = std::max<int64_t>(longest, problem.cu_seqlens[b + 1] - problem.cu_seqlens[b]);
+    const int64_t S = problem.max_seq_len ? problem.max_seq_len : longest;
+    if (S < longest) bad_problem("max_seq_len is below the longest sequence");
+    for (int role = 0; role < 3; ++role) {
+      if (role == 2 && !spec.io.copy_v) break;
+      out.tensors.push_back(make_tensor(role_names[role], RefLayout::padded_bhsd, seqs.batch, S, role_heads[role], D));
+      out.tensors.back().row_token.assign(static_cast<size_t>(seqs.batch * S), -1);
+      for (int64_t t = 0; t < T; ++t)
+        out.tensors.back().row_token[seqs.sequence_of_token[t] * S + seqs.row_of_token[t]] = t;
+    }
+  } else if (inplace && packed) {
+    out.tensors.push_back(make_tensor("qkv", RefLayout::token_major, 1, T, Hq + 2 * Hkv, D));
+  } else {
+    for (int role = 0; role < 3; ++role)
+      if (role < 2 || emit_v) out.tensors.push_back(make_tensor(role_names[role], RefLayout::token_major, 1, T, role_heads[role], D));
+  }
+  for (int role = 0; role < 3; ++role) {
+    if (out.tensors.size() == 1) {
+      dest[role] = Destination{&out.tensors[0], role == 0 ? 0 : role == 1 ? Hq : Hq + Hkv};
+    } else if (role < static_cast<int>(out.tensors.size())) {
+      dest[role] = Destination{&out.tensors[static_cast<size_t>(role)], 0};
+    }
+  }
+
+  // The math: per token, per role, per head.
+  const int pairs = rotary_dim / 2;
+  const double s = out.freqs.attention_factor;
+  const int64_t bias_offset[3] = {0, Hq * D, (Hq + Hkv) * D};
+  std::vector<double> angle(static_cast<size_t>(pairs)), angle_slack(static_cast<size_t>(pairs));
+  const double float_ulp = std::ldexp(1.0, -23);  // relative spacing bound of float32
+  std::vector<double> row(static_cast<size_t>(D));
+  for (int64_t t = 0; t < T; ++t) {
+    for (int i = 0; i < pairs; ++i) {
+      const double position = static_cast<double>(out.token_positions[t]);
+      angle[i] = reference_angle(spec, out.token_positions[t], out.freqs.inv_freq[i]);
+      angle_slack[i] = position * out.freqs.inv_freq[i] * float_ulp +
+                       (spec.angle == AnglePrecision::fp32 ? std::fabs(angle[i]) * float_ulp : 0.0);
+    }
+    for (int role = 0; role < 3; ++role) {
+      if (role == 2 && !emit_v) continue;
+      const bool touched = role < 2 || spec.io.copy_v;  // an untouched v gets no bias
+      const Destination& to = dest[role];
+      for (int64_t h = 0; h < role_heads[role]; ++h) {
+        for (int e = 0; e < D; ++e) {
+          row[e] = readers[role].at(t, h, e);
+          if (touched && problem.bias) row[e] += load_value(spec.dtype, problem.bias, bias_offset[role] + h * D + e);
+        }
+        const int64_t base = to.element_index(seqs, t, h);
+        RefTensor& tensor = *to.tensor;
+        for (int e = 0; e < D; ++e) {
+          tensor.value[base + e] = row[e];
+          tensor.scale[base + e] = std::fabs(row[e]);
+          tensor.padding[base + e] = 0;
+        }
+        if (role == 2) continue;  // v is never rotated
+        for (int i = 0; i < pairs; ++i) {
+          const auto [a, b] = pair_elements(spec.layout, rotary_dim, i);
+          const auto [x, y] = rotate_pair(row[a], row[b], angle[i], s);
+          const double pair_scale = s * std::hypot(row[a], row[b]);
+          tensor.value[base + a] = x;
+          tensor.value[base + b] = y;
+          tensor.scale[base + a] = pair_scale;
+          tensor.scale[base + b] = pair_scale;
+          tensor.inv_freq_slack[base + a] = angle_slack[i] * pair_scale;
+          tensor.inv_freq_slack[base + b] = angle_slack[i] * pair_scale;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- compare
+
+std::string CheckResult::summary() const {
+  char line[256];
+  std::snprintf(line, sizeof line, "%lld/%lld elements failed; max abs error %.3g, max scaled error %.3g, max ulps %lld",
+                static_cast<long long>(failures), static_cast<long long>(checked), max_abs_error,
+                max_scaled_error, static_cast<long long>(max_ulps));
+  return first_failure.empty() ? std::string(line) : std::string(line) + "; first: " + first_failure;
+}
+
+namespace {
+
+/// Human-readable location of element `index` of an expected tensor.
+std::string describe_location(const RefTensor& t, int64_t index) {
+  const int64_t e = index % t.head_dim;
+  int64_t rest = index / t.head_dim;
+  char text[160];
+  if (t.layout == RefLayout::token_major) {
+    const int64_t h = rest % t.heads, token = rest / t.heads;
+    std::snprintf(text, sizeof text, "%s token %lld head %lld element %lld", t.name.c_str(),
+                  static_cast<long long>(token), static_cast<long long>(h), static_cast<long long>(e));
+  } else {
+    const int64_t s = rest % t.rows;
+    rest /= t.rows;
+    const int64_t h = rest % t.heads, b = rest / t.heads;
+    const int64_t token = t.row_token.empty() ? -1 : t.row_token[b * t.rows + s];
+    std::snprintf(text, sizeof text, "%s batch %lld row %lld (token %lld) head %lld element %lld", t.name.c_str(),
+                  static_cast<long long>(b), static_cast<long long>(s), static_cast<long long>(token),
+                  static_cast<long long>(h), static_cast<long long>(e));
+  }
+  return text;
+}
+
+}  // namespace
+
+CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& actual, const Tolerance& tolerance) {
+  CheckResult result;
+  if (!actual.data) {
+    result.failures = 1;
+    result.first_failure = expected.name + ": no actual data";
+    return result;
+  }
+  const int64_t D = expected.head_dim, H = expected.heads, S = expected.rows;
+  const bool padded = expected.layout == RefLayout::padded_bhsd;
+  const int64_t head_stride = actual.head_stride ? actual.head_stride : (padded ? S * D : D);
+  const int64_t token_stride = actual.token_stride ? actual.token_stride : (padded ? D : H * D);
+  const int64_t batch_stride = actual.batch_stride ? actual.batch_stride : H * S * D;
+  for (int64_t index = 0; index < expected.size(); ++index) {
+    const int64_t e = index % D;
+    int64_t rest = index / D;
+    int64_t offset;
+    if (!padded) {
+      offset = (rest / H) * token_stride + (rest % H) * head_stride + e;
+    } else {
+      const int64_t s = rest % S;
+      rest /= S;
+      offset = (rest / H) * batch_stride + (rest % H) * head_stride + s * token_stride + e;
+    }
+    const uint32_t bits = load_bits(dtype, actual.data, offset);
+    const double got = dtype_bits_to_double(dtype, bits);
+    const double want = expected.value[index];
+    ++result.checked;
+    bool pass;
+    double reference_value = want;
+    if (expected.padding[index]) {
+      pass = got == 0.0;  // +0 or -0; NaN compares false
+    } else {
+      const double error = std::fabs(got - want);
+      const double magnitude = std::max(std::fabs(want), expected.scale[index]);
+      const double slack = expected.inv_freq_slack.empty() ? 0.0 : tolerance.inv_freq_ulps * expected.inv_freq_slack[index];
+      if (std::isfinite(error)) {
+        result.max_abs_error = std::max(result.max_abs_error, error);
+        if (magnitude > 0) result.max_scaled_error = std::max(result.max_scaled_error, error / magnitude);
+      }
+      if (dtype == DType::fp32) {
+        pass = error <= tolerance.fp32_relative * magnitude + slack;  // false for NaN
+      } else {
+        const uint32_t want_bits = round_to_dtype_bits(dtype, want);
+        reference_value = dtype_bits_to_double(dtype, want_bits);
+        const int64_t ulps = ulp_distance(dtype, bits, want_bits);
+        if (ulps != std::numeric_limits<int64_t>::max()) result.max_ulps = std::max(result.max_ulps, ulps);
+        // One storage ulp at the expected value: distance to the next representable number.
+        const uint32_t magnitude_bits = want_bits & 0x7FFFu;
+        const uint32_t neighbour = is_nonfinite_bits(dtype, magnitude_bits + 1) ? magnitude_bits - 1 : magnitude_bits + 1;
+        const double spacing = std::fabs(dtype_bits_to_double(dtype, neighbour) - dtype_bits_to_double(dtype, magnitude_bits));
+        pass = !is_nonfinite_bits(dtype, bits) &&
+               (ulps <= tolerance.max_ulps || error <= tolerance.fp32_relative * expected.scale[index] + spacing + slack);
+      }
+    }
+    if (!pass) {
+      if (result.failures++ == 0) {
+        char values[200];
+        std::snprintf(values, sizeof values, ": actual %.9g, expected %.9g (in storage type %.9g), scale %.4g%s",
+                      got, want, reference_value, expected.scale[index],
+                      expected.padding[index] ? " [padding must be zero]" : "");
+        result.first_failure = describe_location(expected, index) + values;
+      }
+    }
+  }
+  return result;
+}
+
+}  // namespace ropejit::ref

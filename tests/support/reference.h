@@ -1,0 +1,192 @@
+#pragma once
+/// The independent float64 reference of the conformance suite: plain loops written from
+/// ../shared/ROPE_REFERENCE.md. It reads only the Spec struct; it shares no code with
+/// templates/ or the generator's frequency math, so a bug there cannot hide here.
+///
+/// Three parts:
+///  1. reference_freqs: per-pair inv_freq and attention factor for every rope_type, either
+///     reproducing HF's float32 steps (what kernels bake) or in pure float64.
+///  2. reference_outputs: the expected contents of every output tensor of one launch
+///     (bias add -> rotate -> scatter, in float64), with a per-element tolerance scale and
+///     the padding rows that must be exactly zero.
+///  3. compare: actual output bytes vs expected values under the tolerance policy below.
+///
+/// Tolerance policy (compare):
+///  - fp32 storage: |actual - expected| <= fp32_relative * max(|expected|, scale). `scale` is
+///    the magnitude of the pair the element came from: s * |(x, y)| for rotated elements (x, y
+///    after the bias add), |x| for pass-through and v elements. An element of a rotated pair
+///    can be near zero while its pair is not; fp32 math errs relative to the pair, so the
+///    error is judged against the pair's size.
+///  - fp16/bf16 storage: the actual bits are within max_ulps of the correctly rounded expected
+///    value (ulps counted through zero across the sign), or |actual - expected| <=
+///    fp32_relative * scale + one storage ulp at the expected value (the fp32 math bound of
+///    results far smaller than their pair, where a storage ulp is smaller than fp32 noise).
+///  - both: tolerance.inv_freq_ulps * inv_freq_slack is added to the allowed error (0 unless
+///    asked for: a baked inv_freq table must equal reference_freqs bit for bit).
+///  - padding elements must be +0 or -0; NaN or inf never passes.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ropejit/spec.h"
+
+namespace ropejit::ref {
+
+// ---------------------------------------------------------------- frequencies
+
+/// Frequency data of a spec at one run length, computed independently of generator/.
+struct RefFreqs {
+  std::vector<double> inv_freq;      ///< rotary_dim/2 values (float32 values when hf_fp32)
+  double attention_factor = 1.0;     ///< s, multiplies cos and sin
+  double base = 0.0;                 ///< the base used (ntk / dynamic: the changed base b')
+  std::optional<double> yarn_low;    ///< yarn correction range after truncate and clamp
+  std::optional<double> yarn_high;
+  bool longrope_long = false;        ///< longrope: the long factors were used (L > O)
+};
+
+/// inv_freq and attention factor of `spec` (ROPE_REFERENCE.md, HF v5 semantics).
+/// run_length is L = max(position) + 1 of the launch: dynamic (L' = max(L, M), unless
+/// spec.rope.seq_len fixes L) and longrope (long table when L > O) depend on it; the other
+/// types ignore it. hf_fp32 = true rounds every step to float32 as HF's torch code does (the
+/// table ropejit kernels bake; inv_freq values are then exact float32 numbers); false keeps
+/// every step in float64. float32 pow is taken correctly rounded (float64 pow, one rounding):
+/// a definition every platform can reproduce. torch's float32 pow differs from it by one ulp
+/// in about one pair in 64 (HF golden) and glibc powf in ~0.06% of inputs, so a generator
+/// that bakes powf values can differ from this table in rare pairs.
+/// Throws std::invalid_argument when a required field is missing.
+RefFreqs reference_freqs(const Spec& spec, int64_t run_length, bool hf_fp32);
+
+/// Angle of pair frequency inv_freq at `position`: fp32 = float(float(position) * float(inv_freq))
+/// (HF's float32 product), exact = double(position) * inv_freq.
+double reference_angle(AnglePrecision angle, int64_t position, double inv_freq);
+/// The same with the spec's angle precision.
+double reference_angle(const Spec& spec, int64_t position, double inv_freq);
+
+/// Rotates (x, y) by `angle` with cos and sin in float64, times attention_factor:
+/// x' = (x cos - y sin) s, y' = (y cos + x sin) s.
+std::pair<double, double> rotate_pair(double x, double y, double angle, double attention_factor);
+
+/// Element indices (first, second) of rotated pair i: neox (i, i + d/2), interleaved (2i, 2i+1).
+std::pair<int, int> pair_elements(Layout layout, int rotary_dim, int pair);
+
+// ---------------------------------------------------------------- one launch
+
+/// One input tensor as raw bytes of spec.dtype. Element (token t, head h, element e) is at
+/// element offset t * token_stride + h * head_stride + e; a stride of 0 means dense.
+struct RefInput {
+  const void* data = nullptr;
+  int64_t token_stride = 0;
+  int64_t head_stride = 0;
+};
+
+/// The inputs of one launch. Which fields apply follows spec.io:
+///  - input separate: q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D] (v needed when copy_v; given
+///    without copy_v in the inplace form, the expected v is the unchanged input);
+///  - input packed_qkv: qkv [T, (Hq + 2 Hkv) D]: q heads, then k heads, then v heads;
+///  - qkv_bias: bias [(Hq + 2 Hkv) D] in spec.dtype (q part, k part, v part);
+///  - positions explicit: `positions` [T]; varlen: position = start_pos[b] + index in sequence b
+///    (start_pos empty = all 0), sequences from cu_seqlens [B + 1] (cu_seqlens[0] = 0,
+///    cu_seqlens[B] = T). padded_bhsd output needs cu_seqlens in either positions form.
+struct RefProblem {
+  int64_t num_tokens = 0;             ///< T
+  RefInput q, k, v;                   ///< input separate
+  RefInput qkv;                       ///< input packed_qkv
+  const void* bias = nullptr;         ///< [(Hq + 2 Hkv) D] in spec.dtype, when io.qkv_bias
+  std::vector<int64_t> positions;     ///< explicit positions, [T]
+  std::vector<int32_t> cu_seqlens;    ///< [B + 1] prefix sums of sequence lengths
+  std::vector<int64_t> start_pos;     ///< [B] tokens already cached per sequence, or empty
+  int64_t max_seq_len = 0;            ///< padded_bhsd S (0: the longest sequence)
+  int64_t run_length = 0;             ///< L for dynamic/longrope (0: max(position) + 1)
+};
+
+/// Memory order of an expected output tensor.
+enum class RefLayout {
+  token_major,  ///< [T, H, D]: element (t, h, e) at (t H + h) D + e
+  padded_bhsd   ///< [B, H, S, D]: element (b, h, s, e) at ((b H + h) S + s) D + e
+};
+
+/// Expected contents of one output tensor, dense in its layout.
+struct RefTensor {
+  std::string name;               ///< "q", "k", "v", or "qkv" (packed in place)
+  RefLayout layout = RefLayout::token_major;
+  int64_t batch = 1;              ///< B (token_major: 1)
+  int64_t rows = 0;               ///< token_major: T; padded_bhsd: S
+  int64_t heads = 0;              ///< H (packed in place: Hq + 2 Hkv)
+  int64_t head_dim = 0;           ///< D
+  std::vector<double> value;      ///< expected value of each element
+  std::vector<double> scale;      ///< magnitude of the element's pair (tolerance, see top)
+  /// Rotated elements: how far the element moves when inv_freq is one float32 ulp off
+  /// (p ulp(inv_freq), plus one ulp of a float32 angle, times s |(x, y)|); else 0.
+  std::vector<double> inv_freq_slack;
+  std::vector<uint8_t> padding;   ///< 1: a padding element that must be exactly zero
+  std::vector<int64_t> row_token; ///< padded_bhsd: token of each (b, s) row, -1 for padding
+  /// Number of elements.
+  int64_t size() const { return static_cast<int64_t>(value.size()); }
+};
+
+/// Everything a launch should produce, plus what the reference used to get there.
+struct RefOutputs {
+  std::vector<RefTensor> tensors;        ///< in order q, k, v (or the one packed "qkv")
+  std::vector<int64_t> token_positions;  ///< position of each token
+  int64_t run_length = 0;                ///< the L used for frequencies
+  RefFreqs freqs;                        ///< reference_freqs(spec, run_length, hf_fp32 = true)
+  /// The tensor of that name, or nullptr.
+  const RefTensor* find(const std::string& name) const;
+};
+
+/// Expected outputs of one launch in float64: widen inputs, add the bias, rotate pairs of the
+/// first rotary_dim elements of q and k heads by the spec's angle of reference_freqs(..., true)
+/// times the attention factor, pass elements >= rotary_dim through (with bias), copy v with
+/// bias (never rotated), and scatter into the spec's output form.
+/// Throws std::invalid_argument when the problem does not fit the spec.
+RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem);
+
+// ---------------------------------------------------------------- checking
+
+/// Where the actual tensor lives: raw bytes of the storage type with element strides laid out
+/// as params.cuh's TensorRef: element (b, s, h, e) at b * batch_stride + s * token_stride +
+/// h * head_stride + e (token_major: b = 0, s = token). A stride of 0 means dense in the
+/// expected tensor's layout.
+struct ActualTensor {
+  const void* data = nullptr;
+  int64_t token_stride = 0;
+  int64_t head_stride = 0;
+  int64_t batch_stride = 0;
+};
+
+/// Tolerance policy knobs (meaning at the top of this file).
+struct Tolerance {
+  double fp32_relative = 2e-6;  ///< relative to max(|expected|, scale)
+  int64_t max_ulps = 1;         ///< fp16/bf16: ulps from the correctly rounded expected value
+  /// Float32 ulps by which the kernel's inv_freq may differ from the reference's: 0 when the
+  /// kernel uses a baked table (it must match bit for bit); set it (e.g. 2) where a kernel
+  /// computes inv_freq itself (dynamic NTK on the device), whose pow is not correctly rounded.
+  double inv_freq_ulps = 0.0;
+};
+
+/// Outcome of comparing one tensor.
+struct CheckResult {
+  int64_t checked = 0;          ///< elements compared (padding included)
+  int64_t failures = 0;         ///< elements outside tolerance
+  double max_abs_error = 0.0;   ///< max |actual - expected| over non-padding elements
+  double max_scaled_error = 0.0;  ///< max |actual - expected| / max(|expected|, scale)
+  int64_t max_ulps = 0;         ///< fp16/bf16: max ulps from the correctly rounded value
+  std::string first_failure;    ///< location and values of the first failing element
+  /// True when something was checked and nothing failed.
+  bool ok() const { return checked > 0 && failures == 0; }
+  /// One line: counts, max errors and the first failure.
+  std::string summary() const;
+};
+
+/// Compares actual bytes of `dtype` with an expected tensor under `tolerance`.
+CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& actual,
+                    const Tolerance& tolerance = {});
+/// The same with the spec's storage type.
+inline CheckResult compare(const Spec& spec, const RefTensor& expected, const ActualTensor& actual,
+                           const Tolerance& tolerance = {}) {
+  return compare(spec.dtype, expected, actual, tolerance);
+}
+
+}  // namespace ropejit::ref
