@@ -1,0 +1,197 @@
+// Conformance suite (host backend): generated kernels vs the independent float64 reference on
+// fresh random inputs with poisoned outputs, over layouts × dtypes × head dims × partial
+// rotary × GQA × every rope_type × positions × token counts × both angle modes.
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "backend.h"
+#include "support/harness.h"
+#include "support/spec_builder.h"
+
+using namespace ropejit;
+using ropejit::test::SpecFields;
+
+namespace {
+
+Runtime& host_runtime() {
+  static Runtime runtime([] {
+    RuntimeOptions o;
+    o.backend = BackendKind::host;
+    return o;
+  }());
+  return runtime;
+}
+
+struct Shape {
+  int head_dim, rotary_dim;
+};
+const Shape kShapes[] = {{64, 64}, {80, 80}, {96, 96}, {128, 128}, {256, 256},
+                         {96, 24}, {128, 32}, {80, 32}, {256, 64}, {128, 64}};
+const int kGqaRatios[] = {1, 4, 7, 8};
+const char* const kDtypes[] = {"fp32", "fp16", "bf16"};
+
+void expect_case(const Kernel& kernel, const check::CaseOptions& options, const std::string& what) {
+  const check::CaseReport report = check::run_case(host_runtime(), kernel, options);
+  EXPECT_TRUE(report.ok()) << what << " tokens " << options.tokens << "\n"
+                           << report.summary() << canonical_json(kernel.spec());
+}
+
+}  // namespace
+
+// Every rope_type × layout × dtype, with head shape, GQA ratio, angle mode and positions form
+// rotating through their values; each kernel runs at 1, 3, 17 and 1000+ tokens.
+TEST(Conformance, Matrix) {
+  std::mt19937 rng(std::random_device{}());
+  int index = 0;
+  for (int rope_index = 0; rope_index < 7; ++rope_index)
+    for (const char* layout : {"neox", "interleaved"})
+      for (const char* dtype : kDtypes) {
+        const Shape shape = kShapes[index % std::size(kShapes)];
+        SpecFields f;
+        f.name = "matrix";
+        f.layout = layout;
+        f.dtype = dtype;
+        f.head_dim = shape.head_dim;
+        f.rotary_dim = shape.rotary_dim;
+        f.num_kv_heads = 1 + index % 3;
+        f.num_q_heads = f.num_kv_heads * kGqaRatios[index % 4];
+        f.angle = index % 2 ? "exact" : "fp32";
+        f.max_position_embeddings = 4096;
+        f.rope = ropejit::test::rope_blocks_for_every_type(shape.rotary_dim, f.max_position_embeddings)[rope_index];
+        const int positions_form = index % 3;  // int32, int64, varlen
+        f.positions = positions_form == 2 ? "varlen" : "explicit";
+        const Spec spec = ropejit::test::make_spec(f);
+        const Kernel kernel = host_runtime().get(spec);
+        for (int64_t tokens : {int64_t(1), int64_t(3), int64_t(17), int64_t(1000 + rng() % 200)}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.positions_type = positions_form == 1 ? PositionsType::int64 : PositionsType::int32;
+          // Past M for half the cases, so dynamic NTK and the long LongRoPE table are exercised.
+          o.max_position = (index + tokens) % 2 ? 3 * f.max_position_embeddings : f.max_position_embeddings;
+          expect_case(kernel, o, std::string(to_string(spec.rope.type)) + " " + layout + " " + dtype);
+        }
+        ++index;
+      }
+  EXPECT_EQ(index, 42);
+}
+
+// The exact angle mode stays exact at positions up to 2^20; the fp32 mode matches HF's
+// float32 product there too.
+TEST(Conformance, LargePositionsBothAngleModes) {
+  for (const char* angle : {"exact", "fp32"})
+    for (const char* dtype : {"fp32", "bf16"}) {
+      SpecFields f;
+      f.angle = angle;
+      f.dtype = dtype;
+      f.max_position_embeddings = 1 << 20;
+      f.rope = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
+      const Kernel kernel = host_runtime().get(ropejit::test::make_spec(f));
+      check::CaseOptions o;
+      o.tokens = 257;
+      o.max_position = int64_t(1) << 20;
+      o.positions_type = PositionsType::int64;
+      expect_case(kernel, o, std::string(angle) + " " + dtype);
+    }
+}
+
+// Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.
+TEST(Conformance, FusedForms) {
+  int index = 0;
+  for (const char* output : {"inplace", "separate", "padded_bhsd"})
+    for (bool bias : {false, true})
+      for (const char* layout : {"neox", "interleaved"}) {
+        SpecFields f;
+        f.input = "packed_qkv";
+        f.output = output;
+        f.qkv_bias = bias;
+        f.layout = layout;
+        f.positions = "varlen";
+        f.dtype = kDtypes[index % 3];
+        f.head_dim = index % 2 ? 128 : 80;
+        f.rotary_dim = index % 2 ? 128 : 32;
+        f.num_kv_heads = 2;
+        f.num_q_heads = 14;
+        f.rope = index % 2 ? nlohmann::json{{"rope_type", "default"}, {"rope_theta", 1000000.0}}
+                           : nlohmann::json{{"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0},
+                                            {"original_max_position_embeddings", 2048}};
+        const Kernel kernel = host_runtime().get(ropejit::test::make_spec(f));
+        for (int64_t tokens : {1, 2, 37, 600}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.batch = tokens == 1 ? 3 : 1 + index % 6;  // T = 1 with 3 sequences: two are empty
+          o.strided = output != std::string("padded_bhsd") && tokens % 2 == 1;
+          expect_case(kernel, o, std::string(output) + (bias ? " bias " : " ") + layout);
+        }
+        ++index;
+      }
+}
+
+// Separate inputs and outputs with strides wider than dense: gaps must stay untouched.
+TEST(Conformance, StridedSeparateTensors) {
+  for (const char* output : {"inplace", "separate"})
+    for (bool copy_v : {false, true}) {
+      SpecFields f;
+      f.output = output;
+      f.copy_v = copy_v;
+      f.qkv_bias = copy_v;
+      f.head_dim = 96;
+      f.rotary_dim = 24;
+      f.dtype = "fp16";
+      f.num_q_heads = 7;
+      f.num_kv_heads = 1;
+      const Kernel kernel = host_runtime().get(ropejit::test::make_spec(f));
+      check::CaseOptions o;
+      o.tokens = 129;
+      o.strided = true;
+      expect_case(kernel, o, std::string(output) + (copy_v ? " copy_v" : ""));
+    }
+}
+
+// Every tunable value produces the same (correct) results.
+TEST(Conformance, EveryTunableValue) {
+  SpecFields f;
+  f.rope = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+            {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 2048}};
+  f.num_q_heads = 12;
+  f.num_kv_heads = 3;
+  const Spec spec = ropejit::test::make_spec(f);
+  std::vector<Config> configs;
+  for (const auto& t : tunables())
+    for (int value : t.values) {
+      Config c = default_config(spec);
+      if (t.name == "block_threads") c.block_threads = value;
+      if (t.name == "vec") c.vec = value;
+      if (t.name == "heads_per_thread") c.heads_per_thread = value;
+      if (t.name == "sincos") c.sincos = static_cast<SinCosMode>(value);
+      if (t.name == "grid") c.grid = static_cast<GridMode>(value);
+      if (!config_problem(spec, c)) configs.push_back(c);
+    }
+  EXPECT_GE(configs.size(), 12u);
+  for (const Config& c : configs) {
+    const Kernel kernel = host_runtime().get(spec, c);
+    for (int64_t tokens : {5, 700}) {
+      check::CaseOptions o;
+      o.tokens = tokens;
+      o.max_position = 8192;
+      expect_case(kernel, o, config_name(c));
+    }
+  }
+}
+
+// The real model specs in specs/ run end to end and match the reference.
+TEST(Conformance, ModelSpecs) {
+  const auto files = ropejit::test::spec_files();
+  ASSERT_GE(files.size(), 13u);
+  for (const auto& path : files) {
+    const Spec spec = load_spec_file(path);
+    const Kernel kernel = host_runtime().get(spec);
+    for (int64_t tokens : {1, 300}) {
+      check::CaseOptions o;
+      o.tokens = tokens;
+      o.batch = 3;
+      o.max_position = spec.max_position_embeddings;
+      expect_case(kernel, o, path);
+    }
+  }
+}
