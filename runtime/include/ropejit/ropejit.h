@@ -1,0 +1,139 @@
+/* ropejit C API: spec JSON in, launchable RoPE kernel out. Usable from C99 and C++.
+ *
+ * Every function returns a ropejit_status; on failure ropejit_last_error() holds a message
+ * for this thread (the spec field, value and allowed set for spec errors; the compiler log
+ * for compile errors). No C++ exception crosses this interface.
+ *
+ *   ropejit_runtime* rt;  ropejit_kernel* k;
+ *   ropejit_runtime_create(NULL, &rt);                 // auto backend: cuda, else host
+ *   ropejit_kernel_get(rt, spec_json, &k);
+ *   ropejit_args a;  ropejit_args_init(&a);
+ *   a.num_tokens = T;  a.q = q;  a.k = k_ptr;  a.positions = pos;
+ *   ropejit_kernel_launch(k, &a, stream);               // stream: a CUstream, or NULL
+ *   ropejit_kernel_destroy(k);  ropejit_runtime_destroy(rt);
+ */
+#ifndef ROPEJIT_ROPEJIT_H
+#define ROPEJIT_ROPEJIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define ROPEJIT_C_API __attribute__((visibility("default")))
+#else
+#define ROPEJIT_C_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Status codes; the same numbers as ropejit::Status (ropejit/error.h). */
+typedef enum ropejit_status {
+  ROPEJIT_STATUS_OK = 0,
+  ROPEJIT_STATUS_INVALID_SPEC = 1,     /**< spec JSON malformed or fails validation */
+  ROPEJIT_STATUS_INVALID_ARGUMENT = 2, /**< a launch or API argument is bad */
+  ROPEJIT_STATUS_UNSUPPORTED = 3,      /**< valid, but this build or backend cannot do it */
+  ROPEJIT_STATUS_COMPILE_ERROR = 4,    /**< NVRTC or the host compiler rejected the source */
+  ROPEJIT_STATUS_BACKEND_ERROR = 5,    /**< CUDA driver / host JIT failure */
+  ROPEJIT_STATUS_IO_ERROR = 6,         /**< file system problem */
+  ROPEJIT_STATUS_INTERNAL = 7          /**< a bug in ropejit (or out of memory) */
+} ropejit_status;
+
+/** Where kernels run; the same numbers as ropejit::BackendKind. */
+typedef enum ropejit_backend {
+  ROPEJIT_BACKEND_AUTO = 0, /**< cuda when a device is usable, else host */
+  ROPEJIT_BACKEND_CUDA = 1,
+  ROPEJIT_BACKEND_HOST = 2
+} ropejit_backend;
+
+/** Integer type of an explicit positions array. */
+typedef enum ropejit_positions_type {
+  ROPEJIT_POSITIONS_INT32 = 0,
+  ROPEJIT_POSITIONS_INT64 = 1
+} ropejit_positions_type;
+
+/** Opaque runtime: backend, caches, tuning database. Thread-safe. */
+typedef struct ropejit_runtime ropejit_runtime;
+/** Opaque compiled kernel for one spec. Launching is thread-safe. */
+typedef struct ropejit_kernel ropejit_kernel;
+
+/** Runtime options; fill with ropejit_runtime_options_init, then change fields. */
+typedef struct ropejit_runtime_options {
+  size_t struct_size;        /**< sizeof(ropejit_runtime_options) */
+  ropejit_backend backend;   /**< default ROPEJIT_BACKEND_AUTO */
+  const char* cache_dir;     /**< NULL: ROPEJIT_CACHE_DIR, XDG_CACHE_HOME/ropejit, ~/.cache/ropejit */
+  int disk_cache;            /**< default 1; 0: memory cache only */
+  const char* tuning_db;     /**< NULL: ROPEJIT_TUNING_DB or none */
+  const char* arch;          /**< NULL: the device's ("sm_90"); else forced target */
+  int device;                /**< CUDA device ordinal, default 0 */
+} ropejit_runtime_options;
+
+/** One launch's arguments; mirrors ropejit::Args (ropejit/runtime.h) field by field.
+ *  Device pointers on the cuda backend, host pointers on the host backend. Strides are in
+ *  elements between consecutive tokens; 0 means dense. Fill with ropejit_args_init first. */
+typedef struct ropejit_args {
+  size_t struct_size;        /**< sizeof(ropejit_args); checked */
+  int64_t num_tokens;        /**< T */
+  /* Input, separate form: q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D] (v when copied). */
+  void* q;
+  void* k;
+  void* v;
+  int64_t q_stride, k_stride, v_stride;
+  /* Input, packed form: qkv [T, (Hq + 2 Hkv) D]. */
+  void* qkv;
+  int64_t qkv_stride;
+  const void* bias;          /**< [(Hq + 2 Hkv) D] in the storage dtype, when qkv_bias */
+  /* Outputs (separate: [T, H, D] token-major; padded_bhsd: [B, H, S, D] dense). */
+  void* q_out;
+  void* k_out;
+  void* v_out;
+  int64_t q_out_stride, k_out_stride, v_out_stride;
+  /* Positions: explicit, or varlen. */
+  const void* positions;     /**< [T] */
+  ropejit_positions_type positions_type;
+  const int32_t* cu_seqlens; /**< [batch + 1], cu_seqlens[batch] == T */
+  const int64_t* start_pos;  /**< [batch] or NULL (all 0) */
+  int batch;
+  int max_seq_len;           /**< S of padded_bhsd */
+  int64_t seq_len;           /**< max(position) + 1; required by dynamic NTK and LongRoPE */
+} ropejit_args;
+
+/** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */
+ROPEJIT_C_API void ropejit_runtime_options_init(ropejit_runtime_options* options);
+/** Zeroes every field and sets struct_size. */
+ROPEJIT_C_API void ropejit_args_init(ropejit_args* args);
+
+/** Opens a runtime; options NULL = defaults. An explicit cuda backend with no usable device
+ *  fails with ROPEJIT_STATUS_BACKEND_ERROR. */
+ROPEJIT_C_API ropejit_status ropejit_runtime_create(const ropejit_runtime_options* options,
+                                                    ropejit_runtime** runtime);
+/** Releases the caller's reference; kernels obtained from it stay valid until destroyed.
+ *  NULL is ignored. */
+ROPEJIT_C_API void ropejit_runtime_destroy(ropejit_runtime* runtime);
+/** The backend in use: "cuda" or "host" (static string), or NULL for a NULL runtime. */
+ROPEJIT_C_API const char* ropejit_runtime_backend(const ropejit_runtime* runtime);
+
+/** Parses and validates `spec_json`, then compiles (or finds in a cache) its kernel. */
+ROPEJIT_C_API ropejit_status ropejit_kernel_get(ropejit_runtime* runtime, const char* spec_json,
+                                                ropejit_kernel** kernel);
+/** Destroys a kernel; NULL is ignored. */
+ROPEJIT_C_API void ropejit_kernel_destroy(ropejit_kernel* kernel);
+/** Checks every argument, then launches on `stream` (a CUstream; ignored on host). Never
+ *  allocates or synchronizes on the cuda backend (CUDA-graph capturable). */
+ROPEJIT_C_API ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel,
+                                                   const ropejit_args* args, void* stream);
+
+/** Short stable name of a status ("invalid_spec"); "unknown" for other values. */
+ROPEJIT_C_API const char* ropejit_status_string(ropejit_status status);
+/** Message of the last failed call on this thread ("" when none). Valid until the next
+ *  failed call on this thread. */
+ROPEJIT_C_API const char* ropejit_last_error(void);
+/** Library version ("0.1.0"). */
+ROPEJIT_C_API const char* ropejit_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ROPEJIT_ROPEJIT_H */

@@ -1,0 +1,442 @@
+// The cuda backend: NVRTC CUBIN for the device's exact sm_XX, loaded and launched through the
+// CUDA driver API. libcuda is dlopen'ed at run time, never linked, so the library loads and
+// works (host backend) on machines without an NVIDIA driver.
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <cuda.h>
+#include <fmt/format.h>
+#include <nvrtc.h>
+
+#include "backend.h"
+#include "ropejit/cache.h"
+#include "ropejit/error.h"
+
+namespace ropejit {
+
+namespace {
+
+// cuda.h #defines many entry points to versioned names (cuMemAlloc -> cuMemAlloc_v2); the
+// two-step stringification resolves exactly the symbol the header's prototype belongs to.
+#define ROPEJIT_CU_NAME(fn) ROPEJIT_CU_NAME_TEXT(fn)
+#define ROPEJIT_CU_NAME_TEXT(fn) #fn
+#define ROPEJIT_CU_FUNCTIONS(X)                                                              \
+  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) \
+  X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
+  X(cuCtxGetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)              \
+  X(cuModuleLoadDataEx) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)           \
+  X(cuGetErrorName) X(cuGetErrorString) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)           \
+  X(cuMemcpyDtoH) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                    \
+  X(cuEventElapsedTime) X(cuEventDestroy)
+
+/// The driver entry points, resolved once per process. The handle is never closed: modules
+/// and contexts may be released from static destructors.
+struct Driver {
+#define ROPEJIT_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;
+  ROPEJIT_CU_FUNCTIONS(ROPEJIT_CU_MEMBER)
+#undef ROPEJIT_CU_MEMBER
+  int version = 0;          ///< cuDriverGetVersion, e.g. 13000
+  int device_count = 0;
+  std::string error;        ///< why the driver is unusable; empty when usable
+
+  /// "<call> failed: CUDA_ERROR_X: text".
+  std::string describe(CUresult r, const char* call) const {
+    const char* name = nullptr;
+    const char* text = nullptr;
+    if (cuGetErrorName && cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
+    if (cuGetErrorString && cuGetErrorString(r, &text) != CUDA_SUCCESS) text = nullptr;
+    if (!name) name = fallback_name(r, &text);  // the toolkit's stub libcuda names nothing
+    return fmt::format("{} failed: {}: {}", call, name ? name : fmt::format("CUresult {}", int(r)),
+                       text ? text : "unknown error");
+  }
+  /// Names of the codes a missing or partial driver returns, for when cuGetErrorName fails.
+  static const char* fallback_name(CUresult r, const char** text) {
+    switch (r) {
+      case CUDA_ERROR_STUB_LIBRARY:
+        *text = "libcuda.so.1 is the CUDA toolkit's stub library, not a real driver";
+        return "CUDA_ERROR_STUB_LIBRARY";
+      case CUDA_ERROR_NO_DEVICE: *text = "no CUDA-capable device is detected"; return "CUDA_ERROR_NO_DEVICE";
+      case CUDA_ERROR_NOT_INITIALIZED: *text = "initialization error"; return "CUDA_ERROR_NOT_INITIALIZED";
+      default: return nullptr;
+    }
+  }
+  /// Throws Error(backend_error) when `r` is not CUDA_SUCCESS.
+  void check(CUresult r, const char* call) const {
+    if (r != CUDA_SUCCESS) throw Error(Status::backend_error, describe(r, call));
+  }
+};
+
+Driver load_driver() {
+  Driver d;
+  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char* why = dlerror();
+    d.error = fmt::format("cuda backend: libcuda.so.1 could not be loaded (no NVIDIA driver installed?): {}",
+                          why ? why : "dlopen failed");
+    return d;
+  }
+#define ROPEJIT_CU_RESOLVE(fn)                                                                  \
+  d.fn = reinterpret_cast<decltype(&::fn)>(dlsym(handle, ROPEJIT_CU_NAME(fn)));                 \
+  if (!d.fn) {                                                                                  \
+    d.error = fmt::format("cuda backend: libcuda.so.1 lacks {} (driver too old for CUDA 12+?)", \
+                          ROPEJIT_CU_NAME(fn));                                                 \
+    return d;                                                                                   \
+  }
+  ROPEJIT_CU_FUNCTIONS(ROPEJIT_CU_RESOLVE)
+#undef ROPEJIT_CU_RESOLVE
+  if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS) {
+    d.error = "cuda backend: " + d.describe(r, "cuInit");
+    return d;
+  }
+  d.cuDriverGetVersion(&d.version);
+  if (CUresult r = d.cuDeviceGetCount(&d.device_count); r != CUDA_SUCCESS) {
+    d.error = "cuda backend: " + d.describe(r, "cuDeviceGetCount");
+    return d;
+  }
+  if (d.device_count == 0) d.error = "cuda backend: the driver reports no CUDA device";
+  return d;
+}
+
+/// The process-wide driver (loaded on first use); check `error` before use.
+const Driver& driver() {
+  static const Driver d = load_driver();
+  return d;
+}
+
+/// Makes `ctx` current on this thread for a scope; a no-op when it already is (the hot path
+/// of launch: no push/pop when the caller already works in the primary context).
+class ScopedContext {
+ public:
+  ScopedContext(const Driver& d, CUcontext ctx) : d_(d) {
+    CUcontext current = nullptr;
+    d_.check(d_.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    if (current != ctx) {
+      d_.check(d_.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
+      pushed_ = true;
+    }
+  }
+  ~ScopedContext() {
+    CUcontext popped = nullptr;
+    if (pushed_) d_.cuCtxPopCurrent(&popped);
+  }
+  ScopedContext(const ScopedContext&) = delete;
+  ScopedContext& operator=(const ScopedContext&) = delete;
+
+ private:
+  const Driver& d_;
+  bool pushed_ = false;
+};
+
+/// The device's primary context, retained while the backend or any module lives.
+struct DeviceContext {
+  const Driver& d;
+  CUdevice device = 0;
+  CUcontext ctx = nullptr;
+  DeviceContext(const Driver& drv, CUdevice dev) : d(drv), device(dev) {
+    d.check(d.cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain");
+  }
+  ~DeviceContext() { d.cuDevicePrimaryCtxRelease(device); }
+  DeviceContext(const DeviceContext&) = delete;
+  DeviceContext& operator=(const DeviceContext&) = delete;
+};
+
+/// Driver results that mean "this image cannot run here; a PTX the driver JITs may".
+bool image_rejected(CUresult r) {
+  return r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
+         r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || r == CUDA_ERROR_INVALID_PTX ||
+         r == CUDA_ERROR_INVALID_SOURCE;
+}
+
+class CudaModule final : public LoadedModule {
+ public:
+  CudaModule(std::shared_ptr<DeviceContext> context, CUmodule module, CUfunction function,
+             Binary binary, bool from_disk, double load_ms)
+      : context_(std::move(context)), module_(module), function_(function),
+        binary_(std::move(binary)), from_disk_(from_disk), load_ms_(load_ms) {}
+
+  ~CudaModule() override {
+    // Errors are ignored: at process exit the driver may already be deinitialized.
+    CUcontext current = nullptr;
+    const Driver& d = context_->d;
+    const bool push = d.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != context_->ctx &&
+                      d.cuCtxPushCurrent(context_->ctx) == CUDA_SUCCESS;
+    d.cuModuleUnload(module_);
+    if (push) d.cuCtxPopCurrent(&current);
+  }
+
+  void launch(const LaunchDims& dims, const KernelParams& params, void* stream) const override {
+    const Driver& d = context_->d;
+    ScopedContext scope(d, context_->ctx);
+    void* args[] = {const_cast<KernelParams*>(&params)};
+    d.check(d.cuLaunchKernel(function_, dims.grid, 1, 1, dims.block, 1, 1, 0,
+                             static_cast<CUstream>(stream), args, nullptr),
+            "cuLaunchKernel");
+  }
+  const Binary& binary() const override { return binary_; }
+  bool from_disk_cache() const override { return from_disk_; }
+  double load_ms() const override { return load_ms_; }
+  CUfunction function() const { return function_; }
+
+ private:
+  std::shared_ptr<DeviceContext> context_;
+  CUmodule module_;
+  CUfunction function_;
+  Binary binary_;
+  bool from_disk_;
+  double load_ms_;
+};
+
+/// Architectures this NVRTC compiles for, as numbers (75, 80, 86, 89, 90, ...), ascending.
+std::vector<int> nvrtc_supported_archs() {
+  int count = 0;
+  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return {};
+  std::vector<int> archs(static_cast<size_t>(count));
+  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
+  std::sort(archs.begin(), archs.end());
+  return archs;
+}
+
+std::string join(const std::vector<std::string>& parts) {
+  std::string out;
+  for (const auto& p : parts) out += (out.empty() ? "" : " ") + p;
+  return out;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Driver& d, int ordinal, const std::string& arch_override) : d_(d) {
+    CUdevice device = 0;
+    d_.check(d_.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+    int major = 0, minor = 0;
+    d_.check(d_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
+             "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)");
+    d_.check(d_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
+             "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)");
+    d_.check(d_.cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
+             "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+    char name[256] = {};
+    d_.check(d_.cuDeviceGetName(name, sizeof name - 1, device), "cuDeviceGetName");
+    device_name_ = name;
+    device_arch_ = major * 10 + minor;
+    arch_ = arch_override.empty() ? fmt::format("sm_{}", device_arch_) : arch_override;
+    context_ = std::make_shared<DeviceContext>(d_, device);
+    // A GPU newer than this NVRTC: no CUBIN possible, so PTX the driver JITs from the start.
+    const std::vector<int> archs = nvrtc_supported_archs();
+    if (arch_override.empty() && !archs.empty() &&
+        std::find(archs.begin(), archs.end(), device_arch_) == archs.end() && device_arch_ > archs.back())
+      use_ptx_.store(true);
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string arch() const override { return arch_; }
+  int sm_count() const override { return sm_count_; }
+  bool host_memory() const override { return false; }
+
+  std::shared_ptr<LoadedModule> load(const Source& source, DiskCache* disk) override {
+    const auto start = std::chrono::steady_clock::now();
+    const bool ptx_only = arch_.rfind("compute_", 0) == 0 || use_ptx_.load();
+    std::string target = ptx_only ? ptx_target() : arch_;
+    bool from_disk = false;
+    Binary binary = compile_or_read(source, target, ptx_only, disk, from_disk);
+    CUmodule module = nullptr;
+    CUresult r = load_image(binary, module);
+    if (r != CUDA_SUCCESS && image_rejected(r) && from_disk) {
+      // A cached image the driver rejects (damaged, or written by another toolchain): compile
+      // afresh and overwrite the entry before concluding anything about the device.
+      binary = compile_and_store(source, target, binary.is_ptx, disk);
+      from_disk = false;
+      r = load_image(binary, module);
+    }
+    if (r != CUDA_SUCCESS && image_rejected(r) && !binary.is_ptx) {
+      // The driver cannot run this NVRTC's CUBIN (e.g. a GPU newer than NVRTC knows): PTX,
+      // JIT-compiled by the driver, for the rest of this backend's life.
+      const std::string cubin_error = d_.describe(r, "cuModuleLoadDataEx");
+      use_ptx_.store(true);
+      binary = compile_or_read(source, ptx_target(), true, disk, from_disk);
+      r = load_image(binary, module);
+      if (r != CUDA_SUCCESS)
+        throw Error(Status::backend_error,
+                    fmt::format("{} (CUBIN for {}); PTX fallback for {}: {}", cubin_error, arch_,
+                                binary.arch, d_.describe(r, "cuModuleLoadDataEx")));
+    }
+    d_.check(r, "cuModuleLoadDataEx");
+    CUfunction function = nullptr;
+    if (CUresult fr = d_.cuModuleGetFunction(&function, module, binary.entry.c_str()); fr != CUDA_SUCCESS) {
+      ScopedContext scope(d_, context_->ctx);
+      d_.cuModuleUnload(module);
+      throw Error(Status::backend_error,
+                  fmt::format("{} (entry \"{}\")", d_.describe(fr, "cuModuleGetFunction"), binary.entry));
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return std::make_shared<CudaModule>(context_, module, function, std::move(binary), from_disk, ms);
+  }
+
+  void* alloc(size_t bytes) override {
+    ScopedContext scope(d_, context_->ctx);
+    CUdeviceptr ptr = 0;
+    d_.check(d_.cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
+    return reinterpret_cast<void*>(ptr);
+  }
+  void free(void* ptr) override {
+    if (!ptr) return;
+    ScopedContext scope(d_, context_->ctx);
+    d_.check(d_.cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "cuMemFree");
+  }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    ScopedContext scope(d_, context_->ctx);
+    d_.check(d_.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes), "cuMemcpyHtoD");
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes == 0) return;
+    ScopedContext scope(d_, context_->ctx);
+    d_.check(d_.cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
+  }
+  void synchronize() override {
+    ScopedContext scope(d_, context_->ctx);
+    d_.check(d_.cuCtxSynchronize(), "cuCtxSynchronize");
+  }
+
+  double time_launches(const LoadedModule& module, const LaunchDims& dims, const KernelParams& params,
+                       int repeats) override {
+    if (repeats < 1)
+      throw Error(Status::invalid_argument, fmt::format("repeats {} is not allowed: must be >= 1", repeats));
+    ScopedContext scope(d_, context_->ctx);
+    struct Events {
+      const Driver& d;
+      CUevent start = nullptr, stop = nullptr;
+      ~Events() {
+        if (start) d.cuEventDestroy(start);
+        if (stop) d.cuEventDestroy(stop);
+      }
+    } events{d_};
+    d_.check(d_.cuEventCreate(&events.start, CU_EVENT_DEFAULT), "cuEventCreate");
+    d_.check(d_.cuEventCreate(&events.stop, CU_EVENT_DEFAULT), "cuEventCreate");
+    std::vector<double> us;
+    us.reserve(static_cast<size_t>(repeats));
+    for (int i = 0; i < repeats; ++i) {
+      d_.check(d_.cuEventRecord(events.start, nullptr), "cuEventRecord");
+      module.launch(dims, params, nullptr);
+      d_.check(d_.cuEventRecord(events.stop, nullptr), "cuEventRecord");
+      d_.check(d_.cuEventSynchronize(events.stop), "cuEventSynchronize");
+      float ms = 0.0f;
+      d_.check(d_.cuEventElapsedTime(&ms, events.start, events.stop), "cuEventElapsedTime");
+      us.push_back(double(ms) * 1000.0);
+    }
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    return us[us.size() / 2];
+  }
+
+ private:
+  /// compute_XX for the PTX fallback: the forced or device arch, capped at the newest arch
+  /// NVRTC knows (the driver JITs older PTX for newer GPUs).
+  std::string ptx_target() const {
+    if (arch_.rfind("compute_", 0) == 0) return arch_;
+    const std::vector<int> archs = nvrtc_supported_archs();
+    int wanted = device_arch_;
+    try {
+      wanted = std::stoi(arch_.substr(3));  // "sm_90a" -> 90
+    } catch (const std::exception&) {
+    }
+    int target = wanted;
+    if (!archs.empty() && std::find(archs.begin(), archs.end(), target) == archs.end()) {
+      target = archs.front();
+      for (int a : archs)
+        if (a <= wanted) target = a;
+    }
+    return fmt::format("compute_{}", target);
+  }
+
+  /// The binary for `target`: from `disk` when present, else compiled (under the cache lock so
+  /// concurrent processes compile it once) and stored.
+  Binary compile_or_read(const Source& source, const std::string& target, bool ptx, DiskCache* disk,
+                         bool& from_disk) const {
+    from_disk = false;
+    if (!disk || !disk->enabled()) return compile_nvrtc(source, target, ptx);
+    const CacheKey key = cache_key(source, target, ptx);
+    auto read = [&]() -> std::optional<Binary> {
+      auto payload = disk->load(key);
+      if (!payload) return std::nullopt;
+      auto binary = deserialize_binary(*payload);
+      if (!binary || binary->entry != source.entry || binary->source_hash != source.hash ||
+          binary->is_ptx != ptx || binary->image.empty())
+        return std::nullopt;  // malformed or another source: a miss, rewritten below
+      return binary;
+    };
+    if (auto hit = read()) {
+      from_disk = true;
+      return std::move(*hit);
+    }
+    auto lock = disk->lock(key);
+    if (auto hit = read()) {  // another process compiled it while we waited for the lock
+      from_disk = true;
+      return std::move(*hit);
+    }
+    Binary binary = compile_nvrtc(source, target, ptx);
+    disk->store(key, serialize_binary(binary));
+    return binary;
+  }
+
+  /// Compiles `source` for `target` and overwrites its disk entry (when `disk` is usable).
+  Binary compile_and_store(const Source& source, const std::string& target, bool ptx, DiskCache* disk) const {
+    Binary binary = compile_nvrtc(source, target, ptx);
+    if (disk && disk->enabled()) disk->store(cache_key(source, target, ptx), serialize_binary(binary));
+    return binary;
+  }
+
+  static CacheKey cache_key(const Source& source, const std::string& target, bool ptx) {
+    CacheKey key;
+    key.source_hash_hex = source.hash.hex();
+    key.options = join(nvrtc_options(target, ptx));
+    key.arch = target;
+    key.nvrtc_version = nvrtc_version();
+    key.ropejit_version = version();
+    key.backend = "cuda";
+    return key;
+  }
+
+  CUresult load_image(const Binary& binary, CUmodule& module) const {
+    ScopedContext scope(d_, context_->ctx);
+    // PTX text must be NUL-terminated for the driver; std::string guarantees it.
+    return d_.cuModuleLoadDataEx(&module, binary.image.c_str(), 0, nullptr, nullptr);
+  }
+
+  const Driver& d_;
+  int sm_count_ = 0;
+  int device_arch_ = 0;
+  std::string device_name_;
+  std::string arch_;
+  std::shared_ptr<DeviceContext> context_;
+  std::atomic<bool> use_ptx_{false};
+};
+
+}  // namespace
+
+bool cuda_available() noexcept {
+  try {
+    return driver().error.empty();
+  } catch (...) {
+    return false;
+  }
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_override) {
+  const Driver& d = driver();
+  if (!d.error.empty()) throw Error(Status::backend_error, d.error);
+  if (ordinal < 0 || ordinal >= d.device_count)
+    throw Error(Status::invalid_argument,
+                fmt::format("cuda device {} is not allowed: this machine has {} device(s), ordinals 0..{}",
+                            ordinal, d.device_count, d.device_count - 1));
+  if (!arch_override.empty() && arch_override.rfind("sm_", 0) != 0 && arch_override.rfind("compute_", 0) != 0)
+    throw Error(Status::invalid_argument,
+                fmt::format("arch \"{}\" is not allowed: must be sm_XX (CUBIN) or compute_XX (PTX)", arch_override));
+  return std::make_unique<CudaBackend>(d, ordinal, arch_override);
+}
+
+}  // namespace ropejit

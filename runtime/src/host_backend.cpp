@@ -1,0 +1,101 @@
+// The host backend: the same generated source compiled in process by Clang and run on the
+// CPU (host/host_jit.h). Memory is ordinary aligned host memory.
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "host/host_jit.h"
+#include "ropejit/error.h"
+
+namespace ropejit {
+
+namespace {
+
+/// "host-x86_64": the CPU the JIT targets (the machine this process runs on).
+std::string host_arch() {
+#if defined(__x86_64__)
+  return "host-x86_64";
+#elif defined(__aarch64__)
+  return "host-aarch64";
+#elif defined(__powerpc64__)
+  return "host-ppc64";
+#else
+  return "host-unknown";
+#endif
+}
+
+class HostLoadedModule final : public LoadedModule {
+ public:
+  HostLoadedModule(std::unique_ptr<HostModule> module, Binary binary)
+      : module_(std::move(module)), binary_(std::move(binary)) {}
+
+  void launch(const LaunchDims& dims, const KernelParams& params, void*) const override {
+    HostLaunchDims host_dims;
+    host_dims.grid_x = dims.grid;
+    host_dims.block_x = dims.block;
+    module_->launch(host_dims, params);
+  }
+  const Binary& binary() const override { return binary_; }
+  bool from_disk_cache() const override { return false; }
+  double load_ms() const override { return binary_.compile_ms; }
+
+ private:
+  std::unique_ptr<HostModule> module_;
+  Binary binary_;
+};
+
+class HostBackend final : public Backend {
+ public:
+  std::string name() const override { return "host"; }
+  std::string arch() const override { return host_arch(); }
+  int sm_count() const override { return std::max(1u, std::thread::hardware_concurrency()); }
+  bool host_memory() const override { return true; }
+
+  // The disk cache is not used: JIT'ed code lives in this process's ORC session and is not
+  // serialized, so every process compiles (the memory cache still dedups within a process).
+  std::shared_ptr<LoadedModule> load(const Source& source, DiskCache*) override {
+    auto module = HostModule::compile(source.text, source.entry);
+    Binary binary;
+    binary.arch = host_arch();
+    binary.entry = source.entry;
+    binary.source_hash = source.hash;
+    binary.compile_ms = module->compile_ms();
+    return std::make_shared<HostLoadedModule>(std::move(module), std::move(binary));
+  }
+
+  void* alloc(size_t bytes) override {
+    // aligned_alloc wants a multiple of the alignment; 64 covers every vector access.
+    const size_t rounded = (std::max<size_t>(bytes, 1) + 63) / 64 * 64;
+    void* ptr = std::aligned_alloc(64, rounded);
+    if (!ptr) throw Error(Status::backend_error, fmt::format("host backend: allocating {} bytes failed", bytes));
+    return ptr;
+  }
+  void free(void* ptr) override { std::free(ptr); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, src, bytes);
+  }
+  void synchronize() override {}  // launches run to completion before returning
+  double time_launches(const LoadedModule&, const LaunchDims&, const KernelParams&, int) override {
+    return -1.0;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_host_backend() {
+#ifndef ROPEJIT_HAVE_HOST_BACKEND
+  throw Error(Status::unsupported,
+              "this ropejit was built without the host backend (ROPEJIT_HOST_BACKEND=OFF)");
+#else
+  return std::make_unique<HostBackend>();
+#endif
+}
+
+}  // namespace ropejit

@@ -1,0 +1,254 @@
+/* The C API from plain C99: a host runtime, a kernel from spec JSON, a launch on random fp32
+ * data checked against a double-precision rotate_half RoPE, and the error paths (invalid
+ * spec, null pointers, bad struct_size). Exits 77 (ctest: skipped) when this ropejit has no
+ * host backend, after the checks that need none. */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ropejit/ropejit.h"
+
+static int passed = 0;
+static int failed = 0;
+
+#define CHECK(cond, ...)                                        \
+  do {                                                          \
+    if (cond) {                                                 \
+      ++passed;                                                 \
+    } else {                                                    \
+      ++failed;                                                 \
+      fprintf(stderr, "FAILED %s:%d: %s: ", __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                             \
+      fprintf(stderr, "\n");                                    \
+    }                                                           \
+  } while (0)
+
+enum { kHeadDim = 64, kRotaryDim = 64, kQHeads = 4, kKvHeads = 2, kMaxPositions = 4096 };
+static const double kTheta = 10000.0;
+
+static const char* const kSpec =
+    "{\"name\":\"c-test\",\"head_dim\":64,\"rotary_dim\":64,\"num_q_heads\":4,\"num_kv_heads\":2,"
+    "\"layout\":\"neox\",\"dtype\":\"fp32\",\"max_position_embeddings\":4096,"
+    "\"rope\":{\"rope_type\":\"default\",\"rope_theta\":10000}}";
+
+/* xorshift64*: fresh seed each run, printed so a failure can be replayed. */
+static uint64_t rng_state;
+static uint64_t next_u64(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return rng_state * 2685821657736338717ull;
+}
+/* Uniform in [-2, 2), never exactly zero. */
+static float random_value(void) {
+  const double u = (double)(next_u64() >> 11) / 9007199254740992.0;
+  const float x = (float)(4.0 * u - 2.0);
+  return x == 0.0f ? 0.5f : x;
+}
+
+/* HF's float32 inv_freq (exponent, power and reciprocal each rounded to float32). */
+static float inv_freq_fp32(int pair) {
+  const float exponent = (float)(2 * pair) / (float)kRotaryDim;
+  const float power = (float)pow((double)(float)kTheta, (double)exponent);
+  return (float)(1.0 / (double)power);
+}
+
+/* Checks head `h` of token `t` (row `out` after the launch, `in` before) against rotate_half:
+ * x'_i = x_i cos - x_{i+d/2} sin, x'_{i+d/2} = x_{i+d/2} cos + x_i sin, angle = float(p) * inv_freq
+ * in float32 (the spec's default "fp32" angle). Returns the number of bad elements. */
+static int check_head(const float* in, const float* out, int32_t position, const char* what, long row) {
+  int bad = 0;
+  const int half = kRotaryDim / 2;
+  for (int i = 0; i < half; ++i) {
+    const float angle = (float)position * inv_freq_fp32(i);
+    const double c = cos((double)angle), s = sin((double)angle);
+    const double x = in[i], y = in[i + half];
+    const double expected_x = x * c - y * s;
+    const double expected_y = y * c + x * s;
+    /* fp32 math errs relative to the pair's size; the angle term covers a 1-ulp difference in
+     * a float32 inv_freq (angle * 2^-23). Wrong pairing or sign errs by O(1). */
+    const double tolerance = sqrt(x * x + y * y) * (1e-5 + 1.2e-7 * fabs((double)angle));
+    if (fabs(out[i] - expected_x) > tolerance || fabs(out[i + half] - expected_y) > tolerance) {
+      if (bad == 0)
+        fprintf(stderr, "  %s row %ld pair %d position %d: got (%.9g, %.9g) want (%.9g, %.9g)\n", what, row, i,
+                (int)position, out[i], out[i + half], expected_x, expected_y);
+      ++bad;
+    }
+  }
+  for (int e = kRotaryDim; e < kHeadDim; ++e)
+    if (out[e] != in[e]) ++bad; /* pass-through tail (empty for this spec) */
+  return bad;
+}
+
+static void check_without_runtime(void) {
+  CHECK(strlen(ropejit_version()) > 0, "version is empty");
+  CHECK(strcmp(ropejit_status_string(ROPEJIT_STATUS_INVALID_SPEC), "invalid_spec") == 0, "%s",
+        ropejit_status_string(ROPEJIT_STATUS_INVALID_SPEC));
+  CHECK(strcmp(ropejit_status_string((ropejit_status)99), "unknown") == 0, "status 99");
+
+  ropejit_status st = ropejit_runtime_create(NULL, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null output handle gave %s", ropejit_status_string(st));
+  CHECK(strstr(ropejit_last_error(), "runtime") != NULL, "message: %s", ropejit_last_error());
+
+  ropejit_runtime* rt = NULL;
+  ropejit_runtime_options options;
+  ropejit_runtime_options_init(&options);
+  options.struct_size = 0;
+  st = ropejit_runtime_create(&options, &rt);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && rt == NULL, "struct_size 0 gave %s", ropejit_status_string(st));
+  CHECK(strstr(ropejit_last_error(), "struct_size") != NULL, "message: %s", ropejit_last_error());
+
+  ropejit_kernel* kernel = NULL;
+  st = ropejit_kernel_get(NULL, kSpec, &kernel);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && kernel == NULL, "null runtime gave %s", ropejit_status_string(st));
+
+  ropejit_args args;
+  ropejit_args_init(&args);
+  st = ropejit_kernel_launch(NULL, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null kernel gave %s", ropejit_status_string(st));
+
+  ropejit_runtime_destroy(NULL); /* ignored */
+  ropejit_kernel_destroy(NULL);
+}
+
+/* Launches the spec's kernel on random data and checks every element of q and k. */
+static void check_launch(const ropejit_kernel* kernel, long num_tokens) {
+  const size_t q_count = (size_t)num_tokens * kQHeads * kHeadDim;
+  const size_t k_count = (size_t)num_tokens * kKvHeads * kHeadDim;
+  float* q = malloc(q_count * sizeof(float));
+  float* k = malloc(k_count * sizeof(float));
+  float* q_in = malloc(q_count * sizeof(float));
+  float* k_in = malloc(k_count * sizeof(float));
+  int32_t* positions = malloc((size_t)num_tokens * sizeof(int32_t));
+  if (!q || !k || !q_in || !k_in || !positions) {
+    CHECK(0, "out of memory");
+    return;
+  }
+  for (size_t i = 0; i < q_count; ++i) q[i] = q_in[i] = random_value();
+  for (size_t i = 0; i < k_count; ++i) k[i] = k_in[i] = random_value();
+  for (long t = 0; t < num_tokens; ++t) positions[t] = (int32_t)(next_u64() % kMaxPositions);
+  positions[0] = kMaxPositions - 1; /* the largest angle the spec allows */
+
+  ropejit_args args;
+  ropejit_args_init(&args);
+  args.num_tokens = num_tokens;
+  args.q = q;
+  args.k = k;
+  args.positions = positions;
+  args.positions_type = ROPEJIT_POSITIONS_INT32;
+  const ropejit_status st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_OK, "launch of %ld tokens gave %s: %s", num_tokens, ropejit_status_string(st),
+        ropejit_last_error());
+  if (st == ROPEJIT_STATUS_OK) {
+    int bad = 0;
+    for (long t = 0; t < num_tokens; ++t) {
+      for (int h = 0; h < kQHeads; ++h) {
+        const size_t at = ((size_t)t * kQHeads + h) * kHeadDim;
+        bad += check_head(q_in + at, q + at, positions[t], "q", t);
+      }
+      for (int h = 0; h < kKvHeads; ++h) {
+        const size_t at = ((size_t)t * kKvHeads + h) * kHeadDim;
+        bad += check_head(k_in + at, k + at, positions[t], "k", t);
+      }
+    }
+    CHECK(bad == 0, "%d of %ld pairs differ from the double reference (%ld tokens)", bad,
+          (long)(num_tokens * (kQHeads + kKvHeads) * kRotaryDim / 2), num_tokens);
+  }
+  free(q), free(k), free(q_in), free(k_in), free(positions);
+}
+
+static void check_errors(ropejit_runtime* rt, const ropejit_kernel* kernel) {
+  /* An invalid spec names the field, its value and the allowed set. */
+  char bad_spec[1024];
+  strcpy(bad_spec, kSpec);
+  char* layout = strstr(bad_spec, "\"neox\"");
+  memcpy(layout, "\"diag\"", 6);
+  ropejit_kernel* bad_kernel = NULL;
+  ropejit_status st = ropejit_kernel_get(rt, bad_spec, &bad_kernel);
+  CHECK(st == ROPEJIT_STATUS_INVALID_SPEC && bad_kernel == NULL, "invalid layout gave %s",
+        ropejit_status_string(st));
+  CHECK(strstr(ropejit_last_error(), "/layout") != NULL, "message lacks the field: %s", ropejit_last_error());
+  CHECK(strstr(ropejit_last_error(), "diag") != NULL, "message lacks the value: %s", ropejit_last_error());
+
+  st = ropejit_kernel_get(rt, "{\"name\": \"x\", \"head_dim\": ", &bad_kernel);
+  CHECK(st == ROPEJIT_STATUS_INVALID_SPEC, "truncated JSON gave %s", ropejit_status_string(st));
+
+  /* A null q is refused before any kernel runs. */
+  float k[kKvHeads * kHeadDim];
+  int32_t position = 7;
+  for (int i = 0; i < kKvHeads * kHeadDim; ++i) k[i] = random_value();
+  ropejit_args args;
+  ropejit_args_init(&args);
+  args.num_tokens = 1;
+  args.q = NULL;
+  args.k = k;
+  args.positions = &position;
+  st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null q gave %s", ropejit_status_string(st));
+  CHECK(strstr(ropejit_last_error(), "q") != NULL, "message: %s", ropejit_last_error());
+
+  /* A caller compiled against another layout of ropejit_args is refused. */
+  float q[kQHeads * kHeadDim];
+  for (int i = 0; i < kQHeads * kHeadDim; ++i) q[i] = random_value();
+  args.q = q;
+  args.struct_size = sizeof(ropejit_args) - 8;
+  st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "short struct_size gave %s", ropejit_status_string(st));
+  CHECK(strstr(ropejit_last_error(), "struct_size") != NULL, "message: %s", ropejit_last_error());
+  args.struct_size = 0;
+  st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "struct_size 0 gave %s", ropejit_status_string(st));
+  args.struct_size = sizeof(ropejit_args);
+  args.positions_type = (ropejit_positions_type)5;
+  st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "positions_type 5 gave %s", ropejit_status_string(st));
+}
+
+int main(void) {
+  rng_state = ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock() ^ 0x9e3779b97f4a7c15ull;
+  if (rng_state == 0) rng_state = 1;
+  printf("c_api_test: ropejit %s, seed %llu\n", ropejit_version(), (unsigned long long)rng_state);
+
+  check_without_runtime();
+
+  ropejit_runtime_options options;
+  ropejit_runtime_options_init(&options);
+  options.backend = ROPEJIT_BACKEND_HOST;
+  options.disk_cache = 0;
+  ropejit_runtime* rt = NULL;
+  ropejit_status st = ropejit_runtime_create(&options, &rt);
+  if (st == ROPEJIT_STATUS_UNSUPPORTED) {
+    printf("c_api_test: %d passed, %d failed; SKIPPED the launch checks: %s\n", passed, failed,
+           ropejit_last_error());
+    return failed ? 1 : 77;
+  }
+  CHECK(st == ROPEJIT_STATUS_OK && rt != NULL, "host runtime: %s: %s", ropejit_status_string(st),
+        ropejit_last_error());
+  if (st != ROPEJIT_STATUS_OK) {
+    printf("c_api_test: %d passed, %d failed\n", passed, failed);
+    return 1;
+  }
+  CHECK(strcmp(ropejit_runtime_backend(rt), "host") == 0, "backend %s", ropejit_runtime_backend(rt));
+
+  ropejit_kernel* kernel = NULL;
+  st = ropejit_kernel_get(rt, kSpec, &kernel);
+  CHECK(st == ROPEJIT_STATUS_OK && kernel != NULL, "kernel_get: %s: %s", ropejit_status_string(st),
+        ropejit_last_error());
+  if (st == ROPEJIT_STATUS_OK) {
+    check_launch(kernel, 1);
+    check_launch(kernel, 37 + (long)(next_u64() % 64)); /* odd, random token count */
+    check_errors(rt, kernel);
+    /* The kernel keeps its runtime alive: destroy the runtime first, then launch again. */
+    ropejit_runtime_destroy(rt);
+    rt = NULL;
+    check_launch(kernel, 5);
+    ropejit_kernel_destroy(kernel);
+  }
+  ropejit_runtime_destroy(rt);
+
+  printf("c_api_test: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}

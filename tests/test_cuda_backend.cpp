@@ -1,0 +1,353 @@
+// The cuda backend (runtime/src/cuda_backend.cpp). Without a usable driver: it says so
+// clearly and never crashes (libcuda is dlopen'ed, not linked). With a GPU: memory round
+// trips, NVRTC CUBIN and PTX modules launched on random data and checked against the float64
+// reference, the disk cache hit path, event timing and driver error reporting.
+#include <gtest/gtest.h>
+
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "backend.h"
+#include "launch_args.h"
+#include "ropejit/cache.h"
+#include "ropejit/source.h"
+#include "support/fp_convert.h"
+#include "support/reference.h"
+
+namespace ropejit {
+namespace {
+
+#define SKIP_WITHOUT_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "cuda backend: no usable GPU"
+
+std::mt19937_64 seeded_rng() {
+  const uint64_t seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::printf("[cuda_backend] random seed %llu\n", static_cast<unsigned long long>(seed));
+  return std::mt19937_64(seed);
+}
+
+// Small Llama-like specs covering each storage type, both layouts, a pass-through tail and a
+// scaled rope type.
+const char* const kSpecs[] = {
+    R"({"name":"cuda-fp32","head_dim":64,"num_q_heads":4,"num_kv_heads":2,"layout":"neox",
+        "dtype":"fp32","max_position_embeddings":4096,"rope":{"rope_type":"default","rope_theta":10000}})",
+    R"({"name":"cuda-bf16-llama3","head_dim":128,"num_q_heads":8,"num_kv_heads":2,"layout":"neox",
+        "dtype":"bf16","max_position_embeddings":131072,
+        "rope":{"rope_type":"llama3","rope_theta":500000.0,"factor":8.0,"low_freq_factor":1.0,
+                "high_freq_factor":4.0,"original_max_position_embeddings":8192}})",
+    R"({"name":"cuda-fp16-partial","head_dim":80,"rotary_dim":32,"num_q_heads":6,"num_kv_heads":6,
+        "layout":"interleaved","dtype":"fp16","max_position_embeddings":2048,
+        "rope":{"rope_type":"default","rope_theta":10000}})",
+};
+
+/// A spec's kernel source with the default config.
+struct Compiled {
+  Spec spec;
+  Config config;
+  Source source;
+};
+
+Compiled generate(const char* spec_json) {
+  Compiled c;
+  c.spec = parse_spec(spec_json);
+  c.config = default_config(c.spec);
+  c.source = generate_source(make_plan(c.spec, c.config));
+  return c;
+}
+
+/// Device buffer freed on scope exit.
+struct DeviceBuffer {
+  Backend& backend;
+  void* ptr;
+  DeviceBuffer(Backend& b, size_t bytes) : backend(b), ptr(b.alloc(bytes)) {}
+  ~DeviceBuffer() { backend.free(ptr); }
+};
+
+/// Launches `module` over `num_tokens` random tokens (random positions) and compares q and k
+/// with the float64 reference; returns the checked params' launch for timing.
+void launch_and_check(Backend& backend, const LoadedModule& module, const Compiled& c, int64_t num_tokens,
+                      std::mt19937_64& rng) {
+  const Spec& spec = c.spec;
+  const int64_t q_count = num_tokens * spec.num_q_heads * spec.head_dim;
+  const int64_t k_count = num_tokens * spec.num_kv_heads * spec.head_dim;
+  std::uniform_real_distribution<double> value(-4.0, 4.0);
+  std::vector<double> q_values(static_cast<size_t>(q_count)), k_values(static_cast<size_t>(k_count));
+  for (double& x : q_values) x = value(rng);
+  for (double& x : k_values) x = value(rng);
+  const std::vector<uint8_t> q_host = ref::encode_values(spec.dtype, q_values);
+  const std::vector<uint8_t> k_host = ref::encode_values(spec.dtype, k_values);
+  std::uniform_int_distribution<int64_t> position(0, spec.max_position_embeddings - 1);
+  std::vector<int64_t> positions(static_cast<size_t>(num_tokens));
+  for (int64_t& p : positions) p = position(rng);
+  positions.back() = spec.max_position_embeddings - 1;
+
+  DeviceBuffer q(backend, q_host.size()), k(backend, k_host.size());
+  DeviceBuffer pos(backend, positions.size() * sizeof(int64_t));
+  backend.copy_to_device(q.ptr, q_host.data(), q_host.size());
+  backend.copy_to_device(k.ptr, k_host.data(), k_host.size());
+  backend.copy_to_device(pos.ptr, positions.data(), positions.size() * sizeof(int64_t));
+
+  Args args;
+  args.num_tokens = num_tokens;
+  args.q = q.ptr;
+  args.k = k.ptr;
+  args.positions = pos.ptr;
+  args.positions_type = PositionsType::int64;
+  const CheckedLaunch checked = check_launch(spec, c.config.vec, args, backend.host_memory());
+  const LaunchDims dims = launch_dims(spec, c.config, checked.rows, backend.sm_count());
+  module.launch(dims, checked.params, nullptr);
+  backend.synchronize();
+
+  std::vector<uint8_t> q_out(q_host.size()), k_out(k_host.size());
+  backend.copy_to_host(q_out.data(), q.ptr, q_out.size());
+  backend.copy_to_host(k_out.data(), k.ptr, k_out.size());
+
+  ref::RefProblem problem;
+  problem.num_tokens = num_tokens;
+  problem.q.data = q_host.data();
+  problem.k.data = k_host.data();
+  problem.positions = positions;
+  const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
+  for (const auto& [name, actual] : {std::pair{"q", q_out.data()}, std::pair{"k", k_out.data()}}) {
+    const ref::RefTensor* tensor = expected.find(name);
+    ASSERT_NE(tensor, nullptr) << name;
+    ref::ActualTensor got;
+    got.data = actual;
+    const ref::CheckResult result = ref::compare(spec, *tensor, got);
+    EXPECT_TRUE(result.ok()) << spec.name << " " << name << ": " << result.summary();
+  }
+}
+
+/// A fresh folder from mkdtemp, removed at scope exit.
+struct TempDir {
+  std::string path;
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "ropejit-cuda-XXXXXX").string();
+    if (!::mkdtemp(pattern.data())) throw std::runtime_error("mkdtemp failed");
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+// ---------------------------------------------------------------- without a GPU
+
+TEST(CudaBackend, UnusableDriverIsReportedNotFatal) {
+  if (cuda_available()) GTEST_SKIP() << "a GPU is usable here (the no-driver path runs on CPU-only machines)";
+  EXPECT_FALSE(cuda_available());  // stable: the failed probe is remembered, not retried badly
+  try {
+    make_cuda_backend(0, "");
+    FAIL() << "make_cuda_backend succeeded without a usable GPU";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::backend_error) << e.what();
+    const std::string message = e.what();
+    EXPECT_EQ(message.rfind("cuda backend: ", 0), 0u) << message;
+    // One of: no libcuda.so.1, a driver whose cuInit fails (e.g. the toolkit's stub), no device.
+    EXPECT_TRUE(message.find("libcuda.so.1") != std::string::npos || message.find("cuInit failed: CUDA_ERROR_") != std::string::npos ||
+                message.find("no CUDA device") != std::string::npos)
+        << message;
+  }
+}
+
+// ---------------------------------------------------------------- with a GPU
+
+TEST(CudaBackend, DescribesTheDevice) {
+  SKIP_WITHOUT_GPU();
+  auto backend = make_cuda_backend(0, "");
+  EXPECT_EQ(backend->name(), "cuda");
+  EXPECT_TRUE(std::regex_match(backend->arch(), std::regex(R"(sm_\d{2,3})"))) << backend->arch();
+  EXPECT_GT(backend->sm_count(), 0);
+  EXPECT_FALSE(backend->host_memory());
+  std::printf("[cuda_backend] device 0: %s, %d SMs\n", backend->arch().c_str(), backend->sm_count());
+  EXPECT_EQ(make_cuda_backend(0, "sm_80")->arch(), "sm_80");
+
+  for (const auto& [ordinal, arch] : {std::pair{-1, std::string()}, std::pair{4096, std::string()},
+                                      std::pair{0, std::string("gfx90a")}}) {
+    try {
+      make_cuda_backend(ordinal, arch);
+      ADD_FAILURE() << "ordinal " << ordinal << " arch " << arch << " accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Status::invalid_argument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("is not allowed"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(CudaBackend, MemoryRoundTrip) {
+  SKIP_WITHOUT_GPU();
+  auto rng = seeded_rng();
+  auto backend = make_cuda_backend(0, "");
+  for (size_t bytes : {size_t(1), size_t(4093), size_t(3) << 20}) {
+    std::vector<uint8_t> in(bytes), out(bytes, 0);
+    for (auto& b : in) b = static_cast<uint8_t>(rng());
+    out[0] = static_cast<uint8_t>(~in[0]);
+    DeviceBuffer buffer(*backend, bytes);
+    ASSERT_NE(buffer.ptr, nullptr);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(buffer.ptr) % 256, 0u);
+    backend->copy_to_device(buffer.ptr, in.data(), bytes);
+    backend->copy_to_host(out.data(), buffer.ptr, bytes);
+    EXPECT_EQ(std::memcmp(in.data(), out.data(), bytes), 0) << bytes << " bytes";
+  }
+  backend->free(nullptr);  // no-op
+}
+
+TEST(CudaBackend, CubinKernelsMatchTheFloat64Reference) {
+  SKIP_WITHOUT_GPU();
+  auto rng = seeded_rng();
+  auto backend = make_cuda_backend(0, "");
+  for (const char* spec_json : kSpecs) {
+    const Compiled c = generate(spec_json);
+    SCOPED_TRACE(c.spec.name);
+    auto module = backend->load(c.source, nullptr);
+    const Binary& binary = module->binary();
+    EXPECT_FALSE(binary.is_ptx);
+    EXPECT_EQ(binary.arch, backend->arch());
+    EXPECT_EQ(binary.entry, c.source.entry);
+    EXPECT_GT(binary.registers, 0);
+    EXPECT_EQ(binary.spill_bytes, 0);
+    EXPECT_FALSE(module->from_disk_cache());
+    EXPECT_GT(module->load_ms(), 0.0);
+    for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(1000 + rng() % 3000)}) {
+      SCOPED_TRACE(tokens);
+      launch_and_check(*backend, *module, c, tokens, rng);
+    }
+  }
+}
+
+TEST(CudaBackend, PtxIsJitCompiledByTheDriver) {
+  SKIP_WITHOUT_GPU();
+  auto rng = seeded_rng();
+  const std::string device_arch = make_cuda_backend(0, "")->arch();
+  auto backend = make_cuda_backend(0, "compute_" + device_arch.substr(3));
+  const Compiled c = generate(kSpecs[0]);
+  auto module = backend->load(c.source, nullptr);
+  EXPECT_TRUE(module->binary().is_ptx);
+  EXPECT_EQ(module->binary().arch, "compute_" + device_arch.substr(3));
+  EXPECT_NE(module->binary().image.find(".entry " + c.source.entry), std::string::npos);
+  launch_and_check(*backend, *module, c, 333, rng);
+}
+
+TEST(CudaBackend, DiskCacheHitLoadsTheStoredCubin) {
+  SKIP_WITHOUT_GPU();
+  auto rng = seeded_rng();
+  TempDir tmp;
+  DiskCacheOptions options;
+  options.dir = tmp.path;
+  DiskCache cache(options);
+  ASSERT_TRUE(cache.enabled());
+  const Compiled c = generate(kSpecs[1]);
+
+  auto first_backend = make_cuda_backend(0, "");
+  auto compiled = first_backend->load(c.source, &cache);
+  EXPECT_FALSE(compiled->from_disk_cache());
+  EXPECT_EQ(cache.entry_count(), 1u);
+
+  // A second backend (as a second process would) finds the entry and compiles nothing.
+  auto second_backend = make_cuda_backend(0, "");
+  auto cached = second_backend->load(c.source, &cache);
+  EXPECT_TRUE(cached->from_disk_cache());
+  EXPECT_EQ(cache.entry_count(), 1u);
+  EXPECT_EQ(cached->binary().image, compiled->binary().image);
+  EXPECT_EQ(cached->binary().registers, compiled->binary().registers);
+  EXPECT_FALSE(cached->binary().is_ptx);
+  std::printf("[cuda_backend] compile + load %.1f ms, disk hit + load %.1f ms\n", compiled->load_ms(),
+              cached->load_ms());
+  launch_and_check(*second_backend, *cached, c, 513, rng);
+
+  // Another arch is another key: a miss and a new entry.
+  auto sm80 = make_cuda_backend(0, "sm_80");
+  if (sm80->arch() != first_backend->arch()) {
+    const size_t entries = cache.entry_count();
+    auto other = sm80->load(c.source, &cache);
+    EXPECT_FALSE(other->from_disk_cache());
+    EXPECT_GT(cache.entry_count(), entries);
+  }
+}
+
+TEST(CudaBackend, CubinTheDeviceCannotRunFallsBackToPtx) {
+  SKIP_WITHOUT_GPU();
+  auto rng = seeded_rng();
+  const std::string device_arch = make_cuda_backend(0, "")->arch();
+  const int device_number = std::stoi(device_arch.substr(3));
+  // SASS runs only within one major arch: an sm_80 CUBIN is rejected by sm_90+ GPUs, whose
+  // driver can still JIT compute_80 PTX.
+  if (device_number < 90) GTEST_SKIP() << "needs a GPU of sm_90 or newer (this is " << device_arch << ")";
+  auto backend = make_cuda_backend(0, "sm_80");
+  const Compiled c = generate(kSpecs[2]);
+  TempDir tmp;
+  DiskCacheOptions options;
+  options.dir = tmp.path;
+  DiskCache cache(options);
+  auto module = backend->load(c.source, &cache);
+  EXPECT_TRUE(module->binary().is_ptx);
+  EXPECT_EQ(module->binary().arch, "compute_80");
+  launch_and_check(*backend, *module, c, 77, rng);
+  // The backend remembers: the next load goes to PTX directly and finds it on disk.
+  auto again = backend->load(c.source, &cache);
+  EXPECT_TRUE(again->binary().is_ptx);
+  EXPECT_TRUE(again->from_disk_cache());
+}
+
+TEST(CudaBackend, TimesLaunchesWithEvents) {
+  SKIP_WITHOUT_GPU();
+  auto backend = make_cuda_backend(0, "");
+  const Compiled c = generate(kSpecs[0]);
+  auto module = backend->load(c.source, nullptr);
+  const int64_t tokens = 4096;
+  const size_t q_bytes = size_t(tokens) * c.spec.num_q_heads * c.spec.head_dim * 4;
+  const size_t k_bytes = size_t(tokens) * c.spec.num_kv_heads * c.spec.head_dim * 4;
+  DeviceBuffer q(*backend, q_bytes), k(*backend, k_bytes), pos(*backend, tokens * sizeof(int32_t));
+  std::vector<int32_t> positions(tokens);
+  for (int64_t t = 0; t < tokens; ++t) positions[t] = static_cast<int32_t>(t);
+  std::vector<float> ones(q_bytes / 4, 1.0f);
+  backend->copy_to_device(q.ptr, ones.data(), q_bytes);
+  backend->copy_to_device(k.ptr, ones.data(), k_bytes);
+  backend->copy_to_device(pos.ptr, positions.data(), positions.size() * sizeof(int32_t));
+  Args args;
+  args.num_tokens = tokens;
+  args.q = q.ptr;
+  args.k = k.ptr;
+  args.positions = pos.ptr;
+  const CheckedLaunch checked = check_launch(c.spec, c.config.vec, args, false);
+  const LaunchDims dims = launch_dims(c.spec, c.config, checked.rows, backend->sm_count());
+  const double us = backend->time_launches(*module, dims, checked.params, 21);
+  std::printf("[cuda_backend] %lld tokens: median %.2f us\n", static_cast<long long>(tokens), us);
+  EXPECT_GT(us, 0.0);
+  EXPECT_LT(us, 1e5);
+  EXPECT_THROW(backend->time_launches(*module, dims, checked.params, 0), Error);
+}
+
+TEST(CudaBackend, DriverErrorsNameTheCallAndTheCode) {
+  SKIP_WITHOUT_GPU();
+  auto backend = make_cuda_backend(0, "");
+  const Compiled c = generate(kSpecs[0]);
+  auto module = backend->load(c.source, nullptr);
+  KernelParams params{};
+  LaunchDims dims;
+  dims.grid = 1;
+  dims.block = 4096;  // over the 1024-thread limit of every CUDA GPU
+  try {
+    module->launch(dims, params, nullptr);
+    FAIL() << "a 4096-thread block launched";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::backend_error);
+    EXPECT_NE(std::string(e.what()).find("cuLaunchKernel failed: CUDA_ERROR_INVALID_VALUE: "), std::string::npos)
+        << e.what();
+  }
+  // The context is still usable after a rejected launch.
+  backend->synchronize();
+  DeviceBuffer buffer(*backend, 64);
+}
+
+}  // namespace
+}  // namespace ropejit
