@@ -320,11 +320,11 @@ TEST(CudaBackend, TimesLaunchesWithEvents) {
   args.positions = pos.ptr;
   const CheckedLaunch checked = check_launch(c.spec, c.config.vec, args, false);
   const LaunchDims dims = launch_dims(c.spec, c.config, checked.rows, backend->sm_count());
-  const double us = backend->time_launches(*module, dims, checked.params, 21);
+  const double us = backend->time_calls([&](void* stream) { module->launch(dims, checked.params, stream); }, 21);
   std::printf("[cuda_backend] %lld tokens: median %.2f us\n", static_cast<long long>(tokens), us);
   EXPECT_GT(us, 0.0);
   EXPECT_LT(us, 1e5);
-  EXPECT_THROW(backend->time_launches(*module, dims, checked.params, 0), Error);
+  EXPECT_THROW(backend->time_calls([&](void* stream) { module->launch(dims, checked.params, stream); }, 0), Error);
 }
 
 TEST(CudaBackend, DriverErrorsNameTheCallAndTheCode) {

@@ -50,16 +50,9 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   /// Waits for all work on the default stream.
   virtual void synchronize() = 0;
-  /// Median time in microseconds of `repeats` launches of `module` (cuda events); -1 on host.
-  virtual double time_launches(const LoadedModule& module, const LaunchDims& dims,
-                               const KernelParams& params, int repeats) = 0;
   /// Median time in microseconds of `repeats` calls of `launch(stream)`, each between two
-  /// events; -1 where the backend cannot time (host).
-  virtual double time_calls(const std::function<void(void* stream)>& launch, int repeats) {
-    (void)launch;
-    (void)repeats;
-    return -1.0;
-  }
+  /// events on the backend's stream; -1 where the backend cannot time (host).
+  virtual double time_calls(const std::function<void(void* stream)>& launch, int repeats) = 0;
 };
 
 class Runtime;

@@ -2,6 +2,7 @@
 #include "launch_args.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -204,8 +205,10 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
     require(a.seq_len >= 1 && a.seq_len <= kMaxPosition + 1, "seq_len",
             fmt::format("{} is not allowed: rope_type {} needs seq_len = max(position) + 1 in [1, 2^31]",
                         a.seq_len, to_string(type)));
-  if (type == RopeType::dynamic && !spec.rope.seq_len && a.seq_len > spec.max_position_embeddings)
-    p.dynamic_base = dynamic_ntk_base(spec, a.seq_len);
+  if (type == RopeType::dynamic && !spec.rope.seq_len && a.seq_len > spec.max_position_embeddings) {
+    p.use_dynamic_base = 1;
+    p.dynamic_log2_base = std::log2(static_cast<double>(static_cast<float>(dynamic_ntk_base(spec, a.seq_len))));
+  }
   if (type == RopeType::longrope) p.use_long_table = longrope_uses_long(spec, a.seq_len) ? 1 : 0;
 
   if (host_memory && any) {

@@ -29,7 +29,8 @@ struct KernelParams {
   int batch;                // varlen / padded: number of sequences
   int max_seq_len;          // padded_bhsd: S (rows per sequence in the output)
   i64 num_tokens;           // T
-  double dynamic_base;      // dynamic NTK: b' for this launch's length (0: use baked table)
+  double dynamic_log2_base; // dynamic NTK: log2(float(b')) for this launch's length
+  int use_dynamic_base;     // dynamic NTK: 1 when the length passed M (else the baked table)
   int use_long_table;       // longrope: 1 selects the long table
   const float* cos_sin_table;  // SinCosMode::table: [max_pos][d/2] cos then sin, or null
   i64 cos_sin_table_rows;   // rows in cos_sin_table

@@ -80,11 +80,12 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
 template <class T>
 __device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
                                                const float* inv_freq_long, int pair) {
-  if (T::kRopeKind == kRopeDynamic && p.dynamic_base > 0.0) {
-    // HF: float32 pow of the float32 base; pow in double rounded once is the correctly
-    // rounded float32 result on every platform (powf differs in the last bit across libms).
+  if (T::kRopeKind == kRopeDynamic && p.use_dynamic_base) {
+    // HF: float32 pow of the float32 base b'. exp2 in double of the host's log2(b') rounds to
+    // the correctly rounded float32 power (what the reference and the generator bake), at a
+    // fraction of pow's registers.
     const float exponent = (float)(2 * pair) / (float)T::kRotaryDim;
-    const float power = (float)pow((double)(float)p.dynamic_base, (double)exponent);
+    const float power = (float)exp2((double)exponent * p.dynamic_log2_base);
     return 1.0f / power;
   }
   if (T::kRopeKind == kRopeLongrope && p.use_long_table) return __ldg(inv_freq_long + pair);
@@ -149,7 +150,9 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
     if (rotating_lane && group < Shape::kRotHeads && (!T::kPadded || ref.token >= 0))
       pair_angles<T>(p, inv_freq, inv_freq_long, ref.position, first_pair, cos_v, sin_v);
 
-#pragma unroll
+    // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
+    // compile time, while the stores below already order the heads.
+#pragma unroll 1
     for (int k = 0; k < T::kHeadsPerThread; ++k) {
       const int head = group + k * Shape::kHeadGroups;
       if (Shape::kHeadGroups * T::kHeadsPerThread != Shape::kHeads && head >= Shape::kHeads) break;

@@ -232,10 +232,8 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
 
   // Compare every output tensor; for strided rows, the gaps must be untouched.
   const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
-  ref::Tolerance tolerance;
-  // Dynamic NTK computes inv_freq on the device with powf (not correctly rounded).
-  if (spec.rope.type == RopeType::dynamic && !spec.rope.seq_len && args.seq_len > spec.max_position_embeddings)
-    tolerance.inv_freq_ulps = 2;
+  // Baked and run-time (dynamic NTK) inv_freq must equal the reference's bit for bit.
+  const ref::Tolerance tolerance;
   auto check = [&](const std::string& name, const Buffer& buf, int64_t token_stride) {
     const ref::RefTensor* t = expected.find(name);
     if (!t) throw Error(Status::internal, "reference has no tensor " + name);

@@ -204,10 +204,9 @@ class JitHostModule final : public HostModule {
   JitHostModule(std::unique_ptr<llvm::orc::LLJIT> jit, LaunchFn launch_fn, double compile_ms)
       : jit_(std::move(jit)), launch_fn_(launch_fn), compile_ms_(compile_ms) {}
 
-  ~JitHostModule() override {
-    // Static destructors of the module (none expected) before the JIT frees its memory.
-    llvm::consumeError(jit_->deinitialize(jit_->getMainJITDylib()));
-  }
+  // No deinitialize(): kernels have no static destructors, and at process exit it makes ORC
+  // compile a deinit module after parts of LLVM are gone ("Do not know how to split...").
+  ~JitHostModule() override = default;
 
   void launch(const HostLaunchDims& dims, const KernelParams& params) const override;
   double compile_ms() const override { return compile_ms_; }
