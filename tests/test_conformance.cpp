@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "backend.h"
+#include "host/host_jit.h"
 #include "support/harness.h"
 #include "support/spec_builder.h"
 
@@ -13,15 +14,6 @@ using namespace ropejit;
 using ropejit::test::SpecFields;
 
 namespace {
-
-Runtime& host_runtime() {
-  static Runtime runtime([] {
-    RuntimeOptions o;
-    o.backend = BackendKind::host;
-    return o;
-  }());
-  return runtime;
-}
 
 struct Shape {
   int head_dim, rotary_dim;
@@ -31,17 +23,42 @@ const Shape kShapes[] = {{64, 64}, {80, 80}, {96, 96}, {128, 128}, {256, 256},
 const int kGqaRatios[] = {1, 4, 7, 8};
 const char* const kDtypes[] = {"fp32", "fp16", "bf16"};
 
-void expect_case(const Kernel& kernel, const check::CaseOptions& options, const std::string& what) {
-  const check::CaseReport report = check::run_case(host_runtime(), kernel, options);
-  EXPECT_TRUE(report.ok()) << what << " tokens " << options.tokens << "\n"
-                           << report.summary() << canonical_json(kernel.spec());
+RuntimeOptions options_for(BackendKind kind) {
+  RuntimeOptions o;
+  o.backend = kind;
+  return o;
 }
+
+// The suite runs on both backends: host everywhere, cuda where a GPU is usable (the GPU tier).
+class Conformance : public ::testing::TestWithParam<BackendKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == BackendKind::cuda && !cuda_available())
+      GTEST_SKIP() << "SKIPPED: cuda conformance tier: no usable GPU";
+    if (GetParam() == BackendKind::host && !host_backend_available())
+      GTEST_SKIP() << "SKIPPED: host conformance tier: built without the host backend";
+  }
+  // One runtime per backend for the whole process, so kernels are compiled once.
+  static Runtime& runtime() {
+    if (GetParam() == BackendKind::host) {
+      static Runtime host(options_for(BackendKind::host));
+      return host;
+    }
+    static Runtime cuda(options_for(BackendKind::cuda));
+    return cuda;
+  }
+  void expect_case(const Kernel& kernel, const check::CaseOptions& options, const std::string& what) {
+    const check::CaseReport report = check::run_case(runtime(), kernel, options);
+    EXPECT_TRUE(report.ok()) << to_string(GetParam()) << " " << what << " tokens " << options.tokens << "\n"
+                             << report.summary() << canonical_json(kernel.spec());
+  }
+};
 
 }  // namespace
 
 // Every rope_type × layout × dtype, with head shape, GQA ratio, angle mode and positions form
 // rotating through their values; each kernel runs at 1, 3, 17 and 1000+ tokens.
-TEST(Conformance, Matrix) {
+TEST_P(Conformance, Matrix) {
   std::mt19937 rng(std::random_device{}());
   int index = 0;
   for (int rope_index = 0; rope_index < 7; ++rope_index)
@@ -62,7 +79,7 @@ TEST(Conformance, Matrix) {
         const int positions_form = index % 3;  // int32, int64, varlen
         f.positions = positions_form == 2 ? "varlen" : "explicit";
         const Spec spec = ropejit::test::make_spec(f);
-        const Kernel kernel = host_runtime().get(spec);
+        const Kernel kernel = runtime().get(spec);
         for (int64_t tokens : {int64_t(1), int64_t(3), int64_t(17), int64_t(1000 + rng() % 200)}) {
           check::CaseOptions o;
           o.tokens = tokens;
@@ -78,7 +95,7 @@ TEST(Conformance, Matrix) {
 
 // The exact angle mode stays exact at positions up to 2^20; the fp32 mode matches HF's
 // float32 product there too.
-TEST(Conformance, LargePositionsBothAngleModes) {
+TEST_P(Conformance, LargePositionsBothAngleModes) {
   for (const char* angle : {"exact", "fp32"})
     for (const char* dtype : {"fp32", "bf16"}) {
       SpecFields f;
@@ -86,7 +103,7 @@ TEST(Conformance, LargePositionsBothAngleModes) {
       f.dtype = dtype;
       f.max_position_embeddings = 1 << 20;
       f.rope = {{"rope_type", "default"}, {"rope_theta", 500000.0}};
-      const Kernel kernel = host_runtime().get(ropejit::test::make_spec(f));
+      const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
       check::CaseOptions o;
       o.tokens = 257;
       o.max_position = int64_t(1) << 20;
@@ -96,7 +113,7 @@ TEST(Conformance, LargePositionsBothAngleModes) {
 }
 
 // Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.
-TEST(Conformance, FusedForms) {
+TEST_P(Conformance, FusedForms) {
   int index = 0;
   for (const char* output : {"inplace", "separate", "padded_bhsd"})
     for (bool bias : {false, true})
@@ -115,7 +132,7 @@ TEST(Conformance, FusedForms) {
         f.rope = index % 2 ? nlohmann::json{{"rope_type", "default"}, {"rope_theta", 1000000.0}}
                            : nlohmann::json{{"rope_type", "yarn"}, {"rope_theta", 1000000.0}, {"factor", 4.0},
                                             {"original_max_position_embeddings", 2048}};
-        const Kernel kernel = host_runtime().get(ropejit::test::make_spec(f));
+        const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
         for (int64_t tokens : {1, 2, 37, 600}) {
           check::CaseOptions o;
           o.tokens = tokens;
@@ -128,7 +145,7 @@ TEST(Conformance, FusedForms) {
 }
 
 // Separate inputs and outputs with strides wider than dense: gaps must stay untouched.
-TEST(Conformance, StridedSeparateTensors) {
+TEST_P(Conformance, StridedSeparateTensors) {
   for (const char* output : {"inplace", "separate"})
     for (bool copy_v : {false, true}) {
       SpecFields f;
@@ -140,7 +157,7 @@ TEST(Conformance, StridedSeparateTensors) {
       f.dtype = "fp16";
       f.num_q_heads = 7;
       f.num_kv_heads = 1;
-      const Kernel kernel = host_runtime().get(ropejit::test::make_spec(f));
+      const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
       check::CaseOptions o;
       o.tokens = 129;
       o.strided = true;
@@ -149,7 +166,7 @@ TEST(Conformance, StridedSeparateTensors) {
 }
 
 // Every tunable value produces the same (correct) results.
-TEST(Conformance, EveryTunableValue) {
+TEST_P(Conformance, EveryTunableValue) {
   SpecFields f;
   f.rope = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
             {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 2048}};
@@ -169,7 +186,7 @@ TEST(Conformance, EveryTunableValue) {
     }
   EXPECT_GE(configs.size(), 12u);
   for (const Config& c : configs) {
-    const Kernel kernel = host_runtime().get(spec, c);
+    const Kernel kernel = runtime().get(spec, c);
     for (int64_t tokens : {5, 700}) {
       check::CaseOptions o;
       o.tokens = tokens;
@@ -180,12 +197,12 @@ TEST(Conformance, EveryTunableValue) {
 }
 
 // The real model specs in specs/ run end to end and match the reference.
-TEST(Conformance, ModelSpecs) {
+TEST_P(Conformance, ModelSpecs) {
   const auto files = ropejit::test::spec_files();
   ASSERT_GE(files.size(), 13u);
   for (const auto& path : files) {
     const Spec spec = load_spec_file(path);
-    const Kernel kernel = host_runtime().get(spec);
+    const Kernel kernel = runtime().get(spec);
     for (int64_t tokens : {1, 300}) {
       check::CaseOptions o;
       o.tokens = tokens;
@@ -195,3 +212,6 @@ TEST(Conformance, ModelSpecs) {
     }
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Backend, Conformance, ::testing::Values(BackendKind::host, BackendKind::cuda),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
