@@ -1,6 +1,7 @@
 #include "support/spec_builder.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 
 namespace ropejit::test {
@@ -24,9 +25,14 @@ nlohmann::json spec_json(const SpecFields& f) {
 
 Spec make_spec(const SpecFields& f) { return parse_spec(spec_json(f).dump()); }
 
+std::string source_dir() {
+  const char* env = std::getenv("ROPEJIT_SOURCE_DIR");
+  return env && *env ? env : ROPEJIT_SOURCE_DIR;
+}
+
 std::vector<std::string> spec_files() {
   std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(std::string(ROPEJIT_SOURCE_DIR) + "/specs"))
+  for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/specs"))
     if (e.path().extension() == ".json" && e.path().filename() != "schema.json") out.push_back(e.path().string());
   std::sort(out.begin(), out.end());
   return out;
