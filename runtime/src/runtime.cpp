@@ -39,6 +39,7 @@ class RuntimeImpl {
   std::unique_ptr<DiskCache> disk;
   MemoryCache<LoadedModule> modules;
   MemoryCache<DeviceTable> tables;
+  MemoryCache<const KernelImpl> kernels;  // (spec hash, per-bucket configs) → kernel
   std::unique_ptr<TunedConfigs> tuned;
 };
 
@@ -91,6 +92,15 @@ Kernel Runtime::get(const Spec& spec, const Config& config) {
 }
 
 Kernel Runtime::make_kernel(const Spec& spec, const std::array<Config, kNumBuckets>& configs) {
+  // A repeated get() of the same spec and configs costs one spec hash and a lookup.
+  std::string config_names;
+  for (const Config& c : configs) config_names += config_name(c) + ";";
+  const MemoryCacheKey key{spec_hash(spec), impl_->backend->name(), config_names};
+  return Kernel(impl_->kernels.get_or_create(key, [&] { return build_kernel(spec, configs); }));
+}
+
+std::shared_ptr<const KernelImpl> Runtime::build_kernel(const Spec& spec,
+                                                        const std::array<Config, kNumBuckets>& configs) {
   const auto start = std::chrono::steady_clock::now();
   auto k = std::make_shared<KernelImpl>();
   k->spec = spec;
@@ -116,7 +126,7 @@ Kernel Runtime::make_kernel(const Spec& spec, const std::array<Config, kNumBucke
     }
   }
   k->load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return Kernel(std::move(k));
+  return k;
 }
 
 void Kernel::launch(const Args& args, void* stream) const {

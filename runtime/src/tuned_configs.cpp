@@ -1,14 +1,32 @@
-// Tuned config lookup. The tuning database itself (tuner/) arrives with the autotuner issue;
-// until then no database is read and every bucket uses the heuristic default.
+// Tuned config lookup for Runtime::get(): the tuning database section of the running device,
+// read once per Runtime; get() resolves each bucket with a hash lookup.
 #include "tuned_configs.h"
+
+#include <fmt/format.h>
+
+#include "device_info.h"
+#include "ropejit/tuning_db.h"
 
 namespace ropejit {
 
-class TuningDb {};
+TunedConfigs::TunedConfigs(const std::string& db_path, const Backend& backend) {
+  if (db_path.empty()) return;
+  DeviceMetadata device;
+  try {
+    device = device_metadata(backend);
+  } catch (const Error& e) {
+    fmt::print(stderr, "ropejit: warning: ignoring tuning database {}: cannot identify the device: {}\n", db_path,
+               e.what());
+    return;
+  }
+  db_ = std::make_unique<TuningDb>(db_path, device);
+}
 
-TunedConfigs::TunedConfigs(const std::string&, const Backend&) {}
 TunedConfigs::~TunedConfigs() = default;
 
-std::optional<Config> TunedConfigs::lookup(const Spec&, int) const { return std::nullopt; }
+std::optional<Config> TunedConfigs::lookup(const Spec& spec, int bucket) const {
+  if (!db_) return std::nullopt;
+  return db_->lookup(spec, bucket);
+}
 
 }  // namespace ropejit

@@ -112,6 +112,7 @@ class Runtime {
   friend Backend& runtime_backend(Runtime&);
   Backend& backend_impl();
   Kernel make_kernel(const Spec& spec, const std::array<Config, kNumBuckets>& configs);
+  std::shared_ptr<const KernelImpl> build_kernel(const Spec& spec, const std::array<Config, kNumBuckets>& configs);
   std::unique_ptr<RuntimeImpl> impl_;
 };
 

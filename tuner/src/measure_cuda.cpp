@@ -1,0 +1,261 @@
+// The GPU Measurer: candidates compiled in parallel on the cuda backend, checked against the
+// default config's output, timed with CUDA events over input sets rotated through more than
+// 4x the L2 size so no launch reads what the previous one left in cache.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "backend.h"
+#include "cos_sin_table.h"
+#include "device_info.h"
+#include "device_workload.h"
+#include "ropejit/cache.h"
+#include "ropejit/runtime.h"
+#include "ropejit/source.h"
+#include "ropejit/tuner.h"
+#include "tuner_driver.h"
+#include "workload_data.h"
+
+namespace ropejit {
+
+namespace {
+
+constexpr int kMaxInputSets = 1 << 20;
+constexpr int kMaxLaunchesPerSample = 64;
+constexpr int64_t kCheckTokens = 1024;
+
+/// The device's primary context made current for a scope (events need a current context).
+class PushedContext {
+ public:
+  PushedContext(const TunerDriver& d, CUcontext ctx) : d_(d) { d_.check(d_.cuCtxPushCurrent(ctx), "cuCtxPushCurrent"); }
+  ~PushedContext() {
+    CUcontext popped = nullptr;
+    d_.cuCtxPopCurrent(&popped);
+  }
+  PushedContext(const PushedContext&) = delete;
+  PushedContext& operator=(const PushedContext&) = delete;
+
+ private:
+  const TunerDriver& d_;
+};
+
+class CudaMeasurer final : public Measurer {
+ public:
+  explicit CudaMeasurer(const CudaMeasurerOptions& o) : options_(o), d_(tuner_driver()) {
+    backend_ = make_cuda_backend(o.device, "");
+    metadata_ = device_metadata(*backend_, o.device);
+    if (o.disk_cache) {
+      DiskCacheOptions disk_options;
+      disk_options.dir = o.cache_dir;
+      disk_ = std::make_unique<DiskCache>(disk_options);
+    }
+    d_.check(d_.cuDeviceGet(&device_, o.device), "cuDeviceGet");
+    d_.check(d_.cuDevicePrimaryCtxRetain(&ctx_, device_), "cuDevicePrimaryCtxRetain");
+    PushedContext scope(d_, ctx_);
+    d_.check(d_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
+    d_.check(d_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
+  }
+
+  ~CudaMeasurer() override {
+    timing_.reset();
+    checking_.reset();
+    {
+      PushedContext scope(d_, ctx_);
+      d_.cuEventDestroy(start_);
+      d_.cuEventDestroy(stop_);
+    }
+    modules_.clear();
+    table_.reset();
+    backend_.reset();
+    d_.cuDevicePrimaryCtxRelease(device_);
+  }
+
+  std::vector<Prepared> prepare(const Spec& spec, const std::vector<Config>& configs) override {
+    timing_.reset();
+    checking_.reset();
+    spec_ = spec;
+    modules_.clear();
+    table_.reset();
+    std::vector<Prepared> out(configs.size());
+    std::vector<std::shared_ptr<LoadedModule>> loaded(configs.size());
+    std::atomic<size_t> next{0};
+    auto worker = [&] {
+      for (size_t i = next++; i < configs.size(); i = next++) {
+        try {
+          loaded[i] = backend_->load(generate_source(make_plan(spec, configs[i])), disk_.get());
+          out[i].binary = loaded[i]->binary();
+        } catch (const Error& e) {
+          out[i].error = e.what();
+        }
+      }
+    };
+    const unsigned threads = options_.compile_threads > 0 ? unsigned(options_.compile_threads)
+                                                          : std::max(1u, std::thread::hardware_concurrency());
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < std::min<size_t>(threads, configs.size()); ++t) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+    for (size_t i = 0; i < configs.size(); ++i) {
+      if (!loaded[i]) continue;
+      modules_[config_name(configs[i])] = loaded[i];
+      if (configs[i].sincos == SinCosMode::table && !table_)
+        table_ = build_cos_sin_table(make_plan(spec, configs[i]), *backend_);
+    }
+    return out;
+  }
+
+  void set_workload(const WorkloadShape& shape) override {
+    timing_.reset();
+    checking_.reset();
+    HostWorkload host = make_host_workload(spec_, shape, seed_++);
+    const int64_t rotate_bytes =
+        int64_t(options_.rotate_l2_multiple * double(std::max<int64_t>(metadata_.l2_bytes, 1 << 20)));
+    const int64_t set_bytes = std::max<int64_t>(1, DeviceWorkload::set_bytes(host));
+    const int sets = static_cast<int>(std::clamp<int64_t>((rotate_bytes + set_bytes - 1) / set_bytes, 1, kMaxInputSets));
+    timing_ = std::make_unique<DeviceWorkload>(*backend_, spec_, shape, std::move(host), sets);
+    // Outputs are checked at a bounded size: host copies of a 65536-token output per
+    // candidate would cost more than timing it. Larger launches only repeat the same indexing.
+    const WorkloadShape check_shape = workload_shape(spec_, std::min<int64_t>(shape.tokens, kCheckTokens));
+    checking_ = std::make_unique<DeviceWorkload>(*backend_, spec_, check_shape,
+                                                 make_host_workload(spec_, check_shape, seed_++), 1);
+    reference_ = run_for_check(default_config(spec_));
+    next_set_ = 0;
+  }
+
+  std::string check(const Config& config) override {
+    const auto outputs = run_for_check(config);
+    for (size_t i = 0; i < outputs.size(); ++i)
+      if (auto why = compare_output_bytes(spec_.dtype, outputs[i].name, outputs[i].bytes, reference_[i].bytes);
+          !why.empty())
+        return why;
+    return {};
+  }
+
+  std::vector<double> time(const Config& config, int samples) override {
+    const LoadedModule& module = module_for(config);
+    const KernelParams first = timing_->params(config.vec, table_for(config));
+    const LaunchDims dims = launch_dims(spec_, config, timing_->rows(), backend_->sm_count());
+    const size_t sets = timing_->set_count();
+    const int per_sample = static_cast<int>(std::clamp<size_t>(sets, 1, kMaxLaunchesPerSample));
+    PushedContext scope(d_, ctx_);
+    std::vector<double> us;
+    for (int s = 0; s < samples; ++s) {
+      d_.check(d_.cuEventRecord(start_, nullptr), "cuEventRecord");
+      for (int i = 0; i < per_sample; ++i) {
+        module.launch(dims, timing_->params_of_set(first, next_set_ % sets), nullptr);
+        next_set_ = (next_set_ + 1) % sets;
+      }
+      d_.check(d_.cuEventRecord(stop_, nullptr), "cuEventRecord");
+      d_.check(d_.cuEventSynchronize(stop_), "cuEventSynchronize");
+      float ms = 0.0f;
+      d_.check(d_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+      us.push_back(double(ms) * 1e3 / per_sample);
+    }
+    return us;
+  }
+
+  double copy_bandwidth_gbps() override {
+    if (copy_gbps_ > 0) return copy_gbps_;  // measured once per measurer
+    const size_t bytes = size_t(std::max<int64_t>(256 << 20, 4 * metadata_.l2_bytes));
+    void* a = backend_->alloc(bytes);
+    void* b = backend_->alloc(bytes);
+    double best_ms = 0.0;
+    try {
+      PushedContext scope(d_, ctx_);
+      const auto src = reinterpret_cast<CUdeviceptr>(a), dst = reinterpret_cast<CUdeviceptr>(b);
+      d_.check(d_.cuMemsetD8(src, 0x3c, bytes), "cuMemsetD8");
+      for (int i = 0; i < 12; ++i) {
+        d_.check(d_.cuEventRecord(start_, nullptr), "cuEventRecord");
+        d_.check(d_.cuMemcpyDtoD(i % 2 ? src : dst, i % 2 ? dst : src, bytes), "cuMemcpyDtoD");
+        d_.check(d_.cuEventRecord(stop_, nullptr), "cuEventRecord");
+        d_.check(d_.cuEventSynchronize(stop_), "cuEventSynchronize");
+        float ms = 0.0f;
+        d_.check(d_.cuEventElapsedTime(&ms, start_, stop_), "cuEventElapsedTime");
+        if (i >= 2 && (best_ms == 0.0 || ms < best_ms)) best_ms = ms;  // first two warm up
+      }
+    } catch (...) {
+      backend_->free(a);
+      backend_->free(b);
+      throw;
+    }
+    backend_->free(a);
+    backend_->free(b);
+    copy_gbps_ = best_ms > 0 ? 2.0 * double(bytes) / (best_ms * 1e6) : 0.0;
+    return copy_gbps_;
+  }
+
+  int sm_count() const override { return backend_->sm_count(); }
+
+  double now_ms() override {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  }
+
+  const DeviceMetadata& metadata() const { return metadata_; }
+
+ private:
+  const LoadedModule& module_for(const Config& c) const {
+    auto it = modules_.find(config_name(c));
+    if (it == modules_.end())
+      throw Error(Status::internal, fmt::format("tuner: config {} was not prepared", config_name(c)));
+    return *it->second;
+  }
+
+  const DeviceTable* table_for(const Config& c) const {
+    return c.sincos == SinCosMode::table ? table_.get() : nullptr;
+  }
+
+  /// One launch on the check workload's fresh inputs (outputs poisoned first), read back.
+  std::vector<HostTensor> run_for_check(const Config& config) {
+    checking_->reset_first_set();
+    const KernelParams& params = checking_->params(config.vec, table_for(config));
+    module_for(config).launch(launch_dims(spec_, config, checking_->rows(), backend_->sm_count()), params, nullptr);
+    backend_->synchronize();
+    return checking_->read_first_set();
+  }
+
+  CudaMeasurerOptions options_;
+  const TunerDriver& d_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<DiskCache> disk_;
+  DeviceMetadata metadata_;
+  CUdevice device_ = 0;
+  CUcontext ctx_ = nullptr;
+  CUevent start_ = nullptr, stop_ = nullptr;
+  Spec spec_;
+  std::map<std::string, std::shared_ptr<LoadedModule>> modules_;
+  std::shared_ptr<DeviceTable> table_;
+  uint64_t seed_ = 0x5eed;
+  std::unique_ptr<DeviceWorkload> timing_, checking_;
+  size_t next_set_ = 0;
+  std::vector<HostTensor> reference_;
+  double copy_gbps_ = 0.0;
+};
+
+}  // namespace
+
+std::unique_ptr<Measurer> make_cuda_measurer(const CudaMeasurerOptions& options) {
+  if (!cuda_available()) {
+    std::string why;
+    try {
+      make_cuda_backend(options.device, "");
+    } catch (const Error& e) {
+      why = e.what();
+    }
+    throw Error(Status::backend_error,
+                fmt::format("tuning measures on a GPU, and no CUDA device is usable here ({}); "
+                            "use --dry-run to enumerate and compile the search space without one",
+                            why.empty() ? "cuda_available() is false" : why));
+  }
+  return std::make_unique<CudaMeasurer>(options);
+}
+
+DeviceMetadata cuda_device_metadata(int device) {
+  auto backend = make_cuda_backend(device, "");
+  return device_metadata(*backend, device);
+}
+
+}  // namespace ropejit

@@ -1,0 +1,132 @@
+// The tuner's search space: tunables() combined, then pruned per spec and per token count.
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ropejit/tuner.h"
+
+namespace ropejit {
+
+namespace {
+
+/// Sets one tunable of `c` by its name in tunables(); a new tunable must be added here too.
+void set_tunable(Config& c, std::string_view name, int value) {
+  if (name == "block_threads") c.block_threads = value;
+  else if (name == "vec") c.vec = value;
+  else if (name == "heads_per_thread") c.heads_per_thread = value;
+  else if (name == "sincos") c.sincos = kSinCosNames.at(static_cast<size_t>(value)).value;
+  else if (name == "grid") c.grid = kGridNames.at(static_cast<size_t>(value)).value;
+  else
+    throw Error(Status::internal, fmt::format("tuner: tunable \"{}\" has no setter in search_space.cpp", name));
+}
+
+bool tail_moves(const Spec& spec) { return spec.io.output != OutputForm::inplace || spec.io.qkv_bias; }
+
+int64_t next_pow2(int64_t n) {
+  int64_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+std::vector<Config> full_config_space() {
+  std::vector<Config> out{Config{}};
+  for (const Tunable& t : tunables()) {
+    std::vector<Config> next;
+    next.reserve(out.size() * t.values.size());
+    for (const Config& base : out)
+      for (int v : t.values) {
+        Config c = base;
+        set_tunable(c, t.name, v);
+        next.push_back(c);
+      }
+    out = std::move(next);
+  }
+  return out;
+}
+
+SearchSpace search_space(const Spec& spec) {
+  SearchSpace space;
+  const Config fallback = default_config(spec);
+  const int heads = total_heads(spec);
+  // Vector widths valid for this spec (validity of vec depends on the spec alone).
+  std::vector<int> valid_vecs;
+  for (const Tunable& t : tunables())
+    if (t.name == "vec")
+      for (int v : t.values) {
+        Config probe = fallback;
+        probe.vec = v;
+        if (!config_problem(spec, probe)) valid_vecs.push_back(v);
+      }
+  std::sort(valid_vecs.rbegin(), valid_vecs.rend());
+  const std::set<int> kept_vecs(valid_vecs.begin(), valid_vecs.begin() + std::min<size_t>(2, valid_vecs.size()));
+
+  for (const Config& c : full_config_space()) {
+    std::string reason;
+    if (auto problem = config_problem(spec, c)) reason = "invalid: " + *problem;
+    else if (c.heads_per_thread > 1 && c.heads_per_thread > heads)
+      reason = fmt::format("heads_per_thread {} exceeds the spec's {} heads", c.heads_per_thread, heads);
+    else if (!kept_vecs.count(c.vec))
+      reason = fmt::format("vec {} is narrower than the two widest valid widths", c.vec);
+    if (c == fallback) reason.clear();  // the baseline is always measured
+    if (reason.empty()) space.configs.push_back(c);
+    else space.pruned.push_back({c, std::move(reason)});
+  }
+  return space;
+}
+
+WorkloadShape workload_shape(const Spec& spec, int64_t tokens) {
+  WorkloadShape w;
+  w.tokens = std::max<int64_t>(1, tokens);
+  const bool sequences = spec.io.positions == PositionsForm::varlen;
+  if (sequences) {
+    // Decode: one new token per sequence; prefill: sequences of up to 1024 tokens.
+    const int64_t per_sequence = w.tokens <= 64 ? 1 : std::min<int64_t>(w.tokens, 1024);
+    w.batch = static_cast<int>((w.tokens + per_sequence - 1) / per_sequence);
+    w.max_seq_len = per_sequence;
+  } else {
+    w.batch = 1;
+    w.max_seq_len = w.tokens;
+  }
+  w.rows = spec.io.output == OutputForm::padded_bhsd ? int64_t(w.batch) * w.max_seq_len : w.tokens;
+  const int64_t esize = dtype_size(spec.dtype);
+  const int64_t qk_heads = spec.num_q_heads + spec.num_kv_heads;
+  const int64_t per_row = qk_heads * (tail_moves(spec) ? spec.head_dim : spec.rotary_dim) +
+                          (spec.io.copy_v ? int64_t(spec.num_kv_heads) * spec.head_dim : 0);
+  const int64_t positions = sequences ? 0 : 4 * w.tokens;
+  w.bytes = w.tokens * per_row * esize + w.rows * per_row * esize + positions;
+  return w;
+}
+
+std::vector<Config> bucket_candidates(const Spec& spec, const std::vector<Config>& space, int64_t tokens,
+                                      int sm_count, std::vector<PrunedConfig>* pruned) {
+  const WorkloadShape shape = workload_shape(spec, tokens);
+  const Config fallback = default_config(spec);
+  int smallest_block = 1024;
+  for (const Tunable& t : tunables())
+    if (t.name == "block_threads")
+      for (int v : t.values) smallest_block = std::min(smallest_block, v);
+  std::vector<Config> out;
+  for (const Config& c : space) {
+    const WorkShape w = work_shape(spec, c);
+    const int64_t items = shape.rows * w.head_groups * w.lanes;
+    const int64_t enough = std::max<int64_t>(smallest_block, next_pow2(items));
+    std::string reason;
+    if (c.block_threads > enough)
+      reason = fmt::format("block_threads {} exceeds the {} work items at {} tokens", c.block_threads, items, tokens);
+    else if (c.grid == GridMode::persistent) {
+      Config as_blocks = c;
+      as_blocks.grid = GridMode::blocks;
+      if (launch_dims(spec, c, shape.rows, sm_count).grid == launch_dims(spec, as_blocks, shape.rows, sm_count).grid)
+        reason = fmt::format("persistent grid equals the blocks grid at {} tokens", tokens);
+    }
+    if (c == fallback) reason.clear();
+    if (reason.empty()) out.push_back(c);
+    else if (pruned) pruned->push_back({c, std::move(reason)});
+  }
+  return out;
+}
+
+}  // namespace ropejit

@@ -1,0 +1,421 @@
+// The tuning database file: JSON (de)serialization, merging, locked atomic saves, lookup.
+#include "ropejit/tuning_db.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "ropejit/error.h"
+
+namespace ropejit {
+
+using json = nlohmann::ordered_json;
+
+namespace {
+
+void emit_warning(const WarningSink& warn, const std::string& message) {
+  if (warn) warn(message);
+  else fmt::print(stderr, "ropejit: warning: {}\n", message);
+}
+
+[[noreturn]] void bad_field(const std::string& pointer, const std::string& message) {
+  throw Error(Status::io_error, fmt::format("tuning database {}: {}", pointer, message), pointer);
+}
+
+// Typed field access that names the JSON pointer of a missing or mistyped field.
+const json& field(const json& object, const std::string& pointer, const char* key) {
+  if (!object.is_object()) bad_field(pointer, "must be a JSON object");
+  auto it = object.find(key);
+  if (it == object.end()) bad_field(pointer + "/" + key, "is missing");
+  return *it;
+}
+
+std::string get_string(const json& object, const std::string& pointer, const char* key) {
+  const json& v = field(object, pointer, key);
+  if (!v.is_string()) bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a string", v.dump()));
+  return v.get<std::string>();
+}
+
+int64_t get_int(const json& object, const std::string& pointer, const char* key) {
+  const json& v = field(object, pointer, key);
+  if (!v.is_number_integer())
+    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be an integer", v.dump()));
+  return v.get<int64_t>();
+}
+
+double get_number(const json& object, const std::string& pointer, const char* key) {
+  const json& v = field(object, pointer, key);
+  if (!v.is_number()) bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a number", v.dump()));
+  return v.get<double>();
+}
+
+json metadata_json(const DeviceMetadata& m) {
+  json j;
+  j["ropejit_version"] = m.ropejit_version;
+  j["nvrtc_version"] = m.nvrtc_version;
+  j["driver_version"] = m.driver_version;
+  j["gpu_name"] = m.gpu_name;
+  j["compute_capability"] = m.compute_capability;
+  j["sm_count"] = m.sm_count;
+  j["l2_bytes"] = m.l2_bytes;
+  return j;
+}
+
+DeviceMetadata metadata_from(const json& j, const std::string& p) {
+  DeviceMetadata m;
+  m.ropejit_version = get_string(j, p, "ropejit_version");
+  m.nvrtc_version = get_string(j, p, "nvrtc_version");
+  m.driver_version = static_cast<int>(get_int(j, p, "driver_version"));
+  m.gpu_name = get_string(j, p, "gpu_name");
+  m.compute_capability = get_string(j, p, "compute_capability");
+  m.sm_count = static_cast<int>(get_int(j, p, "sm_count"));
+  m.l2_bytes = get_int(j, p, "l2_bytes");
+  return m;
+}
+
+json timed_json(const TimedConfig& t) {
+  json j;
+  j["config"] = json::parse(config_to_json(t.config));
+  j["time_us"] = t.time_us;
+  return j;
+}
+
+TimedConfig timed_from(const json& j, const std::string& p) {
+  TimedConfig t;
+  const json& c = field(j, p, "config");
+  try {
+    t.config = config_from_json(c.dump());
+  } catch (const Error& e) {
+    bad_field(p + "/config", e.what());
+  }
+  t.time_us = get_number(j, p, "time_us");
+  return t;
+}
+
+json entry_json(const TuningEntry& e) {
+  json j;
+  j["spec_hash"] = e.spec_hash;
+  j["spec_name"] = e.spec_name;
+  j["bucket"] = e.bucket;
+  j["bucket_tokens"] = bucket_name(e.bucket);
+  j["tokens"] = e.tokens;
+  j["best"] = timed_json(e.best);
+  j["runner_up"] = e.runner_up ? timed_json(*e.runner_up) : json(nullptr);
+  j["default_time_us"] = e.default_time_us;
+  j["gbps"] = e.gbps;
+  j["date"] = e.date;
+  return j;
+}
+
+TuningEntry entry_from(const json& j, const std::string& p) {
+  TuningEntry e;
+  e.spec_hash = get_string(j, p, "spec_hash");
+  if (e.spec_hash.size() != 32 || e.spec_hash.find_first_not_of("0123456789abcdef") != std::string::npos)
+    bad_field(p + "/spec_hash", fmt::format("\"{}\" is not allowed: must be 32 lowercase hex digits", e.spec_hash));
+  if (j.contains("spec_name") && j["spec_name"].is_string()) e.spec_name = j["spec_name"].get<std::string>();
+  const int64_t bucket = get_int(j, p, "bucket");
+  if (bucket < 0 || bucket >= kNumBuckets)
+    bad_field(p + "/bucket", fmt::format("{} is not allowed: must be in [0, {}]", bucket, kNumBuckets - 1));
+  e.bucket = static_cast<int>(bucket);
+  e.tokens = get_int(j, p, "tokens");
+  e.best = timed_from(field(j, p, "best"), p + "/best");
+  if (j.contains("runner_up") && !j["runner_up"].is_null()) e.runner_up = timed_from(j["runner_up"], p + "/runner_up");
+  if (j.contains("default_time_us")) e.default_time_us = get_number(j, p, "default_time_us");
+  if (j.contains("gbps")) e.gbps = get_number(j, p, "gbps");
+  e.date = get_string(j, p, "date");
+  return e;
+}
+
+bool entry_less(const TuningEntry& a, const TuningEntry& b) {
+  return std::tie(a.spec_hash, a.bucket) < std::tie(b.spec_hash, b.bucket);
+}
+
+// Newer date wins; equal dates: the faster best time.
+bool replaces(const TuningEntry& candidate, const TuningEntry& current) {
+  if (candidate.date != current.date) return candidate.date > current.date;
+  return candidate.best.time_us < current.best.time_us;
+}
+
+void merge_entries(DeviceSection& into, const std::vector<TuningEntry>& entries) {
+  std::map<std::pair<std::string, int>, size_t> at;
+  for (size_t i = 0; i < into.entries.size(); ++i) at[{into.entries[i].spec_hash, into.entries[i].bucket}] = i;
+  for (const auto& e : entries) {
+    auto it = at.find({e.spec_hash, e.bucket});
+    if (it == at.end()) {
+      at[{e.spec_hash, e.bucket}] = into.entries.size();
+      into.entries.push_back(e);
+    } else if (replaces(e, into.entries[it->second])) {
+      into.entries[it->second] = e;
+    }
+  }
+  std::sort(into.entries.begin(), into.entries.end(), entry_less);
+}
+
+DeviceSection& section_for(TuningDbFile& file, const DeviceMetadata& metadata) {
+  for (auto& s : file.devices)
+    if (s.metadata == metadata) return s;
+  file.devices.push_back(DeviceSection{metadata, {}});
+  return file.devices.back();
+}
+
+std::string read_whole(const std::string& path, bool& exists) {
+  std::ifstream in(path, std::ios::binary);
+  exists = static_cast<bool>(in);
+  if (!in) return {};
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// flock'ed `<path>.lock` for one read-merge-write.
+class FileLock {
+ public:
+  explicit FileLock(const std::string& path) {
+    const std::string lock_path = path + ".lock";
+    fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0)
+      throw Error(Status::io_error, fmt::format("tuning database: cannot open lock file {}: {}", lock_path,
+                                                std::strerror(errno)));
+    while (::flock(fd_, LOCK_EX) != 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd_);
+      throw Error(Status::io_error, fmt::format("tuning database: cannot lock {}: {}", lock_path, std::strerror(err)));
+    }
+  }
+  ~FileLock() {
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+  }
+  FileLock(const FileLock&) = delete;
+  FileLock& operator=(const FileLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+void write_atomically(const std::string& path, const std::string& text) {
+  static std::atomic<int> counter{0};
+  const std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    throw Error(Status::io_error, fmt::format("tuning database: cannot write {}: {}", tmp, std::strerror(errno)));
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw Error(Status::io_error, fmt::format("tuning database: writing {} failed: {}", tmp, std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::fsync(fd);  // a database is small and precious: survive a crash right after the rename
+  ::close(fd);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    throw Error(Status::io_error, fmt::format("tuning database: rename {} -> {} failed: {}", tmp, path,
+                                              std::strerror(err)));
+  }
+}
+
+// Under the lock: the current file (or empty), moving a corrupt one aside; refuses other formats.
+TuningDbFile read_for_update(const std::string& path, const WarningSink& warn) {
+  bool exists = false;
+  const std::string text = read_whole(path, exists);
+  if (!exists) return {};
+  const auto j = json::parse(text, nullptr, false);
+  if (!j.is_discarded() && j.is_object() && j.contains("format") && j["format"] != kTuningDbFormat)
+    throw Error(Status::io_error,
+                fmt::format("tuning database {}: /format {} is not the format this ropejit writes ({}); "
+                            "refusing to overwrite it",
+                            path, j["format"].dump(), kTuningDbFormat),
+                "/format");
+  try {
+    if (j.is_discarded()) throw Error(Status::io_error, "not valid JSON (truncated?)");
+    return tuning_db_from_json(text);
+  } catch (const Error& e) {
+    const std::string aside = fmt::format("{}.corrupt-{}", path, static_cast<long long>(std::time(nullptr)));
+    if (::rename(path.c_str(), aside.c_str()) != 0)
+      throw Error(Status::io_error, fmt::format("tuning database {} is unreadable ({}) and could not be moved "
+                                                "aside to {}: {}",
+                                                path, e.what(), aside, std::strerror(errno)));
+    emit_warning(warn, fmt::format("tuning database {} is unreadable ({}); moved it to {} and writing a fresh one",
+                                   path, e.what(), aside));
+    return {};
+  }
+}
+
+}  // namespace
+
+bool DeviceMetadata::operator==(const DeviceMetadata& o) const {
+  return ropejit_version == o.ropejit_version && nvrtc_version == o.nvrtc_version &&
+         driver_version == o.driver_version && gpu_name == o.gpu_name &&
+         compute_capability == o.compute_capability && sm_count == o.sm_count && l2_bytes == o.l2_bytes;
+}
+
+std::string DeviceMetadata::describe() const {
+  return fmt::format("{} (cc {}, {} SMs, L2 {} MiB, driver {}, nvrtc {}, ropejit {})", gpu_name,
+                     compute_capability, sm_count, l2_bytes / (1024 * 1024), driver_version, nvrtc_version,
+                     ropejit_version);
+}
+
+std::string tuning_db_to_json(const TuningDbFile& file) {
+  json root;
+  root["format"] = kTuningDbFormat;
+  json devices = json::array();
+  for (const auto& section : file.devices) {
+    json s;
+    s["metadata"] = metadata_json(section.metadata);
+    std::vector<TuningEntry> sorted = section.entries;
+    std::sort(sorted.begin(), sorted.end(), entry_less);
+    json entries = json::array();
+    for (const auto& e : sorted) entries.push_back(entry_json(e));
+    s["entries"] = std::move(entries);
+    devices.push_back(std::move(s));
+  }
+  root["devices"] = std::move(devices);
+  return root.dump(2) + "\n";
+}
+
+TuningDbFile tuning_db_from_json(const std::string& text) {
+  const auto j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) throw Error(Status::io_error, "tuning database: not valid JSON (truncated?)");
+  if (!j.is_object()) bad_field("", "must be a JSON object");
+  const int64_t format = get_int(j, "", "format");
+  if (format != kTuningDbFormat)
+    bad_field("/format", fmt::format("{} is not allowed: this ropejit reads format {}", format, kTuningDbFormat));
+  const json& devices = field(j, "", "devices");
+  if (!devices.is_array()) bad_field("/devices", "must be an array");
+  TuningDbFile file;
+  for (size_t i = 0; i < devices.size(); ++i) {
+    const std::string p = fmt::format("/devices/{}", i);
+    DeviceSection section;
+    section.metadata = metadata_from(field(devices[i], p, "metadata"), p + "/metadata");
+    const json& entries = field(devices[i], p, "entries");
+    if (!entries.is_array()) bad_field(p + "/entries", "must be an array");
+    std::vector<TuningEntry> parsed;
+    for (size_t e = 0; e < entries.size(); ++e) parsed.push_back(entry_from(entries[e], fmt::format("{}/entries/{}", p, e)));
+    // A file may list a device twice (hand-concatenated): combine instead of failing.
+    merge_entries(section_for(file, section.metadata), parsed);
+  }
+  return file;
+}
+
+std::optional<TuningDbFile> read_tuning_db(const std::string& path, const WarningSink& warn) {
+  bool exists = false;
+  const std::string text = read_whole(path, exists);
+  if (!exists) return std::nullopt;
+  try {
+    return tuning_db_from_json(text);
+  } catch (const Error& e) {
+    emit_warning(warn, fmt::format("ignoring tuning database {}: {}", path, e.what()));
+    return std::nullopt;
+  }
+}
+
+void merge_tuning_db(TuningDbFile& into, const TuningDbFile& from) {
+  for (const auto& section : from.devices) merge_entries(section_for(into, section.metadata), section.entries);
+}
+
+void save_tuning_entries(const std::string& path, const DeviceMetadata& metadata,
+                         const std::vector<TuningEntry>& entries, const WarningSink& warn) {
+  TuningDbFile update;
+  update.devices.push_back(DeviceSection{metadata, entries});
+  merge_tuning_db_into(path, update, warn);
+}
+
+void merge_tuning_db_into(const std::string& path, const TuningDbFile& from, const WarningSink& warn) {
+  if (path.empty()) throw Error(Status::invalid_argument, "tuning database path is empty");
+  FileLock lock(path);
+  TuningDbFile file = read_for_update(path, warn);
+  merge_tuning_db(file, from);
+  write_atomically(path, tuning_db_to_json(file));
+}
+
+TuningDb::TuningDb(const std::string& path, const DeviceMetadata& device, const WarningSink& warn) {
+  const auto file = read_tuning_db(path, warn);
+  if (!file) {
+    bool exists = false;
+    read_whole(path, exists);
+    if (!exists) emit_warning(warn, fmt::format("tuning database {} does not exist; using heuristic configs", path));
+    return;
+  }
+  for (const auto& s : file->devices)
+    if (s.metadata == device) {
+      index(s);
+      return;
+    }
+  std::string have;
+  for (const auto& s : file->devices) have += "\n  " + s.metadata.describe();
+  emit_warning(warn, fmt::format("tuning database {} has no results for this device ({}); it holds:{}; "
+                                 "using heuristic configs",
+                                 path, device.describe(), have.empty() ? std::string("\n  (nothing)") : have));
+}
+
+TuningDb::TuningDb(const TuningDbFile& file, const DeviceMetadata& device) {
+  for (const auto& s : file.devices)
+    if (s.metadata == device) {
+      index(s);
+      return;
+    }
+}
+
+void TuningDb::index(const DeviceSection& section) {
+  for (const auto& e : section.entries) {
+    by_spec_[e.spec_hash][static_cast<size_t>(e.bucket)] = e.best.config;
+    ++size_;
+  }
+}
+
+size_t TuningDb::size() const { return size_; }
+
+std::optional<Config> TuningDb::lookup(const std::string& spec_hash_hex, int bucket) const {
+  auto it = by_spec_.find(spec_hash_hex);
+  if (it == by_spec_.end()) return std::nullopt;
+  // Nearest tuned bucket: distance 0, then 1 below, 1 above, 2 below, ...
+  for (int distance = 0; distance < kNumBuckets; ++distance)
+    for (int b : {bucket - distance, bucket + distance})
+      if (b >= 0 && b < kNumBuckets && it->second[static_cast<size_t>(b)]) return it->second[static_cast<size_t>(b)];
+  return std::nullopt;
+}
+
+std::optional<Config> TuningDb::lookup(const Spec& spec, int bucket) const {
+  auto it = by_spec_.find(spec_hash(spec).hex());
+  if (it == by_spec_.end()) return std::nullopt;
+  for (int distance = 0; distance < kNumBuckets; ++distance)
+    for (int b : {bucket - distance, bucket + distance}) {
+      if (b < 0 || b >= kNumBuckets) continue;
+      const auto& c = it->second[static_cast<size_t>(b)];
+      if (c && !config_problem(spec, *c)) return c;
+    }
+  return std::nullopt;
+}
+
+std::string utc_now_iso8601() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+}  // namespace ropejit
