@@ -1,4 +1,5 @@
-// The cuda backend (runtime/src/cuda_backend.cpp). Without a usable driver: it says so
+// The cuda backend (runtime/src/cuda_backend.cpp) and the driver table it calls through
+// (runtime/src/cuda_driver.cpp). Without a usable driver: it says so
 // clearly and never crashes (libcuda is dlopen'ed, not linked). With a GPU: memory round
 // trips, NVRTC CUBIN and PTX modules launched on random data and checked against the float64
 // reference, the disk cache hit path, event timing and driver error reporting.
@@ -13,9 +14,11 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backend.h"
+#include "cuda_driver.h"
 #include "launch_args.h"
 #include "ropejit/cache.h"
 #include "ropejit/source.h"
@@ -159,6 +162,48 @@ TEST(CudaBackend, UnusableDriverIsReportedNotFatal) {
   }
 }
 
+TEST(CudaBackend, DriverIsLoadedOnceAndAgreesWithCudaAvailable) {
+  // Loaded from several threads at once: one table, the same answer everywhere.
+  std::vector<const CudaDriver*> seen(4, nullptr);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < seen.size(); ++i) threads.emplace_back([&seen, i] { seen[i] = &cuda_driver(); });
+  for (auto& t : threads) t.join();
+  for (const CudaDriver* d : seen) EXPECT_EQ(d, &cuda_driver());
+  const CudaDriver& d = cuda_driver();
+  EXPECT_EQ(d.available(), cuda_available());
+  EXPECT_EQ(d.available(), d.error.empty());
+  if (d.available()) {
+    EXPECT_GT(d.device_count, 0);
+    EXPECT_GT(d.version, 0);
+    EXPECT_NE(d.cuMemcpyDtoD, nullptr);
+    EXPECT_NE(d.cuMemsetD8, nullptr);
+  } else {
+    EXPECT_TRUE(d.error.find("libcuda.so.1") != std::string::npos || d.error.find("cuInit failed: CUDA_ERROR_") == 0 ||
+                d.error.find("no CUDA device") != std::string::npos)
+        << d.error;
+  }
+}
+
+TEST(CudaBackend, DriverCheckNamesTheCallTheCodeAndItsText) {
+  // Works with or without a driver: the codes a missing driver returns are named built in.
+  const CudaDriver& d = cuda_driver();
+  EXPECT_NO_THROW(d.check(CUDA_SUCCESS, "cuInit"));
+  for (const auto& [code, name] : {std::pair{CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE"},
+                                   std::pair{CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY"},
+                                   std::pair{CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"}}) {
+    try {
+      d.check(code, "cuDeviceGetCount");
+      ADD_FAILURE() << name << " did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Status::backend_error);
+      const std::string message = e.what();
+      EXPECT_EQ(message.rfind(std::string("cuDeviceGetCount failed: ") + name + ": ", 0), 0u) << message;
+      EXPECT_GT(message.size(), std::string("cuDeviceGetCount failed: ").size() + std::strlen(name) + 2) << message;
+      EXPECT_EQ(message.find("unknown error"), std::string::npos) << message;
+    }
+  }
+}
+
 // ---------------------------------------------------------------- with a GPU
 
 TEST(CudaBackend, DescribesTheDevice) {
@@ -169,6 +214,18 @@ TEST(CudaBackend, DescribesTheDevice) {
   EXPECT_GT(backend->sm_count(), 0);
   EXPECT_FALSE(backend->host_memory());
   std::printf("[cuda_backend] device 0: %s, %d SMs\n", backend->arch().c_str(), backend->sm_count());
+  const DeviceProperties p = backend->properties();
+  EXPECT_FALSE(p.name.empty());
+  EXPECT_EQ(p.ordinal, 0);
+  EXPECT_EQ(backend->arch(),
+            "sm_" + std::to_string(p.compute_capability_major) + std::to_string(p.compute_capability_minor));
+  EXPECT_EQ(p.sm_count, backend->sm_count());
+  EXPECT_GT(p.l2_bytes, 0);
+  EXPECT_EQ(p.driver_version, cuda_driver().version);
+  EXPECT_GT(p.driver_version, 0);
+  // The ordinal is the one opened, not guessed from the arch: the last device reports its own.
+  const int last = cuda_driver().device_count - 1;
+  EXPECT_EQ(make_cuda_backend(last, "")->properties().ordinal, last);
   EXPECT_EQ(make_cuda_backend(0, "sm_80")->arch(), "sm_80");
 
   for (const auto& [ordinal, arch] : {std::pair{-1, std::string()}, std::pair{4096, std::string()},

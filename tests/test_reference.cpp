@@ -14,10 +14,12 @@
 
 #include "support/fp_convert.h"
 #include "support/reference.h"
+#include "support/ref_test_util.h"
 
 using namespace ropejit;
 using namespace ropejit::ref;
 using nlohmann::json;
+using namespace ropejit::ref::test_util;
 
 namespace {
 
@@ -67,37 +69,6 @@ Spec spec_from_model(const json& entry) {
   return s;
 }
 
-/// A small spec for rotation tests.
-Spec small_spec(int head_dim, int rotary_dim, int hq, int hkv, Layout layout, DType dtype) {
-  Spec s;
-  s.head_dim = head_dim;
-  s.rotary_dim = rotary_dim;
-  s.num_q_heads = hq;
-  s.num_kv_heads = hkv;
-  s.layout = layout;
-  s.dtype = dtype;
-  s.max_position_embeddings = 4096;
-  s.angle = AnglePrecision::exact;
-  return s;
-}
-
-std::mt19937_64& rng() {
-  static std::mt19937_64 engine([] {
-    const uint64_t seed = std::random_device{}();
-    std::printf("test_reference random seed %llu\n", static_cast<unsigned long long>(seed));
-    return seed;
-  }());
-  return engine;
-}
-
-/// Fresh random values in [-2, -0.25] U [0.25, 2], exactly representable in `dtype`.
-std::vector<double> random_values(DType dtype, size_t n) {
-  std::uniform_real_distribution<double> magnitude(0.25, 2.0);
-  std::vector<double> v(n);
-  for (double& x : v) x = round_to_dtype(dtype, (rng()() & 1 ? 1 : -1) * magnitude(rng()));
-  return v;
-}
-
 /// float32 inv_freq of the default table, evaluated independently (float operations).
 double default_inv_freq_f32(double theta, int d, int i) {
   const float exponent = static_cast<float>(2 * i) / static_cast<float>(d);
@@ -107,7 +78,6 @@ double default_inv_freq_f32(double theta, int d, int i) {
 
 // ---------------------------------------------------------------- golden
 
-constexpr double kFloatUlp = 1.0 / (1 << 23);  // relative spacing of float32 at 1
 
 struct GoldenCase {
   std::string name;
@@ -246,40 +216,6 @@ std::vector<double> rotate_by_hand(const Spec& spec, int64_t position, std::vect
   return row;
 }
 
-/// Random separate q/k/v inputs (and bias) for a spec, kept as values and as bytes.
-struct Inputs {
-  std::vector<double> q, k, v, bias;
-  std::vector<uint8_t> q_bytes, k_bytes, v_bytes, bias_bytes;
-  Inputs(const Spec& spec, int64_t tokens) {
-    const size_t D = static_cast<size_t>(spec.head_dim), T = static_cast<size_t>(tokens);
-    q = random_values(spec.dtype, T * spec.num_q_heads * D);
-    k = random_values(spec.dtype, T * spec.num_kv_heads * D);
-    v = random_values(spec.dtype, T * spec.num_kv_heads * D);
-    bias = random_values(spec.dtype, (spec.num_q_heads + 2 * spec.num_kv_heads) * D);
-    q_bytes = encode_values(spec.dtype, q);
-    k_bytes = encode_values(spec.dtype, k);
-    v_bytes = encode_values(spec.dtype, v);
-    bias_bytes = encode_values(spec.dtype, bias);
-  }
-  RefProblem problem(const Spec& spec, int64_t tokens) const {
-    RefProblem p;
-    p.num_tokens = tokens;
-    p.q.data = q_bytes.data();
-    p.k.data = k_bytes.data();
-    p.v.data = v_bytes.data();
-    if (spec.io.qkv_bias) p.bias = bias_bytes.data();
-    return p;
-  }
-  /// Head row of a role at a token, plus the bias when asked.
-  std::vector<double> row(const Spec& spec, int role, int64_t token, int64_t head, bool with_bias) const {
-    const std::vector<double>& src = role == 0 ? q : role == 1 ? k : v;
-    const int64_t H = role == 0 ? spec.num_q_heads : spec.num_kv_heads, D = spec.head_dim;
-    const int64_t bias_head = (role == 0 ? 0 : role == 1 ? spec.num_q_heads : spec.num_q_heads + spec.num_kv_heads) + head;
-    std::vector<double> r(static_cast<size_t>(D));
-    for (int64_t e = 0; e < D; ++e) r[e] = src[(token * H + head) * D + e] + (with_bias ? bias[bias_head * D + e] : 0.0);
-    return r;
-  }
-};
 
 void expect_row(const RefTensor& t, int64_t first_index, const std::vector<double>& want, double tol) {
   for (size_t e = 0; e < want.size(); ++e)
@@ -532,94 +468,6 @@ TEST(ReferenceFreqs, LongropeSwitchesTablesAboveOriginalLength) {
   EXPECT_NEAR(long_table.attention_factor, s, 1e-15);
   spec.rope.long_factor.pop_back();
   EXPECT_THROW(reference_freqs(spec, 1, true), std::invalid_argument);
-}
-
-// ---------------------------------------------------------------- compare
-
-/// Bytes of expected values correctly rounded to the storage type.
-std::vector<uint8_t> rounded_bytes(DType dtype, const RefTensor& t) { return encode_values(dtype, t.value); }
-
-TEST(ReferenceCompare, CorrectlyRoundedPassesAndTwoUlpsFail) {
-  for (DType dtype : {DType::bf16, DType::fp16, DType::fp32}) {
-    SCOPED_TRACE(std::string(to_string(dtype)));
-    Spec spec = small_spec(8, 6, 2, 1, Layout::neox, dtype);
-    const Inputs in(spec, 3);
-    RefProblem problem = in.problem(spec, 3);
-    problem.positions = {2, 900, 65000};
-    const RefOutputs out = reference_outputs(spec, problem);
-    const RefTensor& q = out.tensors[0];
-    std::vector<uint8_t> actual = rounded_bytes(dtype, q);
-    CheckResult ok = compare(dtype, q, ActualTensor{actual.data()});
-    EXPECT_TRUE(ok.ok()) << ok.summary();
-    EXPECT_EQ(ok.checked, q.size());
-    EXPECT_EQ(ok.max_ulps, 0);
-    // Element 14 = token 0, head 1, element 6: passed through, so its scale is its own size.
-    const uint32_t bits = load_bits(dtype, actual.data(), 14);
-    store_value(dtype, actual.data(), 14, dtype_bits_to_double(dtype, bits + 1));
-    EXPECT_TRUE(compare(dtype, q, ActualTensor{actual.data()}).ok());
-    store_value(dtype, actual.data(), 14, dtype_bits_to_double(dtype, bits + (dtype == DType::fp32 ? 64 : 2)));
-    const CheckResult bad = compare(dtype, q, ActualTensor{actual.data()});
-    EXPECT_EQ(bad.failures, 1) << bad.summary();
-    EXPECT_NE(bad.first_failure.find("q token 0 head 1 element 6"), std::string::npos) << bad.first_failure;
-    store_value(dtype, actual.data(), 14, std::nan(""));
-    EXPECT_EQ(compare(dtype, q, ActualTensor{actual.data()}).failures, 1);
-  }
-}
-
-TEST(ReferenceCompare, SmallElementsOfLargePairsAndPadding) {
-  RefTensor t;
-  t.name = "q";
-  t.layout = RefLayout::padded_bhsd;
-  t.rows = 2;
-  t.heads = 1;
-  t.head_dim = 2;
-  t.value = {1e-4, 1.0, 0.0, 0.0};
-  t.scale = {1.0, 1.0, 0.0, 0.0};
-  t.padding = {0, 0, 1, 1};
-  t.row_token = {0, -1};
-  for (DType dtype : {DType::fp32, DType::bf16}) {
-    const auto check = [&](double first, double pad) {
-      return compare(dtype, t, ActualTensor{encode_values(dtype, {first, 1.0, pad, -0.0}).data()});
-    };
-    EXPECT_TRUE(check(1e-4 + 1e-6, 0.0).ok());   // within fp32 noise of the pair's size
-    EXPECT_FALSE(check(1e-4 + 1e-5, 0.0).ok());  // beyond it
-    const CheckResult pad = check(1e-4, 1e-30);
-    EXPECT_EQ(pad.failures, 1);
-    EXPECT_NE(pad.first_failure.find("padding"), std::string::npos) << pad.first_failure;
-  }
-}
-
-TEST(ReferenceCompare, StridedActualAndInvFreqSlack) {
-  Spec spec = small_spec(8, 8, 1, 1, Layout::interleaved, DType::fp32);
-  const Inputs in(spec, 2);
-  RefProblem problem = in.problem(spec, 2);
-  problem.positions = {1000000, 999};
-  const RefOutputs out = reference_outputs(spec, problem);
-  const RefTensor& q = out.tensors[0];
-  // Token stride 11 instead of 8.
-  std::vector<double> strided(22, std::nan(""));
-  for (int t = 0; t < 2; ++t)
-    for (int e = 0; e < 8; ++e) strided[t * 11 + e] = q.value[t * 8 + e];
-  const auto strided_bytes = encode_values(DType::fp32, strided);
-  EXPECT_TRUE(compare(DType::fp32, q, ActualTensor{strided_bytes.data(), 11}).ok());
-  EXPECT_FALSE(compare(DType::fp32, q, ActualTensor{strided_bytes.data()}).ok());
-  // A kernel whose inv_freq is one float32 ulp off at position 10^6.
-  std::vector<double> off(16);
-  for (int t = 0; t < 2; ++t) {
-    const std::vector<double> row = in.row(spec, 0, t, 0, false);
-    for (int i = 0; i < 4; ++i) {
-      const double inv = out.freqs.inv_freq[i] * (1 + kFloatUlp);
-      const auto [x, y] = rotate_pair(row[2 * i], row[2 * i + 1], reference_angle(spec, out.token_positions[t], inv), 1.0);
-      off[t * 8 + 2 * i] = x;
-      off[t * 8 + 2 * i + 1] = y;
-    }
-  }
-  const auto off_bytes = encode_values(DType::fp32, off);
-  EXPECT_FALSE(compare(DType::fp32, q, ActualTensor{off_bytes.data()}).ok());
-  Tolerance lenient;
-  lenient.inv_freq_ulps = 2;
-  const CheckResult r = compare(DType::fp32, q, ActualTensor{off_bytes.data()}, lenient);
-  EXPECT_TRUE(r.ok()) << r.summary();
 }
 
 }  // namespace

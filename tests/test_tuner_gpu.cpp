@@ -1,17 +1,36 @@
-// GPU tier: tune two specs end to end on the cuda backend, store the results, and check that
-// get() picks them up. Skips (visibly) without a CUDA device.
+// GPU tier: the device metadata the tuning database is keyed by; tune two specs end to end on
+// the cuda backend, store the results, and check that get() picks them up. Skips (visibly)
+// without a CUDA device.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
 #include "backend.h"
+#include "device_info.h"
 #include "ropejit/runtime.h"
 #include "ropejit/tuner.h"
 #include "ropejit/tuning_db.h"
 
 namespace ropejit {
 namespace {
+
+TEST(TunerGpu, DeviceMetadataDescribesTheOpenedDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device";
+  auto backend = make_cuda_backend(0, "");
+  const DeviceProperties p = backend->properties();
+  const DeviceMetadata m = device_metadata(*backend);
+  EXPECT_EQ(m.gpu_name, p.name);
+  EXPECT_FALSE(m.gpu_name.empty());
+  EXPECT_EQ("sm_" + std::to_string(p.compute_capability_major) + std::to_string(p.compute_capability_minor),
+            backend->arch());
+  EXPECT_EQ(m.compute_capability,
+            std::to_string(p.compute_capability_major) + "." + std::to_string(p.compute_capability_minor));
+  EXPECT_EQ(m.sm_count, backend->sm_count());
+  EXPECT_GT(m.l2_bytes, 0);
+  EXPECT_GT(m.driver_version, 0);
+  EXPECT_EQ(m, cuda_device_metadata(0));
+}
 
 TEST(TunerGpu, TunedConfigsAreAtLeastAsFastAsTheDefaultAndGetUsesThem) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the tuner's GPU tier needs one";

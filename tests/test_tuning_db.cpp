@@ -8,10 +8,13 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
 #include "backend.h"
 #include "device_info.h"
+#include "ropejit/compile.h"
 #include "ropejit/runtime.h"
+#include "ropejit/source.h"
 #include "ropejit/tuning_db.h"
 #include "support/spec_builder.h"
 
@@ -320,6 +323,33 @@ TEST_F(TuningDbTest, SpecLookupSkipsConfigsInvalidForTheSpec) {
   ASSERT_TRUE(db.lookup(spec, 2));
   EXPECT_EQ(db.lookup(spec, 2)->block_threads, 256) << "the invalid nearer entry is skipped";
   EXPECT_FALSE(config_problem(spec, *db.lookup(spec, 2)));
+}
+
+// ---------------------------------------------------------------- device metadata
+
+TEST(DeviceMetadata, HostMetadataComesFromTheBackendsProperties) {
+  std::unique_ptr<Backend> host;
+  try {
+    host = make_host_backend();
+  } catch (const Error& e) {
+    GTEST_SKIP() << "no host backend in this build: " << e.what();
+  }
+  const DeviceProperties p = host->properties();
+  EXPECT_EQ(p.name, "host");
+  EXPECT_EQ(p.sm_count, int(std::max(1u, std::thread::hardware_concurrency())));
+  EXPECT_EQ(p.sm_count, host->sm_count());
+  EXPECT_EQ(p.compute_capability_major, 0);
+  EXPECT_EQ(p.compute_capability_minor, 0);
+  EXPECT_EQ(p.ordinal, 0);
+  const DeviceMetadata m = device_metadata(*host);
+  EXPECT_EQ(m.gpu_name, "host");
+  EXPECT_EQ(m.compute_capability, host->arch()) << "the host's section is keyed by its arch, never a GPU's cc";
+  EXPECT_EQ(m.sm_count, p.sm_count);
+  EXPECT_EQ(m.l2_bytes, 0);
+  EXPECT_EQ(m.driver_version, 0);
+  EXPECT_EQ(m.ropejit_version, version());
+  EXPECT_EQ(m.nvrtc_version, nvrtc_version());
+  EXPECT_NE(m, h100());
 }
 
 // ---------------------------------------------------------------- Runtime::get reads it
