@@ -2,6 +2,7 @@
 // Backends: where a Source becomes a launchable module (cuda: NVRTC CUBIN + driver API;
 // host: Clang + ORC JIT), plus the memory operations the CLI and tests need.
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -28,6 +29,17 @@ class LoadedModule {
   virtual double load_ms() const = 0;
 };
 
+/// The device a backend runs on, as it reported itself when the backend opened it.
+struct DeviceProperties {
+  std::string name;                  ///< cuDeviceGetName ("NVIDIA H100 80GB HBM3"); "host"
+  int compute_capability_major = 0;  ///< 9 for sm_90; 0 on host
+  int compute_capability_minor = 0;  ///< 0 for sm_90; 0 on host
+  int sm_count = 0;                  ///< SMs (cuda) or worker threads (host)
+  int64_t l2_bytes = 0;              ///< L2 cache size; 0 on host
+  int driver_version = 0;            ///< cuDriverGetVersion (13000 = 13.0); 0 on host
+  int ordinal = 0;                   ///< the CUDA device ordinal the backend opened; 0 on host
+};
+
 /// A backend. Thread-safe.
 class Backend {
  public:
@@ -38,6 +50,8 @@ class Backend {
   virtual std::string arch() const = 0;
   /// SMs (cuda) or worker threads (host).
   virtual int sm_count() const = 0;
+  /// The device this backend runs on.
+  virtual DeviceProperties properties() const = 0;
   /// True when pointers are host memory (launch checks then read array contents).
   virtual bool host_memory() const = 0;
   /// Compiles (or loads from `disk`, which may be null) and loads `source`.

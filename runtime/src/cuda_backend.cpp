@@ -1,8 +1,5 @@
 // The cuda backend: NVRTC CUBIN for the device's exact sm_XX, loaded and launched through the
-// CUDA driver API. libcuda is dlopen'ed at run time, never linked, so the library loads and
-// works (host backend) on machines without an NVIDIA driver.
-#include <dlfcn.h>
-
+// CUDA driver API (cuda_driver.h: libcuda is dlopen'ed at run time, never linked).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -10,141 +7,17 @@
 #include <string>
 #include <vector>
 
-#include <cuda.h>
 #include <fmt/format.h>
 #include <nvrtc.h>
 
 #include "backend.h"
+#include "cuda_driver.h"
 #include "ropejit/cache.h"
 #include "ropejit/error.h"
 
 namespace ropejit {
 
 namespace {
-
-// cuda.h #defines many entry points to versioned names (cuMemAlloc -> cuMemAlloc_v2); the
-// two-step stringification resolves exactly the symbol the header's prototype belongs to.
-#define ROPEJIT_CU_NAME(fn) ROPEJIT_CU_NAME_TEXT(fn)
-#define ROPEJIT_CU_NAME_TEXT(fn) #fn
-#define ROPEJIT_CU_FUNCTIONS(X)                                                              \
-  X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) \
-  X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
-  X(cuCtxGetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)              \
-  X(cuModuleLoadDataEx) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)           \
-  X(cuGetErrorName) X(cuGetErrorString) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)           \
-  X(cuMemcpyDtoH) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize)                    \
-  X(cuEventElapsedTime) X(cuEventDestroy)
-
-/// The driver entry points, resolved once per process. The handle is never closed: modules
-/// and contexts may be released from static destructors.
-struct Driver {
-#define ROPEJIT_CU_MEMBER(fn) decltype(&::fn) fn = nullptr;
-  ROPEJIT_CU_FUNCTIONS(ROPEJIT_CU_MEMBER)
-#undef ROPEJIT_CU_MEMBER
-  int version = 0;          ///< cuDriverGetVersion, e.g. 13000
-  int device_count = 0;
-  std::string error;        ///< why the driver is unusable; empty when usable
-
-  /// "<call> failed: CUDA_ERROR_X: text".
-  std::string describe(CUresult r, const char* call) const {
-    const char* name = nullptr;
-    const char* text = nullptr;
-    if (cuGetErrorName && cuGetErrorName(r, &name) != CUDA_SUCCESS) name = nullptr;
-    if (cuGetErrorString && cuGetErrorString(r, &text) != CUDA_SUCCESS) text = nullptr;
-    if (!name) name = fallback_name(r, &text);  // the toolkit's stub libcuda names nothing
-    return fmt::format("{} failed: {}: {}", call, name ? name : fmt::format("CUresult {}", int(r)),
-                       text ? text : "unknown error");
-  }
-  /// Names of the codes a missing or partial driver returns, for when cuGetErrorName fails.
-  static const char* fallback_name(CUresult r, const char** text) {
-    switch (r) {
-      case CUDA_ERROR_STUB_LIBRARY:
-        *text = "libcuda.so.1 is the CUDA toolkit's stub library, not a real driver";
-        return "CUDA_ERROR_STUB_LIBRARY";
-      case CUDA_ERROR_NO_DEVICE: *text = "no CUDA-capable device is detected"; return "CUDA_ERROR_NO_DEVICE";
-      case CUDA_ERROR_NOT_INITIALIZED: *text = "initialization error"; return "CUDA_ERROR_NOT_INITIALIZED";
-      default: return nullptr;
-    }
-  }
-  /// Throws Error(backend_error) when `r` is not CUDA_SUCCESS.
-  void check(CUresult r, const char* call) const {
-    if (r != CUDA_SUCCESS) throw Error(Status::backend_error, describe(r, call));
-  }
-};
-
-Driver load_driver() {
-  Driver d;
-  void* handle = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char* why = dlerror();
-    d.error = fmt::format("cuda backend: libcuda.so.1 could not be loaded (no NVIDIA driver installed?): {}",
-                          why ? why : "dlopen failed");
-    return d;
-  }
-#define ROPEJIT_CU_RESOLVE(fn)                                                                  \
-  d.fn = reinterpret_cast<decltype(&::fn)>(dlsym(handle, ROPEJIT_CU_NAME(fn)));                 \
-  if (!d.fn) {                                                                                  \
-    d.error = fmt::format("cuda backend: libcuda.so.1 lacks {} (driver too old for CUDA 12+?)", \
-                          ROPEJIT_CU_NAME(fn));                                                 \
-    return d;                                                                                   \
-  }
-  ROPEJIT_CU_FUNCTIONS(ROPEJIT_CU_RESOLVE)
-#undef ROPEJIT_CU_RESOLVE
-  if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS) {
-    d.error = "cuda backend: " + d.describe(r, "cuInit");
-    return d;
-  }
-  d.cuDriverGetVersion(&d.version);
-  if (CUresult r = d.cuDeviceGetCount(&d.device_count); r != CUDA_SUCCESS) {
-    d.error = "cuda backend: " + d.describe(r, "cuDeviceGetCount");
-    return d;
-  }
-  if (d.device_count == 0) d.error = "cuda backend: the driver reports no CUDA device";
-  return d;
-}
-
-/// The process-wide driver (loaded on first use); check `error` before use.
-const Driver& driver() {
-  static const Driver d = load_driver();
-  return d;
-}
-
-/// Makes `ctx` current on this thread for a scope; a no-op when it already is (the hot path
-/// of launch: no push/pop when the caller already works in the primary context).
-class ScopedContext {
- public:
-  ScopedContext(const Driver& d, CUcontext ctx) : d_(d) {
-    CUcontext current = nullptr;
-    d_.check(d_.cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-    if (current != ctx) {
-      d_.check(d_.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
-      pushed_ = true;
-    }
-  }
-  ~ScopedContext() {
-    CUcontext popped = nullptr;
-    if (pushed_) d_.cuCtxPopCurrent(&popped);
-  }
-  ScopedContext(const ScopedContext&) = delete;
-  ScopedContext& operator=(const ScopedContext&) = delete;
-
- private:
-  const Driver& d_;
-  bool pushed_ = false;
-};
-
-/// The device's primary context, retained while the backend or any module lives.
-struct DeviceContext {
-  const Driver& d;
-  CUdevice device = 0;
-  CUcontext ctx = nullptr;
-  DeviceContext(const Driver& drv, CUdevice dev) : d(drv), device(dev) {
-    d.check(d.cuDevicePrimaryCtxRetain(&ctx, device), "cuDevicePrimaryCtxRetain");
-  }
-  ~DeviceContext() { d.cuDevicePrimaryCtxRelease(device); }
-  DeviceContext(const DeviceContext&) = delete;
-  DeviceContext& operator=(const DeviceContext&) = delete;
-};
 
 /// Driver results that mean "this image cannot run here; a PTX the driver JITs may".
 bool image_rejected(CUresult r) {
@@ -155,7 +28,7 @@ bool image_rejected(CUresult r) {
 
 class CudaModule final : public LoadedModule {
  public:
-  CudaModule(std::shared_ptr<DeviceContext> context, CUmodule module, CUfunction function,
+  CudaModule(std::shared_ptr<CudaPrimaryContext> context, CUmodule module, CUfunction function,
              Binary binary, bool from_disk, double load_ms)
       : context_(std::move(context)), module_(module), function_(function),
         binary_(std::move(binary)), from_disk_(from_disk), load_ms_(load_ms) {}
@@ -163,7 +36,7 @@ class CudaModule final : public LoadedModule {
   ~CudaModule() override {
     // Errors are ignored: at process exit the driver may already be deinitialized.
     CUcontext current = nullptr;
-    const Driver& d = context_->d;
+    const CudaDriver& d = context_->d;
     const bool push = d.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != context_->ctx &&
                       d.cuCtxPushCurrent(context_->ctx) == CUDA_SUCCESS;
     d.cuModuleUnload(module_);
@@ -171,8 +44,8 @@ class CudaModule final : public LoadedModule {
   }
 
   void launch(const LaunchDims& dims, const KernelParams& params, void* stream) const override {
-    const Driver& d = context_->d;
-    ScopedContext scope(d, context_->ctx);
+    const CudaDriver& d = context_->d;
+    CudaContextScope scope(d, context_->ctx);
     void* args[] = {const_cast<KernelParams*>(&params)};
     d.check(d.cuLaunchKernel(function_, dims.grid, 1, 1, dims.block, 1, 1, 0,
                              static_cast<CUstream>(stream), args, nullptr),
@@ -184,7 +57,7 @@ class CudaModule final : public LoadedModule {
   CUfunction function() const { return function_; }
 
  private:
-  std::shared_ptr<DeviceContext> context_;
+  std::shared_ptr<CudaPrimaryContext> context_;
   CUmodule module_;
   CUfunction function_;
   Binary binary_;
@@ -208,24 +81,37 @@ std::string join(const std::vector<std::string>& parts) {
   return out;
 }
 
+/// What device `ordinal` reports about itself.
+DeviceProperties query_properties(const CudaDriver& d, int ordinal) {
+  CUdevice device = 0;
+  d.check(d.cuDeviceGet(&device, ordinal), "cuDeviceGet");
+  auto attribute = [&](CUdevice_attribute which, const char* call) {
+    int value = 0;
+    d.check(d.cuDeviceGetAttribute(&value, which, device), call);
+    return value;
+  };
+  DeviceProperties p;
+  p.ordinal = ordinal;
+  p.compute_capability_major =
+      attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)");
+  p.compute_capability_minor =
+      attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)");
+  p.sm_count = attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
+  p.l2_bytes = attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, "cuDeviceGetAttribute(L2_CACHE_SIZE)");
+  char name[256] = {};
+  d.check(d.cuDeviceGetName(name, sizeof name - 1, device), "cuDeviceGetName");
+  p.name = name;
+  p.driver_version = d.version;
+  return p;
+}
+
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const Driver& d, int ordinal, const std::string& arch_override) : d_(d) {
-    CUdevice device = 0;
-    d_.check(d_.cuDeviceGet(&device, ordinal), "cuDeviceGet");
-    int major = 0, minor = 0;
-    d_.check(d_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device),
-             "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)");
-    d_.check(d_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device),
-             "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)");
-    d_.check(d_.cuDeviceGetAttribute(&sm_count_, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, device),
-             "cuDeviceGetAttribute(MULTIPROCESSOR_COUNT)");
-    char name[256] = {};
-    d_.check(d_.cuDeviceGetName(name, sizeof name - 1, device), "cuDeviceGetName");
-    device_name_ = name;
-    device_arch_ = major * 10 + minor;
+  CudaBackend(const CudaDriver& d, int ordinal, const std::string& arch_override)
+      : d_(d), properties_(query_properties(d, ordinal)) {
+    device_arch_ = properties_.compute_capability_major * 10 + properties_.compute_capability_minor;
     arch_ = arch_override.empty() ? fmt::format("sm_{}", device_arch_) : arch_override;
-    context_ = std::make_shared<DeviceContext>(d_, device);
+    context_ = std::make_shared<CudaPrimaryContext>(d_, ordinal);
     // A GPU newer than this NVRTC: no CUBIN possible, so PTX the driver JITs from the start.
     const std::vector<int> archs = nvrtc_supported_archs();
     if (arch_override.empty() && !archs.empty() &&
@@ -235,7 +121,8 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string arch() const override { return arch_; }
-  int sm_count() const override { return sm_count_; }
+  int sm_count() const override { return properties_.sm_count; }
+  DeviceProperties properties() const override { return properties_; }
   bool host_memory() const override { return false; }
 
   std::shared_ptr<LoadedModule> load(const Source& source, DiskCache* disk) override {
@@ -268,7 +155,7 @@ class CudaBackend final : public Backend {
     d_.check(r, "cuModuleLoadDataEx");
     CUfunction function = nullptr;
     if (CUresult fr = d_.cuModuleGetFunction(&function, module, binary.entry.c_str()); fr != CUDA_SUCCESS) {
-      ScopedContext scope(d_, context_->ctx);
+      CudaContextScope scope(d_, context_->ctx);
       d_.cuModuleUnload(module);
       throw Error(Status::backend_error,
                   fmt::format("{} (entry \"{}\")", d_.describe(fr, "cuModuleGetFunction"), binary.entry));
@@ -278,37 +165,37 @@ class CudaBackend final : public Backend {
   }
 
   void* alloc(size_t bytes) override {
-    ScopedContext scope(d_, context_->ctx);
+    CudaContextScope scope(d_, context_->ctx);
     CUdeviceptr ptr = 0;
     d_.check(d_.cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
     return reinterpret_cast<void*>(ptr);
   }
   void free(void* ptr) override {
     if (!ptr) return;
-    ScopedContext scope(d_, context_->ctx);
+    CudaContextScope scope(d_, context_->ctx);
     d_.check(d_.cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "cuMemFree");
   }
   void copy_to_device(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
-    ScopedContext scope(d_, context_->ctx);
+    CudaContextScope scope(d_, context_->ctx);
     d_.check(d_.cuMemcpyHtoD(reinterpret_cast<CUdeviceptr>(dst), src, bytes), "cuMemcpyHtoD");
   }
   void copy_to_host(void* dst, const void* src, size_t bytes) override {
     if (bytes == 0) return;
-    ScopedContext scope(d_, context_->ctx);
+    CudaContextScope scope(d_, context_->ctx);
     d_.check(d_.cuMemcpyDtoH(dst, reinterpret_cast<CUdeviceptr>(src), bytes), "cuMemcpyDtoH");
   }
   void synchronize() override {
-    ScopedContext scope(d_, context_->ctx);
+    CudaContextScope scope(d_, context_->ctx);
     d_.check(d_.cuCtxSynchronize(), "cuCtxSynchronize");
   }
 
   double time_calls(const std::function<void(void*)>& launch, int repeats) override {
     if (repeats < 1)
       throw Error(Status::invalid_argument, fmt::format("repeats {} is not allowed: must be >= 1", repeats));
-    ScopedContext scope(d_, context_->ctx);
+    CudaContextScope scope(d_, context_->ctx);
     struct Events {
-      const Driver& d;
+      const CudaDriver& d;
       CUevent start = nullptr, stop = nullptr;
       ~Events() {
         if (start) d.cuEventDestroy(start);
@@ -401,17 +288,16 @@ class CudaBackend final : public Backend {
   }
 
   CUresult load_image(const Binary& binary, CUmodule& module) const {
-    ScopedContext scope(d_, context_->ctx);
+    CudaContextScope scope(d_, context_->ctx);
     // PTX text must be NUL-terminated for the driver; std::string guarantees it.
     return d_.cuModuleLoadDataEx(&module, binary.image.c_str(), 0, nullptr, nullptr);
   }
 
-  const Driver& d_;
-  int sm_count_ = 0;
+  const CudaDriver& d_;
+  DeviceProperties properties_;
   int device_arch_ = 0;
-  std::string device_name_;
   std::string arch_;
-  std::shared_ptr<DeviceContext> context_;
+  std::shared_ptr<CudaPrimaryContext> context_;
   std::atomic<bool> use_ptx_{false};
 };
 
@@ -419,15 +305,15 @@ class CudaBackend final : public Backend {
 
 bool cuda_available() noexcept {
   try {
-    return driver().error.empty();
+    return cuda_driver().available();
   } catch (...) {
     return false;
   }
 }
 
 std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_override) {
-  const Driver& d = driver();
-  if (!d.error.empty()) throw Error(Status::backend_error, d.error);
+  const CudaDriver& d = cuda_driver();
+  if (!d.available()) throw Error(Status::backend_error, "cuda backend: " + d.error);
   if (ordinal < 0 || ordinal >= d.device_count)
     throw Error(Status::invalid_argument,
                 fmt::format("cuda device {} is not allowed: this machine has {} device(s), ordinals 0..{}",

@@ -53,6 +53,12 @@ class HostBackend final : public Backend {
   std::string name() const override { return "host"; }
   std::string arch() const override { return host_arch(); }
   int sm_count() const override { return std::max(1u, std::thread::hardware_concurrency()); }
+  DeviceProperties properties() const override {
+    DeviceProperties p;
+    p.name = "host";
+    p.sm_count = sm_count();
+    return p;
+  }
   bool host_memory() const override { return true; }
 
   // The disk cache is not used: JIT'ed code lives in this process's ORC session and is not

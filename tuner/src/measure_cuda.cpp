@@ -12,13 +12,13 @@
 
 #include "backend.h"
 #include "cos_sin_table.h"
+#include "cuda_driver.h"
 #include "device_info.h"
 #include "device_workload.h"
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
-#include "tuner_driver.h"
 #include "workload_data.h"
 
 namespace ropejit {
@@ -29,34 +29,19 @@ constexpr int kMaxInputSets = 1 << 20;
 constexpr int kMaxLaunchesPerSample = 64;
 constexpr int64_t kCheckTokens = 1024;
 
-/// The device's primary context made current for a scope (events need a current context).
-class PushedContext {
- public:
-  PushedContext(const TunerDriver& d, CUcontext ctx) : d_(d) { d_.check(d_.cuCtxPushCurrent(ctx), "cuCtxPushCurrent"); }
-  ~PushedContext() {
-    CUcontext popped = nullptr;
-    d_.cuCtxPopCurrent(&popped);
-  }
-  PushedContext(const PushedContext&) = delete;
-  PushedContext& operator=(const PushedContext&) = delete;
-
- private:
-  const TunerDriver& d_;
-};
-
 class CudaMeasurer final : public Measurer {
  public:
-  explicit CudaMeasurer(const CudaMeasurerOptions& o) : options_(o), d_(tuner_driver()) {
-    backend_ = make_cuda_backend(o.device, "");
-    metadata_ = device_metadata(*backend_, o.device);
+  explicit CudaMeasurer(const CudaMeasurerOptions& o) : options_(o), d_(cuda_driver()) {
+    backend_ = make_cuda_backend(o.device, "");  // throws, naming why, when the driver is unusable
+    metadata_ = device_metadata(*backend_);
     if (o.disk_cache) {
       DiskCacheOptions disk_options;
       disk_options.dir = o.cache_dir;
       disk_ = std::make_unique<DiskCache>(disk_options);
     }
-    d_.check(d_.cuDeviceGet(&device_, o.device), "cuDeviceGet");
-    d_.check(d_.cuDevicePrimaryCtxRetain(&ctx_, device_), "cuDevicePrimaryCtxRetain");
-    PushedContext scope(d_, ctx_);
+    // Events need a current context: the same primary context the backend launches in.
+    context_ = std::make_unique<CudaPrimaryContext>(d_, backend_->properties().ordinal);
+    CudaContextScope scope(d_, context_->ctx);
     d_.check(d_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
     d_.check(d_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
   }
@@ -64,15 +49,17 @@ class CudaMeasurer final : public Measurer {
   ~CudaMeasurer() override {
     timing_.reset();
     checking_.reset();
-    {
-      PushedContext scope(d_, ctx_);
+    try {
+      CudaContextScope scope(d_, context_->ctx);
       d_.cuEventDestroy(start_);
       d_.cuEventDestroy(stop_);
+    } catch (const Error&) {
+      // At process exit the driver may already be deinitialized: the events go with it.
     }
     modules_.clear();
     table_.reset();
     backend_.reset();
-    d_.cuDevicePrimaryCtxRelease(device_);
+    context_.reset();
   }
 
   std::vector<Prepared> prepare(const Spec& spec, const std::vector<Config>& configs) override {
@@ -141,7 +128,7 @@ class CudaMeasurer final : public Measurer {
     const LaunchDims dims = launch_dims(spec_, config, timing_->rows(), backend_->sm_count());
     const size_t sets = timing_->set_count();
     const int per_sample = static_cast<int>(std::clamp<size_t>(sets, 1, kMaxLaunchesPerSample));
-    PushedContext scope(d_, ctx_);
+    CudaContextScope scope(d_, context_->ctx);
     std::vector<double> us;
     for (int s = 0; s < samples; ++s) {
       d_.check(d_.cuEventRecord(start_, nullptr), "cuEventRecord");
@@ -165,7 +152,7 @@ class CudaMeasurer final : public Measurer {
     void* b = backend_->alloc(bytes);
     double best_ms = 0.0;
     try {
-      PushedContext scope(d_, ctx_);
+      CudaContextScope scope(d_, context_->ctx);
       const auto src = reinterpret_cast<CUdeviceptr>(a), dst = reinterpret_cast<CUdeviceptr>(b);
       d_.check(d_.cuMemsetD8(src, 0x3c, bytes), "cuMemsetD8");
       for (int i = 0; i < 12; ++i) {
@@ -218,12 +205,11 @@ class CudaMeasurer final : public Measurer {
   }
 
   CudaMeasurerOptions options_;
-  const TunerDriver& d_;
+  const CudaDriver& d_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<DiskCache> disk_;
   DeviceMetadata metadata_;
-  CUdevice device_ = 0;
-  CUcontext ctx_ = nullptr;
+  std::unique_ptr<CudaPrimaryContext> context_;
   CUevent start_ = nullptr, stop_ = nullptr;
   Spec spec_;
   std::map<std::string, std::shared_ptr<LoadedModule>> modules_;
@@ -255,7 +241,7 @@ std::unique_ptr<Measurer> make_cuda_measurer(const CudaMeasurerOptions& options)
 
 DeviceMetadata cuda_device_metadata(int device) {
   auto backend = make_cuda_backend(device, "");
-  return device_metadata(*backend, device);
+  return device_metadata(*backend);
 }
 
 }  // namespace ropejit
