@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "command_registry.h"
 #include "hf_import.h"
 #include "ropejit/spec.h"
@@ -13,14 +14,6 @@
 
 namespace ropejit::cli {
 namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) throw Error(Status::io_error, fmt::format("cannot read {}", path));
-  std::stringstream text;
-  text << file.rdbuf();
-  return text.str();
-}
 
 // Writes to `path`, or stdout when path is empty or "-".
 void write_output(const std::string& path, const std::string& text) {

@@ -13,6 +13,11 @@
 using namespace ropejit;
 using ropejit::test::SpecFields;
 
+namespace ropejit {
+// Test names and ctest lines show "host" / "cuda" rather than the enum's bytes.
+inline void PrintTo(BackendKind kind, std::ostream* os) { *os << to_string(kind); }
+}  // namespace ropejit
+
 namespace {
 
 struct Shape {
