@@ -159,3 +159,17 @@ TEST(Config, WorkShapeCoversEveryElement) {
     EXPECT_GE(int64_t(dims.grid) * dims.block, int64_t(1000) * w.head_groups * w.lanes);
   }
 }
+
+TEST(Config, BytesMovedCountsEveryReadAndWriteOnce) {
+  const Spec padded = load_spec_file(ropejit::test::source_dir() + "/specs/qwen2.5-7b-padded.json");
+  // 13 tokens in 2 sequences, S = 10: reads 13 rows, writes 20 rows (padding included) of
+  // 28 q + 4 k + 4 v heads × 128 bf16; the bias once; cu_seqlens[3] int32 + start_pos[2] int64.
+  const int64_t row = (28 + 4 + 4) * 128 * 2;
+  EXPECT_EQ(bytes_moved(padded, 13, 2, 10), (13 + 20) * row + row + 3 * 4 + 2 * 8);
+  // Llama-3.1-8B in place: only the rotated elements move; explicit int32 positions.
+  const Spec llama = load_spec_file(ropejit::test::source_dir() + "/specs/llama-3.1-8b.json");
+  EXPECT_EQ(bytes_moved(llama, 1000, 0, 0), 1000 * (2 * 40 * 128 * 2 + 4));
+  // GPT-NeoX in place rotates 24 of 96: the untouched tail is not counted.
+  const Spec neox = load_spec_file(ropejit::test::source_dir() + "/specs/gpt-neox-20b.json");
+  EXPECT_EQ(bytes_moved(neox, 10, 0, 0), 10 * (2 * 128 * 24 * 2 + 4));
+}

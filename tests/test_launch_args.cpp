@@ -1,0 +1,196 @@
+// Launch argument checks: every bad argument is a named invalid_argument error before any
+// kernel runs (DESIGN.md §9), for every input/output/positions form.
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "host/host_jit.h"
+#include "launch_args.h"
+#include "support/spec_builder.h"
+
+using namespace ropejit;
+using ropejit::test::SpecFields;
+
+namespace {
+
+// 16-byte aligned host storage large enough for any tensor in these tests.
+struct Storage {
+  alignas(16) std::vector<uint8_t> bytes = std::vector<uint8_t>(1 << 20, 0x3c);
+  void* at(size_t offset) { return bytes.data() + offset; }
+};
+
+void expect_rejected(const Spec& spec, const Args& args, const std::string& field, const std::string& fragment,
+                     bool host_memory = true) {
+  try {
+    check_launch(spec, default_config(spec).vec, args, host_memory);
+    FAIL() << "accepted; expected an error naming " << field;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::invalid_argument) << e.what();
+    EXPECT_EQ(e.field(), field) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+Spec fused_spec(const std::string& output, bool bias) {
+  SpecFields f;
+  f.input = "packed_qkv";
+  f.output = output;
+  f.qkv_bias = bias;
+  f.positions = "varlen";
+  f.num_q_heads = 4;
+  f.num_kv_heads = 2;
+  f.head_dim = 64;
+  f.rotary_dim = 64;
+  return ropejit::test::make_spec(f);
+}
+
+}  // namespace
+
+TEST(LaunchArgs, SeparateInplaceExplicit) {
+  Storage s;
+  const Spec spec = ropejit::test::make_spec({});
+  std::vector<int32_t> positions = {0, 1, 2, 3};
+  Args a;
+  a.num_tokens = 4;
+  a.q = s.at(0);
+  a.k = s.at(1 << 16);
+  a.positions = positions.data();
+  EXPECT_NO_THROW(check_launch(spec, 8, a, true));
+
+  Args b = a;
+  b.q = nullptr;
+  expect_rejected(spec, b, "q", "null is not allowed");
+  b = a;
+  b.k = s.at((1 << 16) + 2);
+  expect_rejected(spec, b, "k", "16-byte aligned");
+  b = a;
+  b.qkv = s.at(0);
+  expect_rejected(spec, b, "qkv", "must be null");
+  b = a;
+  b.q_out = s.at(0);
+  expect_rejected(spec, b, "q_out", "inplace");
+  b = a;
+  b.q_stride = 100;
+  expect_rejected(spec, b, "q_stride", "multiple of 8");
+  b = a;
+  b.q_stride = 8;
+  expect_rejected(spec, b, "q_stride", ">= 1024");
+  b = a;
+  b.num_tokens = -1;
+  expect_rejected(spec, b, "num_tokens", "-1 is not allowed");
+  b = a;
+  b.positions = nullptr;
+  expect_rejected(spec, b, "positions", "null is not allowed");
+  b = a;
+  b.bias = s.at(0);
+  expect_rejected(spec, b, "bias", "qkv_bias is false");
+  b = a;
+  b.cu_seqlens = reinterpret_cast<const int32_t*>(s.at(0));
+  expect_rejected(spec, b, "cu_seqlens", "explicit");
+  std::vector<int32_t> negative = {0, 1, -5, 3};
+  b = a;
+  b.positions = negative.data();
+  expect_rejected(spec, b, "positions", "positions[2] = -5");
+  // Device memory is not read: the same array passes when it is not host memory.
+  EXPECT_NO_THROW(check_launch(spec, 8, b, false));
+}
+
+TEST(LaunchArgs, FusedPaddedVarlen) {
+  Storage s;
+  const Spec spec = fused_spec("padded_bhsd", true);
+  std::vector<int32_t> cu = {0, 3, 3, 7};
+  std::vector<int64_t> start = {10, 0, 5};
+  Args a;
+  a.num_tokens = 7;
+  a.qkv = s.at(0);
+  a.bias = s.at(1 << 18);
+  a.q_out = s.at(1 << 17);
+  a.k_out = s.at(3 << 17);
+  a.v_out = s.at(5 << 17);
+  a.cu_seqlens = cu.data();
+  a.start_pos = start.data();
+  a.batch = 3;
+  a.max_seq_len = 4;
+  const CheckedLaunch ok = check_launch(spec, 8, a, true);
+  EXPECT_EQ(ok.rows, 12);  // batch * max_seq_len, padding rows included
+
+  Args b = a;
+  b.bias = nullptr;
+  expect_rejected(spec, b, "bias", "qkv_bias is true");
+  b = a;
+  b.max_seq_len = 3;
+  expect_rejected(spec, b, "max_seq_len", "smaller than the longest sequence (4)");
+  std::vector<int32_t> not_monotone = {0, 3, 2, 7};
+  b = a;
+  b.cu_seqlens = not_monotone.data();
+  expect_rejected(spec, b, "cu_seqlens", "must be non-decreasing");
+  std::vector<int32_t> wrong_end = {0, 3, 3, 6};
+  b = a;
+  b.cu_seqlens = wrong_end.data();
+  expect_rejected(spec, b, "cu_seqlens", "must equal num_tokens = 7");
+  b = a;
+  b.v_out = nullptr;
+  expect_rejected(spec, b, "v_out", "required");
+  b = a;
+  b.q_out_stride = 64;
+  expect_rejected(spec, b, "q_out_stride", "padded_bhsd");
+  b = a;
+  b.batch = 0;
+  expect_rejected(spec, b, "batch", "must be >= 1");
+  b = a;
+  b.positions = cu.data();
+  expect_rejected(spec, b, "positions", "varlen");
+  std::vector<int64_t> bad_start = {-1, 0, 0};
+  b = a;
+  b.start_pos = bad_start.data();
+  expect_rejected(spec, b, "start_pos", "start_pos[0] = -1");
+}
+
+TEST(LaunchArgs, RunTimeLengthRequiredWhereFrequenciesDependOnIt) {
+  Storage s;
+  std::vector<int32_t> positions = {0, 1, 5000};
+  for (const char* type : {"dynamic", "longrope"}) {
+    SpecFields f;
+    f.rope = ropejit::test::rope_blocks_for_every_type(128, 4096)[std::string(type) == "dynamic" ? 3 : 5];
+    f.max_position_embeddings = 4096;
+    const Spec spec = ropejit::test::make_spec(f);
+    Args a;
+    a.num_tokens = 3;
+    a.q = s.at(0);
+    a.k = s.at(1 << 16);
+    a.positions = positions.data();
+    expect_rejected(spec, a, "seq_len", std::string("rope_type ") + type + " needs seq_len");
+    a.seq_len = 5000;  // < max position + 1
+    expect_rejected(spec, a, "positions", "must be < seq_len = 5000");
+    a.seq_len = 5001;
+    const CheckedLaunch ok = check_launch(spec, 8, a, true);
+    if (std::string(type) == "dynamic") {
+      EXPECT_EQ(ok.params.use_dynamic_base, 1);  // 5001 > M = 4096
+    } else {
+      EXPECT_EQ(ok.params.use_long_table, 1);  // 5001 > O = 1024
+    }
+  }
+}
+
+TEST(LaunchArgs, KernelLaunchChecksBeforeRunning) {
+  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  RuntimeOptions o;
+  o.backend = BackendKind::host;
+  Runtime runtime(o);
+  const Kernel kernel = runtime.get(fused_spec("separate", false));
+  Storage s;
+  const std::vector<uint8_t> before = s.bytes;
+  Args a;
+  a.num_tokens = 2;
+  a.qkv = s.at(0);
+  a.q_out = s.at(1 << 17);
+  a.k_out = nullptr;  // missing
+  a.v_out = s.at(3 << 17);
+  std::vector<int32_t> cu = {0, 2};
+  a.cu_seqlens = cu.data();
+  a.batch = 1;
+  EXPECT_THROW(kernel.launch(a), Error);
+  EXPECT_EQ(s.bytes, before) << "a rejected launch must not write anything";
+}
