@@ -1,47 +1,95 @@
 #!/usr/bin/env bash
 # Run ON the GPU machine (device tool), after scripts/gpu-prepare.sh here, with carry
 # ["gpu-bundle"]: the GPU test tier (conformance on the cuda backend, cuda backend, tuner),
-# compute-sanitizer memcheck, the main job and the benchmarks. Results go to $OUT.
+# compute-sanitizer memcheck, the main job, the benchmarks (bench_gpu included) and the peer
+# comparison (bench/peers.py). Results go to $OUT.
+#
+# Usage: bash scripts/gpu-check.sh [all|tests|bench|peers]   (default all)
+# A device command may run 10 minutes: when `all` does not fit, run the stages in separate
+# calls; PEERS_ARGS passes extra options to peers.py, e.g.
+#   PEERS_ARGS="--shapes llama-3.1-8b,qwen2.5-7b-padded --dtypes bf16" bash scripts/gpu-check.sh peers
+#
+# FlashInfer: the GPU machine reaches no package registry, so its wheels travel in
+# gpu-bundle/wheels (peers.py --wheels installs them with pip --no-index --find-links). Fetch them
+# HERE before the call (gpu-prepare.sh can do this; the bundle must stay under 64 MiB):
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 \
+#     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 \
+#     -d gpu-bundle/wheels flashinfer-python apache-tvm-ffi
+#   (then `unzip -p gpu-bundle/wheels/flashinfer_python-*.whl '*/METADATA' | grep ^Requires-Dist`
+#   lists its needs; add those the GPU image lacks). FlashInfer compiles its kernels with the
+#   machine's nvcc on first use; without the wheels its columns read SKIPPED.
+#
+# The device tool returns at most 8 files from $OUT: everything is collected in $RES and packed
+# into $OUT/results.tar.gz; the few files read first are copied beside it.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
+STAGE="${1:-all}"
+case "$STAGE" in all|tests|bench|peers) ;; *) echo "gpu-check: stage '$STAGE' is not allowed: all, tests, bench or peers" >&2; exit 2 ;; esac
 OUT="${OUT:-/tmp/ropejit-out}"
-mkdir -p "$OUT"
+RES=/tmp/ropejit-gpu-results
+rm -rf "$RES"
+mkdir -p "$OUT" "$RES"
 B="$PWD/gpu-bundle"
 if [ ! -x "$B/bin/ropejit_tests" ]; then
   echo "gpu-check: gpu-bundle/ is missing: run scripts/gpu-prepare.sh first and carry gpu-bundle" >&2
   exit 2
 fi
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
-export ROPEJIT_SOURCE_DIR="$PWD" ROPEJIT_CACHE_DIR=/tmp/ropejit-cache
+export ROPEJIT_SOURCE_DIR="$PWD" ROPEJIT_CACHE_DIR=/tmp/ropejit-cache PYTHONUNBUFFERED=1
 status=0
-{ nvidia-smi; nvcc --version; } > "$OUT/device.txt" 2>&1
-head -15 "$OUT/device.txt"
+{ nvidia-smi; nvcc --version; } > "$RES/device.txt" 2>&1
+head -15 "$RES/device.txt"
+# Device label for file names: "NVIDIA H100 80GB HBM3" -> "h100".
+device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr '[:upper:]' '[:lower:]' |
+         grep -oE '[a-z][0-9]{2,4}[a-z]?' | head -1)
+device="${device:-gpu}"
 
-echo "== gpu tests"
-"$B/bin/ropejit_tests" --gtest_filter='*Conformance*cuda*:CudaBackend.*:TunerGpu.*' \
-  --gtest_output="json:$OUT/gpu-tests.json" > "$OUT/gpu-tests.log" 2>&1 || status=1
-grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$OUT/gpu-tests.log" | head -20
+if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
+  echo "== gpu tests"
+  "$B/bin/ropejit_tests" --gtest_filter='*Conformance*cuda*:CudaBackend.*:TunerGpu.*' \
+    --gtest_output="json:$RES/gpu-tests.json" > "$RES/gpu-tests.log" 2>&1 || status=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$RES/gpu-tests.log" | head -20
 
-echo "== compute-sanitizer memcheck"
-if command -v compute-sanitizer >/dev/null; then
-  compute-sanitizer --tool memcheck --error-exitcode 3 "$B/bin/ropejit_tests" \
-    --gtest_filter='Backend/Conformance.FusedForms/cuda:Backend/Conformance.StridedSeparateTensors/cuda' \
-    > "$OUT/memcheck.log" 2>&1 || status=1
-  tail -3 "$OUT/memcheck.log"
-else
-  echo "SKIPPED: compute-sanitizer not found"
+  echo "== compute-sanitizer memcheck"
+  if command -v compute-sanitizer >/dev/null; then
+    compute-sanitizer --tool memcheck --error-exitcode 3 "$B/bin/ropejit_tests" \
+      --gtest_filter='Backend/Conformance.FusedForms/cuda:Backend/Conformance.StridedSeparateTensors/cuda' \
+      > "$RES/memcheck.log" 2>&1 || status=1
+    tail -3 "$RES/memcheck.log"
+  else
+    echo "SKIPPED: compute-sanitizer not found"
+  fi
+
+  echo "== main job"
+  for spec in specs/llama-3.1-8b.json specs/qwen2.5-7b.json specs/deepseek-v3.json; do
+    "$B/bin/ropejit" run "$spec" --backend cuda --tokens 16384 --json >> "$RES/run.jsonl" 2>&1 || status=1
+  done
+  tail -c 1500 "$RES/run.jsonl"
 fi
 
-echo "== main job"
-for spec in specs/llama-3.1-8b.json specs/qwen2.5-7b.json specs/deepseek-v3.json; do
-  "$B/bin/ropejit" run "$spec" --backend cuda --tokens 16384 --json >> "$OUT/run.jsonl" 2>&1 || status=1
-done
-tail -c 1500 "$OUT/run.jsonl"
+if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
+  echo "== benchmarks"
+  for bench in "$B"/bin/ropejit_bench_*; do
+    name=$(basename "$bench")
+    "$bench" --benchmark_out="$RES/$name.json" --benchmark_out_format=json > "$RES/$name.txt" 2>&1 || status=1
+    tail -12 "$RES/$name.txt"
+  done
+fi
 
-echo "== benchmarks"
-for bench in "$B"/bin/ropejit_bench_*; do
-  name=$(basename "$bench")
-  "$bench" --benchmark_out="$OUT/$name.json" --benchmark_out_format=json > "$OUT/$name.txt" 2>&1 || status=1
-  tail -12 "$OUT/$name.txt"
+if [ "$STAGE" = all ] || [ "$STAGE" = peers ]; then
+  echo "== peers (bench/peers.py)"
+  wheels=()
+  [ -d "$B/wheels" ] && wheels=(--wheels "$B/wheels")
+  # shellcheck disable=SC2086  # PEERS_ARGS is a list of options
+  python3 bench/peers.py --lib "$B/lib/libropejit.so.0" --device-name "$device" \
+    --out-md "$RES/peers-$device.md" --out-png "$RES/perf-$device.png" "${wheels[@]}" ${PEERS_ARGS:-} \
+    > "$RES/peers.log" 2>&1 || status=1
+  grep -E '^  |SKIPPED: plot|configurations in|FAILED' "$RES/peers.log" | tail -40
+fi
+
+tar czf "$OUT/results.tar.gz" -C "$RES" .
+for f in device.txt gpu-tests.log ropejit_bench_gpu.txt peers.log "peers-$device.md" "perf-$device.png"; do
+  [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
 done
+echo "gpu-check: stage $STAGE, status $status; $OUT holds results.tar.gz (everything) and: $(cd "$OUT" && echo *)"
 exit $status

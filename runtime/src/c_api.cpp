@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "ropejit/config.h"
 #include "ropejit/error.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
@@ -219,6 +220,21 @@ ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel, const ropejit
     require_non_null(args, "args");
     check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args");
     kernel->kernel.launch(to_args(*args), stream);
+  });
+}
+
+ropejit_status ropejit_kernel_bytes_moved(const ropejit_kernel* kernel, int64_t num_tokens, int batch,
+                                          int64_t max_seq_len, int64_t* bytes) {
+  return guarded("ropejit_kernel_bytes_moved", [&] {
+    require_non_null(bytes, "bytes (the output)");
+    *bytes = 0;
+    require_non_null(kernel, "kernel");
+    if (num_tokens < 0)
+      throw Error(Status::invalid_argument, fmt::format("num_tokens {} is not allowed: must be >= 0", num_tokens));
+    if (batch < 0 || max_seq_len < 0)
+      throw Error(Status::invalid_argument,
+                  fmt::format("batch {} / max_seq_len {} is not allowed: must be >= 0", batch, max_seq_len));
+    *bytes = ropejit::bytes_moved(kernel->kernel.spec(), num_tokens, batch, max_seq_len);
   });
 }
 

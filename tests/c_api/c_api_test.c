@@ -207,6 +207,25 @@ static void check_errors(ropejit_runtime* rt, const ropejit_kernel* kernel) {
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "positions_type 5 gave %s", ropejit_status_string(st));
 }
 
+/* Byte accounting: the in-place fp32 spec moves each q/k element read and written (4 bytes
+ * each way) plus an int32 position per token; bad arguments are refused by name. */
+static void check_bytes_moved(const ropejit_kernel* kernel) {
+  const int64_t tokens = 1 + (int64_t)(next_u64() % 100000);
+  int64_t bytes = -1;
+  ropejit_status st = ropejit_kernel_bytes_moved(kernel, tokens, 0, 0, &bytes);
+  const int64_t expected = tokens * (2 * (kQHeads + kKvHeads) * kHeadDim * 4 + 4);
+  CHECK(st == ROPEJIT_STATUS_OK && bytes == expected, "bytes_moved(%lld tokens) = %lld (%s), expected %lld",
+        (long long)tokens, (long long)bytes, ropejit_status_string(st), (long long)expected);
+  st = ropejit_kernel_bytes_moved(kernel, -1, 0, 0, &bytes);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && bytes == 0, "negative tokens gave %s, bytes %lld",
+        ropejit_status_string(st), (long long)bytes);
+  CHECK(strstr(ropejit_last_error(), "num_tokens") != NULL, "message: %s", ropejit_last_error());
+  st = ropejit_kernel_bytes_moved(kernel, tokens, 0, 0, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null output gave %s", ropejit_status_string(st));
+  st = ropejit_kernel_bytes_moved(NULL, tokens, 0, 0, &bytes);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null kernel gave %s", ropejit_status_string(st));
+}
+
 int main(void) {
   rng_state = ((uint64_t)time(NULL) << 20) ^ (uint64_t)clock() ^ 0x9e3779b97f4a7c15ull;
   if (rng_state == 0) rng_state = 1;
@@ -241,6 +260,7 @@ int main(void) {
     check_launch(kernel, 1);
     check_launch(kernel, 37 + (long)(next_u64() % 64)); /* odd, random token count */
     check_errors(rt, kernel);
+    check_bytes_moved(kernel);
     /* The kernel keeps its runtime alive: destroy the runtime first, then launch again. */
     ropejit_runtime_destroy(rt);
     rt = NULL;

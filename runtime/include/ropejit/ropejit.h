@@ -124,6 +124,14 @@ ROPEJIT_C_API void ropejit_kernel_destroy(ropejit_kernel* kernel);
 ROPEJIT_C_API ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel,
                                                    const ropejit_args* args, void* stream);
 
+/** Bytes one launch of `kernel` moves through memory (ropejit::bytes_moved in
+ *  ropejit/config.h: q/k read and written, v when copied, the bias once, int32 positions or
+ *  cu_seqlens + start_pos, every padded output row), for GB/s figures. `batch` and
+ *  `max_seq_len` matter for varlen positions and the padded_bhsd output (else pass 0).
+ *  Int64 positions add 4 * num_tokens bytes to this. */
+ROPEJIT_C_API ropejit_status ropejit_kernel_bytes_moved(const ropejit_kernel* kernel, int64_t num_tokens,
+                                                        int batch, int64_t max_seq_len, int64_t* bytes);
+
 /** Short stable name of a status ("invalid_spec"); "unknown" for other values. */
 ROPEJIT_C_API const char* ropejit_status_string(ropejit_status status);
 /** Message of the last failed call on this thread ("" when none). Valid until the next

@@ -15,6 +15,7 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <fmt/format.h>
+#include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
@@ -35,6 +36,9 @@
 
 #include "embedded_templates.h"
 #include "ropejit/error.h"
+
+// libgcc's emulated-TLS entry point (JIT code reaches thread_local variables through it).
+extern "C" void* __emutls_get_address(void*);
 
 namespace ropejit {
 namespace {
@@ -272,6 +276,15 @@ std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
                                            to_string(process_symbols.takeError()));
   }
   (*jit)->getMainJITDylib().addGenerator(std::move(*process_symbols));
+  // thread_local indices compile to emulated TLS. Bind its runtime entry to the one this
+  // library links: a host loaded with RTLD_LOCAL (Python's ctypes) does not expose libgcc_s
+  // to the process-wide search above.
+  const llvm::orc::SymbolMap emutls = {
+      {(*jit)->mangleAndIntern("__emutls_get_address"),
+       {llvm::orc::ExecutorAddr::fromPtr(&__emutls_get_address), llvm::JITSymbolFlags::Exported}}};
+  if (llvm::Error err = (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(emutls)))
+    throw Error(Status::backend_error, "host backend: cannot define __emutls_get_address: " +
+                                           to_string(std::move(err)));
   ir.module->setDataLayout((*jit)->getDataLayout());
   if (llvm::Error err = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(
           std::move(ir.module), llvm::orc::ThreadSafeContext(std::move(ir.context))))) {

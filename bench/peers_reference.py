@@ -1,0 +1,289 @@
+"""The issue-6 shapes, random problems and an independent float64 numpy reference for
+bench/peers.py.
+
+The reference is written from ../shared/ROPE_REFERENCE.md (HF v5 semantics): inv_freq in HF's
+float32 steps (each step one float64 operation rounded to float32, pow correctly rounded), the
+angle as HF's float32 product float32(p) * inv_freq (or the exact product for angle "exact"),
+cos/sin and the rotation in float64. It shares no code with ropejit.
+
+Tolerance (a simplified form of tests/support/reference.h): an fp16/bf16 element passes when
+it is finite and within 2 storage ulps of the expected value, or within 1e-2 of the magnitude
+of its rotated pair (s * |(x, y)|; |x| for pass-through and v elements).
+"""
+import json
+import math
+import os
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# label -> spec file in specs/ (the issue's shapes; Qwen2.5-7B twice: fused in place and the
+# fused padded_bhsd form of the >= 85 % target).
+SHAPES = {
+    "llama-3.1-8b": "llama-3.1-8b",
+    "qwen2.5-7b-fused": "qwen2.5-7b",
+    "qwen2.5-7b-padded": "qwen2.5-7b-padded",
+    "mistral-7b": "mistral-7b-v0.1",
+    "deepseek-v3-rope": "deepseek-v3",
+    "gpt-neox-20b": "gpt-neox-20b",
+    "gemma-2": "gemma-2-2b",
+}
+MAX_POSITION = 10**6   # positions drawn from [0, 10^6)
+ULPS = 2
+PAIR_RELATIVE = 1e-2
+STORAGE_BITS = {"bf16": 7, "fp16": 10}  # explicit mantissa bits
+MIN_EXPONENT = {"bf16": -126, "fp16": -14}
+
+
+def load_spec(label, dtype):
+    """The spec dict of a shape with the dtype replaced."""
+    with open(os.path.join(REPO, "specs", SHAPES[label] + ".json")) as f:
+        spec = json.load(f)
+    spec["dtype"] = dtype
+    spec["name"] = f"{spec['name']}-{dtype}"
+    return spec
+
+
+def batch_for(tokens):
+    """Varlen sequences: equal lengths of about 1024 tokens (as bench/bench_gpu.cpp)."""
+    return max(1, tokens // 1024)
+
+
+# ------------------------------------------------------------------ storage types
+
+def encode(dtype, values):
+    """float values -> storage array (bf16 as uint16 bits, round to nearest even)."""
+    if dtype == "fp16":
+        return np.asarray(values, dtype=np.float64).astype(np.float16)
+    bits = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
+    return rounded.astype(np.uint16)
+
+
+def decode(dtype, storage):
+    """storage array -> float64."""
+    if dtype == "fp16":
+        return np.asarray(storage).view(np.float16).astype(np.float64)
+    bits = np.asarray(storage).view(np.uint16).astype(np.uint32) << 16
+    return bits.view(np.float32).astype(np.float64)
+
+
+def storage_numpy_dtype(dtype):
+    return np.float16 if dtype == "fp16" else np.uint16
+
+
+def storage_ulp(dtype, x):
+    """Spacing of the storage type at |x| (subnormal spacing near zero)."""
+    _, e = np.frexp(np.abs(x))  # |x| = m 2^e, m in [0.5, 1)
+    exponent = np.maximum(e - 1, MIN_EXPONENT[dtype])
+    return np.ldexp(1.0, exponent - STORAGE_BITS[dtype])
+
+
+# ------------------------------------------------------------------ frequencies
+
+def _f32(x):
+    return np.asarray(x, dtype=np.float64).astype(np.float32).astype(np.float64)
+
+
+def _default_inv_freq(base, d):
+    i = np.arange(d // 2, dtype=np.float64)
+    exponent = _f32(_f32(2.0 * i) / _f32(d))
+    return _f32(1.0 / _f32(np.power(_f32(base), exponent)))
+
+
+def inv_freq_and_factor(spec):
+    """(inv_freq [d/2] as float32 values in float64, attention factor) of a static rope type."""
+    rope, d = spec["rope"], spec["rotary_dim"]
+    kind, base = rope.get("rope_type", "default"), rope.get("rope_theta", 10000.0)
+    if kind == "default":
+        return _default_inv_freq(base, d), 1.0
+    if kind == "linear":
+        return _f32(_default_inv_freq(base, d) / _f32(rope["factor"])), 1.0
+    if kind == "llama3":
+        f, lf, hf = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
+        o = rope["original_max_position_embeddings"]
+        inv = _default_inv_freq(base, d)
+        wavelen = _f32(_f32(2 * math.pi) / inv)
+        low_wavelen, high_wavelen = _f32(o / lf), _f32(o / hf)
+        divided = _f32(inv / _f32(f))
+        smooth = _f32(_f32(_f32(_f32(o) / wavelen) - _f32(lf)) / _f32(hf - lf))
+        smoothed = _f32(_f32(_f32(_f32(1.0 - smooth) * inv) / _f32(f)) + _f32(smooth * inv))
+        out = np.where(wavelen < high_wavelen, inv, np.where(wavelen > low_wavelen, divided, smoothed))
+        return out, 1.0
+    if kind == "yarn":
+        f = rope.get("factor") or spec["max_position_embeddings"] / rope["original_max_position_embeddings"]
+        o = float(rope.get("original_max_position_embeddings", spec["max_position_embeddings"]))
+
+        def m(k):
+            return 1.0 if f <= 1 else 0.1 * k * math.log(f) + 1.0
+        if rope.get("attention_factor") is not None:
+            s = rope["attention_factor"]
+        elif rope.get("mscale") and rope.get("mscale_all_dim"):
+            s = m(rope["mscale"]) / m(rope["mscale_all_dim"])
+        else:
+            s = m(1.0)
+        beta_fast, beta_slow = rope.get("beta_fast") or 32.0, rope.get("beta_slow") or 1.0
+
+        def corr(r):
+            return d * math.log(o / (r * 2 * math.pi)) / (2 * math.log(base))
+        low, high = corr(beta_fast), corr(beta_slow)
+        if rope.get("truncate", True):
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0.0), min(high, d - 1.0)
+        if low == high:
+            high += 0.001
+        i = np.arange(d // 2, dtype=np.float64)
+        pos_freq = _f32(np.power(_f32(base), _f32(_f32(2.0 * i) / _f32(d))))
+        inv_extra = _f32(1.0 / pos_freq)
+        inv_inter = _f32(1.0 / _f32(_f32(f) * pos_freq))
+        ramp = np.clip(_f32(_f32(_f32(i) - _f32(low)) / _f32(high - low)), 0.0, 1.0)
+        extra = _f32(1.0 - ramp)
+        return _f32(_f32(inv_inter * _f32(1.0 - extra)) + _f32(inv_extra * extra)), s
+    raise ValueError(f"peers reference: rope_type {kind} is not supported here (default, linear, llama3, yarn)")
+
+
+def angles(spec, positions, inv_freq):
+    """[n, d/2] angles: HF's float32 product, or exact."""
+    if spec.get("angle", "fp32") == "exact":
+        return positions.astype(np.float64)[:, None] * inv_freq[None, :]
+    return (positions.astype(np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]).astype(np.float64)
+
+
+# ------------------------------------------------------------------ problems
+
+class Problem:
+    """Random inputs of one launch (numpy, storage dtype), positions up to 10^6."""
+
+    def __init__(self, spec, tokens, rng):
+        self.spec, self.tokens = spec, tokens
+        self.dtype = spec["dtype"]
+        io = spec.get("io", {})
+        self.packed = io.get("input") == "packed_qkv"
+        self.padded = io.get("output") == "padded_bhsd"
+        self.varlen = io.get("positions") == "varlen"
+        self.copy_v = bool(io.get("copy_v"))
+        hq, hkv, d = spec["num_q_heads"], spec["num_kv_heads"], spec["head_dim"]
+        self.heads = {"q": hq, "k": hkv, "v": hkv}
+
+        def rand(*shape):
+            return encode(self.dtype, rng.standard_normal(shape))
+        self.inputs = {}
+        if self.packed:
+            self.inputs["qkv"] = rand(tokens, (hq + 2 * hkv) * d)
+        else:
+            self.inputs["q"], self.inputs["k"] = rand(tokens, hq, d), rand(tokens, hkv, d)
+            if self.copy_v:
+                self.inputs["v"] = rand(tokens, hkv, d)
+        if io.get("qkv_bias"):
+            self.inputs["bias"] = encode(self.dtype, 0.5 * rng.standard_normal((hq + 2 * hkv) * d))
+        self.batch = self.max_seq_len = 0
+        if self.varlen:
+            self.batch = batch_for(tokens)
+            seq = -(-tokens // self.batch)
+            self.cu_seqlens = np.minimum(np.arange(self.batch + 1) * seq, tokens).astype(np.int32)
+            lengths = np.diff(self.cu_seqlens)
+            self.start_pos = np.array([rng.integers(0, MAX_POSITION - n + 1) for n in lengths], dtype=np.int64)
+            self.max_seq_len = max(1, int(lengths.max())) if self.padded else 0
+            self.seq_index = np.concatenate([np.arange(n) for n in lengths]).astype(np.int64)
+            self.seq_of = np.repeat(np.arange(self.batch), lengths)
+            self.positions = (self.start_pos[self.seq_of] + self.seq_index).astype(np.int32)
+        else:
+            self.positions = rng.integers(0, MAX_POSITION, size=tokens).astype(np.int32)
+        self.seq_len = int(self.positions.max()) + 1 if tokens else 0
+
+    def output_shapes(self):
+        """Separate outputs of the padded form: name -> shape [B, H, S, D]."""
+        if not self.padded:
+            return {}
+        d = self.spec["head_dim"]
+        names = ["q", "k"] + (["v"] if self.copy_v else [])
+        return {n + "_out": (self.batch, self.heads[n], self.max_seq_len, d) for n in names}
+
+
+def expected(problem, rows):
+    """Expected float64 values and tolerance scales of q, k (and v) at token indices `rows`:
+    name -> (value [n, H, D], scale [n, H, D])."""
+    spec, dt = problem.spec, problem.dtype
+    d, rd = spec["head_dim"], spec["rotary_dim"]
+    hq, hkv = problem.heads["q"], problem.heads["k"]
+    if problem.packed:
+        x = decode(dt, problem.inputs["qkv"][rows]).reshape(len(rows), hq + 2 * hkv, d)
+        parts = {"q": x[:, :hq], "k": x[:, hq:hq + hkv], "v": x[:, hq + hkv:]}
+    else:
+        parts = {n: decode(dt, problem.inputs[n][rows]) for n in ("q", "k", "v") if n in problem.inputs}
+    if "bias" in problem.inputs:
+        b = decode(dt, problem.inputs["bias"]).reshape(hq + 2 * hkv, d)
+        bias = {"q": b[:hq], "k": b[hq:hq + hkv], "v": b[hq + hkv:]}
+        parts = {n: v + bias[n][None] for n, v in parts.items()}
+    inv, s = inv_freq_and_factor(spec)
+    theta = angles(spec, problem.positions[rows], inv)[:, None, :]  # [n, 1, d/2]
+    cos, sin = np.cos(theta), np.sin(theta)
+    half = rd // 2
+    if spec["layout"] == "interleaved":
+        first, second = np.arange(0, rd, 2), np.arange(1, rd, 2)
+    else:
+        first, second = np.arange(half), np.arange(half, rd)
+    out = {}
+    for name, x in parts.items():
+        value, scale = x.copy(), np.abs(x)
+        if name != "v":
+            a, b = x[..., first], x[..., second]
+            value[..., first] = (a * cos - b * sin) * s
+            value[..., second] = (b * cos + a * sin) * s
+            norm = s * np.hypot(a, b)
+            scale[..., first], scale[..., second] = norm, norm
+        out[name] = (value, scale)
+    return out
+
+
+def compare(dtype, actual, value, scale):
+    """(ok, worst error in storage ulps, count of failing elements)."""
+    err = np.abs(actual - value)
+    ulp = storage_ulp(dtype, value)
+    good = np.isfinite(actual) & ((err <= ULPS * ulp) | (err <= PAIR_RELATIVE * scale))
+    worst = float(np.nanmax(err / ulp)) if err.size else 0.0
+    return bool(good.all()), worst, int(err.size - good.sum())
+
+
+def check_outputs(problem, outputs, rows):
+    """Checks a system's outputs (name -> numpy storage array after the launch: q/k/v, qkv, or
+    q_out/k_out/v_out) at token indices `rows` plus, for padded_bhsd, every padding element.
+    Returns (ok, message)."""
+    dt, d = problem.dtype, problem.spec["head_dim"]
+    hq, hkv = problem.heads["q"], problem.heads["k"]
+    if problem.padded:
+        got = {n: decode(dt, outputs[n + "_out"][problem.seq_of[rows], :, problem.seq_index[rows], :])
+               for n in ("q", "k", "v") if n + "_out" in outputs}
+    elif problem.packed:
+        x = decode(dt, outputs["qkv"][rows]).reshape(len(rows), hq + 2 * hkv, d)
+        got = {"q": x[:, :hq], "k": x[:, hq:hq + hkv], "v": x[:, hq + hkv:]}
+    else:
+        got = {n: decode(dt, outputs[n][rows]) for n in ("q", "k", "v") if n in outputs}
+    cached = getattr(problem, "_expected", None)
+    if cached is None or cached[0] is not rows:  # every system is checked on the same rows
+        cached = problem._expected = (rows, expected(problem, rows))
+    notes, ok = [], True
+    for name, (value, scale) in cached[1].items():
+        if name not in got:
+            continue
+        good, worst, bad = compare(dt, got[name], value, scale)
+        ok &= good
+        notes.append(f"{name} {worst:.1f} ulp" + ("" if good else f" ({bad} FAILED)"))
+    if problem.padded:
+        lengths = np.diff(problem.cu_seqlens)
+        pad = np.arange(problem.max_seq_len)[None, :] >= lengths[:, None]  # [B, S]
+        for name, arr in ((n, a) for n, a in outputs.items() if n.endswith("_out")):
+            nonzero = int(np.count_nonzero(decode(dt, arr).transpose(0, 2, 1, 3)[pad]))
+            if nonzero:
+                ok = False
+                notes.append(f"{name}: {nonzero} padding elements not zero")
+    return ok, ", ".join(notes)
+
+
+def check_rows(tokens, rng, limit=2048):
+    """Token indices to check: all when few, else the first, the last and a random sample."""
+    if tokens <= limit:
+        return np.arange(tokens)
+    sample = rng.choice(tokens, size=limit - 2, replace=False)
+    return np.unique(np.concatenate([[0, tokens - 1], sample]))

@@ -1,0 +1,399 @@
+"""The GPU side of bench/peers.py: torch tensors, the peers, and timing (CUDA machine only).
+
+Systems, each on identical inputs (copies of one random problem, positions up to 10^6):
+  ropejit          C API through ctypes on torch data_ptr()s, on torch's current stream
+  torch_eager      HF-style: cos/sin gathered from a float32 cache [10^6, rotary_dim], cast to the
+                   model dtype, x * cos + rotate_half(x) * sin (packed forms: + bias; padded: scatter)
+  torch_compile    the same function under torch.compile(dynamic=True)
+  fi_cos_sin_cache flashinfer.rope.apply_rope_with_cos_sin_cache_inplace (any static scaling: the
+                   cache holds cos/sin of HF's float32 angles times the attention factor)
+  fi_pos_ids       flashinfer.rope.apply_rope_pos_ids_inplace (rope_type default only)
+  fi_llama31       flashinfer.rope.apply_llama31_rope_pos_ids_inplace (rope_type llama3 only)
+  copy             a device-to-device copy of bytes_moved / 2 bytes (read + write = bytes_moved)
+Packed/padded forms: the peers do the bias add and the padded scatter in torch around their
+rotation (what an engine without a fused kernel does); positions of varlen tokens are given to
+peers precomputed (not timed). Timing: T <= 64 as CUDA-graph replays of 20 launches (and an
+empty-kernel baseline the same way); larger T with triton.testing.do_bench (median; it also
+flushes L2), else CUDA events. Inputs rotate over sets whose total exceeds max(3 x L2, 256 MiB).
+"""
+import math
+
+import numpy as np
+import torch
+import torch._dynamo  # config limits below; torch.compile imports it anyway
+
+import peers_reference as ref
+from ropejit_ctypes import Runtime
+
+GRAPH_MAX_TOKENS = 64
+GRAPH_LAUNCHES = 20
+GRAPH_MAX_GRAPHS = 64
+MIN_ROTATION_BYTES = 256 << 20
+TORCH_DTYPE = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def _to_torch(array, dtype):
+    """numpy storage array (bf16 as uint16) -> CUDA tensor of the storage dtype."""
+    if array.dtype == np.uint16:
+        return torch.from_numpy(array.view(np.int16).copy()).view(torch.bfloat16).cuda()
+    if array.dtype == np.float16:
+        return torch.from_numpy(array.copy()).cuda()
+    return torch.from_numpy(array.copy()).cuda()
+
+
+def _to_numpy(tensor):
+    """CUDA tensor -> numpy storage array (bf16 as uint16)."""
+    t = tensor.detach().cpu()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(np.uint16)
+    return t.numpy()
+
+
+class Sets:
+    """`count` copies of one problem's buffers on the GPU: name -> tensor [count, ...]."""
+
+    def __init__(self, problem, rotation_bytes):
+        dt = TORCH_DTYPE[problem.dtype]
+        base = {n: _to_torch(a, dt) for n, a in problem.inputs.items()}
+        base["positions"] = torch.from_numpy(problem.positions).cuda()
+        base["positions64"] = base["positions"].long()
+        if problem.varlen:
+            base["cu_seqlens"] = torch.from_numpy(problem.cu_seqlens).cuda()
+            base["start_pos"] = torch.from_numpy(problem.start_pos).cuda()
+        for name, shape in problem.output_shapes().items():
+            base[name] = torch.full(shape, float("nan"), dtype=dt, device="cuda")
+        self.base = {n: t.clone() for n, t in base.items()}
+        set_bytes = sum(t.numel() * t.element_size() for t in base.values())
+        self.count = max(2, math.ceil(rotation_bytes / max(set_bytes, 1)))
+        self.tensors = {n: t.unsqueeze(0).repeat((self.count,) + (1,) * t.dim()) for n, t in base.items()}
+        if problem.varlen:
+            self.seq_of = torch.from_numpy(problem.seq_of).cuda()
+            self.seq_index = torch.from_numpy(problem.seq_index).cuda()
+        self.next_index = 0
+
+    def get(self, i):
+        return {n: t[i] for n, t in self.tensors.items()}
+
+    def reset(self, i):
+        for n, t in self.tensors.items():
+            t[i].copy_(self.base[n])
+
+    def outputs_numpy(self, i):
+        names = ("q", "k", "v", "qkv", "q_out", "k_out", "v_out")
+        return {n: _to_numpy(t[i]) for n, t in self.tensors.items() if n in names}
+
+    def rotate(self):
+        i = self.next_index
+        self.next_index = (i + 1) % self.count
+        return i
+
+
+# ------------------------------------------------------------------ systems
+
+def make_ropejit(kernel, problem, sets):
+    """fn(i): ropejit on set i, on torch's current stream (prepared ctypes Args per set)."""
+    names = ("q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions", "cu_seqlens", "start_pos")
+    args = []
+    for i in range(sets.count):
+        b = sets.get(i)
+        pointers = {n: b[n].data_ptr() for n in names if n in b}
+        if problem.varlen:
+            pointers.pop("positions", None)
+        args.append(kernel.make_args(problem.tokens, pointers, problem.batch, problem.max_seq_len, problem.seq_len))
+
+    def fn(i):
+        kernel.launch(args[i], torch.cuda.current_stream().cuda_stream)
+    return fn
+
+
+def cos_sin_tables(spec):
+    """float32 [10^6, rotary_dim/2] cos and sin of HF's float32 angles, times the attention factor."""
+    inv, s = ref.inv_freq_and_factor(spec)
+    pos = torch.arange(ref.MAX_POSITION, device="cuda", dtype=torch.float32)
+    freqs = pos[:, None] * torch.from_numpy(inv.astype(np.float32)).cuda()[None, :]
+    return freqs.cos() * s, freqs.sin() * s
+
+
+def _form(spec):
+    """(packed, padded, Hq, Hkv, D) of a spec."""
+    io = spec.get("io", {})
+    return (io.get("input") == "packed_qkv", io.get("output") == "padded_bhsd", spec["num_q_heads"],
+            spec["num_kv_heads"], spec["head_dim"])
+
+
+def make_torch_rope(spec, cos_half, sin_half):
+    """The HF-style function of a spec: f(b, seq_of, seq_index) on one set's tensors, any T."""
+    dt = TORCH_DTYPE[spec["dtype"]]
+    packed, padded, hq, hkv, d = _form(spec)
+    rd = spec["rotary_dim"]
+    neox = spec["layout"] != "interleaved"
+    if neox:
+        cos_full, sin_full = torch.cat([cos_half, cos_half], -1), torch.cat([sin_half, sin_half], -1)
+    else:
+        cos_full, sin_full = cos_half.repeat_interleave(2, -1), sin_half.repeat_interleave(2, -1)
+
+    def rotate_half(x):
+        if neox:
+            x1, x2 = x[..., : rd // 2], x[..., rd // 2:]
+            return torch.cat((-x2, x1), dim=-1)
+        x1, x2 = x[..., 0::2], x[..., 1::2]
+        return torch.stack((-x2, x1), dim=-1).flatten(-2)
+
+    def rope(b, seq_of, seq_index):
+        pos = b["positions64"]
+        cos = cos_full[pos].unsqueeze(1).to(dt)
+        sin = sin_full[pos].unsqueeze(1).to(dt)
+        if packed:
+            if padded:
+                x = (b["qkv"] + b["bias"]).view(-1, hq + 2 * hkv, d)
+            else:
+                b["qkv"].add_(b["bias"])
+                x = b["qkv"].view(-1, hq + 2 * hkv, d)
+            q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+        else:
+            q, k, v = b["q"], b["k"], b.get("v")
+        q_rot = q[..., :rd] * cos + rotate_half(q[..., :rd]) * sin
+        k_rot = k[..., :rd] * cos + rotate_half(k[..., :rd]) * sin
+        if padded:
+            q_new = torch.cat([q_rot, q[..., rd:]], -1) if rd < d else q_rot
+            k_new = torch.cat([k_rot, k[..., rd:]], -1) if rd < d else k_rot
+            for name, src in (("q_out", q_new), ("k_out", k_new), ("v_out", v)):
+                if name in b:
+                    out = b[name]
+                    out.zero_()
+                    out[seq_of, :, seq_index] = src
+        else:
+            q[..., :rd] = q_rot
+            k[..., :rd] = k_rot
+    return rope
+
+
+def make_flashinfer(kind, flashinfer, spec, cos_half, sin_half):
+    """fn(b, seq_of, seq_index) with a FlashInfer rotation, or None when it cannot express the spec."""
+    rope_cfg, rd = spec["rope"], spec["rotary_dim"]
+    packed, padded, hq, hkv, d = _form(spec)
+    interleave = spec["layout"] == "interleaved"
+    rope_type = rope_cfg.get("rope_type", "default")
+    if kind == "fi_pos_ids" and rope_type != "default":
+        return None
+    if kind == "fi_llama31" and rope_type != "llama3":
+        return None
+    cache = torch.cat([cos_half, sin_half], -1).contiguous() if kind == "fi_cos_sin_cache" else None
+    dt = TORCH_DTYPE[spec["dtype"]]
+
+    def rotate(q, k, b):
+        if kind == "fi_cos_sin_cache":
+            # [T, H * D] views (strided rows of the packed qkv stay views)
+            flashinfer.rope.apply_rope_with_cos_sin_cache_inplace(
+                positions=b["positions64"], query=q.flatten(1), key=k.flatten(1), head_size=d,
+                cos_sin_cache=cache, is_neox=not interleave)
+        elif kind == "fi_pos_ids":
+            flashinfer.rope.apply_rope_pos_ids_inplace(
+                q, k, b["positions"], rotary_dim=rd, interleave=interleave, rope_scale=1.0,
+                rope_theta=rope_cfg.get("rope_theta", 10000.0))
+        else:
+            flashinfer.rope.apply_llama31_rope_pos_ids_inplace(
+                q, k, b["positions"], rotary_dim=rd, interleave=interleave, rope_scale=rope_cfg["factor"],
+                rope_theta=rope_cfg["rope_theta"], low_freq_factor=rope_cfg["low_freq_factor"],
+                high_freq_factor=rope_cfg["high_freq_factor"],
+                old_context_len=rope_cfg["original_max_position_embeddings"])
+
+    def fn(b, seq_of, seq_index):
+        if packed:
+            if padded:
+                x = (b["qkv"] + b["bias"]).view(-1, hq + 2 * hkv, d)
+            else:
+                b["qkv"].add_(b["bias"])
+                x = b["qkv"].view(-1, hq + 2 * hkv, d)
+            q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+        else:
+            q, k, v = b["q"], b["k"], b.get("v")
+        rotate(q, k, b)
+        if padded:
+            for name, src in (("q_out", q), ("k_out", k), ("v_out", v)):
+                if name in b:
+                    b[name].zero_()
+                    b[name][seq_of, :, seq_index] = src.to(dt)
+    return fn
+
+
+# ------------------------------------------------------------------ timing
+
+def _events_median(fn, repeats):
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(repeats):
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3)
+    return float(np.median(times))
+
+
+def time_plain(call, sets, do_bench):
+    """Median µs of one launch, inputs rotating over the sets."""
+    def fn():
+        call(sets.rotate())
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    if do_bench is not None:
+        return do_bench(fn, warmup=25, rep=100, return_mode="median") * 1e3
+    return _events_median(fn, 50)
+
+
+def time_graph(call, sets):
+    """Median µs per launch of CUDA-graph replays, each graph capturing 20 launches on 20 sets."""
+    graphs = []
+    count = min(GRAPH_MAX_GRAPHS, max(1, sets.count // GRAPH_LAUNCHES))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for i in range(3):
+            call(i % sets.count)  # warm-up outside capture (compile, lazy init)
+    torch.cuda.current_stream().wait_stream(side)
+    for g in range(count):
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for j in range(GRAPH_LAUNCHES):
+                call((g * GRAPH_LAUNCHES + j) % sets.count)
+        graphs.append(graph)
+
+    def replay_all():
+        for graph in graphs:
+            graph.replay()
+    replay_all()
+    torch.cuda.synchronize()
+    return _events_median(replay_all, 10) / (count * GRAPH_LAUNCHES)
+
+
+# ------------------------------------------------------------------ the run
+
+def _import_do_bench():
+    try:
+        from triton.testing import do_bench
+        return do_bench
+    except Exception as e:  # triton missing or broken: CUDA events instead
+        print(f"peers: triton.testing.do_bench unavailable ({e}); timing with CUDA events")
+        return None
+
+
+def _import_flashinfer(wheel_problem):
+    if wheel_problem:
+        return None, wheel_problem
+    try:
+        import flashinfer
+        import flashinfer.rope  # noqa: F401
+        return flashinfer, None
+    except Exception as e:
+        return None, f"flashinfer not importable ({type(e).__name__}: {str(e)[:60]})"
+
+
+def _short(e):
+    return f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
+
+
+def run(library, args, rng, Row, Result, wheel_problem):
+    if not torch.cuda.is_available():
+        raise SystemExit("peers: torch sees no CUDA device: use --dry-run on machines without a GPU")
+    props = torch.cuda.get_device_properties(0)
+    device = props.name
+    l2 = getattr(props, "L2_cache_size", 50 << 20)
+    rotation = max(3 * l2, MIN_ROTATION_BYTES)
+    runtime = Runtime(library, "cuda")
+    do_bench = _import_do_bench()
+    flashinfer, fi_problem = _import_flashinfer(wheel_problem)
+    for option in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
+        if hasattr(torch._dynamo.config, option):
+            setattr(torch._dynamo.config, option, 4096)
+    extra = [
+        f"Device: {device}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB; torch {torch.__version__}; "
+        f"flashinfer {getattr(flashinfer, '__version__', 'SKIPPED: ' + str(fi_problem))}; "
+        f"timing {'triton do_bench median' if do_bench else 'CUDA events median'}; T <= {GRAPH_MAX_TOKENS}: "
+        f"CUDA-graph replays of {GRAPH_LAUNCHES} launches. GB/s = ropejit's bytes_moved / time for every system.",
+    ]
+    rows = []
+    for shape in args.shapes:
+        for dtype in args.dtypes:
+            spec = ref.load_spec(shape, dtype)
+            kernel = runtime.kernel(spec)
+            torch._dynamo.reset()  # drop the previous spec's compiled graphs (and their tables)
+            cos_half, sin_half = cos_sin_tables(spec)
+            eager = make_torch_rope(spec, cos_half, sin_half)
+            try:
+                compiled, compile_problem = torch.compile(eager, dynamic=True), None
+            except Exception as e:
+                compiled, compile_problem = None, _short(e)
+            fi_fns = {kind: make_flashinfer(kind, flashinfer, spec, cos_half, sin_half) if flashinfer else None
+                      for kind in ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31")}
+            for tokens in args.tokens:
+                problem = ref.Problem(spec, tokens, rng)
+                row = Row(shape, dtype, tokens, kernel.bytes_moved(tokens, problem.batch, problem.max_seq_len))
+                row.graph = tokens <= GRAPH_MAX_TOKENS
+                sets = Sets(problem, rotation)
+                check_rows = ref.check_rows(tokens, rng)
+                seq_of = getattr(sets, "seq_of", None)
+                seq_index = getattr(sets, "seq_index", None)
+                timer = (lambda c: time_graph(c, sets)) if row.graph else (lambda c: time_plain(c, sets, do_bench))
+
+                def measure(name, call):
+                    """Verifies on set 0 (fresh inputs) then times; records a Result."""
+                    if name not in args.systems and name != "ropejit":
+                        row.results[name] = Result(skipped="not selected (--systems)")
+                        return
+                    try:
+                        sets.reset(0)
+                        call(0)
+                        torch.cuda.synchronize()
+                        ok, note = ref.check_outputs(problem, sets.outputs_numpy(0), check_rows)
+                        if name == "ropejit":
+                            row.check = ("ok: " if ok else "FAILED: ") + note
+                            if not ok:
+                                row.results[name] = Result(skipped="conformance check FAILED: not timed")
+                                return
+                        row.results[name] = Result(us=timer(call), note=("" if ok else "accuracy FAILED: ") + note)
+                    except Exception as e:  # a peer that cannot run here: visible, never a number
+                        row.results[name] = Result(skipped=_short(e))
+                        if name == "ropejit":
+                            row.check = "FAILED: " + _short(e)
+
+                measure("ropejit", make_ropejit(kernel, problem, sets))
+                measure("torch_eager", lambda i: eager(sets.get(i), seq_of, seq_index))
+                if compiled is None:
+                    row.results["torch_compile"] = Result(skipped=compile_problem)
+                else:
+                    measure("torch_compile", lambda i: compiled(sets.get(i), seq_of, seq_index))
+                for kind, fn in fi_fns.items():
+                    if flashinfer is None:
+                        row.results[kind] = Result(skipped=fi_problem)
+                    elif fn is not None:  # None: this method cannot express the spec (n/a)
+                        measure(kind, lambda i, f=fn: f(sets.get(i), seq_of, seq_index))
+                copy_bytes = row.nbytes // 2
+                src = torch.empty(copy_bytes * min(sets.count, max(2, rotation // max(copy_bytes, 1))),
+                                  dtype=torch.uint8, device="cuda")
+                dst = torch.empty_like(src)
+                slots = src.numel() // copy_bytes
+
+                def copy(i):
+                    j = (i % slots) * copy_bytes
+                    dst[j:j + copy_bytes].copy_(src[j:j + copy_bytes])
+                try:
+                    if "copy" in args.systems:
+                        row.results["copy"] = Result(us=timer(copy))
+                except Exception as e:
+                    row.results["copy"] = Result(skipped=_short(e))
+                if row.graph:
+                    tiny = torch.zeros(1, device="cuda")
+                    try:
+                        row.empty_us = timer(lambda i: tiny.add_(1))
+                    except Exception as e:
+                        print(f"  empty-kernel baseline failed: {_short(e)}")
+                rows.append(row)
+                mine = row.results.get("ropejit")
+                print(f"  {shape} {dtype} T={tokens}: ropejit "
+                      f"{f'{mine.us:.2f} µs' if mine and mine.us else mine.skipped if mine else '-'}; {row.check}",
+                      flush=True)
+                sets = src = dst = None  # free before the next size
+                torch.cuda.empty_cache()
+    return device, rows, extra
