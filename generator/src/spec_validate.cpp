@@ -456,8 +456,9 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     else
       reader.not_allowed("/name", *v, "a non-empty string");
   }
-  if (const json* v = required("head_dim"))
-    spec.head_dim = static_cast<int>(reader.integer(*v, "/head_dim", 1, kMaxHeadDim).value_or(0));
+  const json* head_dim_json = required("head_dim");
+  if (head_dim_json)
+    spec.head_dim = static_cast<int>(reader.integer(*head_dim_json, "/head_dim", 1, kMaxHeadDim).value_or(0));
 
   // rotary_dim: explicit, or floor(head_dim * partial_rotary_factor), or head_dim.
   const int max_rotary = spec.head_dim > 0 ? spec.head_dim : kMaxHeadDim;
@@ -490,8 +491,15 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
       }
     }
   }
-  if (!rotary_dim && !member(document, "rotary_dim") && !member(document, "partial_rotary_factor"))
-    rotary_dim = spec.head_dim;
+  if (!rotary_dim && !member(document, "rotary_dim") && !member(document, "partial_rotary_factor")) {
+    // Full rotation by default: the head itself must then hold whole pairs.
+    if (spec.head_dim % 2 != 0 && head_dim_json)
+      reader.not_allowed("/head_dim", *head_dim_json,
+                         "an even integer when rotary_dim and partial_rotary_factor are absent "
+                         "(the whole head rotates in pairs)");
+    else
+      rotary_dim = spec.head_dim;
+  }
   spec.rotary_dim = static_cast<int>(rotary_dim.value_or(0));
 
   if (const json* v = required("num_q_heads"))
