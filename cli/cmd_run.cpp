@@ -1,5 +1,6 @@
 // `ropejit run spec.json`: the main job. Validate, generate, compile or load from cache, run on
 // random data, verify against the float64 reference, report times (and bandwidth on cuda).
+#include <algorithm>
 #include <chrono>
 #include <iostream>
 
@@ -50,7 +51,7 @@ int run(const RunOptions& o) {
   co.batch = o.batch;
   co.max_position = o.max_position ? o.max_position : spec.max_position_embeddings;
   co.seed = o.seed;
-  co.timing_repeats = runtime.backend() == "cuda" ? o.repeats : 0;
+  co.timing_repeats = runtime.backend() == "cuda" ? o.repeats : std::min(o.repeats, 5);
   const auto report = ropejit::check::run_case(runtime, kernel, co);
 
   const ropejit::Config& config = kernel.config_for(o.tokens);
@@ -75,7 +76,8 @@ int run(const RunOptions& o) {
     fmt::print("tokens     {}  (seed {})\n", o.tokens, report.seed);
     for (const auto& [name, check] : report.checks) fmt::print("check {:<4} {}\n", name, check.summary());
     if (report.time_us > 0)
-      fmt::print("time       {:.2f} us  {:.1f} GB/s ({} bytes)\n", report.time_us, gbps, report.bytes_moved);
+      fmt::print("time       {:.2f} us  {:.2f} GB/s ({} bytes){}\n", report.time_us, gbps, report.bytes_moved,
+                 runtime.backend() == "host" ? "  [host CPU wall clock, not a GPU number]" : "");
     fmt::print("result     {}\n", report.ok() ? "PASS (matches the float64 reference)" : "FAIL");
     if (!report.ok()) fmt::print("{}", report.summary());
   }
@@ -93,7 +95,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--cache-dir", o->cache_dir, "kernel cache folder");
   cmd->add_option("--batch", o->batch, "sequences for varlen specs (default: random)");
   cmd->add_option("--max-position", o->max_position, "positions drawn below this (default: max_position_embeddings)");
-  cmd->add_option("--repeats", o->repeats, "timed launches (cuda)");
+  cmd->add_option("--repeats", o->repeats, "timed launches (cuda; at most 5 on host)");
   cmd->add_option("--seed", o->seed, "random seed (default: fresh)");
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->callback([o] {

@@ -64,8 +64,8 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
   /// Waits for all work on the default stream.
   virtual void synchronize() = 0;
-  /// Median time in microseconds of `repeats` calls of `launch(stream)`, each between two
-  /// events on the backend's stream; -1 where the backend cannot time (host).
+  /// Median time in microseconds of `repeats` calls of `launch(stream)`: between two events on
+  /// the cuda backend, by the wall clock on the (synchronous) host backend.
   virtual double time_calls(const std::function<void(void* stream)>& launch, int repeats) = 0;
 };
 

@@ -1,9 +1,11 @@
 // The host backend: the same generated source compiled in process by Clang and run on the
 // CPU (host/host_jit.h). Memory is ordinary aligned host memory.
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -88,7 +90,20 @@ class HostBackend final : public Backend {
     if (bytes) std::memcpy(dst, src, bytes);
   }
   void synchronize() override {}  // launches run to completion before returning
-  double time_calls(const std::function<void(void*)>&, int) override { return -1.0; }
+  // Host launches are synchronous: the wall clock around each call is its time.
+  double time_calls(const std::function<void(void*)>& launch, int repeats) override {
+    if (repeats < 1)
+      throw Error(Status::invalid_argument, "time_calls: repeats " + std::to_string(repeats) +
+                                                " is not allowed: must be >= 1");
+    std::vector<double> us(static_cast<size_t>(repeats));
+    for (double& t : us) {
+      const auto start = std::chrono::steady_clock::now();
+      launch(nullptr);
+      t = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+    }
+    std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
+    return us[us.size() / 2];
+  }
 };
 
 }  // namespace

@@ -20,7 +20,7 @@ struct CaseOptions {
   int64_t max_position = 4096;         ///< positions are drawn from [0, max_position)
   bool strided = false;                ///< token strides wider than dense (gaps must stay intact)
   uint64_t seed = 0;                   ///< 0: a fresh random seed
-  int timing_repeats = 0;              ///< > 0: time that many launches (cuda backend)
+  int timing_repeats = 0;              ///< > 0: time that many launches (median)
 };
 
 /// What one case found.
@@ -31,7 +31,7 @@ struct CaseReport {
   int64_t run_length = 0;              ///< seq_len passed for dynamic/longrope
   std::vector<std::pair<std::string, ref::CheckResult>> checks;  ///< per output tensor
   int64_t untouched_violations = 0;    ///< bytes outside the outputs that changed
-  double time_us = -1.0;               ///< median launch time (cuda), else -1
+  double time_us = -1.0;               ///< median launch time when timed, else -1
   int64_t bytes_moved = 0;             ///< reads + writes of one launch
   /// All outputs within tolerance and nothing else written.
   bool ok() const;

@@ -1,0 +1,72 @@
+// The main job and bench commands end to end through the `ropejit` binary (host backend).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "host/host_jit.h"
+#include "support/spec_builder.h"
+
+namespace {
+
+std::pair<int, std::string> run(const std::string& command) {
+  std::string output;
+  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
+  if (!pipe) return {-1, output};
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+std::string cli_or_skip() {
+  const std::string cli = ROPEJIT_CLI_PATH;
+  if (cli.empty()) return {};
+  if (!ropejit::host_backend_available()) return {};
+  return cli;
+}
+
+}  // namespace
+
+TEST(CliRun, RunVerifiesAgainstTheReferenceAndReportsJson) {
+  const std::string cli = cli_or_skip();
+  if (cli.empty()) GTEST_SKIP() << "SKIPPED: needs the ropejit command and the host backend";
+  const std::string spec = ropejit::test::source_dir() + "/specs/qwen2.5-7b-padded.json";
+  auto [rc, out] = run(cli + " run '" + spec + "' --backend host --tokens 33 --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_EQ(j.at("backend"), "host");
+  EXPECT_TRUE(j.at("ok").get<bool>());
+  EXPECT_GT(j.at("bytes").get<int64_t>(), 0);
+  EXPECT_EQ(j.at("tokens").get<int64_t>(), 33);
+}
+
+TEST(CliRun, BadArgumentsAreNamed) {
+  const std::string cli = cli_or_skip();
+  if (cli.empty()) GTEST_SKIP() << "SKIPPED: needs the ropejit command and the host backend";
+  const std::string spec = ropejit::test::source_dir() + "/specs/llama-3.1-8b.json";
+  auto [rc, out] = run(cli + " run '" + spec + "' --backend tpu");
+  EXPECT_NE(rc, 0);
+  EXPECT_NE(out.find("--backend tpu is not allowed: must be one of auto | cuda | host"), std::string::npos) << out;
+  auto [rc2, out2] = run(cli + " run /nonexistent/spec.json");
+  EXPECT_NE(rc2, 0);
+  EXPECT_NE(out2.find("/nonexistent/spec.json"), std::string::npos) << out2;
+}
+
+TEST(CliRun, BenchTimesVerifiedLaunches) {
+  const std::string cli = cli_or_skip();
+  if (cli.empty()) GTEST_SKIP() << "SKIPPED: needs the ropejit command and the host backend";
+  const std::string spec = ropejit::test::source_dir() + "/specs/gpt-neox-20b.json";
+  auto [rc, out] = run(cli + " bench '" + spec + "' --backend host --tokens 1,20 --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto rows = nlohmann::json::parse(out);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) {
+    EXPECT_TRUE(row.at("ok").get<bool>());
+    EXPECT_GT(row.at("time_us").get<double>(), 0.0);
+  }
+}
