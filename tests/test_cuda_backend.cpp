@@ -2,7 +2,8 @@
 // (runtime/src/cuda_driver.cpp). Without a usable driver: it says so
 // clearly and never crashes (libcuda is dlopen'ed, not linked). With a GPU: memory round
 // trips, NVRTC CUBIN and PTX modules launched on random data and checked against the float64
-// reference, the disk cache hit path, event timing and driver error reporting.
+// reference, the disk cache hit path, event timing, driver error reporting, and Kernel::launch
+// captured into a CUDA graph and replayed (cuda_graph.h).
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <regex>
 #include <string>
@@ -19,8 +21,10 @@
 
 #include "backend.h"
 #include "cuda_driver.h"
+#include "cuda_graph.h"
 #include "launch_args.h"
 #include "ropejit/cache.h"
+#include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "support/fp_convert.h"
 #include "support/reference.h"
@@ -128,6 +132,79 @@ void launch_and_check(Backend& backend, const LoadedModule& module, const Compil
     EXPECT_TRUE(result.ok()) << spec.name << " " << name << ": " << result.summary();
   }
 }
+
+/// One launch's random q, k (in place) and int64 positions in backend memory, compared after the
+/// launch with the float64 reference.
+struct RopeCase {
+  Backend& backend;
+  const Spec& spec;
+  int64_t tokens;
+  std::vector<uint8_t> q_host, k_host;
+  std::vector<int64_t> positions;
+  DeviceBuffer q, k, pos;
+
+  RopeCase(Backend& b, const Spec& s, int64_t t)
+      : backend(b), spec(s), tokens(t),
+        q(b, size_t(t) * s.num_q_heads * s.head_dim * dtype_size(s.dtype)),
+        k(b, size_t(t) * s.num_kv_heads * s.head_dim * dtype_size(s.dtype)),
+        pos(b, size_t(t) * sizeof(int64_t)) {}
+
+  /// Fresh random inputs uploaded to the buffers (the previous outputs overwritten).
+  void fill(std::mt19937_64& rng) {
+    std::uniform_real_distribution<double> value(-4.0, 4.0);
+    std::vector<double> q_values(size_t(tokens) * spec.num_q_heads * spec.head_dim);
+    std::vector<double> k_values(size_t(tokens) * spec.num_kv_heads * spec.head_dim);
+    for (double& x : q_values) x = value(rng);
+    for (double& x : k_values) x = value(rng);
+    q_host = ref::encode_values(spec.dtype, q_values);
+    k_host = ref::encode_values(spec.dtype, k_values);
+    std::uniform_int_distribution<int64_t> position(0, spec.max_position_embeddings - 1);
+    positions.assign(size_t(tokens), 0);
+    for (int64_t& p : positions) p = position(rng);
+    positions.back() = spec.max_position_embeddings - 1;
+    backend.copy_to_device(q.ptr, q_host.data(), q_host.size());
+    backend.copy_to_device(k.ptr, k_host.data(), k_host.size());
+    backend.copy_to_device(pos.ptr, positions.data(), positions.size() * sizeof(int64_t));
+  }
+
+  Args args() const {
+    Args a;
+    a.num_tokens = tokens;
+    a.q = q.ptr;
+    a.k = k.ptr;
+    a.positions = pos.ptr;
+    a.positions_type = PositionsType::int64;
+    return a;
+  }
+
+  /// The q buffer as it is now.
+  std::vector<uint8_t> read_q() const {
+    std::vector<uint8_t> out(q_host.size());
+    backend.copy_to_host(out.data(), q.ptr, out.size());
+    return out;
+  }
+
+  /// q and k now hold the reference rotation of the inputs from the last fill().
+  void expect_matches_reference() const {
+    std::vector<uint8_t> k_out(k_host.size());
+    backend.copy_to_host(k_out.data(), k.ptr, k_out.size());
+    std::vector<uint8_t> q_out = read_q();
+    ref::RefProblem problem;
+    problem.num_tokens = tokens;
+    problem.q.data = q_host.data();
+    problem.k.data = k_host.data();
+    problem.positions = positions;
+    const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
+    for (const auto& [name, actual] : {std::pair{"q", q_out.data()}, std::pair{"k", k_out.data()}}) {
+      const ref::RefTensor* tensor = expected.find(name);
+      ASSERT_NE(tensor, nullptr) << name;
+      ref::ActualTensor got;
+      got.data = actual;
+      const ref::CheckResult result = ref::compare(spec, *tensor, got);
+      EXPECT_TRUE(result.ok()) << spec.name << " " << tokens << " tokens, " << name << ": " << result.summary();
+    }
+  }
+};
 
 /// A fresh folder from mkdtemp, removed at scope exit.
 struct TempDir {
@@ -382,6 +459,71 @@ TEST(CudaBackend, TimesLaunchesWithEvents) {
   EXPECT_GT(us, 0.0);
   EXPECT_LT(us, 1e5);
   EXPECT_THROW(backend->time_calls([&](void* stream) { module->launch(dims, checked.params, stream); }, 0), Error);
+}
+
+TEST(CudaBackend, KernelLaunchIsCapturedIntoAGraphAndReplays) {
+  if (!cuda_available()) GTEST_SKIP() << "SKIPPED: no usable GPU";
+  auto rng = seeded_rng();
+  RuntimeOptions options;
+  options.backend = BackendKind::cuda;
+  options.disk_cache = false;
+  Runtime runtime(options);
+  Backend& backend = runtime_backend(runtime);
+  const Spec spec = parse_spec(kSpecs[1]);
+  const Kernel kernel = runtime.get(spec, default_config(spec));
+  // Decode sizes (the tuner's graph-timed buckets) and one prefill size: several buckets' modules.
+  const std::vector<int64_t> token_counts = {1, int64_t(2 + rng() % 7), int64_t(9 + rng() % 56), 64,
+                                             int64_t(300 + rng() % 700)};
+  std::vector<std::unique_ptr<RopeCase>> cases;
+  for (int64_t tokens : token_counts) {
+    cases.push_back(std::make_unique<RopeCase>(backend, spec, tokens));
+    cases.back()->fill(rng);
+  }
+  backend.synchronize();  // the uploads ran on the legacy stream, which the graph's stream does not wait for
+
+  const CudaDriver& d = cuda_driver();
+  CudaPrimaryContext context(d, backend.properties().ordinal);  // the context the runtime launches in
+  CudaStream stream(d, context.ctx);
+  // Thread-local capture fails on any allocation or synchronization inside Kernel::launch.
+  CudaGraph graph(d, context.ctx, stream.get(), [&] {
+    for (const auto& c : cases) kernel.launch(c->args(), stream.get());
+  });
+  EXPECT_EQ(graph.kernel_node_count(), cases.size());
+  EXPECT_EQ(graph.node_count(), cases.size());
+  // Capture records launches, it does not run them: the inputs are still as uploaded.
+  for (const auto& c : cases) EXPECT_EQ(c->read_q(), c->q_host) << c->tokens << " tokens";
+
+  for (int replay = 0; replay < 2; ++replay) {
+    SCOPED_TRACE("replay " + std::to_string(replay));
+    if (replay > 0) {
+      // The graph holds the buffers' addresses: fresh contents there are what the next replay rotates.
+      for (auto& c : cases) c->fill(rng);
+      backend.synchronize();
+    }
+    graph.launch(stream.get());
+    stream.synchronize();
+    for (const auto& c : cases) c->expect_matches_reference();
+  }
+
+  // Replays time like launches: positive, and one replay of the whole graph is not free.
+  CUevent start = nullptr, stop = nullptr;
+  {
+    CudaContextScope scope(d, context.ctx);
+    d.check(d.cuEventCreate(&start, CU_EVENT_DEFAULT), "cuEventCreate");
+    d.check(d.cuEventCreate(&stop, CU_EVENT_DEFAULT), "cuEventCreate");
+  }
+  const double us = graph.time_replay_us(stream.get(), start, stop);
+  std::printf("[cuda_backend] graph of %zu launches: %.2f us per replay\n", cases.size(), us);
+  EXPECT_GT(us, 0.0);
+  EXPECT_LT(us, 1e5);
+  {
+    CudaContextScope scope(d, context.ctx);
+    d.cuEventDestroy(start);
+    d.cuEventDestroy(stop);
+  }
+
+  // The default stream cannot be captured: refused with a clear error, not a driver crash.
+  EXPECT_THROW(CudaGraph(d, context.ctx, nullptr, [] {}), Error);
 }
 
 TEST(CudaBackend, DriverErrorsNameTheCallAndTheCode) {

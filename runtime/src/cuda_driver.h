@@ -8,8 +8,10 @@
 
 namespace ropejit {
 
-// cuda.h #defines many entry points to versioned names (cuMemAlloc -> cuMemAlloc_v2): members
-// are declared and resolved through those macros, so each is the symbol its prototype belongs to.
+// cuda.h #defines many entry points to versioned names (cuMemAlloc -> cuMemAlloc_v2,
+// cuStreamBeginCapture -> cuStreamBeginCapture_v2, cuGraphInstantiate ->
+// cuGraphInstantiateWithFlags, stream calls through __CUDA_API_PTSZ): members are declared and
+// resolved through those macros, so each is the symbol its prototype belongs to.
 #define ROPEJIT_CU_FUNCTIONS(X)                                                              \
   X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) \
   X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
@@ -17,7 +19,10 @@ namespace ropejit {
   X(cuModuleLoadDataEx) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)           \
   X(cuGetErrorName) X(cuGetErrorString) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)           \
   X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) X(cuEventCreate) X(cuEventRecord)            \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuStreamCreate)            \
+  X(cuStreamSynchronize) X(cuStreamDestroy) X(cuStreamBeginCapture) X(cuStreamEndCapture)    \
+  X(cuGraphInstantiate) X(cuGraphUpload) X(cuGraphLaunch) X(cuGraphGetNodes)                 \
+  X(cuGraphNodeGetType) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 /// The driver entry points, resolved once per process; usable only when `available()`.
 struct CudaDriver {

@@ -1,6 +1,7 @@
 // The GPU Measurer: candidates compiled in parallel on the cuda backend, checked against the
 // default config's output, timed with CUDA events over input sets rotated through more than
-// 4x the L2 size so no launch reads what the previous one left in cache.
+// 4x the L2 size so no launch reads what the previous one left in cache. Decode-size buckets
+// time CUDA-graph replays, so the gaps between tiny launches do not dominate their time.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include "backend.h"
 #include "cos_sin_table.h"
 #include "cuda_driver.h"
+#include "cuda_graph.h"
 #include "device_info.h"
 #include "device_workload.h"
 #include "ropejit/cache.h"
@@ -28,6 +30,9 @@ namespace {
 constexpr int kMaxInputSets = 1 << 20;
 constexpr int kMaxLaunchesPerSample = 64;
 constexpr int64_t kCheckTokens = 1024;
+constexpr int64_t kGraphMaxTokens = kBucketUpperBounds[2];  // decode-size buckets (1, 2-8, 9-64) replay graphs
+constexpr int kGraphLaunches = 20;  // launches per graph, each on its own input set
+constexpr int kMaxGraphs = 16;      // graphs per config, replayed in turn to rotate over more sets
 
 class CudaMeasurer final : public Measurer {
  public:
@@ -44,9 +49,12 @@ class CudaMeasurer final : public Measurer {
     CudaContextScope scope(d_, context_->ctx);
     d_.check(d_.cuEventCreate(&start_, CU_EVENT_DEFAULT), "cuEventCreate");
     d_.check(d_.cuEventCreate(&stop_, CU_EVENT_DEFAULT), "cuEventCreate");
+    graph_stream_ = std::make_unique<CudaStream>(d_, context_->ctx);
   }
 
   ~CudaMeasurer() override {
+    graphs_.clear();
+    graph_stream_.reset();
     timing_.reset();
     checking_.reset();
     try {
@@ -63,6 +71,7 @@ class CudaMeasurer final : public Measurer {
   }
 
   std::vector<Prepared> prepare(const Spec& spec, const std::vector<Config>& configs) override {
+    graphs_.clear();  // they launch the modules and read the workload released below
     timing_.reset();
     checking_.reset();
     spec_ = spec;
@@ -96,6 +105,7 @@ class CudaMeasurer final : public Measurer {
   }
 
   void set_workload(const WorkloadShape& shape) override {
+    graphs_.clear();
     timing_.reset();
     checking_.reset();
     HostWorkload host = make_host_workload(spec_, shape, seed_++);
@@ -111,6 +121,7 @@ class CudaMeasurer final : public Measurer {
                                                  make_host_workload(spec_, check_shape, seed_++), 1);
     reference_ = run_for_check(default_config(spec_));
     next_set_ = 0;
+    graph_timing_ = shape.tokens <= kGraphMaxTokens;
   }
 
   std::string check(const Config& config) override {
@@ -119,10 +130,14 @@ class CudaMeasurer final : public Measurer {
       if (auto why = compare_output_bytes(spec_.dtype, outputs[i].name, outputs[i].bytes, reference_[i].bytes);
           !why.empty())
         return why;
+    // Captured here, not in the first time() call: the tuner sizes sample counts from the
+    // warm-up's cost, which must not include a one-time capture.
+    if (graph_timing_) graphs_for(config);
     return {};
   }
 
   std::vector<double> time(const Config& config, int samples) override {
+    if (graph_timing_) return time_graph_replays(config, samples);
     const LoadedModule& module = module_for(config);
     const KernelParams first = timing_->params(config.vec, table_for(config));
     const LaunchDims dims = launch_dims(spec_, config, timing_->rows(), backend_->sm_count());
@@ -195,6 +210,48 @@ class CudaMeasurer final : public Measurer {
     return c.sincos == SinCosMode::table ? table_.get() : nullptr;
   }
 
+  /// Graphs of one config on the timing workload, replayed in turn.
+  struct GraphRing {
+    std::vector<std::unique_ptr<CudaGraph>> graphs;
+    size_t next = 0;  ///< the graph the next sample replays
+  };
+
+  /// The graphs of `config` on the timing workload, captured on first use: graph g holds
+  /// kGraphLaunches launches on sets g * kGraphLaunches ... (mod the set count), so replaying
+  /// them in turn rotates over up to kMaxGraphs * kGraphLaunches sets.
+  GraphRing& graphs_for(const Config& config) {
+    const std::string name = config_name(config);
+    if (auto it = graphs_.find(name); it != graphs_.end()) return it->second;
+    const LoadedModule& module = module_for(config);
+    const KernelParams first = timing_->params(config.vec, table_for(config));
+    const LaunchDims dims = launch_dims(spec_, config, timing_->rows(), backend_->sm_count());
+    const size_t sets = timing_->set_count();
+    const size_t count = std::clamp<size_t>((sets + kGraphLaunches - 1) / kGraphLaunches, 1, kMaxGraphs);
+    // The sets were uploaded on the legacy stream, which a non-blocking stream does not wait for.
+    backend_->synchronize();
+    CUstream stream = graph_stream_->get();
+    GraphRing ring;
+    for (size_t g = 0; g < count; ++g)
+      ring.graphs.push_back(std::make_unique<CudaGraph>(d_, context_->ctx, stream, [&] {
+        for (int i = 0; i < kGraphLaunches; ++i)
+          module.launch(dims, timing_->params_of_set(first, (g * kGraphLaunches + size_t(i)) % sets), stream);
+      }));
+    return graphs_.emplace(name, std::move(ring)).first->second;
+  }
+
+  /// `samples` replays, one graph each in turn; per-launch time = replay time / launches.
+  std::vector<double> time_graph_replays(const Config& config, int samples) {
+    GraphRing& ring = graphs_for(config);
+    CUstream stream = graph_stream_->get();
+    std::vector<double> us;
+    us.reserve(size_t(std::max(samples, 0)));
+    for (int s = 0; s < samples; ++s) {
+      us.push_back(ring.graphs[ring.next]->time_replay_us(stream, start_, stop_) / kGraphLaunches);
+      ring.next = (ring.next + 1) % ring.graphs.size();
+    }
+    return us;
+  }
+
   /// One launch on the check workload's fresh inputs (outputs poisoned first), read back.
   std::vector<HostTensor> run_for_check(const Config& config) {
     checking_->reset_first_set();
@@ -211,12 +268,15 @@ class CudaMeasurer final : public Measurer {
   DeviceMetadata metadata_;
   std::unique_ptr<CudaPrimaryContext> context_;
   CUevent start_ = nullptr, stop_ = nullptr;
+  std::unique_ptr<CudaStream> graph_stream_;  // graphs are captured and replayed on it
   Spec spec_;
   std::map<std::string, std::shared_ptr<LoadedModule>> modules_;
   std::shared_ptr<DeviceTable> table_;
   uint64_t seed_ = 0x5eed;
   std::unique_ptr<DeviceWorkload> timing_, checking_;
   size_t next_set_ = 0;
+  bool graph_timing_ = false;  // this workload is decode-size: time graph replays
+  std::map<std::string, GraphRing> graphs_;  // by config name
   std::vector<HostTensor> reference_;
   double copy_gbps_ = 0.0;
 };
