@@ -51,8 +51,10 @@ if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
   grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$RES/gpu-tests.log" | head -20
 
   echo "== compute-sanitizer memcheck"
-  if command -v compute-sanitizer >/dev/null; then
-    compute-sanitizer --tool memcheck --error-exitcode 3 "$B/bin/ropejit_tests" \
+  sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
+    /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1 || true)
+  if [ -n "$sanitizer" ]; then
+    "$sanitizer" --tool memcheck --error-exitcode 3 "$B/bin/ropejit_tests" \
       --gtest_filter='Backend/Conformance.FusedForms/cuda:Backend/Conformance.StridedSeparateTensors/cuda' \
       > "$RES/memcheck.log" 2>&1 || status=1
     tail -3 "$RES/memcheck.log"
