@@ -80,6 +80,26 @@ struct DeviceBuffer {
 
 /// Launches `module` over `num_tokens` random tokens (random positions) and compares q and k
 /// with the float64 reference; returns the checked params' launch for timing.
+// Compares q and k read back after a launch with the float64 reference of the same inputs.
+void expect_qk_match_reference(const Spec& spec, int64_t tokens, const std::vector<uint8_t>& q_in,
+                               const std::vector<uint8_t>& k_in, const std::vector<int64_t>& positions,
+                               const std::vector<uint8_t>& q_out, const std::vector<uint8_t>& k_out) {
+  ref::RefProblem problem;
+  problem.num_tokens = tokens;
+  problem.q.data = q_in.data();
+  problem.k.data = k_in.data();
+  problem.positions = positions;
+  const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
+  for (const auto& [name, actual] : {std::pair{"q", q_out.data()}, std::pair{"k", k_out.data()}}) {
+    const ref::RefTensor* tensor = expected.find(name);
+    ASSERT_NE(tensor, nullptr) << name;
+    ref::ActualTensor got;
+    got.data = actual;
+    const ref::CheckResult result = ref::compare(spec, *tensor, got);
+    EXPECT_TRUE(result.ok()) << spec.name << " " << tokens << " tokens, " << name << ": " << result.summary();
+  }
+}
+
 void launch_and_check(Backend& backend, const LoadedModule& module, const Compiled& c, int64_t num_tokens,
                       std::mt19937_64& rng) {
   const Spec& spec = c.spec;
@@ -117,20 +137,7 @@ void launch_and_check(Backend& backend, const LoadedModule& module, const Compil
   backend.copy_to_host(q_out.data(), q.ptr, q_out.size());
   backend.copy_to_host(k_out.data(), k.ptr, k_out.size());
 
-  ref::RefProblem problem;
-  problem.num_tokens = num_tokens;
-  problem.q.data = q_host.data();
-  problem.k.data = k_host.data();
-  problem.positions = positions;
-  const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
-  for (const auto& [name, actual] : {std::pair{"q", q_out.data()}, std::pair{"k", k_out.data()}}) {
-    const ref::RefTensor* tensor = expected.find(name);
-    ASSERT_NE(tensor, nullptr) << name;
-    ref::ActualTensor got;
-    got.data = actual;
-    const ref::CheckResult result = ref::compare(spec, *tensor, got);
-    EXPECT_TRUE(result.ok()) << spec.name << " " << name << ": " << result.summary();
-  }
+  expect_qk_match_reference(spec, num_tokens, q_host, k_host, positions, q_out, k_out);
 }
 
 /// One launch's random q, k (in place) and int64 positions in backend memory, compared after the
@@ -189,20 +196,7 @@ struct RopeCase {
     std::vector<uint8_t> k_out(k_host.size());
     backend.copy_to_host(k_out.data(), k.ptr, k_out.size());
     std::vector<uint8_t> q_out = read_q();
-    ref::RefProblem problem;
-    problem.num_tokens = tokens;
-    problem.q.data = q_host.data();
-    problem.k.data = k_host.data();
-    problem.positions = positions;
-    const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
-    for (const auto& [name, actual] : {std::pair{"q", q_out.data()}, std::pair{"k", k_out.data()}}) {
-      const ref::RefTensor* tensor = expected.find(name);
-      ASSERT_NE(tensor, nullptr) << name;
-      ref::ActualTensor got;
-      got.data = actual;
-      const ref::CheckResult result = ref::compare(spec, *tensor, got);
-      EXPECT_TRUE(result.ok()) << spec.name << " " << tokens << " tokens, " << name << ": " << result.summary();
-    }
+    expect_qk_match_reference(spec, tokens, q_host, k_host, positions, q_out, k_out);
   }
 };
 
