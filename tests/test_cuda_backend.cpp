@@ -78,8 +78,6 @@ struct DeviceBuffer {
   ~DeviceBuffer() { backend.free(ptr); }
 };
 
-/// Launches `module` over `num_tokens` random tokens (random positions) and compares q and k
-/// with the float64 reference; returns the checked params' launch for timing.
 // Compares q and k read back after a launch with the float64 reference of the same inputs.
 void expect_qk_match_reference(const Spec& spec, int64_t tokens, const std::vector<uint8_t>& q_in,
                                const std::vector<uint8_t>& k_in, const std::vector<int64_t>& positions,
@@ -100,6 +98,8 @@ void expect_qk_match_reference(const Spec& spec, int64_t tokens, const std::vect
   }
 }
 
+/// Launches `module` over `num_tokens` random tokens (random positions) and compares q and k
+/// with the float64 reference; returns the checked params' launch for timing.
 void launch_and_check(Backend& backend, const LoadedModule& module, const Compiled& c, int64_t num_tokens,
                       std::mt19937_64& rng) {
   const Spec& spec = c.spec;
