@@ -2,6 +2,7 @@
 // kernel runs (DESIGN.md §9), for every input/output/positions form.
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -193,4 +194,33 @@ TEST(LaunchArgs, KernelLaunchChecksBeforeRunning) {
   a.batch = 1;
   EXPECT_THROW(kernel.launch(a), Error);
   EXPECT_EQ(s.bytes, before) << "a rejected launch must not write anything";
+}
+
+TEST(LaunchArgs, KernelOutlivesItsRuntime) {
+  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  const Spec spec = ropejit::test::make_spec({});
+  std::vector<uint16_t> q(3 * 8 * 128), k(3 * 2 * 128);
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint16_t>(0x3c00 + (i * 37) % 512);  // bf16 in [1.0, 2.9]
+  for (size_t i = 0; i < k.size(); ++i) k[i] = static_cast<uint16_t>(0xbc00 + (i * 91) % 512);
+  std::vector<int32_t> positions = {5, 700, 4095};
+  auto run = [&](const Kernel& kernel, std::vector<uint16_t> q_copy, std::vector<uint16_t> k_copy) {
+    Args a;
+    a.num_tokens = 3;
+    a.q = q_copy.data();
+    a.k = k_copy.data();
+    a.positions = positions.data();
+    kernel.launch(a);
+    return std::make_pair(q_copy, k_copy);
+  };
+  std::optional<Kernel> kept;
+  std::pair<std::vector<uint16_t>, std::vector<uint16_t>> with_runtime;
+  {
+    RuntimeOptions o;
+    o.backend = BackendKind::host;
+    Runtime runtime(o);
+    kept = runtime.get(spec);
+    with_runtime = run(*kept, q, k);
+  }
+  EXPECT_NE(with_runtime.first, q);  // rotated
+  EXPECT_EQ(run(*kept, q, k), with_runtime);
 }

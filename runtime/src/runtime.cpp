@@ -20,8 +20,10 @@ namespace ropejit {
 
 class KernelImpl {
  public:
+  // First member, so destroyed last: modules and tables release through it, and a Kernel may
+  // outlive the Runtime that made it.
+  std::shared_ptr<Backend> backend;
   Spec spec;
-  Backend* backend = nullptr;
   int sm_count = 1;
   std::array<Config, kNumBuckets> configs;
   std::array<std::shared_ptr<LoadedModule>, kNumBuckets> modules;
@@ -35,7 +37,7 @@ class KernelImpl {
 class RuntimeImpl {
  public:
   RuntimeOptions options;
-  std::unique_ptr<Backend> backend;
+  std::shared_ptr<Backend> backend;
   std::unique_ptr<DiskCache> disk;
   MemoryCache<LoadedModule> modules;
   MemoryCache<DeviceTable> tables;
@@ -104,7 +106,7 @@ std::shared_ptr<const KernelImpl> Runtime::build_kernel(const Spec& spec,
   const auto start = std::chrono::steady_clock::now();
   auto k = std::make_shared<KernelImpl>();
   k->spec = spec;
-  k->backend = impl_->backend.get();
+  k->backend = impl_->backend;
   k->sm_count = impl_->backend->sm_count();
   k->configs = configs;
   for (int b = 0; b < kNumBuckets; ++b) {

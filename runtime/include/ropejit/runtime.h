@@ -64,7 +64,8 @@ class Backend;
 class KernelImpl;
 class RuntimeImpl;
 
-/// A compiled, loaded kernel for one spec (one module per tuned token bucket).
+/// A compiled, loaded kernel for one spec (one module per tuned token bucket). Copies share it;
+/// it keeps its backend alive, so it may outlive the Runtime that made it.
 class Kernel {
  public:
   /// Checks every argument, then launches on `stream` (a CUstream; ignored on host).
