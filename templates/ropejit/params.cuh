@@ -36,4 +36,8 @@ struct KernelParams {
   i64 cos_sin_table_rows;   // rows in cos_sin_table
 };
 
+// The host fills this struct and the device reads it byte for byte: every compiler that
+// includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
+static_assert(sizeof(KernelParams) == 296, "KernelParams layout changed: host and device must agree");
+
 }  // namespace ropejit
