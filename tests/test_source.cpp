@@ -173,3 +173,10 @@ TEST(Config, BytesMovedCountsEveryReadAndWriteOnce) {
   const Spec neox = load_spec_file(ropejit::test::source_dir() + "/specs/gpt-neox-20b.json");
   EXPECT_EQ(bytes_moved(neox, 10, 0, 0), 10 * (2 * 128 * 24 * 2 + 4));
 }
+
+TEST(Source, LaunchOnlyFieldsShareOneSource) {
+  const Spec spec = ropejit::test::make_spec({});
+  Config blocks = default_config(spec), persistent = blocks;
+  persistent.grid = GridMode::persistent;
+  EXPECT_EQ(generate_source(make_plan(spec, blocks)).hash, generate_source(make_plan(spec, persistent)).hash);
+}
