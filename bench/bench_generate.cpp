@@ -1,6 +1,8 @@
 // Generator benchmarks (issue 2): spec parse + validate, spec → source, NVRTC compile per arch.
 #include <benchmark/benchmark.h>
 
+#include "support/repo_paths.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -10,7 +12,7 @@
 namespace {
 
 std::string spec_text(const char* name) {
-  std::ifstream in(std::string(ROPEJIT_SOURCE_DIR) + "/specs/" + name + ".json");
+  std::ifstream in(ropejit::test::source_dir() + "/specs/" + name + ".json");
   std::stringstream ss;
   ss << in.rdbuf();
   return ss.str();

@@ -6,6 +6,8 @@
 // The peer comparison (PyTorch, torch.compile, FlashInfer, copy) is bench/peers.py.
 #include <benchmark/benchmark.h>
 
+#include "support/repo_paths.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -55,7 +57,7 @@ constexpr int64_t kAlign = 256;
 int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
 
 Spec load_variant(const char* spec_file, const char* dtype) {
-  const std::string path = std::string(ROPEJIT_SOURCE_DIR) + "/specs/" + spec_file + ".json";
+  const std::string path = ropejit::test::spec_path(spec_file);
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();

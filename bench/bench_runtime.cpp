@@ -2,6 +2,8 @@
 // backend compile, host backend throughput. GPU-only parts skip with a visible message.
 #include <benchmark/benchmark.h>
 
+#include "support/repo_paths.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -16,7 +18,7 @@
 namespace {
 
 ropejit::Spec load(const char* name) {
-  return ropejit::load_spec_file(std::string(ROPEJIT_SOURCE_DIR) + "/specs/" + name + ".json");
+  return ropejit::load_spec_file(ropejit::test::spec_path(name));
 }
 
 ropejit::Source llama_source() {

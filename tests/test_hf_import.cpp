@@ -5,6 +5,8 @@
 #include <sstream>
 
 #include <gtest/gtest.h>
+
+#include "support/repo_paths.h"
 #include <nlohmann/json.hpp>
 
 #include "hf_import.h"
@@ -192,7 +194,7 @@ TEST(HfImport, InvalidConfigReportsSpecFields) {
 TEST(ShippedSpecs, OnePerModelExactlyAsImported) {
   for (const auto& [key, entry] : models().items()) {
     SCOPED_TRACE(key);
-    const std::string path = std::string(ROPEJIT_SOURCE_DIR) + "/specs/" + key + ".json";
+    const std::string path = ropejit::test::source_dir() + "/specs/" + key + ".json";
     const std::string shipped = read_text(path);
     ASSERT_FALSE(shipped.empty()) << path << " missing: ropejit spec from-hf ... --name " << key;
     Spec imported = spec_from_hf(hf_config(entry), HfImportOptions{key, DType::bf16, std::nullopt});

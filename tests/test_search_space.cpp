@@ -1,6 +1,8 @@
 // The tuner's search space: generation from tunables(), spec pruning, bucket pruning, workloads.
 #include <gtest/gtest.h>
 
+#include "support/repo_paths.h"
+
 #include <algorithm>
 #include <set>
 
@@ -211,7 +213,7 @@ TEST(SearchSpace, WorkloadShapes) {
 
 TEST(SearchSpace, PrunedSpaceOfOneSpecCompilesWithoutSpills) {
   // A few configs across the axes (the whole space is the dry-run's job): NVRTC needs no GPU.
-  const Spec spec = load_spec_file(std::string(ROPEJIT_SOURCE_DIR) + "/specs/llama-3.1-8b.json");
+  const Spec spec = load_spec_file(ropejit::test::source_dir() + "/specs/llama-3.1-8b.json");
   const SearchSpace space = search_space(spec);
   std::vector<Config> sample = {space.configs.front(), space.configs[space.configs.size() / 2], space.configs.back()};
   for (const auto& c : sample) {

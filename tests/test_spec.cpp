@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
+
+#include "support/repo_paths.h"
 #include <nlohmann/json.hpp>
 
 #include "ropejit/spec.h"
@@ -431,7 +433,7 @@ std::string read_text(const std::string& path) {
 }
 
 TEST(SpecSchema, ShippedSchemaMatchesGenerated) {
-  const std::string shipped = read_text(std::string(ROPEJIT_SOURCE_DIR) + "/specs/schema.json");
+  const std::string shipped = read_text(ropejit::test::source_dir() + "/specs/schema.json");
   ASSERT_FALSE(shipped.empty()) << "specs/schema.json missing; run `ropejit spec schema -o specs/schema.json`";
   EXPECT_EQ(shipped, spec_schema_json());
   json schema = json::parse(shipped);
@@ -461,7 +463,7 @@ TEST(SpecCli, ValidateReportsEveryIssueAndFails) {
   bad["num_kv_heads"] = 3;
   bad["rope"]["rope_thta"] = 1e4;
   std::ofstream(bad_path) << bad.dump(2);
-  const std::string good_path = std::string(ROPEJIT_SOURCE_DIR) + "/specs/llama-3.1-8b.json";
+  const std::string good_path = ropejit::test::source_dir() + "/specs/llama-3.1-8b.json";
   auto [bad_status, bad_output] = run_command(cli + " spec validate " + bad_path + " " + good_path);
   EXPECT_NE(bad_status, 0);
   EXPECT_NE(bad_output.find("/num_kv_heads: 3 is not allowed"), std::string::npos) << bad_output;

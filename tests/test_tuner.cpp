@@ -1,6 +1,8 @@
 // The tuning loop against a deterministic cost model (no GPU): it finds the model's optimum,
 // keeps to the budget, refuses wrong outputs and spilling binaries.
 #include <gtest/gtest.h>
+
+#include "support/repo_paths.h"
 #include <sys/wait.h>
 
 #include <cmath>
@@ -363,7 +365,7 @@ std::string run_cli(const std::string& args, int* rc) {
 TEST(TuneCommand, WithoutAGpuTuneFailsClearlyAndDryRunCompilesTheSpace) {
   if (std::string(ROPEJIT_CLI_PATH).empty()) GTEST_SKIP() << "the ropejit command is not built";
   if (cuda_available()) GTEST_SKIP() << "a CUDA device is present: the no-GPU message does not apply";
-  const std::string spec = std::string(ROPEJIT_SOURCE_DIR) + "/specs/llama-3.2-1b.json";
+  const std::string spec = ropejit::test::source_dir() + "/specs/llama-3.2-1b.json";
   int rc = 0;
   const std::string refused = run_cli("tune " + spec, &rc);
   EXPECT_NE(rc, 0);

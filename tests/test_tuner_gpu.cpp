@@ -2,6 +2,8 @@
 // the cuda backend, store the results, and check that get() picks them up. Skips (visibly)
 // without a CUDA device.
 #include <gtest/gtest.h>
+
+#include "support/repo_paths.h"
 #include <unistd.h>
 
 #include <filesystem>
@@ -34,7 +36,7 @@ TEST(TunerGpu, DeviceMetadataDescribesTheOpenedDevice) {
 
 TEST(TunerGpu, TunedConfigsAreAtLeastAsFastAsTheDefaultAndGetUsesThem) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the tuner's GPU tier needs one";
-  const std::string specs_dir = std::string(ROPEJIT_SOURCE_DIR) + "/specs/";
+  const std::string specs_dir = ropejit::test::source_dir() + "/specs/";
   const std::vector<Spec> specs = {load_spec_file(specs_dir + "llama-3.1-8b.json"),
                                    load_spec_file(specs_dir + "qwen2.5-7b.json")};
   auto measurer = make_cuda_measurer();

@@ -25,11 +25,6 @@ nlohmann::json spec_json(const SpecFields& f) {
 
 Spec make_spec(const SpecFields& f) { return parse_spec(spec_json(f).dump()); }
 
-std::string source_dir() {
-  const char* env = std::getenv("ROPEJIT_SOURCE_DIR");
-  return env && *env ? env : ROPEJIT_SOURCE_DIR;
-}
-
 std::vector<std::string> spec_files() {
   std::vector<std::string> out;
   for (const auto& e : std::filesystem::directory_iterator(source_dir() + "/specs"))

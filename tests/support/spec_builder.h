@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropejit/spec.h"
+#include "support/repo_paths.h"
 
 namespace ropejit::test {
 
@@ -33,10 +34,6 @@ nlohmann::json spec_json(const SpecFields& f);
 
 /// parse_spec(spec_json(f)).
 Spec make_spec(const SpecFields& f);
-
-/// The repository root: $ROPEJIT_SOURCE_DIR (a moved tree, e.g. on a GPU machine), else the
-/// build's source dir.
-std::string source_dir();
 
 /// Paths of every specs/*.json except schema.json, sorted.
 std::vector<std::string> spec_files();
