@@ -26,6 +26,17 @@ ropejit::Source llama_source() {
   return ropejit::generate_source(ropejit::make_plan(spec, ropejit::default_config(spec)));
 }
 
+// A host-backend runtime, or nullptr after marking the benchmark SKIPPED (built without it).
+std::unique_ptr<ropejit::Runtime> host_runtime_or_skip(benchmark::State& state) {
+  if (!ropejit::host_backend_available()) {
+    state.SkipWithError("SKIPPED: built without the host backend");
+    return nullptr;
+  }
+  ropejit::RuntimeOptions o;
+  o.backend = ropejit::BackendKind::host;
+  return std::make_unique<ropejit::Runtime>(o);
+}
+
 // The lookup a get() of an already-loaded kernel does per module.
 void BM_MemoryCacheHit(benchmark::State& state) {
   ropejit::MemoryCache<int> cache;
@@ -38,13 +49,9 @@ BENCHMARK(BM_MemoryCacheHit)->Unit(benchmark::kNanosecond);
 
 // A whole Runtime::get of a spec whose kernels are loaded: plan + source + hash per bucket.
 void BM_RuntimeGetLoaded(benchmark::State& state) {
-  if (!ropejit::host_backend_available()) {
-    state.SkipWithError("SKIPPED: built without the host backend");
-    return;
-  }
-  ropejit::RuntimeOptions o;
-  o.backend = ropejit::BackendKind::host;
-  ropejit::Runtime runtime(o);
+  const auto runtime_ptr = host_runtime_or_skip(state);
+  if (!runtime_ptr) return;
+  ropejit::Runtime& runtime = *runtime_ptr;
   const ropejit::Spec spec = load("llama-3.1-8b");
   runtime.get(spec);
   for (auto _ : state) benchmark::DoNotOptimize(runtime.get(spec));
@@ -89,10 +96,7 @@ void BM_DiskCacheHitToLoadedKernelCuda(benchmark::State& state) {
 BENCHMARK(BM_DiskCacheHitToLoadedKernelCuda)->Unit(benchmark::kMillisecond);
 
 void BM_HostCompile(benchmark::State& state) {
-  if (!ropejit::host_backend_available()) {
-    state.SkipWithError("SKIPPED: built without the host backend");
-    return;
-  }
+  if (!host_runtime_or_skip(state)) return;
   const ropejit::Source source = llama_source();
   for (auto _ : state) benchmark::DoNotOptimize(ropejit::HostModule::compile(source.text, source.entry));
 }
@@ -100,13 +104,9 @@ BENCHMARK(BM_HostCompile)->Unit(benchmark::kMillisecond)->Iterations(3)->Repetit
 
 // Host backend throughput on Llama-3.1-8B (bf16, 32/8 heads), in-place q/k rotation.
 void BM_HostThroughput(benchmark::State& state) {
-  if (!ropejit::host_backend_available()) {
-    state.SkipWithError("SKIPPED: built without the host backend");
-    return;
-  }
-  ropejit::RuntimeOptions o;
-  o.backend = ropejit::BackendKind::host;
-  ropejit::Runtime runtime(o);
+  const auto runtime_ptr = host_runtime_or_skip(state);
+  if (!runtime_ptr) return;
+  ropejit::Runtime& runtime = *runtime_ptr;
   const ropejit::Spec spec = load("llama-3.1-8b");
   const ropejit::Kernel kernel = runtime.get(spec);
   const int64_t tokens = state.range(0);

@@ -121,6 +121,19 @@ def _form(spec):
             spec["num_kv_heads"], spec["head_dim"])
 
 
+def _split_qkv(b, packed, padded, hq, hkv, d):
+    """q, k, v views of one buffer set; packed forms get the bias added first (in place when the
+    output is the packed buffer itself, into a copy for the padded scatter)."""
+    if not packed:
+        return b["q"], b["k"], b.get("v")
+    if padded:
+        x = (b["qkv"] + b["bias"]).view(-1, hq + 2 * hkv, d)
+    else:
+        b["qkv"].add_(b["bias"])
+        x = b["qkv"].view(-1, hq + 2 * hkv, d)
+    return x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
+
+
 def make_torch_rope(spec, cos_half, sin_half):
     """The HF-style function of a spec: f(b, seq_of, seq_index) on one set's tensors, any T."""
     dt = TORCH_DTYPE[spec["dtype"]]
@@ -143,15 +156,7 @@ def make_torch_rope(spec, cos_half, sin_half):
         pos = b["positions64"]
         cos = cos_full[pos].unsqueeze(1).to(dt)
         sin = sin_full[pos].unsqueeze(1).to(dt)
-        if packed:
-            if padded:
-                x = (b["qkv"] + b["bias"]).view(-1, hq + 2 * hkv, d)
-            else:
-                b["qkv"].add_(b["bias"])
-                x = b["qkv"].view(-1, hq + 2 * hkv, d)
-            q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
-        else:
-            q, k, v = b["q"], b["k"], b.get("v")
+        q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
         q_rot = q[..., :rd] * cos + rotate_half(q[..., :rd]) * sin
         k_rot = k[..., :rd] * cos + rotate_half(k[..., :rd]) * sin
         if padded:
@@ -199,15 +204,7 @@ def make_flashinfer(kind, flashinfer, spec, cos_half, sin_half):
                 old_context_len=rope_cfg["original_max_position_embeddings"])
 
     def fn(b, seq_of, seq_index):
-        if packed:
-            if padded:
-                x = (b["qkv"] + b["bias"]).view(-1, hq + 2 * hkv, d)
-            else:
-                b["qkv"].add_(b["bias"])
-                x = b["qkv"].view(-1, hq + 2 * hkv, d)
-            q, k, v = x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
-        else:
-            q, k, v = b["q"], b["k"], b.get("v")
+        q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
         rotate(q, k, b)
         if padded:
             for name, src in (("q_out", q), ("k_out", k), ("v_out", v)):

@@ -21,6 +21,10 @@ Config config_option(const Spec& spec, const std::string& value) {
   return config_from_json(text);
 }
 
+Kernel kernel_option(Runtime& runtime, const Spec& spec, const std::string& config) {
+  return config.empty() ? runtime.get(spec) : runtime.get(spec, config_option(spec, config));
+}
+
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
   std::string item;

@@ -1,9 +1,13 @@
 #pragma once
 // Small helpers shared by the cli/cmd_*.cpp files.
+#include <optional>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "ropejit/config.h"
+#include "ropejit/runtime.h"
 
 namespace ropejit::cli {
 
@@ -15,5 +19,18 @@ std::vector<std::string> split_list(const std::string& text);
 
 /// Reads a whole file (Error io_error naming the path).
 std::string read_file(const std::string& path);
+
+/// The enum value a flag names; nullopt for an empty value; otherwise Error(invalid_argument)
+/// naming the flag, the value and the allowed names of the enum's one table.
+template <class E>
+std::optional<E> enum_option(const std::string& flag, const std::string& value) {
+  if (value.empty()) return std::nullopt;
+  if (auto e = enum_from_string<E>(value)) return e;
+  throw Error(Status::invalid_argument,
+              fmt::format("{} {} is not allowed: must be one of {}", flag, value, allowed_names<E>()));
+}
+
+/// The kernel for `--config` (empty: tuned or heuristic configs).
+Kernel kernel_option(Runtime& runtime, const Spec& spec, const std::string& config);
 
 }  // namespace ropejit::cli

@@ -21,13 +21,8 @@ struct BenchOptions {
 };
 
 void bench(const BenchOptions& o) {
-  const auto backend = ropejit::enum_from_string<ropejit::BackendKind>(o.backend);
-  if (!backend)
-    throw ropejit::Error(ropejit::Status::invalid_argument,
-                         fmt::format("--backend {} is not allowed: must be one of {}", o.backend,
-                                     ropejit::allowed_names<ropejit::BackendKind>()));
   ropejit::RuntimeOptions ro;
-  ro.backend = *backend;
+  ro.backend = ropejit::cli::enum_option<ropejit::BackendKind>("--backend", o.backend).value_or(ro.backend);
   ropejit::Runtime runtime(ro);
   const bool host = runtime.backend() == "host";
   nlohmann::json rows = nlohmann::json::array();
@@ -40,8 +35,7 @@ void bench(const BenchOptions& o) {
   bool all_ok = true;
   for (const auto& path : o.specs) {
     const ropejit::Spec spec = ropejit::load_spec_file(path);
-    const ropejit::Kernel kernel =
-        o.config.empty() ? runtime.get(spec) : runtime.get(spec, ropejit::cli::config_option(spec, o.config));
+    const ropejit::Kernel kernel = ropejit::cli::kernel_option(runtime, spec, o.config);
     for (const auto& item : ropejit::cli::split_list(o.tokens)) {
       ropejit::check::CaseOptions co;
       co.tokens = std::stoll(item);

@@ -9,6 +9,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
 #include "command_registry.h"
 #include "ropejit/error.h"
 #include "ropejit/freqs.h"
@@ -43,12 +44,7 @@ struct FreqsReport {
 FreqsReport build_report(const FreqsOptions& options) {
   FreqsReport report;
   report.spec = ropejit::load_spec_file(options.spec_path);
-  auto mode = ropejit::enum_from_string<FreqMode>(options.mode);
-  if (!mode)
-    throw ropejit::Error(ropejit::Status::invalid_argument,
-                         fmt::format("--mode: '{}' is not allowed: must be one of {}", options.mode,
-                                     ropejit::allowed_names<FreqMode>()));
-  report.mode = *mode;
+  report.mode = ropejit::cli::enum_option<FreqMode>("--mode", options.mode).value_or(FreqMode::hf_fp32);
   report.length = options.length;
   if (options.length && *options.length < 1)
     throw ropejit::Error(ropejit::Status::invalid_argument,

@@ -30,20 +30,14 @@ struct RunOptions {
 
 int run(const RunOptions& o) {
   const ropejit::Spec spec = ropejit::load_spec_file(o.spec_path);
-  const auto backend = ropejit::enum_from_string<ropejit::BackendKind>(o.backend);
-  if (!backend)
-    throw ropejit::Error(ropejit::Status::invalid_argument,
-                         fmt::format("--backend {} is not allowed: must be one of {}", o.backend,
-                                     ropejit::allowed_names<ropejit::BackendKind>()));
   ropejit::RuntimeOptions ro;
-  ro.backend = *backend;
+  ro.backend = ropejit::cli::enum_option<ropejit::BackendKind>("--backend", o.backend).value_or(ro.backend);
   ro.arch = o.arch;
   ro.cache_dir = o.cache_dir;
   ropejit::Runtime runtime(ro);
 
   const auto start = std::chrono::steady_clock::now();
-  const ropejit::Kernel kernel =
-      o.config.empty() ? runtime.get(spec) : runtime.get(spec, ropejit::cli::config_option(spec, o.config));
+  const ropejit::Kernel kernel = ropejit::cli::kernel_option(runtime, spec, o.config);
   const double get_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 
   ropejit::check::CaseOptions co;

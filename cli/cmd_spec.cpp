@@ -26,15 +26,6 @@ void write_output(const std::string& path, const std::string& text) {
   if (!file) throw Error(Status::io_error, fmt::format("cannot write {}", path));
 }
 
-template <class E>
-std::optional<E> parse_choice(const std::string& flag, const std::string& value) {
-  if (value.empty()) return std::nullopt;
-  if (auto e = enum_from_string<E>(value)) return e;
-  throw Error(Status::invalid_argument,
-              fmt::format("{}: \"{}\" is not allowed: must be one of {}", flag, value,
-                          allowed_names<E>()));
-}
-
 // Prints OK or every issue of each file; fails when any file is invalid.
 void validate_files(const std::vector<std::string>& files) {
   size_t invalid = 0;
@@ -70,8 +61,8 @@ void from_hf(const FromHfArgs& args) {
   }
   HfImportOptions options;
   options.name = args.name;
-  options.dtype = parse_choice<DType>("--dtype", args.dtype);
-  options.layout = parse_choice<Layout>("--layout", args.layout);
+  options.dtype = enum_option<DType>("--dtype", args.dtype);
+  options.layout = enum_option<Layout>("--layout", args.layout);
   write_output(args.output, pretty_json(spec_from_hf(config, options)));
 }
 

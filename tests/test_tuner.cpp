@@ -342,8 +342,11 @@ TEST(TunerWorkload, EveryIoFormRunsAndConfigsAgreeWithTheDefault) {
       const auto after = w.read_first_set();
       for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i].bytes, before[i].bytes) << after[i].name;
       // A wrong output is caught: one element moved by a large amount.
+      // Flip the top exponent bit of the middle element (little endian: its last byte), so the
+      // change is large whatever the element's value.
       auto broken = candidate[0].bytes;
-      broken[broken.size() / 2 + 1] ^= 0x40;
+      const size_t element_bytes = size_t(dtype_size(spec.dtype));
+      broken[(broken.size() / element_bytes / 2) * element_bytes + element_bytes - 1] ^= 0x40;
       EXPECT_NE(compare_output_bytes(spec.dtype, candidate[0].name, broken, reference[0].bytes), "");
     }
   }

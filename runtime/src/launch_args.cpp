@@ -2,6 +2,7 @@
 #include "launch_args.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 
@@ -38,6 +39,19 @@ void check_null(const void* p, const char* name, const char* why) {
 
 void check_present(const void* p, const char* name, const char* why) {
   if (!p) fail(name, fmt::format("null is not allowed: required {}", why));
+}
+
+// One side's q, k, v pointers: q and k present when `required` (v too when the spec copies
+// it), v null when it does not, each aligned for the kernel's vector accesses.
+void check_qkv(const std::array<const void*, 3>& ptrs, const std::array<const char*, 3>& names, bool required,
+               bool copy_v, int align, const char* why) {
+  if (required) {
+    check_present(ptrs[0], names[0], why);
+    check_present(ptrs[1], names[1], why);
+    if (copy_v) check_present(ptrs[2], names[2], "when the spec copies v (io.copy_v)");
+  }
+  if (!copy_v) check_null(ptrs[2], names[2], "when the spec does not copy v (io.copy_v false)");
+  for (int r = 0; r < 3; ++r) check_aligned(ptrs[r], align, names[r]);
 }
 
 // Token stride: 0 means dense; otherwise at least a row and a multiple of the vector width.
@@ -117,15 +131,8 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
     p.in[kRoleV] = token_major(base ? base + (Hq + Hkv) * D * esize : nullptr, stride, D);
   } else {
     check_null(a.qkv, "qkv", "when the spec's io.input is separate (use q, k, v)");
-    if (any) {
-      check_present(a.q, "q", "when the spec's io.input is separate");
-      check_present(a.k, "k", "when the spec's io.input is separate");
-      if (spec.io.copy_v) check_present(a.v, "v", "when the spec copies v (io.copy_v)");
-    }
-    if (!spec.io.copy_v) check_null(a.v, "v", "when the spec does not copy v (io.copy_v false)");
-    check_aligned(a.q, align, "q");
-    check_aligned(a.k, align, "k");
-    check_aligned(a.v, align, "v");
+    check_qkv({a.q, a.k, a.v}, {"q", "k", "v"}, any, spec.io.copy_v, align,
+              "when the spec's io.input is separate");
     p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, Hq * D, vec, "q_stride"), D);
     p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, Hkv * D, vec, "k_stride"), D);
     p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, Hkv * D, vec, "v_stride"), D);
@@ -170,15 +177,8 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   } else {
     const bool padded = output == OutputForm::padded_bhsd;
     const bool writes = any || padded;
-    if (writes) {
-      check_present(a.q_out, "q_out", "when the spec's io.output is not inplace");
-      check_present(a.k_out, "k_out", "when the spec's io.output is not inplace");
-      if (spec.io.copy_v) check_present(a.v_out, "v_out", "when the spec copies v");
-    }
-    if (!spec.io.copy_v) check_null(a.v_out, "v_out", "when the spec does not copy v (io.copy_v false)");
-    check_aligned(a.q_out, align, "q_out");
-    check_aligned(a.k_out, align, "k_out");
-    check_aligned(a.v_out, align, "v_out");
+    check_qkv({a.q_out, a.k_out, a.v_out}, {"q_out", "k_out", "v_out"}, writes, spec.io.copy_v, align,
+              "when the spec's io.output is not inplace");
     if (padded) {
       require(a.max_seq_len >= 1 && a.max_seq_len <= (1 << 30), "max_seq_len",
               fmt::format("{} is not allowed: must be in [1, 2^30] for padded_bhsd", a.max_seq_len));

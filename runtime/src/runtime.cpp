@@ -1,6 +1,7 @@
 // Runtime and Kernel: spec → plan → source → (memory/disk cache) → loaded module per bucket.
 #include "ropejit/runtime.h"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -24,12 +25,9 @@ class KernelImpl {
   // outlive the Runtime that made it.
   std::shared_ptr<Backend> backend;
   Spec spec;
-  int sm_count = 1;
   std::array<Config, kNumBuckets> configs;
   std::array<std::shared_ptr<LoadedModule>, kNumBuckets> modules;
-  std::vector<std::shared_ptr<DeviceTable>> tables;  // keep cos/sin tables alive
-  std::array<const float*, kNumBuckets> table_ptr{};
-  std::array<int64_t, kNumBuckets> table_rows{};
+  std::array<std::shared_ptr<DeviceTable>, kNumBuckets> tables;  // table-mode buckets only
   bool from_cache = true;
   double load_ms = 0.0;
 };
@@ -107,9 +105,15 @@ std::shared_ptr<const KernelImpl> Runtime::build_kernel(const Spec& spec,
   auto k = std::make_shared<KernelImpl>();
   k->spec = spec;
   k->backend = impl_->backend;
-  k->sm_count = impl_->backend->sm_count();
   k->configs = configs;
   for (int b = 0; b < kNumBuckets; ++b) {
+    // Buckets sharing a config (the usual case) share its module and table.
+    const int same = static_cast<int>(std::find(configs.begin(), configs.begin() + b, configs[b]) - configs.begin());
+    if (same < b) {
+      k->modules[b] = k->modules[same];
+      k->tables[b] = k->tables[same];
+      continue;
+    }
     const Plan plan = make_plan(spec, configs[b]);
     const Source source = generate_source(plan);
     const MemoryCacheKey key{source.hash, impl_->backend->name(), impl_->backend->arch()};
@@ -121,10 +125,7 @@ std::shared_ptr<const KernelImpl> Runtime::build_kernel(const Spec& spec,
     if (created && !k->modules[b]->from_disk_cache()) k->from_cache = false;
     if (configs[b].sincos == SinCosMode::table) {
       const MemoryCacheKey table_key{cos_sin_table_hash(plan), impl_->backend->name(), impl_->backend->arch()};
-      auto table = impl_->tables.get_or_create(table_key, [&] { return build_cos_sin_table(plan, *impl_->backend); });
-      k->tables.push_back(table);
-      k->table_ptr[b] = table->data;
-      k->table_rows[b] = table->rows;
+      k->tables[b] = impl_->tables.get_or_create(table_key, [&] { return build_cos_sin_table(plan, *impl_->backend); });
     }
   }
   k->load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
@@ -137,9 +138,11 @@ void Kernel::launch(const Args& args, void* stream) const {
   const Config& config = k.configs[bucket];
   CheckedLaunch checked = check_launch(k.spec, config.vec, args, k.backend->host_memory());
   if (checked.rows == 0) return;
-  checked.params.cos_sin_table = k.table_ptr[bucket];
-  checked.params.cos_sin_table_rows = k.table_rows[bucket];
-  const LaunchDims dims = launch_dims(k.spec, config, checked.rows, k.sm_count);
+  if (const DeviceTable* table = k.tables[bucket].get()) {
+    checked.params.cos_sin_table = table->data;
+    checked.params.cos_sin_table_rows = table->rows;
+  }
+  const LaunchDims dims = launch_dims(k.spec, config, checked.rows, k.backend->sm_count());
   k.modules[bucket]->launch(dims, checked.params, stream);
 }
 
