@@ -1,7 +1,7 @@
 """The issue-6 shapes, random problems and an independent float64 numpy reference for
 bench/peers.py.
 
-The reference is written from ../shared/ROPE_REFERENCE.md (HF v5 semantics): inv_freq in HF's
+The reference is written from docs/rope-math.md (HF v5 semantics): inv_freq in HF's
 float32 steps (each step one float64 operation rounded to float32, pow correctly rounded), the
 angle as HF's float32 product float32(p) * inv_freq (or the exact product for angle "exact"),
 cos/sin and the rotation in float64. It shares no code with ropejit.

@@ -1,4 +1,4 @@
-// Frequency math: HF golden tables for every conformance model, ROPE_REFERENCE check values,
+// Frequency math: HF golden tables for every conformance model, docs/rope-math.md check values,
 // dynamic NTK, NTK alpha, linear, float64 vs hf_fp32, and the LongRoPE switch.
 #include <algorithm>
 #include <array>
@@ -15,6 +15,7 @@
 
 #include "hf_import.h"
 #include "ropejit/freqs.h"
+#include "support/repo_paths.h"
 
 namespace ropejit {
 namespace {
@@ -30,12 +31,12 @@ json load_json(const std::string& path) {
 }
 
 const json& golden() {
-  static const json j = load_json(std::string(ROPEJIT_SHARED_DIR) + "/conformance/hf_golden.json");
+  static const json j = load_json(test::data_path("conformance/hf_golden.json"));
   return j;
 }
 
 const json& models() {
-  static const json j = load_json(std::string(ROPEJIT_SHARED_DIR) + "/conformance/models.json");
+  static const json j = load_json(test::data_path("conformance/models.json"));
   return j;
 }
 
@@ -176,7 +177,7 @@ TEST(Freqs, GoldenCoversEveryModel) {
     EXPECT_TRUE(models().contains(it.key())) << it.key();
 }
 
-// ---------------------------------------------------------------- ROPE_REFERENCE check values
+// ---------------------------------------------------------------- docs/rope-math.md check values
 
 TEST(Freqs, QwenYarnCheckValues) {
   Spec spec = make_spec(128, 1e6, 131072);

@@ -31,12 +31,12 @@ std::string read_text(const std::string& path) {
 }
 
 const json& models() {
-  static const json m = load_json(std::string(ROPEJIT_SHARED_DIR) + "/conformance/models.json");
+  static const json m = load_json(test::data_path("conformance/models.json"));
   return m;
 }
 
 const json& golden() {
-  static const json g = load_json(std::string(ROPEJIT_SHARED_DIR) + "/conformance/hf_golden.json");
+  static const json g = load_json(test::data_path("conformance/hf_golden.json"));
   return g;
 }
 

@@ -1,5 +1,5 @@
 // Launch argument checks: every bad argument is a named invalid_argument error before any
-// kernel runs (DESIGN.md §9), for every input/output/positions form.
+// kernel runs (docs/architecture.md §9), for every input/output/positions form.
 #include <cstdint>
 #include <functional>
 #include <optional>

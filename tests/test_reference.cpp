@@ -15,6 +15,7 @@
 #include "support/fp_convert.h"
 #include "support/reference.h"
 #include "support/ref_test_util.h"
+#include "support/repo_paths.h"
 
 using namespace ropejit;
 using namespace ropejit::ref;
@@ -26,7 +27,7 @@ namespace {
 // ---------------------------------------------------------------- helpers
 
 json read_json(const std::string& name) {
-  std::ifstream in(std::string(ROPEJIT_SHARED_DIR) + "/conformance/" + name);
+  std::ifstream in(ropejit::test::data_path("conformance/" + name));
   if (!in) throw std::runtime_error("cannot read conformance/" + name);
   return json::parse(in);
 }

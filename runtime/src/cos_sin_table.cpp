@@ -1,4 +1,4 @@
-// fp32 cos/sin tables for the `table` sin/cos mode (never fp16/bf16: ROPE_REFERENCE.md pitfalls).
+// fp32 cos/sin tables for the `table` sin/cos mode (never fp16/bf16: docs/rope-math.md §9).
 #include "cos_sin_table.h"
 
 #include <algorithm>

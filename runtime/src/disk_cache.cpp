@@ -1,4 +1,5 @@
-// Disk cache: content-addressed entry files, atomic publish, LRU by mtime (DESIGN.md §7).
+// Disk cache: content-addressed entry files, atomic publish, LRU by mtime
+// (docs/architecture.md §7).
 #include "ropejit/cache.h"
 
 #include <dirent.h>

@@ -1,4 +1,4 @@
-// Launch argument checks (DESIGN.md §9): bad input never reaches a kernel.
+// Launch argument checks (docs/architecture.md §9): bad input never reaches a kernel.
 #include "launch_args.h"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 #pragma once
-// In-memory cache of loaded kernels (DESIGN.md §7): (source hash, backend, arch) → shared_ptr<T>.
+// In-memory cache of loaded kernels (docs/architecture.md §7):
+// (source hash, backend, arch) → shared_ptr<T>.
 // A hit is a shared-locked hash lookup; concurrent requesters of one missing key run the
 // factory once and the others wait for its result.
 #include <atomic>

@@ -32,7 +32,7 @@ struct KernelParams {
   double dynamic_log2_base; // dynamic NTK: log2(float(b')) for this launch's length
   int use_dynamic_base;     // dynamic NTK: 1 when the length passed M (else the baked table)
   int use_long_table;       // longrope: 1 selects the long table
-  const float* cos_sin_table;  // SinCosMode::table: [max_pos][d/2] cos then sin, or null
+  const float* cos_sin_table;  // SinCosMode::table: [rows][d] (d/2 cos, then d/2 sin), or null
   i64 cos_sin_table_rows;   // rows in cos_sin_table
 };
 

@@ -1,6 +1,7 @@
 #pragma once
-// The RoPE kernel body (DESIGN.md §4-5). A generated source defines a Traits struct of
-// constexpr values and the baked inv_freq tables, then calls rope_kernel<Traits>.
+// The RoPE kernel body (docs/architecture.md §5; the math: docs/rope-math.md §5-6, §10).
+// A generated source defines a Traits struct of constexpr values and the baked inv_freq
+// tables, then calls rope_kernel<Traits>.
 //
 // Work decomposition: one "row" is a token (token-major output) or a (sequence, slot) of the
 // padded output. Per row, heads [0, Hq) are q, [Hq, Hq+Hkv) are k, then Hkv v heads when v is

@@ -1,11 +1,26 @@
 #!/usr/bin/env bash
-# Installs the built tree into a temporary prefix and builds + runs a find_package consumer.
+# Installs the built tree into a temporary prefix, builds + runs a find_package consumer, and
+# compiles the source it emits against the installed headers only (NVRTC; nvcc too if present).
+# Usage: check_install.sh BUILD_DIR NVRTC_LIBRARY CUDA_INCLUDE_DIR
 set -euo pipefail
 build_dir="$1"
+nvrtc_library="$2"
+cuda_include="$3"
 source_dir="$(cd "$(dirname "$0")" && pwd)"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 cmake --install "$build_dir" --prefix "$work/prefix" >/dev/null
-cmake -S "$source_dir" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null
+cmake -S "$source_dir" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" \
+  -DNVRTC_LIBRARY="$nvrtc_library" -DCUDA_INCLUDE_DIR="$cuda_include" >/dev/null
 cmake --build "$work/consumer" >/dev/null
-LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/consumer/consumer"
+LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/consumer/consumer" "$work/kernel.cu"
+# Only the install prefix and the CUDA headers: no source tree, no embedded templates.
+"$work/consumer/compile_emitted" "$work/kernel.cu" "$work/prefix/include" "$cuda_include"
+nvcc="$(command -v nvcc || true)"
+[ -z "$nvcc" ] && [ -x "$(dirname "$cuda_include")/bin/nvcc" ] && nvcc="$(dirname "$cuda_include")/bin/nvcc"
+if [ -n "$nvcc" ]; then
+  "$nvcc" -cubin -arch=sm_90 -I"$work/prefix/include" -o "$work/kernel.cubin" "$work/kernel.cu"
+  echo "nvcc: $(stat -c %s "$work/kernel.cubin") bytes of sm_90 CUBIN against the installed headers"
+else
+  echo "nvcc: not found; the NVRTC compile above is the check"
+fi

@@ -1,6 +1,6 @@
 #pragma once
 /// The independent float64 reference of the conformance suite: plain loops written from
-/// ../shared/ROPE_REFERENCE.md. It reads only the Spec struct; it shares no code with
+/// docs/rope-math.md. It reads only the Spec struct; it shares no code with
 /// templates/ or the generator's frequency math, so a bug there cannot hide here.
 ///
 /// Three parts:
@@ -46,7 +46,7 @@ struct RefFreqs {
   bool longrope_long = false;        ///< longrope: the long factors were used (L > O)
 };
 
-/// inv_freq and attention factor of `spec` (ROPE_REFERENCE.md, HF v5 semantics).
+/// inv_freq and attention factor of `spec` (docs/rope-math.md §4, §7; HF v5 semantics).
 /// run_length is L = max(position) + 1 of the launch: dynamic (L' = max(L, M), unless
 /// spec.rope.seq_len fixes L) and longrope (long table when L > O) depend on it; the other
 /// types ignore it. hf_fp32 = true rounds every step to float32 as HF's torch code does (the

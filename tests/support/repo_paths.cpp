@@ -11,4 +11,6 @@ std::string source_dir() {
 
 std::string spec_path(const std::string& name) { return source_dir() + "/specs/" + name + ".json"; }
 
+std::string data_path(const std::string& relative) { return source_dir() + "/tests/data/" + relative; }
+
 }  // namespace ropejit::test

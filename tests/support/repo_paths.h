@@ -11,4 +11,7 @@ std::string source_dir();
 /// source_dir() + "/specs/" + name + ".json".
 std::string spec_path(const std::string& name);
 
+/// source_dir() + "/tests/data/" + relative: test data kept in the repository.
+std::string data_path(const std::string& relative);
+
 }  // namespace ropejit::test

@@ -1,6 +1,6 @@
 #pragma once
-/// Frequency math (ROPE_REFERENCE.md): per-pair inv_freq and the attention factor for every
-/// rope_type, in HF float32 parity or float64.
+/// Frequency math (docs/rope-math.md §4, §7): per-pair inv_freq and the attention factor for
+/// every rope_type, in HF float32 parity or float64.
 #include <array>
 #include <cstdint>
 #include <optional>

@@ -1,5 +1,5 @@
 #pragma once
-/// Plan and Source: the generator stages (DESIGN.md §1).
+/// Plan and Source: the generator stages (docs/architecture.md §1).
 #include <string>
 
 #include "ropejit/config.h"

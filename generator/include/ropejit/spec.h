@@ -1,5 +1,6 @@
 #pragma once
-/// Spec: the validated, canonical description of one RoPE operator (DESIGN.md §1).
+/// Spec: the validated, canonical description of one RoPE operator (docs/spec.md;
+/// its place in the pipeline: docs/architecture.md §1).
 #include <cstdint>
 #include <optional>
 #include <string>

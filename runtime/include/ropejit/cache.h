@@ -1,6 +1,6 @@
 #pragma once
-/// Disk cache of compiled kernels (DESIGN.md §7): content-addressed files, atomic publish,
-/// full key checked on load, LRU bound by size, memory-only fallback when unwritable.
+/// Disk cache of compiled kernels (docs/architecture.md §7): content-addressed files, atomic
+/// publish, full key checked on load, LRU bound by size, memory-only fallback when unwritable.
 #include <atomic>
 #include <cstdint>
 #include <functional>

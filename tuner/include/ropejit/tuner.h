@@ -1,5 +1,5 @@
 #pragma once
-/// The autotuner (DESIGN.md §8, docs/tuning.md): per spec, the pruned search space of
+/// The autotuner (docs/architecture.md §8, docs/tuning.md): per spec, the pruned search space of
 /// tunables(); per token bucket, every candidate checked against the reference output and
 /// timed within a budget, the top few re-measured head to head, the winner stored in the
 /// tuning database. Measuring sits behind the Measurer interface (cuda events on a GPU; a

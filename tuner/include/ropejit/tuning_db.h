@@ -1,6 +1,6 @@
 #pragma once
-/// The tuning database (DESIGN.md §8, docs/tuning.md): per device, the best Config of each
-/// (spec hash, token bucket). One JSON file may carry sections for several devices:
+/// The tuning database (docs/architecture.md §8, docs/tuning.md): per device, the best Config
+/// of each (spec hash, token bucket). One JSON file may carry sections for several devices:
 ///   {"format": 1, "devices": [{"metadata": {...}, "entries": [{...}, ...]}, ...]}
 /// Lookup uses the section whose metadata equals the running device's; other sections are
 /// carried along untouched and never overwritten.
