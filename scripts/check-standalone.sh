@@ -26,6 +26,8 @@ mkdir "$copy"
 git ls-files -co --exclude-standard -z | (cd "$repo" && xargs -0 cp --parents -t "$copy")
 echo "== standalone: configure + build in $copy (alone in its folder: $(ls "$work"))"
 build="$copy/build"
+# A machine without a toolkit keeps its CUDA wheels in the (ignored) prefix of this checkout.
+export ROPEJIT_CUDA_PREFIX="${ROPEJIT_CUDA_PREFIX:-$repo/.deps/cuda}"
 cmake -S "$copy" -B "$build" -DCMAKE_BUILD_TYPE=Release -DROPEJIT_BUILD_BENCH=OFF \
   ${ROPEJIT_CMAKE_ARGS:-} >/dev/null
 cmake --build "$build" -j "${ROPEJIT_JOBS:-$(nproc)}" --target ropejit_tests ropejit_cli >/dev/null

@@ -1,13 +1,32 @@
 #!/usr/bin/env bash
-# Installs the Debian packages ropejit builds against (idempotent; apt-get update at most once).
+# Installs what ropejit builds against (idempotent; apt-get update at most once):
+#   1. Debian packages (needs root or sudo);
+#   2. only where no CUDA toolkit is found ($CUDA_HOME, default /usr/local/cuda, lacking
+#      include/nvrtc.h or libnvrtc): NVRTC and the CUDA headers from the PyPI wheels, with the
+#      system's pip, into the project-local prefix ${ROPEJIT_CUDA_PREFIX:-<repo>/.deps/cuda},
+#      where CMake (cmake/RopejitCuda.cmake) finds them. See docs/install.md.
 set -euo pipefail
+repo="$(cd "$(dirname "$0")/.." && pwd)"
 
 CUDA_HOME="${CUDA_HOME:-/usr/local/cuda}"
-if [ ! -f "$CUDA_HOME/include/nvrtc.h" ]; then
-  echo "error: the CUDA toolkit was not found at $CUDA_HOME (need include/nvrtc.h and lib64/libnvrtc.so)." >&2
-  echo "       Install CUDA 12.x/13.x there or set CUDA_HOME." >&2
-  exit 1
-fi
+CUDA_PREFIX="${ROPEJIT_CUDA_PREFIX:-$repo/.deps/cuda}"
+# CUDA 13.0, the release ropejit is developed and tested with (the component versions of the
+# CUDA 13.0 toolkit on the development machine); the oldest 13.x asks the least of the driver.
+# nvrtc: libnvrtc + builtins + nvrtc.h; runtime: cuda.h (driver API types), cuda_fp16.h,
+# cuda_bf16.h; cccl (nv/target) and crt (crt/host_defines.h) complete those fp16/bf16 headers
+# for a host compiler. Override with a space-separated list in ROPEJIT_CUDA_WHEELS.
+read -r -a CUDA_WHEELS <<<"${ROPEJIT_CUDA_WHEELS:-nvidia-cuda-nvrtc==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85 nvidia-cuda-crt==13.0.88}"
+
+have_toolkit() {
+  [ -f "$CUDA_HOME/include/nvrtc.h" ] || return 1
+  local d
+  for d in lib64 lib; do
+    compgen -G "$CUDA_HOME/$d/libnvrtc.so*" >/dev/null && return 0
+  done
+  return 1
+}
+need_wheels=0
+have_toolkit || need_wheels=1
 
 PACKAGES=(
   cmake g++ make ninja-build pkg-config
@@ -15,6 +34,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   llvm-19-dev libclang-cpp19-dev libclang-19-dev clang-19
 )
+# pip from Debian, never a user's or pyenv's: it installs with --target, outside any environment.
+if [ "$need_wheels" -eq 1 ]; then PACKAGES+=(python3 python3-pip); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -23,13 +44,60 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all ${#PACKAGES[@]} packages present"
+else
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+  echo "setup: Debian packages done"
+fi
+
+if [ "$need_wheels" -eq 0 ]; then
+  echo "setup: CUDA toolkit at $CUDA_HOME"
   exit 0
 fi
 
-SUDO=""
-[ "$(id -u)" -ne 0 ] && SUDO="sudo"
-echo "setup: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
-echo "setup: done"
+# --- no toolkit: NVRTC + CUDA headers from PyPI into the prefix ---
+# Layout: $CUDA_PREFIX/pip (pip install --target: nvidia/cu13/{include,lib}), with
+# $CUDA_PREFIX/include and $CUDA_PREFIX/lib linked to it; .installed lists the wheels.
+stamp="$CUDA_PREFIX/.installed"
+wanted="${CUDA_WHEELS[*]}"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -f "$CUDA_PREFIX/include/nvrtc.h" ] \
+   && [ -f "$CUDA_PREFIX/include/cuda.h" ] && compgen -G "$CUDA_PREFIX/lib/libnvrtc.so.*" >/dev/null; then
+  echo "setup: no CUDA toolkit at $CUDA_HOME; NVRTC + CUDA headers present in $CUDA_PREFIX ($wanted)"
+  exit 0
+fi
+
+echo "setup: no CUDA toolkit at $CUDA_HOME (include/nvrtc.h, lib64/libnvrtc.so*); installing"
+echo "       $wanted"
+echo "       from PyPI into $CUDA_PREFIX (about 100 MB download, 250 MB on disk)"
+PYTHON=/usr/bin/python3
+if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+  echo "error: $PYTHON -m pip does not work; install the Debian package python3-pip" >&2
+  exit 1
+fi
+mkdir -p "$CUDA_PREFIX"
+rm -rf "$CUDA_PREFIX/pip.new" "$stamp"
+# --target: no environment is touched (so no PEP 668 refusal); --no-deps: the wheels have none;
+# --only-binary: never build anything. One command, so the shared nvidia/ folder is merged.
+"$PYTHON" -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
+  --no-deps --only-binary=:all: --no-cache-dir --progress-bar off \
+  --target "$CUDA_PREFIX/pip.new" "${CUDA_WHEELS[@]}"
+
+wheel_dir=""
+for d in "$CUDA_PREFIX"/pip.new/nvidia/cu*; do
+  [ -f "$d/include/nvrtc.h" ] && wheel_dir="${d#"$CUDA_PREFIX/pip.new/"}"
+done
+if [ -z "$wheel_dir" ] || ! compgen -G "$CUDA_PREFIX/pip.new/$wheel_dir/lib/libnvrtc.so.*" >/dev/null \
+   || [ ! -f "$CUDA_PREFIX/pip.new/$wheel_dir/include/cuda.h" ]; then
+  echo "error: the wheels did not provide nvidia/cu*/include/{nvrtc.h,cuda.h} and lib/libnvrtc.so.*" >&2
+  exit 1
+fi
+rm -rf "$CUDA_PREFIX/pip"
+mv "$CUDA_PREFIX/pip.new" "$CUDA_PREFIX/pip"
+ln -sfn "pip/$wheel_dir/include" "$CUDA_PREFIX/include"
+ln -sfn "pip/$wheel_dir/lib" "$CUDA_PREFIX/lib"
+echo "$wanted" >"$stamp"
+echo "setup: NVRTC + CUDA headers installed in $CUDA_PREFIX (include/, lib/ -> pip/$wheel_dir)"

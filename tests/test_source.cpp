@@ -1,10 +1,16 @@
 // Generator: configs, plans and source text.
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <regex>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
+#include "embedded_templates.h"
 #include "ropejit/source.h"
+#include "support/repo_paths.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -36,7 +42,7 @@ TEST(Source, DeterministicForSamePlan) {
     const Source a = generate_source(plan), b = generate_source(make_plan(spec, default_config(spec)));
     EXPECT_EQ(a.text, b.text) << path;
     EXPECT_EQ(a.hash, b.hash) << path;
-    EXPECT_EQ(a.hash, hash_bytes(a.text));
+    EXPECT_EQ(a.hash, hash_bytes(a.text + templates_hash().hex()));
   }
 }
 
@@ -179,4 +185,32 @@ TEST(Source, LaunchOnlyFieldsShareOneSource) {
   Config blocks = default_config(spec), persistent = blocks;
   persistent.grid = GridMode::persistent;
   EXPECT_EQ(generate_source(make_plan(spec, blocks)).hash, generate_source(make_plan(spec, persistent)).hash);
+}
+
+// The cache key covers the templates: the embedded hash is the hash of templates/ as it is on
+// disk, and changing one byte of one header changes it (so every Source hash and disk key).
+TEST(Source, TemplatesHashCoversEveryTemplateByte) {
+  namespace fs = std::filesystem;
+  std::vector<std::pair<std::string, std::string>> files;
+  const fs::path root = fs::path(ropejit::test::source_dir()) / "templates";
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    if (entry.path().extension() != ".cuh") continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::stringstream text;
+    text << in.rdbuf();
+    files.emplace_back(fs::relative(entry.path(), root).generic_string(), text.str());
+  }
+  std::sort(files.begin(), files.end());
+  ASSERT_EQ(files.size(), embedded_templates().size());
+  std::vector<EmbeddedFile> on_disk;
+  for (const auto& [name, text] : files) on_disk.push_back({name, text});
+  EXPECT_EQ(hash_templates(on_disk), templates_hash());
+
+  for (size_t f = 0; f < on_disk.size(); ++f) {
+    std::string edited = files[f].second;
+    edited[edited.size() / 2] ^= 1;
+    std::vector<EmbeddedFile> changed = on_disk;
+    changed[f].text = edited;
+    EXPECT_NE(hash_templates(changed), templates_hash()) << files[f].first;
+  }
 }

@@ -3,6 +3,8 @@
 #include <string_view>
 #include <vector>
 
+#include "ropejit/spec.h"
+
 namespace ropejit {
 
 /// One embedded header: include name ("ropejit/rope.cuh") and its text.
@@ -13,5 +15,9 @@ struct EmbeddedFile {
 
 /// Every header under templates/, sorted by name.
 const std::vector<EmbeddedFile>& embedded_templates();
+
+/// XXH3-128 over the names and contents of `files` (each length-prefixed, so no two sets of
+/// files hash alike by moving bytes across a boundary).
+Hash128 hash_templates(const std::vector<EmbeddedFile>& files);
 
 }  // namespace ropejit

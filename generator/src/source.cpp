@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "embedded_templates.h"
+
 namespace ropejit {
 
 namespace {
@@ -39,6 +41,18 @@ void append_table(std::string& out, const char* name, const std::vector<double>&
 }
 
 }  // namespace
+
+Hash128 hash_templates(const std::vector<EmbeddedFile>& files) {
+  std::string all;
+  for (const EmbeddedFile& f : files)
+    all += fmt::format("{}:{}\n{}:{}\n", f.name.size(), f.name, f.text.size(), f.text);
+  return hash_bytes(all);
+}
+
+Hash128 templates_hash() {
+  static const Hash128 hash = hash_templates(embedded_templates());
+  return hash;
+}
 
 Plan make_plan(const Spec& spec, const Config& config) {
   if (auto problem = config_problem(spec, config))
@@ -90,7 +104,8 @@ Source generate_source(const Plan& plan) {
       c.block_threads, std::max(1, 1024 / c.block_threads), kEntryName, has_long ? "kInvFreqLong" : "kInvFreq");
   Source out;
   out.entry = kEntryName;
-  out.hash = hash_bytes(t);
+  // The text only #includes the templates: hash what they are too.
+  out.hash = hash_bytes(t + templates_hash().hex());
   out.text = std::move(t);
   return out;
 }

@@ -15,7 +15,9 @@ cmake -S "$source_dir" -B "$work/consumer" -DCMAKE_PREFIX_PATH="$work/prefix" \
 cmake --build "$work/consumer" >/dev/null
 LD_LIBRARY_PATH="$work/prefix/lib:${LD_LIBRARY_PATH:-}" "$work/consumer/consumer" "$work/kernel.cu"
 # Only the install prefix and the CUDA headers: no source tree, no embedded templates.
-"$work/consumer/compile_emitted" "$work/kernel.cu" "$work/prefix/include" "$cuda_include"
+# libnvrtc finds its builtins beside itself only when that folder is on the loader path.
+LD_LIBRARY_PATH="$(dirname "$nvrtc_library"):${LD_LIBRARY_PATH:-}" \
+  "$work/consumer/compile_emitted" "$work/kernel.cu" "$work/prefix/include" "$cuda_include"
 nvcc="$(command -v nvcc || true)"
 [ -z "$nvcc" ] && [ -x "$(dirname "$cuda_include")/bin/nvcc" ] && nvcc="$(dirname "$cuda_include")/bin/nvcc"
 if [ -n "$nvcc" ]; then

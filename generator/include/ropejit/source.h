@@ -24,8 +24,12 @@ Plan make_plan(const Spec& spec, const Config& config);
 struct Source {
   std::string text;
   std::string entry;  ///< kernel symbol name
-  Hash128 hash;       ///< XXH3-128 of text
+  Hash128 hash;       ///< XXH3-128 of text and templates_hash(): every byte NVRTC compiles
 };
+
+/// XXH3-128 of every embedded template header the sources include (names and contents), so
+/// a template edited without a version bump changes every Source hash and cache key.
+Hash128 templates_hash();
 
 /// Emits the source of a plan.
 Source generate_source(const Plan& plan);

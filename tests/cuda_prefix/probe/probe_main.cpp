@@ -1,0 +1,2 @@
+int probe_nvrtc();
+int main() { return probe_nvrtc(); }
