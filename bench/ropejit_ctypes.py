@@ -1,49 +1,109 @@
 """ctypes binding of the ropejit C API (runtime/include/ropejit/ropejit.h) for bench/peers.py.
 
 Pointers are plain integers (numpy `ctypes.data` or torch `data_ptr()`); the caller keeps the
-arrays alive while a kernel runs. ropejit_args is mirrored field by field and its size is
-checked against the library's (ropejit_args_init writes struct_size).
+arrays alive while a kernel runs. The structs (ropejit_args, ropejit_runtime_options) are built
+at import time from their declarations in ropejit.h, the one definition of their fields, so
+this file never lists them; Library() then checks each field's offset against the loaded
+library (ropejit_struct_field). Set ROPEJIT_HEADER to read another copy of ropejit.h.
 """
 import ctypes
 import json
+import os
+import re
 
 BACKEND_AUTO, BACKEND_CUDA, BACKEND_HOST = 0, 1, 2
 POSITIONS_INT32, POSITIONS_INT64 = 0, 1
 
+HEADER = os.environ.get("ROPEJIT_HEADER") or os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), "..", "runtime", "include", "ropejit", "ropejit.h")
 
-class RuntimeOptions(ctypes.Structure):
-    """ropejit_runtime_options."""
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("backend", ctypes.c_int),
-        ("cache_dir", ctypes.c_char_p),
-        ("disk_cache", ctypes.c_int),
-        ("tuning_db", ctypes.c_char_p),
-        ("arch", ctypes.c_char_p),
-        ("device", ctypes.c_int),
-    ]
+# C types the two structs use -> ctypes. Pointers are mapped by _ctype; anything else is an
+# error, so a new field type must be added here rather than silently mislaid.
+_SCALARS = {
+    "size_t": ctypes.c_size_t, "int": ctypes.c_int, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64,
+    "ropejit_backend": ctypes.c_int, "ropejit_positions_type": ctypes.c_int,  # C enums: int-sized
+}
 
 
-class Args(ctypes.Structure):
-    """ropejit_args (mirrors ropejit::Args)."""
-    _fields_ = [
-        ("struct_size", ctypes.c_size_t),
-        ("num_tokens", ctypes.c_int64),
-        ("q", ctypes.c_void_p), ("k", ctypes.c_void_p), ("v", ctypes.c_void_p),
-        ("q_stride", ctypes.c_int64), ("k_stride", ctypes.c_int64), ("v_stride", ctypes.c_int64),
-        ("qkv", ctypes.c_void_p),
-        ("qkv_stride", ctypes.c_int64),
-        ("bias", ctypes.c_void_p),
-        ("q_out", ctypes.c_void_p), ("k_out", ctypes.c_void_p), ("v_out", ctypes.c_void_p),
-        ("q_out_stride", ctypes.c_int64), ("k_out_stride", ctypes.c_int64), ("v_out_stride", ctypes.c_int64),
-        ("positions", ctypes.c_void_p),
-        ("positions_type", ctypes.c_int),
-        ("cu_seqlens", ctypes.c_void_p),
-        ("start_pos", ctypes.c_void_p),
-        ("batch", ctypes.c_int),
-        ("max_seq_len", ctypes.c_int),
-        ("seq_len", ctypes.c_int64),
-    ]
+def _ctype(decl, where):
+    """ctypes type of a declared C type ("const int32_t*", "void*", "int64_t")."""
+    decl = " ".join(decl.replace("*", " * ").split())
+    if decl == "const char *":
+        return ctypes.c_char_p
+    if decl.endswith("*"):
+        return ctypes.c_void_p
+    if decl == "void":
+        return None
+    base = decl[len("const "):] if decl.startswith("const ") else decl
+    if base not in _SCALARS:
+        raise ValueError(f"{where}: C type '{decl}' has no ctypes mapping in bench/ropejit_ctypes.py")
+    return _SCALARS[base]
+
+
+def parse_struct(header_text, name):
+    """[(field, ctype)] of `typedef struct name { ... } name;` in declaration order."""
+    m = re.search(r"typedef\s+struct\s+%s\s*\{(.*?)\}\s*%s\s*;" % (name, name), header_text, re.S)
+    if not m:
+        raise ValueError(f"{HEADER}: no 'typedef struct {name} {{ ... }} {name};'")
+    body = re.sub(r"/\*.*?\*/", " ", m.group(1), flags=re.S)
+    body = re.sub(r"//[^\n]*", " ", body)
+    fields = []
+    for decl in (d.strip() for d in body.split(";")):
+        if not decl:
+            continue
+        where = f"{name}: '{decl}'"
+        fn = re.fullmatch(r"(.+?)\(\s*\*\s*(\w+)\s*\)\s*\((.*)\)", decl, re.S)
+        if fn:  # function pointer: ret (*name)(params)
+            params = [re.sub(r"\s*\w+$", "", p.strip()) for p in fn.group(3).split(",") if p.strip()]
+            proto = ctypes.CFUNCTYPE(_ctype(fn.group(1), where), *[_ctype(p, where) for p in params])
+            fields.append((fn.group(2), proto))
+            continue
+        # "type a, b, c": the first name's stars belong to it; a shared type has no stars here.
+        dm = re.fullmatch(r"([\w\s]+?)\s*(\**)\s*(\w+)((?:\s*,\s*\w+)*)", decl)
+        if not dm:
+            raise ValueError(f"{where}: not a field declaration this parser knows")
+        ctype = _ctype(dm.group(1) + dm.group(2), where)
+        fields.append((dm.group(3), ctype))
+        fields += [(n.strip(), ctype) for n in dm.group(4).split(",") if n.strip()]
+    return fields
+
+
+def _struct(header_text, c_name, py_name):
+    return type(py_name, (ctypes.Structure,), {"_fields_": parse_struct(header_text, c_name),
+                                               "__doc__": f"{c_name} (built from ropejit.h)."})
+
+
+with open(HEADER, encoding="utf-8") as _f:
+    _HEADER_TEXT = _f.read()
+RuntimeOptions = _struct(_HEADER_TEXT, "ropejit_runtime_options", "RuntimeOptions")
+Args = _struct(_HEADER_TEXT, "ropejit_args", "Args")
+WarningCallback = dict(RuntimeOptions._fields_)["on_warning"]
+STRUCTS = {"ropejit_args": Args, "ropejit_runtime_options": RuntimeOptions}
+
+
+def layout_mismatches(lib):
+    """Differences between the structs here and the library's (ropejit_struct_field): empty
+    when every field has the same name, order and offset and the sizes agree."""
+    fn = lib.ropejit_struct_field
+    fn.restype, fn.argtypes = ctypes.c_char_p, [ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
+    problems = []
+    for c_name, struct in STRUCTS.items():
+        theirs, offset = [], ctypes.c_size_t()
+        while True:
+            name = lib.ropejit_struct_field(c_name.encode(), len(theirs), ctypes.byref(offset))
+            if name is None:
+                break
+            theirs.append((name.decode(), offset.value))
+        ours = [(f, getattr(struct, f).offset) for f, _ in struct._fields_]
+        for i in range(max(len(ours), len(theirs))):
+            here = ours[i] if i < len(ours) else "nothing"
+            there = theirs[i] if i < len(theirs) else "nothing"
+            if here != there:  # the first difference; the rest usually follows from it
+                problems.append(f"{c_name}: field {i} (name, offset) is {here} here, {there} in the library")
+                break
+        if offset.value != ctypes.sizeof(struct):
+            problems.append(f"{c_name}: {ctypes.sizeof(struct)} bytes here, {offset.value} in the library")
+    return problems
 
 
 class RopejitError(RuntimeError):
@@ -74,11 +134,9 @@ class Library:
             fn = getattr(lib, name)
             fn.restype, fn.argtypes = res, argtypes
         self.lib = lib
-        probe = Args()
-        lib.ropejit_args_init(ctypes.byref(probe))
-        if probe.struct_size != ctypes.sizeof(Args):
-            raise RopejitError(f"ropejit_args is {probe.struct_size} bytes in {path}, "
-                               f"{ctypes.sizeof(Args)} here: update bench/ropejit_ctypes.py")
+        problems = layout_mismatches(lib)
+        if problems:
+            raise RopejitError(f"{path} does not match {HEADER}:\n  " + "\n  ".join(problems))
 
     def check(self, status, what):
         if status != 0:

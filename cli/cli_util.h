@@ -2,6 +2,7 @@
 // Small helpers shared by the cli/cmd_*.cpp files.
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -19,6 +20,20 @@ std::vector<std::string> split_list(const std::string& text);
 
 /// Reads a whole file (Error io_error naming the path).
 std::string read_file(const std::string& path);
+
+/// Writes `bytes` to the file `path` names, or throws Error(io_error) "cannot write PATH: REASON"
+/// (the OS's strerror). A regular file (or a new one) is replaced atomically: written to a temp
+/// file beside it, then renamed over it, so a failure leaves the old file (or none), never a
+/// partial one. Anything else (a symlink, /dev/stdout, a FIFO) is written in place.
+void write_file(const std::string& path, std::string_view bytes);
+
+/// Throws Error(io_error) "WHAT: cannot create files in DIR: REASON" unless a file can be
+/// created in the folder `dir` (a probe file, removed at once). Commands that write late (after
+/// compiling or tuning) call it first, so a wrong path fails before the work, not after.
+void require_writable_folder(const std::string& dir, const std::string& what);
+
+/// The folder a file path is in ("." for a bare name), for require_writable_folder.
+std::string parent_folder(const std::string& path);
 
 /// The enum value a flag names; nullopt for an empty value; otherwise Error(invalid_argument)
 /// naming the flag, the value and the allowed names of the enum's one table.

@@ -1,5 +1,4 @@
 // `ropejit compile spec.json... --arch sm_80,sm_90`: NVRTC compile and resource usage.
-#include <fstream>
 #include <iostream>
 
 #include <fmt/format.h>
@@ -26,6 +25,8 @@ void add_compile_command(CLI::App& app) {
   cmd->add_flag("--ptx", *ptx, "emit PTX instead of CUBIN");
   cmd->add_flag("--json", *json, "machine-readable output");
   cmd->callback([=] {
+    // Before compiling: a wrong folder should fail in a moment, not after every compile.
+    if (!out_dir->empty()) ropejit::cli::require_writable_folder(*out_dir, "--out-dir");
     nlohmann::json rows = nlohmann::json::array();
     if (!*json)
       fmt::print("{:<28} {:<8} {:<26} {:>5} {:>6} {:>6} {:>6} {:>9} {:>8}\n", "spec", "arch", "config", "regs",
@@ -37,9 +38,8 @@ void add_compile_command(CLI::App& app) {
       for (const auto& arch : ropejit::cli::split_list(*archs)) {
         const ropejit::Binary b = ropejit::compile_nvrtc(source, arch, *ptx);
         if (!out_dir->empty())
-          std::ofstream(fmt::format("{}/{}.{}.{}", *out_dir, spec.name, b.arch, b.is_ptx ? "ptx" : "cubin"),
-                        std::ios::binary)
-              << b.image;
+          ropejit::cli::write_file(fmt::format("{}/{}.{}.{}", *out_dir, spec.name, b.arch, b.is_ptx ? "ptx" : "cubin"),
+                                   b.image);
         if (*json) {
           rows.push_back({{"spec", spec.name}, {"file", path}, {"arch", b.arch}, {"ptx", b.is_ptx},
                           {"config", ropejit::config_name(c)}, {"registers", b.registers},

@@ -1,11 +1,11 @@
 // `ropejit db show|merge|export`: read, combine and extract tuning databases.
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "cli_util.h"
 #include "command_registry.h"
 #include "ropejit/error.h"
 #include "ropejit/tuning_db.h"
@@ -71,6 +71,8 @@ void add_db_command(CLI::App& app) {
   merge_cmd->add_option("out", *out, "database to merge into (created when absent)")->required();
   merge_cmd->add_option("inputs", *inputs, "databases to merge from")->required();
   merge_cmd->callback([=] {
+    // Before reading the inputs: a wrong OUT should name itself, not a lock or temp file.
+    ropejit::cli::require_writable_folder(ropejit::cli::parent_folder(*out), fmt::format("tuning database {}", *out));
     ropejit::TuningDbFile combined;
     for (const auto& path : *inputs) ropejit::merge_tuning_db(combined, read_required(path));
     ropejit::merge_tuning_db_into(*out, combined);
@@ -101,8 +103,7 @@ void add_db_command(CLI::App& app) {
       std::cout << text;
       return;
     }
-    std::ofstream f(*output, std::ios::binary | std::ios::trunc);
-    if (!(f << text)) throw Error(Status::io_error, fmt::format("cannot write {}", *output));
+    ropejit::cli::write_file(*output, text);
   });
 }
 

@@ -1,5 +1,4 @@
 // `ropejit emit spec.json [--config ...]`: print the generated CUDA source.
-#include <fstream>
 #include <iostream>
 
 #include "cli_util.h"
@@ -19,11 +18,8 @@ void add_emit_command(CLI::App& app) {
   cmd->callback([=] {
     const ropejit::Spec spec = ropejit::load_spec_file(*spec_path);
     const auto source = ropejit::generate_source(ropejit::make_plan(spec, ropejit::cli::config_option(spec, *config)));
-    if (output->empty()) {
-      std::cout << source.text;
-    } else {
-      std::ofstream(*output, std::ios::binary) << source.text;
-    }
+    if (output->empty()) std::cout << source.text;  // checked at exit (main.cpp)
+    else ropejit::cli::write_file(*output, source.text);
   });
 }
 

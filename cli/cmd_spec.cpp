@@ -21,9 +21,7 @@ void write_output(const std::string& path, const std::string& text) {
     fmt::print("{}", text);
     return;
   }
-  std::ofstream file(path, std::ios::binary);
-  file << text;
-  if (!file) throw Error(Status::io_error, fmt::format("cannot write {}", path));
+  write_file(path, text);
 }
 
 // Prints OK or every issue of each file; fails when any file is invalid.
@@ -52,18 +50,31 @@ struct FromHfArgs {
   std::string config_path, dtype = "bf16", layout, name, output;
 };
 
+// Imports a config.json; warnings (where HF only warns) go to stderr, even when it fails.
 void from_hf(const FromHfArgs& args) {
-  nlohmann::json config;
-  try {
-    config = nlohmann::json::parse(read_file(args.config_path));
-  } catch (const nlohmann::json::exception& e) {
-    throw Error(Status::invalid_spec, fmt::format("{}: {}", args.config_path, e.what()));
-  }
   HfImportOptions options;
   options.name = args.name;
   options.dtype = enum_option<DType>("--dtype", args.dtype);
   options.layout = enum_option<Layout>("--layout", args.layout);
-  write_output(args.output, pretty_json(spec_from_hf(config, options)));
+  nlohmann::json config;
+  try {
+    config = parse_hf_config(read_file(args.config_path));
+  } catch (const SpecError& e) {
+    throw Error(Status::invalid_spec, fmt::format("{}: {}", args.config_path, e.what()), e.field());
+  }
+  std::vector<std::string> warnings;
+  auto print_warnings = [&] {
+    for (const auto& warning : warnings) fmt::print(stderr, "warning: {}\n", warning);
+  };
+  std::string text;
+  try {
+    text = pretty_json(spec_from_hf(config, options, &warnings));
+  } catch (...) {
+    print_warnings();
+    throw;
+  }
+  print_warnings();
+  write_output(args.output, text);
 }
 
 void add_spec_command(CLI::App& app) {

@@ -152,6 +152,14 @@ void print_summary(const std::vector<ropejit::SpecTuneResult>& results, double c
 }
 
 void run_tune(const TuneArgs& a, const std::vector<int64_t>& tokens) {
+  std::string db = a.db;
+  if (db.empty())
+    if (const char* env = std::getenv("ROPEJIT_TUNING_DB")) db = env;
+  // Results are saved after minutes or hours of measuring: a database folder that cannot take
+  // them must fail now. (The save itself reports its own errors too.)
+  if (!db.empty() && !a.no_save)
+    ropejit::cli::require_writable_folder(ropejit::cli::parent_folder(db),
+                                          fmt::format("{} {}", a.db.empty() ? "ROPEJIT_TUNING_DB" : "--db", db));
   std::vector<ropejit::Spec> specs;
   for (const auto& path : a.specs) specs.push_back(ropejit::load_spec_file(path));
   ropejit::CudaMeasurerOptions measurer_options;
@@ -172,9 +180,6 @@ void run_tune(const TuneArgs& a, const std::vector<int64_t>& tokens) {
   const auto results = ropejit::tune(specs, *measurer, options, progress);
   if (terminal) fmt::print(stderr, "\r\033[K");
 
-  std::string db = a.db;
-  if (db.empty())
-    if (const char* env = std::getenv("ROPEJIT_TUNING_DB")) db = env;
   const ropejit::DeviceMetadata device = ropejit::cuda_device_metadata(a.device);
   if (!db.empty() && !a.no_save)
     for (const auto& r : results) ropejit::save_tuning_entries(db, device, r.entries());

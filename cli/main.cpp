@@ -1,6 +1,9 @@
 // The `ropejit` command: validate, emit, compile, run, tune, bench specs.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <iostream>
 
 #include <fmt/core.h>
 
@@ -32,6 +35,24 @@ std::vector<CommandSetup> registered_commands() {
 
 }  // namespace ropejit::cli
 
+namespace {
+
+/// Exit status once a command succeeded: 1 when its standard output could not be written (a
+/// full disk, a closed pipe), which stdio only reports at a flush, after the command returned.
+int finish_stdout() {
+  errno = 0;
+  // std::cout writes through stdout's buffer (sync_with_stdio), so its flush is the write that
+  // fails; errno then holds the reason, unless a write already failed before this flush.
+  const bool ok = std::cout.flush().good() && std::fflush(stdout) == 0 && !std::ferror(stdout);
+  if (ok) return 0;
+  const int err = errno;
+  fmt::print(stderr, "error: cannot write standard output: {}\n",
+             err != 0 ? std::strerror(err) : "an earlier write failed");
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   CLI::App app{"ropejit: JIT kernel generator and autotuner for rotary position embedding"};
   app.set_version_flag("--version", std::string(ropejit::version()));
@@ -49,5 +70,5 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;
   }
-  return 0;
+  return finish_stdout();
 }

@@ -1,7 +1,14 @@
 // Disk cache: round trip, key sensitivity, corrupt entries, unwritable folders, LRU eviction,
-// Binary payloads.
+// Binary payloads; where its warning goes (the sink, else stderr), also from a Runtime.
+#include <memory>
+#include <stdexcept>
+#include <string_view>
+
 #include <gtest/gtest.h>
 
+#include "backend.h"
+#include "host/host_jit.h"
+#include "ropejit/runtime.h"
 #include "support/cache_test_util.h"
 
 using namespace ropejit::cache_test;
@@ -179,13 +186,17 @@ TEST(DiskCache, FolderUnderARegularFileIsMemoryOnlyWithOneWarning) {
 }
 
 TEST(DiskCache, ReadOnlyFolderIsMemoryOnlyWithOneWarning) {
-  if (::geteuid() == 0) {
-    // root ignores mode bits; the regular-file variant above covers this case.
-    GTEST_SKIP() << "running as root: chmod 0555 does not stop writes";
-  }
+  // chmod 0555 does not stop root, but nobody can create files in procfs: root gets
+  // /proc/self, a folder no file can be made in, instead.
   TempDir tmp;
-  ASSERT_EQ(::chmod(tmp.path().c_str(), 0555), 0);
-  for (const std::string& dir : {tmp.path(), tmp.path() + "/sub"}) {
+  std::string read_only = tmp.path();
+  if (::geteuid() == 0) {
+    if (!fs::is_directory("/proc/self")) GTEST_SKIP() << "running as root without /proc: nothing is read-only";
+    read_only = "/proc/self";
+  } else {
+    ASSERT_EQ(::chmod(tmp.path().c_str(), 0555), 0);
+  }
+  for (const std::string& dir : {read_only, read_only + "/sub"}) {
     WarningSink sink;
     DiskCache cache(options_for(dir, &sink));
     EXPECT_FALSE(cache.enabled()) << dir;
@@ -193,8 +204,44 @@ TEST(DiskCache, ReadOnlyFolderIsMemoryOnlyWithOneWarning) {
     EXPECT_FALSE(cache.store(key, "payload"));
     EXPECT_FALSE(cache.store(key, "payload"));
     EXPECT_FALSE(cache.load(key).has_value());
-    EXPECT_EQ(sink.messages->size(), 1u) << dir;
+    ASSERT_EQ(sink.messages->size(), 1u) << dir;
+    EXPECT_NE(sink.messages->front().find(read_only), std::string::npos) << sink.messages->front();
+    // The sink gets the text; the "ropejit: warning: " prefix is the stderr default's.
+    EXPECT_EQ(sink.messages->front().rfind("kernel disk cache disabled (", 0), 0u) << sink.messages->front();
   }
+}
+
+TEST(DiskCache, WithoutASinkTheWarningGoesToStderrOnce) {
+  TempDir tmp;
+  const std::string file = tmp.path() + "/not-a-folder";
+  write_file(file, "x");
+  testing::internal::CaptureStderr();
+  {
+    DiskCache cache(options_for(file + "/cache"));
+    EXPECT_FALSE(cache.store(random_key(), "payload"));
+    EXPECT_FALSE(cache.store(random_key(), "payload"));
+  }
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.rfind("ropejit: warning: kernel disk cache disabled (", 0), 0u) << err;
+  EXPECT_NE(err.find(file), std::string::npos) << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(DiskCache, ASinkThatThrowsCannotFailTheCache) {
+  TempDir tmp;
+  const std::string file = tmp.path() + "/not-a-folder";
+  write_file(file, "x");
+  int calls = 0;
+  DiskCacheOptions o = options_for(file + "/cache");
+  o.warn = [&calls](const std::string&) {
+    ++calls;
+    throw std::runtime_error("sink failure");
+  };
+  std::unique_ptr<DiskCache> cache;
+  ASSERT_NO_THROW(cache = std::make_unique<DiskCache>(o));
+  EXPECT_FALSE(cache->enabled());
+  EXPECT_NO_THROW(EXPECT_FALSE(cache->store(random_key(), "payload")));
+  EXPECT_EQ(calls, 1);
 }
 
 TEST(DiskCache, FolderLostAfterStartDisablesWithOneWarning) {
@@ -389,3 +436,53 @@ TEST(DiskCache, BinaryPayloadRoundTrip) {
   EXPECT_EQ(ropejit::deserialize_binary(*loaded)->image, b.image);
 }
 
+
+// ---- RuntimeOptions::on_warning: a Runtime's warnings reach the caller's sink ----
+
+namespace {
+
+/// RuntimeOptions::on_warning collecting into a vector.
+struct WarningLog {
+  std::shared_ptr<std::vector<std::string>> messages = std::make_shared<std::vector<std::string>>();
+  std::function<void(std::string_view)> fn() {
+    auto m = messages;
+    return [m](std::string_view s) { m->emplace_back(s); };
+  }
+};
+
+}  // namespace
+
+TEST(RuntimeWarnings, MissingTuningDatabaseWarnsTheSinkOnce) {
+  if (!ropejit::host_backend_available()) GTEST_SKIP() << "built without the host backend";
+  TempDir tmp;
+  const std::string db = tmp.path() + "/absent/tuning.json";
+  WarningLog warnings;
+  ropejit::RuntimeOptions o;
+  o.backend = ropejit::BackendKind::host;
+  o.disk_cache = false;
+  o.tuning_db = db;
+  o.on_warning = warnings.fn();
+  testing::internal::CaptureStderr();
+  { ropejit::Runtime runtime(o); }
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_EQ(warnings.messages->size(), 1u) << "stderr: " << err;
+  EXPECT_NE(warnings.messages->front().find(db), std::string::npos) << warnings.messages->front();
+  EXPECT_EQ(err.find("ropejit: warning"), std::string::npos) << "printed although a sink was set: " << err;
+}
+
+TEST(RuntimeWarnings, UnwritableCacheFolderWarnsTheSinkOnce) {
+  // Only the cuda backend has a disk cache (host kernels live in the JIT session).
+  if (!ropejit::cuda_available()) GTEST_SKIP() << "needs a CUDA device: the host backend has no disk cache";
+  TempDir tmp;
+  const std::string file = tmp.path() + "/not-a-folder";
+  write_file(file, "x");  // no folder can be made under a file, as root too
+  WarningLog warnings;
+  ropejit::RuntimeOptions o;
+  o.backend = ropejit::BackendKind::cuda;
+  o.cache_dir = file + "/cache";
+  o.on_warning = warnings.fn();
+  ropejit::Runtime runtime(o);
+  ASSERT_EQ(warnings.messages->size(), 1u);
+  EXPECT_NE(warnings.messages->front().find("memory only"), std::string::npos) << warnings.messages->front();
+  EXPECT_NE(warnings.messages->front().find(file), std::string::npos) << warnings.messages->front();
+}

@@ -15,6 +15,7 @@
 
 #include "hf_import.h"
 #include "ropejit/freqs.h"
+#include "support/reference.h"
 #include "support/repo_paths.h"
 
 namespace ropejit {
@@ -363,6 +364,42 @@ TEST(Freqs, Llama3Counts) {
   spec.rope.high_freq_factor = 4.0;
   spec.rope.original_max_position_embeddings = 8192;
   EXPECT_EQ(*compute_freqs(spec, FreqMode::hf_fp32).llama3_counts, (std::array<int, 3>{15, 3, 14}));
+}
+
+// Llama 4: low_freq_factor == high_freq_factor leaves the smooth band empty (HF only warns).
+TEST(Freqs, Llama3EqualFactorsHaveNoSmoothBand) {
+  Spec spec = make_spec(128, 5e5, 10485760);
+  spec.rope.type = RopeType::llama3;
+  spec.rope.factor = 16.0;
+  spec.rope.low_freq_factor = 1.0;
+  spec.rope.high_freq_factor = 1.0;
+  spec.rope.original_max_position_embeddings = 8192;
+  for (FreqMode mode : {FreqMode::hf_fp32, FreqMode::float64}) {
+    const FreqTable t = compute_freqs(spec, mode);
+    const FreqTable plain = compute_freqs(make_spec(128, 5e5, 10485760), mode);
+    ASSERT_TRUE(t.llama3_counts.has_value());
+    EXPECT_EQ((*t.llama3_counts)[1], 0);
+    EXPECT_EQ((*t.llama3_counts)[0] + (*t.llama3_counts)[2], 64);
+    const ref::RefFreqs r = ref::reference_freqs(spec, 1, mode == FreqMode::hf_fp32);
+    for (int i = 0; i < 64; ++i) {
+      ASSERT_TRUE(std::isfinite(t.inv_freq[i])) << i;
+      const bool low_frequency = 2 * kPi / plain.inv_freq[i] > 8192;
+      expect_close(low_frequency ? plain.inv_freq[i] / 16 : plain.inv_freq[i], t.inv_freq[i], 1e-7, 0,
+                   "pair " + std::to_string(i));
+      expect_close(r.inv_freq[i], t.inv_freq[i], 1e-15, 0, "reference pair " + std::to_string(i));
+    }
+  }
+  // A wavelength exactly on the one edge O/lf = O/hf: kept, no 0/0 (HF's smooth formula is NaN).
+  Spec edge = make_spec(2, 1e4, 1 << 20);  // one pair, inv_freq 1, wavelength float32(2 pi)
+  edge.rope.type = RopeType::llama3;
+  edge.rope.factor = 4.0;
+  edge.rope.low_freq_factor = edge.rope.high_freq_factor =
+      8192.0 / static_cast<double>(static_cast<float>(2 * kPi));
+  edge.rope.original_max_position_embeddings = 8192;
+  const FreqTable t = compute_freqs(edge, FreqMode::hf_fp32);
+  EXPECT_EQ(t.inv_freq[0], 1.0);
+  EXPECT_EQ(*t.llama3_counts, (std::array<int, 3>{1, 0, 0}));
+  EXPECT_EQ(ref::reference_freqs(edge, 1, true).inv_freq[0], 1.0);
 }
 
 // ---------------------------------------------------------------- dynamic, ntk, linear

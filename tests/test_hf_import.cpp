@@ -1,4 +1,5 @@
-// HF config import: every conformance model, v5 rope_parameters, `su`, GLM rope_ratio, and the
+// HF config import: every conformance model, the real configs of tests/data/hf_real, v5
+// rope_parameters, `su`, GLM rope_ratio, the family rules (Falcon, DeepSeek, Llama 4), and the
 // shipped specs/*.json being exactly what the import produces.
 #include <fstream>
 #include <map>
@@ -155,8 +156,8 @@ TEST(HfImport, SuIsLongRopeAndTopLevelOriginalLengthWins) {
 TEST(HfImport, GlmRopeRatioAndHalfRotation) {
   json config = json::parse(R"({
     "model_type": "chatglm", "hidden_size": 4096, "num_attention_heads": 32,
-    "kv_channels": 128, "multi_query_group_num": 2, "seq_length": 131072,
-    "rope_ratio": 500, "add_qkv_bias": true})");
+    "kv_channels": 128, "multi_query_attention": true, "multi_query_group_num": 2,
+    "seq_length": 131072, "rope_ratio": 500, "add_qkv_bias": true})");
   Spec spec = spec_from_hf(config, HfImportOptions{});
   EXPECT_EQ(spec.rope.theta, 5e6);
   EXPECT_EQ(spec.head_dim, 128);
@@ -165,6 +166,12 @@ TEST(HfImport, GlmRopeRatioAndHalfRotation) {
   EXPECT_EQ(spec.layout, Layout::interleaved);
   EXPECT_EQ(spec.max_position_embeddings, 131072);
   EXPECT_TRUE(spec.io.qkv_bias);
+  // ChatGLM reads multi_query_group_num only under multi_query_attention (default false).
+  config.erase("multi_query_attention");
+  std::vector<std::string> warnings;
+  EXPECT_EQ(spec_from_hf(config, HfImportOptions{}, &warnings).num_kv_heads, 32);
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("multi_query_group_num: 2 ignored"), std::string::npos) << warnings[0];
 }
 
 TEST(HfImport, GptNeoxBaseAndPercent) {
@@ -185,10 +192,138 @@ TEST(HfImport, InvalidConfigReportsSpecFields) {
     spec_from_hf(config, HfImportOptions{});
     FAIL() << "expected SpecError";
   } catch (const SpecError& e) {
+    // Named by the config keys, the spec field second; both problems at once.
     ASSERT_EQ(e.issues().size(), 2u) << e.what();
-    EXPECT_EQ(e.issues()[0].pointer, "/num_kv_heads");
-    EXPECT_EQ(e.issues()[1].pointer, "/rope/factor");
+    EXPECT_EQ(e.issues()[0].pointer, "num_key_value_heads");
+    EXPECT_EQ(e.issues()[0].message,
+              "5 is not allowed: must be a divisor of num_attention_heads (32) (spec field /num_kv_heads)");
+    EXPECT_EQ(e.issues()[1].pointer, "rope_scaling.factor");
+    EXPECT_EQ(e.issues()[1].message, "0.5 is not allowed: must be a number >= 1 (spec field /rope/factor)");
+    EXPECT_EQ(e.field(), "num_key_value_heads");
   }
+}
+
+// ---------------------------------------------------------------- real configs (tests/data/hf_real)
+
+Spec import_real(const std::string& file, std::vector<std::string>* warnings = nullptr) {
+  const json config = parse_hf_config(read_text(test::data_path("hf_real/" + file)));
+  return spec_from_hf(config, HfImportOptions{}, warnings);
+}
+
+bool has_warning(const std::vector<std::string>& warnings, const std::string& fragment) {
+  for (const auto& w : warnings)
+    if (w.find(fragment) != std::string::npos) return true;
+  return false;
+}
+
+TEST(HfImportReal, StableLm2UsesItsQkvBias) {
+  Spec spec = import_real("stablelm-2-1_6b.json");
+  EXPECT_EQ(spec.head_dim, 64);
+  EXPECT_EQ(spec.rotary_dim, 16);  // partial_rotary_factor 0.25
+  EXPECT_EQ(spec.num_q_heads, 32);
+  EXPECT_EQ(spec.num_kv_heads, 32);
+  EXPECT_EQ(spec.layout, Layout::neox);
+  EXPECT_EQ(spec.max_position_embeddings, 4096);
+  EXPECT_EQ(spec.rope.theta, 10000.0);
+  EXPECT_TRUE(spec.io.qkv_bias);  // use_qkv_bias, StableLM's name for it
+  EXPECT_EQ(spec.io.input, InputForm::packed_qkv);
+  EXPECT_EQ(spec.io.output, OutputForm::inplace);
+  EXPECT_TRUE(spec.io.copy_v);
+}
+
+TEST(HfImportReal, Falcon7bIsMultiQueryWithDefaultLength) {
+  std::vector<std::string> warnings;
+  Spec spec = import_real("falcon-7b.json", &warnings);
+  EXPECT_EQ(spec.name, "falcon");
+  EXPECT_EQ(spec.head_dim, 64);  // 4544 / 71
+  EXPECT_EQ(spec.num_q_heads, 71);
+  EXPECT_EQ(spec.num_kv_heads, 1);  // multi_query without new_decoder_architecture
+  EXPECT_EQ(spec.max_position_embeddings, 2048);  // FalconConfig's default
+  EXPECT_EQ(spec.rope.type, RopeType::default_);
+  EXPECT_EQ(spec.rope.theta, 10000.0);
+  EXPECT_EQ(spec.layout, Layout::neox);
+  EXPECT_FALSE(spec.io.qkv_bias);
+  EXPECT_TRUE(has_warning(warnings, "num_kv_heads: 71 ignored")) << warnings.size();
+}
+
+TEST(HfImportReal, Falcon40bUsesItsKvHeads) {
+  Spec spec = import_real("falcon-40b.json");
+  EXPECT_EQ(spec.head_dim, 64);  // 8192 / 128
+  EXPECT_EQ(spec.num_q_heads, 128);
+  EXPECT_EQ(spec.num_kv_heads, 8);  // new_decoder_architecture
+  EXPECT_EQ(spec.max_position_embeddings, 2048);
+}
+
+TEST(HfImport, FalconCustomCodeNamesAndAlibi) {
+  json rw7 = json::parse(R"({"model_type": "RefinedWebModel", "hidden_size": 4544, "n_head": 71,
+                             "multi_query": true, "alibi": false})");
+  EXPECT_EQ(spec_from_hf(rw7, HfImportOptions{}).num_kv_heads, 1);
+  json rw40 = json::parse(R"({"model_type": "RefinedWeb", "hidden_size": 8192, "n_head": 128,
+                              "n_head_kv": 8})");
+  EXPECT_EQ(spec_from_hf(rw40, HfImportOptions{}).num_kv_heads, 8);  // n_head_kv: new architecture
+  json plain = json::parse(R"({"model_type": "falcon", "hidden_size": 512, "num_attention_heads": 8,
+                               "multi_query": false, "rope_theta": 50000.0})");
+  Spec spec = spec_from_hf(plain, HfImportOptions{});
+  EXPECT_EQ(spec.num_kv_heads, 8);  // neither MQA nor new architecture: num_kv_heads = heads
+  EXPECT_EQ(spec.rope.theta, 50000.0);
+  plain["alibi"] = true;
+  EXPECT_THROW(spec_from_hf(plain, HfImportOptions{}), SpecError);
+}
+
+TEST(HfImportReal, CommandRRotatesInterleavedPairs) {
+  Spec spec = import_real("c4ai-command-r-v01.json");
+  EXPECT_EQ(spec.layout, Layout::interleaved);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.num_kv_heads, 64);
+  EXPECT_EQ(spec.rope.theta, 8e6);
+  EXPECT_EQ(spec.max_position_embeddings, 8192);
+  json cohere2 = json::parse(R"({"model_type": "cohere2", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "max_position_embeddings": 8192, "rope_theta": 50000})");
+  EXPECT_EQ(spec_from_hf(cohere2, HfImportOptions{}).layout, Layout::interleaved);
+}
+
+TEST(HfImportReal, Llama4ScoutEqualBandFactors) {
+  std::vector<std::string> warnings;
+  Spec spec = import_real("llama-4-scout-17b-16e.json", &warnings);
+  EXPECT_EQ(spec.name, "llama4");
+  EXPECT_EQ(spec.layout, Layout::interleaved);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.num_q_heads, 40);
+  EXPECT_EQ(spec.num_kv_heads, 8);
+  EXPECT_EQ(spec.max_position_embeddings, 10485760);
+  EXPECT_EQ(spec.rope.type, RopeType::llama3);
+  EXPECT_EQ(spec.rope.factor, 16.0);
+  EXPECT_EQ(spec.rope.low_freq_factor, 1.0);
+  EXPECT_EQ(spec.rope.high_freq_factor, 1.0);
+  EXPECT_EQ(spec.rope.original_max_position_embeddings, 8192);
+  EXPECT_FALSE(spec.io.qkv_bias);
+  EXPECT_TRUE(has_warning(warnings, "text_config.rope_scaling.high_freq_factor: equal to low_freq_factor"));
+  // The text model on its own (model_type llama4_text) imports the same.
+  json text = parse_hf_config(read_text(test::data_path("hf_real/llama-4-scout-17b-16e.json")))["text_config"];
+  Spec flat = spec_from_hf(text, HfImportOptions{"llama4", std::nullopt, std::nullopt});
+  EXPECT_EQ(spec_hash(flat), spec_hash(spec));
+}
+
+TEST(HfImport, DeepSeekRopeHeadDimOrder) {
+  json config = json::parse(R"({"model_type": "deepseek_v2", "hidden_size": 5120,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "qk_rope_head_dim": 64,
+    "head_dim": 192, "max_position_embeddings": 163840, "rope_theta": 10000})");
+  EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).head_dim, 64);  // qk_rope_head_dim first
+  config.erase("qk_rope_head_dim");
+  EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).head_dim, 192);  // then head_dim
+  config.erase("head_dim");
+  EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).head_dim, 40);  // then hidden / heads
+}
+
+TEST(HfImport, V5BlockHoldsThetaAndRotaryFraction) {
+  json config = json::parse(R"({"model_type": "stablelm", "hidden_size": 2560,
+    "num_attention_heads": 32, "max_position_embeddings": 4096, "rope_theta": 10000,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 20000, "partial_rotary_factor": 0.5}})");
+  std::vector<std::string> warnings;
+  Spec spec = spec_from_hf(config, HfImportOptions{}, &warnings);
+  EXPECT_EQ(spec.rope.theta, 20000.0);  // the block wins, as in HF v5
+  EXPECT_EQ(spec.rotary_dim, 40);       // 80 * 0.5, from the block
+  EXPECT_TRUE(has_warning(warnings, "rope_theta: 10000 ignored"));
 }
 
 TEST(ShippedSpecs, OnePerModelExactlyAsImported) {

@@ -38,7 +38,7 @@ extern "C" __global__ void __launch_bounds__(256) scale_add(const ropejit::Kerne
   const float* __restrict__ in = static_cast<const float*>(p.in[0].ptr);
   float* __restrict__ out = static_cast<float*>(p.out[0].ptr);
   int* visits = static_cast<int*>(p.out[1].ptr);
-  out[i] = __fmaf_rn(__ldg(in + i), kScale, (float)blockIdx.x);
+  out[i] = fmaf(__ldg(in + i), kScale, (float)blockIdx.x);
   visits[i] += 1;
 }
 )";
@@ -193,7 +193,8 @@ TEST(HostJit, CompilesFromTwoThreadsAtOnce) {
   }
 }
 
-// Shim coverage: 16-byte vector loads, double sin/cos, rounding conversions and bit casts.
+// Shim coverage: 16-byte vector loads and stores, bit casts, and the C math the templates use
+// (rint, fma, exp2, fmaf, __fmul_rn), against the same functions on the host.
 TEST(HostJit, ShimVectorTypesAndMathMatchTheHost) {
   SKIP_WITHOUT_HOST_BACKEND();
   const std::string source = R"(#include "ropejit/params.cuh"
@@ -202,21 +203,20 @@ extern "C" __global__ void vec_rotate(ropejit::KernelParams p) {
   const ropejit::i64 t = (ropejit::i64)blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= p.num_tokens) return;
   const int pos = static_cast<const int*>(p.positions)[t];
-  const float4 x = __ldg(reinterpret_cast<const float4*>(p.in[0].ptr) + t);
+  const uint4 w = __ldg(reinterpret_cast<const uint4*>(p.in[0].ptr) + t);
+  const float x[4] = {__uint_as_float(w.x), __uint_as_float(w.y), __uint_as_float(w.z), __uint_as_float(w.w)};
   float c[2], s[2];
   for (int i = 0; i < 2; ++i) {
-    const double angle = __dmul_rn(__int2double_rn(pos), (double)kInvFreq[i]);
-    c[i] = __double2float_rn(cos(angle));
-    s[i] = __double2float_rn(sin(angle));
+    const float angle = __fmul_rn((float)pos, kInvFreq[i]);
+    const double r = fma(-rint((double)angle), 1.0, (double)angle);  // in [-0.5, 0.5]
+    c[i] = (float)exp2(r);
+    s[i] = (float)exp2(-r);
   }
-  float4 y;
-  y.x = __fmaf_rn(x.x, c[0], -__fmul_rn(x.y, s[0]));
-  y.y = __fmaf_rn(x.y, c[0], __fmul_rn(x.x, s[0]));
-  y.z = __fmaf_rn(x.z, c[1], -__fmul_rn(x.w, s[1]));
-  y.w = __fmaf_rn(x.w, c[1], __fmul_rn(x.z, s[1]));
-  reinterpret_cast<float4*>(p.out[0].ptr)[t] = y;
-  uint2 bits = make_uint2(__float_as_uint(y.x), (unsigned)__float2int_rn(y.y));
-  reinterpret_cast<uint2*>(p.out[1].ptr)[t] = bits;
+  const float y[4] = {fmaf(x[0], c[0], -(x[1] * s[0])), fmaf(x[1], c[0], x[0] * s[0]),
+                      fmaf(x[2], c[1], -(x[3] * s[1])), fmaf(x[3], c[1], x[2] * s[1])};
+  reinterpret_cast<uint4*>(p.out[0].ptr)[t] =
+      make_uint4(__float_as_uint(y[0]), __float_as_uint(y[1]), __float_as_uint(y[2]), __float_as_uint(y[3]));
+  reinterpret_cast<uint2*>(p.out[1].ptr)[t] = make_uint2(__float_as_uint(y[0]), (unsigned)(int)rint((double)y[1]));
 }
 )";
   auto module = HostModule::compile(source, "vec_rotate");
@@ -242,9 +242,10 @@ extern "C" __global__ void vec_rotate(ropejit::KernelParams p) {
   for (long long t = 0; t < n; ++t) {
     float c[2], s[2];
     for (int i = 0; i < 2; ++i) {
-      const double angle = static_cast<double>(positions[t]) * static_cast<double>(inv_freq[i]);
-      c[i] = static_cast<float>(std::cos(angle));
-      s[i] = static_cast<float>(std::sin(angle));
+      const float angle = static_cast<float>(positions[t]) * inv_freq[i];
+      const double r = std::fma(-std::rint(static_cast<double>(angle)), 1.0, static_cast<double>(angle));
+      c[i] = static_cast<float>(std::exp2(r));
+      s[i] = static_cast<float>(std::exp2(-r));
     }
     const float* x = &in[4 * t];
     const float y[4] = {std::fma(x[0], c[0], -(x[1] * s[0])), std::fma(x[1], c[0], x[0] * s[0]),
@@ -253,7 +254,7 @@ extern "C" __global__ void vec_rotate(ropejit::KernelParams p) {
     uint32_t y0_bits;
     std::memcpy(&y0_bits, &y[0], 4);
     ASSERT_EQ(bits[2 * t], y0_bits);
-    ASSERT_EQ(static_cast<int>(bits[2 * t + 1]), static_cast<int>(std::nearbyint(y[1])));
+    ASSERT_EQ(static_cast<int>(bits[2 * t + 1]), static_cast<int>(std::rint(static_cast<double>(y[1]))));
   }
 }
 

@@ -214,3 +214,27 @@ TEST(Source, TemplatesHashCoversEveryTemplateByte) {
     EXPECT_NE(hash_templates(changed), templates_hash()) << files[f].first;
   }
 }
+
+// Found by the spec fuzzer: an odd head_dim left vectors misaligned in every other head, and
+// an explicit dense stride (not a multiple of vec) was refused while 0 was accepted.
+TEST(Config, DefaultVectorDividesTheHeadSoEveryHeadIsAligned) {
+  SpecFields f;
+  f.head_dim = 769;
+  f.rotary_dim = 256;
+  const Spec spec = ropejit::test::make_spec(f);
+  const Config c = default_config(spec);
+  EXPECT_EQ(c.vec, 1);
+  EXPECT_FALSE(config_problem(spec, c));
+  Config wide = c;
+  wide.vec = 8;
+  ASSERT_TRUE(config_problem(spec, wide));
+  EXPECT_NE(config_problem(spec, wide)->find("head_dim 769"), std::string::npos);
+
+  f.layout = "interleaved";
+  try {
+    ropejit::test::make_spec(f);
+    FAIL() << "interleaved with an odd head_dim was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("/head_dim"), std::string::npos) << e.what();
+  }
+}

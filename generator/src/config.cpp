@@ -52,6 +52,10 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
     return fmt::format("vec {} does not divide the rotated half {} (neox)", c.vec, d / 2);
   if (spec.layout == Layout::interleaved && (c.vec < 2 || d % c.vec != 0))
     return fmt::format("vec {} must be even and divide rotary_dim {} (interleaved)", c.vec, d);
+  // Every head starts a vector: otherwise a head's loads are misaligned and the dense row
+  // width is no multiple of vec (the stride check would refuse an explicit dense stride).
+  if (D % c.vec != 0)
+    return fmt::format("vec {} does not divide head_dim {}", c.vec, D);
   if ((rotary_tail_moves(spec) || spec.io.copy_v) && (D - d) % c.vec != 0)
     return fmt::format("vec {} does not divide the pass-through tail {} = head_dim - rotary_dim",
                        c.vec, D - d);

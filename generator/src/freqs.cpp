@@ -1,4 +1,4 @@
-// Frequency math of every rope_type (ROPE_REFERENCE.md), in HF float32 parity or float64.
+// Frequency math of every rope_type (docs/rope-math.md), in HF float32 parity or float64.
 // Each formula is written once as a template on the working type T: float reproduces HF's
 // torch float32 evaluation step by step (python scalars enter float32 ops cast to float),
 // double is the same operation order in double precision.
@@ -177,6 +177,8 @@ void fill_llama3(const Spec& spec, FreqTable& table) {
     } else if (wavelen > low_freq_wavelen) {
       value = value / factor_t;
       ++counts[2];
+    } else if (high_freq_factor == low_freq_factor) {
+      ++counts[0];  // empty smooth band: a wavelength on its one edge is not above O/lf
     } else {
       const T smooth =
           (static_cast<T>(original) / wavelen - static_cast<T>(low_freq_factor)) / smooth_span;

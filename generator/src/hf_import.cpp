@@ -1,10 +1,12 @@
-// HF config.json -> spec JSON: v4 `rope_scaling` (type / rope_type), v5 `rope_parameters`,
-// the older spellings of theta and rotary dim, and the per-family conventions (layout, bias).
+// HF config.json -> spec JSON. The per-model_type conventions come from the family table
+// (hf_families.cpp), the rope block from hf_rope.cpp; this file reads the sizes, the rotary
+// dim, the bias and the length, and reports every problem by its config.json key.
+// The math each field feeds is described in docs/rope-math.md.
 #include "hf_import.h"
 
-#include <algorithm>
-#include <cmath>
+#include <fmt/core.h>
 
+#include "hf_context.h"
 #include "spec_json.h"
 
 namespace ropejit {
@@ -13,137 +15,338 @@ using nlohmann::json;
 
 namespace {
 
-// Families whose checkpoints pair (2i, 2i+1) (ROPE_REFERENCE.md "Rotary dim and layouts").
-bool is_interleaved_family(const std::string& model_type) {
-  static const std::vector<std::string> families{"gptj",   "chatglm",     "glm",
-                                                 "glm4",   "deepseek_v2", "deepseek_v3"};
-  return std::find(families.begin(), families.end(), model_type) != families.end();
-}
+// Builds the DOM and tracks the key path, so an overflowing number is reported at its key.
+class KeyPathSax {
+ public:
+  explicit KeyPathSax(json& result) : dom_(result, false) {}
 
-bool is_deepseek(const std::string& model_type) {
-  return model_type == "deepseek_v2" || model_type == "deepseek_v3";
-}
-
-// GLM / ChatGLM rotate the first half of each head unless the config says otherwise.
-bool is_glm_family(const std::string& model_type) {
-  return model_type == "chatglm" || model_type == "glm" || model_type == "glm4";
-}
-
-// The first non-null member among `keys`, or nullptr.
-const json* first_of(const json& object, std::initializer_list<const char*> keys) {
-  for (const char* key : keys) {
-    auto it = object.find(key);
-    if (it != object.end() && !it->is_null()) return &*it;
+  bool null() { return value(), dom_.null(); }
+  bool boolean(bool v) { return value(), dom_.boolean(v); }
+  bool number_integer(json::number_integer_t v) { return value(), dom_.number_integer(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(), dom_.number_unsigned(v); }
+  bool number_float(json::number_float_t v, const std::string& s) {
+    return value(), dom_.number_float(v, s);
   }
-  return nullptr;
+  bool string(std::string& v) { return value(), dom_.string(v); }
+  bool binary(json::binary_t& v) { return value(), dom_.binary(v); }
+  bool start_object(std::size_t n) { return frames_.push_back({false, 0, {}}), dom_.start_object(n); }
+  bool key(std::string& k) { return frames_.back().key = k, dom_.key(k); }
+  bool end_object() { return close(), dom_.end_object(); }
+  bool start_array(std::size_t n) { return frames_.push_back({true, 0, {}}), dom_.start_array(n); }
+  bool end_array() { return close(), dom_.end_array(); }
+
+  template <class Exception>
+  bool parse_error(std::size_t, const std::string& token, const Exception& error) {
+    if (error.id == 406) {  // number overflow
+      issue = {path(), token + " is not allowed: must be a finite number (it overflows a double)"};
+    } else {
+      const std::string what = error.what();
+      const auto bracket = what.find("] ");  // drop "[json.exception.parse_error.101] "
+      issue = {"", "malformed JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2))};
+    }
+    return false;
+  }
+
+  SpecIssue issue;
+
+ private:
+  struct Frame {
+    bool array;
+    size_t index;
+    std::string key;
+  };
+  void value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+  }
+  void close() {
+    frames_.pop_back();
+    value();
+  }
+  std::string path() const {
+    std::string out;
+    for (const auto& frame : frames_)
+      out += frame.array ? "[" + std::to_string(frame.index) + "]"
+                         : (out.empty() ? "" : ".") + frame.key;
+    return out;
+  }
+
+  nlohmann::detail::json_sax_dom_parser<json> dom_;
+  std::vector<Frame> frames_;
+};
+
+// Copies an integer size into the spec, or reports it (HF sizes are Python ints: 8.0 fails).
+void copy_integer(json& spec, const char* field, const json& value, const std::string& key_path,
+                  int64_t min, HfContext& ctx) {
+  const std::string pointer = std::string("/") + field;
+  if (auto i = ctx.integer(value, key_path, min, pointer)) {
+    spec[field] = *i;
+    ctx.source(pointer, key_path);
+  }
 }
 
-// The v4 `type` / v5 `rope_type` name in ropejit's vocabulary (`su` is LongRoPE's old name).
-std::string rope_type_name(const json& block) {
-  const json* type = first_of(block, {"rope_type", "type"});
-  if (!type || !type->is_string()) return type ? type->dump() : "default";
-  std::string name = type->get<std::string>();
-  if (name == "su") return "longrope";
-  return name;
+// Sizes: q heads, head_dim (explicit, else hidden / heads), kv heads by the family's rule.
+void import_heads(const json& text, const ModelFamily& family, HfContext& ctx, json& spec) {
+  auto [heads_key, heads_json] = ctx.first_of(text, family.head_keys, true, "/num_q_heads");
+  std::optional<int64_t> heads;
+  const std::string heads_path = ctx.path(heads_json ? heads_key : family.head_keys.front());
+  if (!heads_json) {
+    const bool nested = text.contains("text_config") && family.text_config.empty();
+    ctx.error(heads_path, "/num_q_heads",
+              std::string("missing required key") +
+                  (nested ? " (a multimodal config keeps it in text_config; ropejit reads "
+                            "text_config for model_type llama4)" : ""));
+  } else if ((heads = ctx.integer(*heads_json, heads_path, 1, "/num_q_heads"))) {
+    spec["num_q_heads"] = *heads;
+    ctx.source("/num_q_heads", heads_path);
+  }
+
+  auto [dim_key, dim] = ctx.first_of(text, family.head_dim_keys, false, "/head_dim");
+  if (dim) {
+    copy_integer(spec, "head_dim", *dim, ctx.path(dim_key), 1, ctx);
+  } else if (!heads) {
+    ctx.cover("/head_dim");
+  } else {
+    auto [hidden_key, hidden] = ctx.first_of(text, family.hidden_keys, true, "/head_dim");
+    const std::string hidden_path = ctx.path(hidden ? hidden_key : family.hidden_keys.front());
+    const std::string why = family.head_dim_keys.empty()
+                                ? ""
+                                : fmt::format(" ({} is absent)", family.head_dim_keys.front());
+    if (!hidden) {
+      ctx.error(hidden_path, "/head_dim",
+                fmt::format("missing required key: head_dim = {} / {}{}", hidden_path, heads_path, why));
+    } else if (auto h = ctx.integer(*hidden, hidden_path, 1, "/head_dim")) {
+      if (*h % *heads != 0) {
+        ctx.error(hidden_path, "/head_dim",
+                  fmt::format("{} is not allowed: must be a multiple of {} ({}): head_dim = {} / {}{}"
+                              " (HF would floor it to {})", *h, heads_path, *heads, hidden_path,
+                              heads_path, why, *h / *heads));
+      } else {
+        spec["head_dim"] = *h / *heads;
+        ctx.source("/head_dim", hidden_path + " / " + heads_path);
+      }
+    }
+  }
+
+  auto [kv_key, kv] = ctx.first_of(text, family.kv_keys, family.kv_rule == KvRule::falcon, "/num_kv_heads");
+  const std::string kv_path = kv ? ctx.path(kv_key) : std::string();
+  bool flags_ok = true;  // a non-boolean flag is reported once; no rule is applied then
+  auto flag = [&](const char* key, bool fallback) {
+    const json* v = HfContext::member(text, key);
+    if (!v) return fallback;
+    auto b = ctx.boolean(*v, ctx.path(key), "/num_kv_heads");
+    flags_ok = flags_ok && b.has_value();
+    return b.value_or(fallback);
+  };
+  bool grouped = true;  // the config's kv count applies (else: a family rule decides)
+  if (family.kv_rule == KvRule::falcon) {
+    // FalconAttention: num_kv_heads if (new_decoder_architecture or not multi_query) else 1;
+    // the custom-code n_head_kv implied the new architecture.
+    const bool new_arch = flag("new_decoder_architecture", kv_key == "n_head_kv");
+    const bool multi_query = flag("multi_query", true);
+    if (!flags_ok) return;
+    grouped = new_arch || !multi_query;
+    if (!grouped) {
+      spec["num_kv_heads"] = 1;
+      ctx.source("/num_kv_heads", ctx.path("multi_query"));
+      if (kv && *kv != json(1))
+        ctx.warn(kv_path, fmt::format("{} ignored: multi_query without new_decoder_architecture "
+                                      "means one kv head (FalconAttention)", show_json(*kv)));
+      return;
+    }
+  } else if (family.kv_rule == KvRule::chatglm) {
+    grouped = flag("multi_query_attention", false);
+    if (!flags_ok) return;
+    if (grouped && !kv)
+      ctx.error(ctx.path(family.kv_keys.front()), "/num_kv_heads",
+                "missing required key: multi_query_attention is true");
+    if (!grouped && kv)
+      ctx.warn(kv_path, fmt::format("{} ignored: multi_query_attention is not true, so ChatGLM "
+                                    "keeps one kv head per q head", show_json(*kv)));
+  }
+  if (grouped && kv) {
+    copy_integer(spec, "num_kv_heads", *kv, kv_path, 1, ctx);
+  } else if (heads && !(grouped && family.kv_rule == KvRule::chatglm)) {
+    spec["num_kv_heads"] = *heads;  // HF's default: as many kv heads as q heads
+    ctx.source("/num_kv_heads", heads_path);
+  } else {
+    ctx.cover("/num_kv_heads");
+  }
 }
 
-// True when a parameter value means "unset" in HF (null, or 0 for yarn's beta bounds).
-bool is_unset(std::string_view key, const json& value) {
-  if (value.is_null()) return true;
-  if ((key == "beta_fast" || key == "beta_slow") && value.is_number() && value.get<double>() == 0)
-    return true;
-  return false;
+// Rotary dim: rotary_dim and/or one fraction (rope block, top level, GPT-NeoX's rotary_pct).
+void import_rotary(const json& text, const ModelFamily& family, HfContext& ctx, json& spec) {
+  if (family.rope_head_only) return;  // MLA: head_dim is already the rotated part
+  if (const json* dim = HfContext::member(text, "rotary_dim"))
+    copy_integer(spec, "rotary_dim", *dim, ctx.path("rotary_dim"), 1, ctx);
+  const json* block = HfContext::member(text, "rope_parameters");
+  const std::string block_key = block ? "rope_parameters" : "rope_scaling";
+  std::vector<std::pair<std::string, const json*>> fractions{
+      {ctx.path(block_key + ".partial_rotary_factor"), rope_block_fraction(text)},
+      {ctx.path("partial_rotary_factor"), HfContext::member(text, "partial_rotary_factor")},
+      {ctx.path("rotary_pct"), HfContext::member(text, "rotary_pct")}};
+  const std::pair<std::string, const json*>* chosen = nullptr;
+  for (const auto& fraction : fractions) {
+    if (!fraction.second) continue;
+    if (!chosen) {
+      chosen = &fraction;
+    } else if (*fraction.second != *chosen->second) {
+      ctx.error(fraction.first, "/partial_rotary_factor",
+                fmt::format("{} is not allowed: must equal {} ({}) when both are given",
+                            show_json(*fraction.second), chosen->first, show_json(*chosen->second)));
+    }
+  }
+  if (chosen) {
+    spec["partial_rotary_factor"] = *chosen->second;
+    ctx.source("/partial_rotary_factor", chosen->first);
+  } else if (!spec.contains("rotary_dim") && family.rotary_dim_default) {
+    spec["rotary_dim"] = *family.rotary_dim_default;
+    ctx.source("/rotary_dim", ctx.path("rotary_dim"));
+  } else if (!spec.contains("rotary_dim") && family.rotary_fraction_default) {
+    spec["partial_rotary_factor"] = *family.rotary_fraction_default;
+    ctx.source("/partial_rotary_factor", ctx.path("partial_rotary_factor"));
+  }
+}
+
+// M: the first length key, else the family default; returns it with its key when an integer.
+std::optional<int64_t> import_length(const json& text, const ModelFamily& family,
+                                     const std::string& model_type, HfContext& ctx, json& spec,
+                                     std::string& key_path) {
+  const std::string pointer = "/max_position_embeddings";
+  auto [key, value] = ctx.first_of(text, family.max_keys, false, pointer);
+  key_path = ctx.path(value ? key : family.max_keys.front());
+  if (value) {
+    copy_integer(spec, "max_position_embeddings", *value, key_path, 1, ctx);
+    if (!spec.contains("max_position_embeddings")) return std::nullopt;
+    return spec["max_position_embeddings"].get<int64_t>();
+  }
+  if (family.max_default) {
+    spec["max_position_embeddings"] = *family.max_default;
+    ctx.source(pointer, key_path);
+    return family.max_default;
+  }
+  ctx.error(key_path, pointer,
+            fmt::format("missing required key (model_type \"{}\" has no default)", model_type));
+  return std::nullopt;
+}
+
+// A QKV bias selects the fused pre-attention form: packed QKV in, rotated in place, v biased.
+void import_bias(const json& text, const ModelFamily& family, HfContext& ctx, json& spec) {
+  bool bias = family.bias_default;
+  std::string bias_path = ctx.path("model_type");
+  for (std::string_view key : family.bias_keys) {
+    const json* value = HfContext::member(text, key);
+    if (!value) continue;
+    bias_path = ctx.path(key);
+    bias = ctx.boolean(*value, bias_path, "/io/qkv_bias").value_or(false);
+    break;
+  }
+  if (!bias) return;
+  const json* norm = family.qk_norm_key.empty() ? nullptr : HfContext::member(text, family.qk_norm_key);
+  const bool normed = family.qk_norm_always ||
+                      (norm && ctx.boolean(*norm, ctx.path(family.qk_norm_key), "").value_or(false));
+  if (normed) {  // the norm sits between the bias and the rotation: keep the separate form
+    ctx.warn(bias_path, fmt::format("the QKV bias is not fused: a QK-norm ({}) runs between the "
+                                    "bias and RoPE, so q and k must arrive biased and normalized",
+                                    family.qk_norm_always ? "always" : ctx.path(family.qk_norm_key)));
+    return;
+  }
+  spec["io"] = {{"input", "packed_qkv"}, {"output", "inplace"}, {"qkv_bias", true}};
+  ctx.source("/io", bias_path);
+}
+
+struct Imported {
+  json spec;
+  HfContext context;
+};
+
+Imported import_config(const json& config, const HfImportOptions& options) {
+  if (!config.is_object())
+    throw SpecError({{"", show_json(config) + " is not allowed: must be an object (a config.json)"}});
+  std::string model_type;
+  std::vector<SpecIssue> early;  // found before the text model's context exists
+  const json* model_type_json = HfContext::member(config, "model_type");
+  if (model_type_json && model_type_json->is_string())
+    model_type = model_type_json->get<std::string>();
+  else if (model_type_json)
+    early.push_back({"model_type", show_json(*model_type_json) +
+                                       " is not allowed: must be a string such as \"llama\""});
+  const ModelFamily* found = find_model_family(model_type);
+  const ModelFamily& family = found ? *found : generic_model_family();
+  if (!family.not_rope.empty())
+    throw SpecError({{"model_type", fmt::format("\"{}\" is not allowed: it has no rotary embedding "
+                                                "({}; {})", model_type, family.not_rope, family.source)}});
+  const json* text = &config;
+  std::string prefix;
+  if (!family.text_config.empty()) {
+    prefix = std::string(family.text_config) + ".";
+    text = HfContext::member(config, family.text_config);
+    if (!text || !text->is_object())
+      throw SpecError({{std::string(family.text_config),
+                        text ? fmt::format("{} is not allowed: must be an object holding the text "
+                                           "model of model_type \"{}\"", show_json(*text), model_type)
+                             : fmt::format("missing required key: model_type \"{}\" keeps its "
+                                           "text model there", model_type)}});
+  }
+  Imported out{json::object(), HfContext(prefix)};
+  HfContext& ctx = out.context;
+  for (auto& issue : early) ctx.error(issue.pointer, "", issue.message);
+  if (!found && early.empty())
+    ctx.warn("model_type", fmt::format("{} is not in ropejit's family table: assumed Llama's "
+                                       "conventions (neox pairing, head_dim, num_key_value_heads, "
+                                       "attention_bias); check the checkpoint or pass --layout",
+                                       model_type.empty() ? "missing, so it" : "\"" + model_type + "\""));
+  if (!family.no_rope_key.empty())
+    if (const json* v = HfContext::member(*text, family.no_rope_key))
+      if (ctx.boolean(*v, ctx.path(family.no_rope_key), "").value_or(false))
+        ctx.error(ctx.path(family.no_rope_key), "",
+                  "true is not allowed: must be false: ALiBi biases the attention scores instead "
+                  "of rotating q and k, so there is no RoPE to generate (" +
+                      std::string(family.source) + ")");
+
+  json& spec = out.spec;
+  spec["name"] = !options.name.empty() ? options.name : !model_type.empty() ? model_type : "model";
+  import_heads(*text, family, ctx, spec);
+  import_rotary(*text, family, ctx, spec);
+  spec["layout"] = std::string(to_string(options.layout.value_or(family.layout)));
+  spec["dtype"] = std::string(to_string(options.dtype.value_or(DType::bf16)));
+  std::string max_key;
+  const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);
+  import_rope(*text, family, max_positions, max_key, ctx, spec);
+  import_bias(*text, family, ctx, spec);
+  return out;
+}
+
+void append(std::vector<std::string>* warnings, const HfContext& ctx) {
+  if (warnings) warnings->insert(warnings->end(), ctx.warnings().begin(), ctx.warnings().end());
 }
 
 }  // namespace
 
-json spec_json_from_hf(const json& config, const HfImportOptions& options) {
-  if (!config.is_object())
-    throw Error(Status::invalid_spec, "HF config must be a JSON object, got " + config.dump());
-  const std::string model_type = config.value("model_type", std::string());
-  json spec = json::object();
-  spec["name"] = !options.name.empty() ? options.name : !model_type.empty() ? model_type : "model";
-
-  // Sizes: head_dim explicit (DeepSeek: the rope part of MLA), else hidden / heads.
-  const json* heads = first_of(config, {"num_attention_heads", "n_head"});
-  const json* hidden = first_of(config, {"hidden_size", "n_embd"});
-  const json* head_dim = is_deepseek(model_type) ? first_of(config, {"qk_rope_head_dim"})
-                                                 : first_of(config, {"head_dim", "kv_channels"});
-  if (head_dim)
-    spec["head_dim"] = *head_dim;
-  else if (heads && hidden && heads->is_number_integer() && hidden->is_number_integer() &&
-           heads->get<int64_t>() > 0)
-    spec["head_dim"] = hidden->get<int64_t>() / heads->get<int64_t>();
-  if (heads) spec["num_q_heads"] = *heads;
-  if (const json* kv = first_of(config, {"num_key_value_heads", "multi_query_group_num"}))
-    spec["num_kv_heads"] = *kv;
-  else if (heads)
-    spec["num_kv_heads"] = *heads;  // HF default: no GQA
-
-  // Rotary dim: GPT-J's explicit rotary_dim, else the fraction (v5 name, then GPT-NeoX's).
-  if (!is_deepseek(model_type)) {
-    if (const json* dim = first_of(config, {"rotary_dim"})) spec["rotary_dim"] = *dim;
-    if (const json* fraction = first_of(config, {"partial_rotary_factor", "rotary_pct"}))
-      spec["partial_rotary_factor"] = *fraction;
-    else if (is_glm_family(model_type) && !spec.contains("rotary_dim"))
-      spec["partial_rotary_factor"] = 0.5;
-  }
-
-  spec["layout"] = std::string(to_string(options.layout.value_or(
-      is_interleaved_family(model_type) ? Layout::interleaved : Layout::neox)));
-  spec["dtype"] = std::string(to_string(options.dtype.value_or(DType::bf16)));
-  if (const json* m = first_of(config, {"max_position_embeddings", "n_positions", "seq_length"}))
-    spec["max_position_embeddings"] = *m;
-
-  // Rope block: v5 rope_parameters, else v4 rope_scaling; theta from the block or top level.
-  const json* block = first_of(config, {"rope_parameters", "rope_scaling"});
-  const json empty = json::object();
-  if (!block || !block->is_object()) block = &empty;
-  json rope = json::object();
-  const std::string type_name = rope_type_name(*block);
-  rope["rope_type"] = type_name;
-  if (const json* theta = first_of(*block, {"rope_theta"}))
-    rope["rope_theta"] = *theta;
-  else if (const json* top = first_of(config, {"rope_theta", "rotary_emb_base"}))
-    rope["rope_theta"] = *top;
-  else if (const json* ratio = first_of(config, {"rope_ratio"}); ratio && ratio->is_number())
-    rope["rope_theta"] = 10000.0 * ratio->get<double>();  // GLM: base 10000 scaled by rope_ratio
-  else
-    rope["rope_theta"] = 10000.0;  // HF's default base
-
-  // Copy the parameters that apply to the type; HF ignores the rest, so do we.
-  const auto type = enum_from_string<RopeType>(type_name);
-  for (const auto& rule : rope_param_rules()) {
-    if (rule.key == "rope_theta") continue;
-    const std::string key(rule.key);
-    auto it = block->find(key);
-    if (it == block->end() || is_unset(rule.key, *it)) continue;
-    if (type) {
-      const RopeTypeParams& params = rope_type_params(*type);
-      bool applies = std::find(params.required.begin(), params.required.end(), rule.key) !=
-                         params.required.end() ||
-                     std::find(params.optional.begin(), params.optional.end(), rule.key) !=
-                         params.optional.end();
-      if (!applies) continue;
-    }
-    rope[key] = *it;
-  }
-  // Phi-3: a top-level original_max_position_embeddings wins over the block's.
-  if (type && (*type == RopeType::longrope || *type == RopeType::yarn ||
-               *type == RopeType::llama3))
-    if (const json* o = first_of(config, {"original_max_position_embeddings"}))
-      rope["original_max_position_embeddings"] = *o;
-  spec["rope"] = rope;
-
-  // A QKV bias means the fused pre-attention form: packed QKV in, rotated in place, v biased.
-  const json* bias = first_of(config, {"attention_bias", "add_qkv_bias"});
-  if ((bias && bias->is_boolean() && bias->get<bool>()) || model_type == "qwen2")
-    spec["io"] = {{"input", "packed_qkv"}, {"output", "inplace"}, {"qkv_bias", true}};
-  return spec;
+json parse_hf_config(std::string_view text) {
+  json document;
+  KeyPathSax sax(document);
+  if (!json::sax_parse(text.begin(), text.end(), &sax)) throw SpecError({sax.issue});
+  return document;
 }
 
-Spec spec_from_hf(const json& config, const HfImportOptions& options) {
-  return spec_from_json(spec_json_from_hf(config, options));
+json spec_json_from_hf(const json& config, const HfImportOptions& options,
+                       std::vector<std::string>* warnings) {
+  Imported imported = import_config(config, options);
+  append(warnings, imported.context);
+  if (!imported.context.issues().empty()) throw SpecError(imported.context.issues());
+  return imported.spec;
+}
+
+Spec spec_from_hf(const json& config, const HfImportOptions& options,
+                  std::vector<std::string>* warnings) {
+  Imported imported = import_config(config, options);
+  append(warnings, imported.context);
+  std::vector<SpecIssue> spec_issues;
+  Spec spec = spec_from_json(imported.spec, spec_issues);
+  std::vector<SpecIssue> issues = imported.context.issues();
+  for (auto& issue : imported.context.rename(spec_issues)) issues.push_back(std::move(issue));
+  if (!issues.empty()) throw SpecError(std::move(issues));
+  return spec;
 }
 
 }  // namespace ropejit

@@ -375,10 +375,12 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
       }
       break;
     case RopeType::llama3:
+      // Equal factors (Llama 4) leave the smooth band empty; below them the bands overlap.
       if (rope.low_freq_factor && rope.high_freq_factor &&
-          !(*rope.high_freq_factor > *rope.low_freq_factor))
+          *rope.high_freq_factor < *rope.low_freq_factor)
         reader.not_allowed(base + "/high_freq_factor", *member(block, "high_freq_factor"),
-                           fmt::format("a number > low_freq_factor ({})", *rope.low_freq_factor));
+                           fmt::format("a number > low_freq_factor ({}), or equal to it (no "
+                                       "smooth band)", *rope.low_freq_factor));
       if (rope.original_max_position_embeddings && max_positions > 0 &&
           *rope.original_max_position_embeddings >= max_positions)
         reader.not_allowed(base + "/original_max_position_embeddings",
@@ -513,6 +515,10 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   }
   if (const json* v = required("layout"))
     spec.layout = reader.enumeration<Layout>(*v, "/layout").value_or(spec.layout);
+  // Interleaved pairs are read as vectors of >= 2 elements from each head's start, which an
+  // odd head_dim leaves misaligned in every other head.
+  if (spec.layout == Layout::interleaved && spec.head_dim % 2 != 0 && head_dim_json)
+    reader.not_allowed("/head_dim", *head_dim_json, "an even integer with layout interleaved");
   if (const json* v = required("dtype"))
     spec.dtype = reader.enumeration<DType>(*v, "/dtype").value_or(spec.dtype);
   if (const json* v = required("max_position_embeddings"))

@@ -2,9 +2,12 @@
 // message; every entry point catches everything so no exception crosses the ABI.
 #include "ropejit/ropejit.h"
 
-#include <memory>
+#include <cstddef>
+#include <cstring>
+#include <iterator>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -14,13 +17,13 @@
 #include "ropejit/source.h"
 #include "ropejit/spec.h"
 
-// Kernels keep their runtime alive (KernelImpl points into the Runtime's backend), so the
-// handles share ownership of it.
+// A kernel keeps its backend alive and may outlive the Runtime that made it (ropejit/runtime.h),
+// so each handle owns just its object: ropejit_runtime_destroy never invalidates a kernel.
 struct ropejit_runtime {
-  std::shared_ptr<ropejit::Runtime> runtime;
+  explicit ropejit_runtime(ropejit::RuntimeOptions options) : runtime(std::move(options)) {}
+  ropejit::Runtime runtime;
 };
 struct ropejit_kernel {
-  std::shared_ptr<ropejit::Runtime> runtime;
   ropejit::Kernel kernel;
 };
 
@@ -75,10 +78,10 @@ void require_non_null(const void* p, const char* name) {
   if (!p) throw Error(Status::invalid_argument, fmt::format("{} is null: must be a valid pointer", name));
 }
 
-/// Checks the caller's struct_size against this library's struct (older layouts would be
-/// accepted here once the struct grows; today there is one).
-void check_struct_size(size_t got, size_t ours, const char* type) {
-  if (got == ours) return;
+/// Checks the caller's struct_size: `ours` (sizeof in this library) or, for a struct that grew,
+/// `oldest` (the size of its first release; the fields past it keep their defaults).
+void check_struct_size(size_t got, size_t ours, const char* type, size_t oldest = 0) {
+  if (got == ours || (oldest != 0 && got == oldest)) return;
   if (got == 0)
     throw Error(Status::invalid_argument,
                 fmt::format("{}.struct_size is 0: initialize it with {}_init() or set it to sizeof({})", type, type,
@@ -89,7 +92,22 @@ void check_struct_size(size_t got, size_t ours, const char* type) {
                             "than the library)",
                             type, got, type, ours));
   throw Error(Status::invalid_argument,
-              fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({}))", type, got, ours, type));
+              oldest ? fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({})) or {} (its 0.1.0 size)",
+                                   type, got, ours, type, oldest)
+                     : fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({}))", type, got, ours, type));
+}
+
+/// ropejit_runtime_options as 0.1.0 shipped it ended before on_warning.
+constexpr size_t kOptionsSizeV010 = offsetof(ropejit_runtime_options, on_warning);
+
+/// The caller's options (struct_size bytes of them: an older caller's struct is shorter) with
+/// the fields it lacks at their defaults.
+ropejit_runtime_options complete_options(const ropejit_runtime_options* given) {
+  check_struct_size(given->struct_size, sizeof(ropejit_runtime_options), "ropejit_runtime_options", kOptionsSizeV010);
+  ropejit_runtime_options o;
+  ropejit_runtime_options_init(&o);
+  std::memcpy(&o, given, given->struct_size);
+  return o;
 }
 
 ropejit::RuntimeOptions to_options(const ropejit_runtime_options& o) {
@@ -112,44 +130,68 @@ ropejit::RuntimeOptions to_options(const ropejit_runtime_options& o) {
     throw Error(Status::invalid_argument,
                 fmt::format("ropejit_runtime_options.device {} is not allowed: must be >= 0", o.device));
   options.device = o.device;
+  if (auto* callback = o.on_warning) {
+    void* user_data = o.user_data;
+    // NUL-terminated copy: the C callback takes a const char*. A failed copy (out of memory)
+    // throws into warn(), which drops it: the warning is lost, the operation goes on.
+    options.on_warning = [callback, user_data](std::string_view message) {
+      const std::string text(message);
+      callback(text.c_str(), user_data);
+    };
+  }
   return options;
 }
 
+// ropejit::Args is a ropejit_args (ropejit/runtime.h): one copy converts, with no field list to
+// keep in step with the header.
+static_assert(sizeof(ropejit::Args) == sizeof(ropejit_args), "ropejit::Args must be exactly a ropejit_args");
+// The C header declares ropejit_positions_type as a C enum and C++ sees ropejit::PositionsType:
+// both must be int-sized for C and C++ callers to agree on the layout of ropejit_args.
+static_assert(sizeof(ropejit_positions_type) == sizeof(int) && alignof(ropejit_positions_type) == alignof(int),
+              "ropejit::PositionsType must have the size and alignment of a C enum (int)");
+
 ropejit::Args to_args(const ropejit_args& a) {
+  // Any int fits a C enum: refuse values the kernel would misread before copying.
+  if (a.positions_type != ROPEJIT_POSITIONS_INT32 && a.positions_type != ROPEJIT_POSITIONS_INT64)
+    throw Error(Status::invalid_argument,
+                fmt::format("positions_type {} is not allowed: must be ROPEJIT_POSITIONS_INT32 (0) or "
+                            "ROPEJIT_POSITIONS_INT64 (1)",
+                            int(a.positions_type)));
   ropejit::Args args;
-  args.num_tokens = a.num_tokens;
-  args.q = a.q;
-  args.k = a.k;
-  args.v = a.v;
-  args.q_stride = a.q_stride;
-  args.k_stride = a.k_stride;
-  args.v_stride = a.v_stride;
-  args.qkv = a.qkv;
-  args.qkv_stride = a.qkv_stride;
-  args.bias = a.bias;
-  args.q_out = a.q_out;
-  args.k_out = a.k_out;
-  args.v_out = a.v_out;
-  args.q_out_stride = a.q_out_stride;
-  args.k_out_stride = a.k_out_stride;
-  args.v_out_stride = a.v_out_stride;
-  args.positions = a.positions;
-  switch (a.positions_type) {
-    case ROPEJIT_POSITIONS_INT32: args.positions_type = ropejit::PositionsType::int32; break;
-    case ROPEJIT_POSITIONS_INT64: args.positions_type = ropejit::PositionsType::int64; break;
-    default:
-      throw Error(Status::invalid_argument,
-                  fmt::format("positions_type {} is not allowed: must be ROPEJIT_POSITIONS_INT32 (0) or "
-                              "ROPEJIT_POSITIONS_INT64 (1)",
-                              int(a.positions_type)));
-  }
-  args.cu_seqlens = a.cu_seqlens;
-  args.start_pos = a.start_pos;
-  args.batch = a.batch;
-  args.max_seq_len = a.max_seq_len;
-  args.seq_len = a.seq_len;
+  static_cast<ropejit_args&>(args) = a;
   return args;
 }
+
+/// One public struct's fields for ropejit_struct_field. The offsets come from the compiler; a
+/// field missing here is caught by tests/c_api/check_ctypes_layout.py (it compares this table
+/// with the fields the header declares), a field that no longer exists fails to compile.
+struct FieldInfo {
+  const char* name;
+  size_t offset;
+};
+#define ROPEJIT_FIELD(type, name) FieldInfo{#name, offsetof(type, name)}
+constexpr FieldInfo kOptionsFields[] = {
+    ROPEJIT_FIELD(ropejit_runtime_options, struct_size), ROPEJIT_FIELD(ropejit_runtime_options, backend),
+    ROPEJIT_FIELD(ropejit_runtime_options, cache_dir),   ROPEJIT_FIELD(ropejit_runtime_options, disk_cache),
+    ROPEJIT_FIELD(ropejit_runtime_options, tuning_db),   ROPEJIT_FIELD(ropejit_runtime_options, arch),
+    ROPEJIT_FIELD(ropejit_runtime_options, device),      ROPEJIT_FIELD(ropejit_runtime_options, on_warning),
+    ROPEJIT_FIELD(ropejit_runtime_options, user_data),
+};
+constexpr FieldInfo kArgsFields[] = {
+    ROPEJIT_FIELD(ropejit_args, struct_size),  ROPEJIT_FIELD(ropejit_args, num_tokens),
+    ROPEJIT_FIELD(ropejit_args, q),            ROPEJIT_FIELD(ropejit_args, k),
+    ROPEJIT_FIELD(ropejit_args, v),            ROPEJIT_FIELD(ropejit_args, q_stride),
+    ROPEJIT_FIELD(ropejit_args, k_stride),     ROPEJIT_FIELD(ropejit_args, v_stride),
+    ROPEJIT_FIELD(ropejit_args, qkv),          ROPEJIT_FIELD(ropejit_args, qkv_stride),
+    ROPEJIT_FIELD(ropejit_args, bias),         ROPEJIT_FIELD(ropejit_args, q_out),
+    ROPEJIT_FIELD(ropejit_args, k_out),        ROPEJIT_FIELD(ropejit_args, v_out),
+    ROPEJIT_FIELD(ropejit_args, q_out_stride), ROPEJIT_FIELD(ropejit_args, k_out_stride),
+    ROPEJIT_FIELD(ropejit_args, v_out_stride), ROPEJIT_FIELD(ropejit_args, positions),
+    ROPEJIT_FIELD(ropejit_args, positions_type), ROPEJIT_FIELD(ropejit_args, cu_seqlens),
+    ROPEJIT_FIELD(ropejit_args, start_pos),    ROPEJIT_FIELD(ropejit_args, batch),
+    ROPEJIT_FIELD(ropejit_args, max_seq_len),  ROPEJIT_FIELD(ropejit_args, seq_len),
+};
+#undef ROPEJIT_FIELD
 
 }  // namespace
 
@@ -176,13 +218,8 @@ ropejit_status ropejit_runtime_create(const ropejit_runtime_options* options, ro
     require_non_null(runtime, "runtime (the output handle)");
     *runtime = nullptr;
     ropejit::RuntimeOptions cxx_options;
-    if (options) {
-      check_struct_size(options->struct_size, sizeof(ropejit_runtime_options), "ropejit_runtime_options");
-      cxx_options = to_options(*options);
-    }
-    auto handle = std::make_unique<ropejit_runtime>();
-    handle->runtime = std::make_shared<ropejit::Runtime>(std::move(cxx_options));
-    *runtime = handle.release();
+    if (options) cxx_options = to_options(complete_options(options));
+    *runtime = new ropejit_runtime(std::move(cxx_options));
   });
 }
 
@@ -193,7 +230,7 @@ void ropejit_runtime_destroy(ropejit_runtime* runtime) {
 const char* ropejit_runtime_backend(const ropejit_runtime* runtime) {
   const char* name = nullptr;
   guarded("ropejit_runtime_backend", [&] {
-    if (runtime) name = runtime->runtime->backend() == "cuda" ? "cuda" : "host";
+    if (runtime) name = runtime->runtime.backend() == "cuda" ? "cuda" : "host";
   });
   return name;
 }
@@ -205,8 +242,7 @@ ropejit_status ropejit_kernel_get(ropejit_runtime* runtime, const char* spec_jso
     require_non_null(runtime, "runtime");
     require_non_null(spec_json, "spec_json");
     const ropejit::Spec spec = ropejit::parse_spec(spec_json);
-    ropejit::Kernel cxx_kernel = runtime->runtime->get(spec);
-    *kernel = new ropejit_kernel{runtime->runtime, std::move(cxx_kernel)};
+    *kernel = new ropejit_kernel{runtime->runtime.get(spec)};
   });
 }
 
@@ -236,6 +272,21 @@ ropejit_status ropejit_kernel_bytes_moved(const ropejit_kernel* kernel, int64_t 
                   fmt::format("batch {} / max_seq_len {} is not allowed: must be >= 0", batch, max_seq_len));
     *bytes = ropejit::bytes_moved(kernel->kernel.spec(), num_tokens, batch, max_seq_len);
   });
+}
+
+const char* ropejit_struct_field(const char* type, size_t index, size_t* offset) {
+  const char* name = nullptr;
+  size_t at = 0;
+  auto pick = [&](const auto& fields, size_t size) {
+    const size_t count = std::size(fields);
+    name = index < count ? fields[index].name : nullptr;
+    at = index < count ? fields[index].offset : size;
+  };
+  if (type && std::strcmp(type, "ropejit_args") == 0) pick(kArgsFields, sizeof(ropejit_args));
+  else if (type && std::strcmp(type, "ropejit_runtime_options") == 0)
+    pick(kOptionsFields, sizeof(ropejit_runtime_options));
+  if (offset) *offset = at;
+  return name;
 }
 
 const char* ropejit_status_string(ropejit_status status) {

@@ -21,6 +21,8 @@
 #include <fmt/core.h>
 #include <xxhash.h>
 
+#include "warnings.h"
+
 namespace ropejit {
 
 namespace {
@@ -251,11 +253,8 @@ DiskCache::DiskCache(DiskCacheOptions options) : options_(std::move(options)) {
 void DiskCache::disable(const std::string& reason) const {
   enabled_.store(false, std::memory_order_release);
   std::call_once(warned_, [&] {
-    std::string message =
-        fmt::format("ropejit: warning: kernel disk cache disabled ({}); kernels are cached in "
-                    "memory only", reason);
-    if (options_.warn) options_.warn(message);
-    else std::fprintf(stderr, "%s\n", message.c_str());
+    warn(options_.warn,
+         fmt::format("kernel disk cache disabled ({}); kernels are cached in memory only", reason));
   });
 }
 

@@ -63,12 +63,13 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<RuntimeImpl>()
   if (impl_->options.disk_cache && impl_->backend->name() == "cuda") {
     DiskCacheOptions disk_options;
     disk_options.dir = impl_->options.cache_dir;
+    disk_options.warn = impl_->options.on_warning;
     impl_->disk = std::make_unique<DiskCache>(disk_options);
   }
   std::string db = impl_->options.tuning_db;
   if (db.empty())
     if (const char* env = std::getenv("ROPEJIT_TUNING_DB")) db = env;
-  impl_->tuned = std::make_unique<TunedConfigs>(db, *impl_->backend);
+  impl_->tuned = std::make_unique<TunedConfigs>(db, *impl_->backend, impl_->options.on_warning);
 }
 
 Runtime::~Runtime() = default;

@@ -9,17 +9,17 @@
 
 namespace ropejit {
 
-TunedConfigs::TunedConfigs(const std::string& db_path, const Backend& backend) {
+TunedConfigs::TunedConfigs(const std::string& db_path, const Backend& backend,
+                           const WarningSink& on_warning) {
   if (db_path.empty()) return;
   DeviceMetadata device;
   try {
     device = device_metadata(backend);
   } catch (const Error& e) {
-    fmt::print(stderr, "ropejit: warning: ignoring tuning database {}: cannot identify the device: {}\n", db_path,
-               e.what());
+    warn(on_warning, fmt::format("ignoring tuning database {}: cannot identify the device: {}", db_path, e.what()));
     return;
   }
-  db_ = std::make_unique<TuningDb>(db_path, device);
+  db_ = std::make_unique<TuningDb>(db_path, device, on_warning);
 }
 
 TunedConfigs::~TunedConfigs() = default;

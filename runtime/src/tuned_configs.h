@@ -6,6 +6,7 @@
 
 #include "backend.h"
 #include "ropejit/config.h"
+#include "warnings.h"
 
 namespace ropejit {
 
@@ -14,9 +15,10 @@ class TuningDb;
 /// Read-only view of a tuning database for one backend.
 class TunedConfigs {
  public:
-  /// Opens `db_path` (empty: no database). A database whose metadata does not match the
-  /// backend (GPU, versions) is ignored with one warning.
-  TunedConfigs(const std::string& db_path, const Backend& backend);
+  /// Opens `db_path` (empty: no database). A database that is absent, unreadable or whose
+  /// metadata does not match the backend (GPU, versions) is ignored with one warning to `on_warning`
+  /// (Runtime passes RuntimeOptions::on_warning; empty = stderr).
+  TunedConfigs(const std::string& db_path, const Backend& backend, const WarningSink& on_warning = {});
   ~TunedConfigs();
   /// The tuned config for (spec, bucket), or the nearest tuned bucket's, or nullopt.
   std::optional<Config> lookup(const Spec& spec, int bucket) const;

@@ -1,7 +1,9 @@
 /* The C API from plain C99: a host runtime, a kernel from spec JSON, a launch on random fp32
- * data checked against a double-precision rotate_half RoPE, and the error paths (invalid
- * spec, null pointers, bad struct_size). Exits 77 (ctest: skipped) when this ropejit has no
- * host backend, after the checks that need none. */
+ * data checked against a double-precision rotate_half RoPE, the error paths (invalid spec,
+ * null pointers, bad struct_size), warnings reaching on_warning with its user_data, and C and
+ * the C++ library agreeing on the public structs' layout. Exits 77 (ctest: skipped) when this
+ * ropejit has no host backend, after the checks that need none. */
+#include <stddef.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -112,6 +114,101 @@ static void check_without_runtime(void) {
 
   ropejit_runtime_destroy(NULL); /* ignored */
   ropejit_kernel_destroy(NULL);
+}
+
+/* The offset of `field` in `type` as the (C++) library was compiled; sizeof(type) for NULL. */
+static size_t library_offset(const char* type, const char* field) {
+  size_t offset = 0;
+  for (size_t i = 0;; ++i) {
+    const char* name = ropejit_struct_field(type, i, &offset);
+    if (!name) return field ? (size_t)-1 : offset;
+    if (field && strcmp(name, field) == 0) return offset;
+  }
+}
+
+/* This C compiler and the library's C++ compiler read the same header; C declares
+ * positions_type as a C enum and C++ as ropejit::PositionsType, so the fields from there on
+ * and the sizes are where the two could part. */
+static void check_layout(void) {
+#define CHECK_OFFSET(type, field)                                                             \
+  CHECK(offsetof(type, field) == library_offset(#type, #field),                               \
+        #type "." #field " at %zu here, %zu in the library", offsetof(type, field),           \
+        library_offset(#type, #field))
+  CHECK_OFFSET(ropejit_args, num_tokens);
+  CHECK_OFFSET(ropejit_args, positions);
+  CHECK_OFFSET(ropejit_args, positions_type);
+  CHECK_OFFSET(ropejit_args, cu_seqlens);
+  CHECK_OFFSET(ropejit_args, batch);
+  CHECK_OFFSET(ropejit_args, max_seq_len);
+  CHECK_OFFSET(ropejit_args, seq_len);
+  CHECK_OFFSET(ropejit_runtime_options, device);
+  CHECK_OFFSET(ropejit_runtime_options, on_warning);
+  CHECK_OFFSET(ropejit_runtime_options, user_data);
+#undef CHECK_OFFSET
+  CHECK(sizeof(ropejit_args) == library_offset("ropejit_args", NULL),
+        "ropejit_args: %zu bytes here, %zu in the library", sizeof(ropejit_args),
+        library_offset("ropejit_args", NULL));
+  CHECK(sizeof(ropejit_runtime_options) == library_offset("ropejit_runtime_options", NULL),
+        "ropejit_runtime_options: %zu bytes here, %zu in the library", sizeof(ropejit_runtime_options),
+        library_offset("ropejit_runtime_options", NULL));
+  ropejit_args args;
+  ropejit_args_init(&args);
+  CHECK(args.struct_size == sizeof(ropejit_args), "ropejit_args_init wrote struct_size %zu", args.struct_size);
+  size_t offset = 1;
+  CHECK(ropejit_struct_field("no_such_struct", 0, &offset) == NULL && offset == 0, "unknown struct: offset %zu",
+        offset);
+}
+
+/* What on_warning received. */
+typedef struct Warnings {
+  int count;
+  const void* user_data;
+  char first[512];
+} Warnings;
+
+static void collect_warning(const char* message, void* user_data) {
+  Warnings* w = (Warnings*)user_data;
+  if (w->count++ == 0) {
+    w->user_data = user_data;
+    snprintf(w->first, sizeof w->first, "%s", message);
+  }
+}
+
+/* A tuning database that does not exist is ignored with one warning, which goes to
+ * on_warning with its user_data instead of stderr. A caller built against 0.1.0 (struct_size
+ * ending before on_warning) is still accepted, with warnings on stderr. */
+static void check_warnings(void) {
+  static const char kMissingDb[] = "/nonexistent-ropejit-c-api-test/tuning.json";
+  Warnings warnings = {0, NULL, ""};
+  ropejit_runtime_options options;
+  ropejit_runtime_options_init(&options);
+  CHECK(options.on_warning == NULL && options.user_data == NULL, "on_warning is not NULL by default");
+  options.backend = ROPEJIT_BACKEND_HOST;
+  options.disk_cache = 0;
+  options.tuning_db = kMissingDb;
+  options.on_warning = collect_warning;
+  options.user_data = &warnings;
+  ropejit_runtime* rt = NULL;
+  ropejit_status st = ropejit_runtime_create(&options, &rt);
+  CHECK(st == ROPEJIT_STATUS_OK, "runtime with a missing tuning database: %s: %s", ropejit_status_string(st),
+        ropejit_last_error());
+  CHECK(warnings.count == 1, "on_warning called %d times, expected once", warnings.count);
+  CHECK(warnings.user_data == &warnings, "on_warning got user_data %p, expected %p", warnings.user_data,
+        (const void*)&warnings);
+  CHECK(strstr(warnings.first, kMissingDb) != NULL, "warning does not name the database: %s", warnings.first);
+  CHECK(strstr(warnings.first, "ropejit: warning:") == NULL, "warning kept the stderr prefix: %s", warnings.first);
+  ropejit_runtime_destroy(rt);
+
+  options.struct_size = offsetof(ropejit_runtime_options, on_warning); /* 0.1.0's size */
+  options.tuning_db = NULL;
+  rt = NULL;
+  st = ropejit_runtime_create(&options, &rt);
+  CHECK(st == ROPEJIT_STATUS_OK && rt != NULL, "0.1.0 struct_size gave %s: %s", ropejit_status_string(st),
+        ropejit_last_error());
+  ropejit_runtime_destroy(rt);
+  options.struct_size = offsetof(ropejit_runtime_options, on_warning) - 8;
+  st = ropejit_runtime_create(&options, &rt);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "short struct_size gave %s", ropejit_status_string(st));
 }
 
 /* Launches the spec's kernel on random data and checks every element of q and k. */
@@ -232,6 +329,7 @@ int main(void) {
   printf("c_api_test: ropejit %s, seed %llu\n", ropejit_version(), (unsigned long long)rng_state);
 
   check_without_runtime();
+  check_layout();
 
   ropejit_runtime_options options;
   ropejit_runtime_options_init(&options);
@@ -251,6 +349,7 @@ int main(void) {
     return 1;
   }
   CHECK(strcmp(ropejit_runtime_backend(rt), "host") == 0, "backend %s", ropejit_runtime_backend(rt));
+  check_warnings();
 
   ropejit_kernel* kernel = NULL;
   st = ropejit_kernel_get(rt, kSpec, &kernel);

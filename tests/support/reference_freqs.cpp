@@ -1,4 +1,4 @@
-// Reference frequency math, written from ROPE_REFERENCE.md and HF v5 modeling_rope_utils.
+// Reference frequency math, written from docs/rope-math.md and HF v5 modeling_rope_utils.
 // In hf_fp32 mode every torch float32 step is mirrored by rounding a float64 result to
 // float32: for + - * / one float64 step then one rounding equals the float32 operation, and
 // pow is then correctly rounded (torch's own float32 pow may differ in the last bit).
@@ -142,6 +142,7 @@ void compute_llama3(const Spec& spec, Arith r, RefFreqs& out) {
       inv_freq = divided;
       continue;
     }
+    if (high_freq_factor == low_freq_factor) continue;  // no smooth band: its edge is kept
     const double smooth = r(r(r(r(original) / wavelen) - r(low_freq_factor)) / r(high_freq_factor - low_freq_factor));
     inv_freq = r(r(r(r(1.0 - smooth) * inv_freq) / r(factor)) + r(smooth * inv_freq));
   }

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropejit/error.h"
+#include "warnings.h"
 
 namespace ropejit {
 
@@ -27,10 +28,7 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-void emit_warning(const WarningSink& warn, const std::string& message) {
-  if (warn) warn(message);
-  else fmt::print(stderr, "ropejit: warning: {}\n", message);
-}
+void emit_warning(const WarningSink& warn, const std::string& message) { ropejit::warn(warn, message); }
 
 [[noreturn]] void bad_field(const std::string& pointer, const std::string& message) {
   throw Error(Status::io_error, fmt::format("tuning database {}: {}", pointer, message), pointer);

@@ -39,7 +39,9 @@ struct DiskCacheOptions {
   uint64_t max_bytes = uint64_t(1) << 30;
   /// fsync each entry before publishing it (durability across power loss; slower).
   bool fsync = false;
-  /// Receives the one "cache disabled" warning; empty = print to stderr.
+  /// Receives the one "cache disabled" warning (its text, without the "ropejit: warning: "
+  /// prefix); empty = print "ropejit: warning: <text>" to stderr. Runtime passes
+  /// RuntimeOptions::on_warning here. Must not throw (an exception is dropped).
   std::function<void(const std::string&)> warn;
 };
 

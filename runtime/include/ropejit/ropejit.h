@@ -47,11 +47,29 @@ typedef enum ropejit_backend {
   ROPEJIT_BACKEND_HOST = 2
 } ropejit_backend;
 
-/** Integer type of an explicit positions array. */
+/** Integer type of an explicit positions array. In C++ it is ropejit::PositionsType, so that
+ *  ropejit_args can be ropejit::Args too (ropejit/runtime.h) and both spellings,
+ *  ROPEJIT_POSITIONS_INT64 and ropejit::PositionsType::int64, work in either API. Both are
+ *  int-sized with the same values, so C and C++ agree on the layout of ropejit_args. */
+#ifdef __cplusplus
+}  /* extern "C" */
+namespace ropejit {
+/// Integer type of an explicit positions array (the C API's ropejit_positions_type).
+enum class PositionsType : int { int32 = 0, int64 = 1 };
+}  // namespace ropejit
+/// The C name of ropejit::PositionsType.
+typedef ropejit::PositionsType ropejit_positions_type;
+/// ROPEJIT_POSITIONS_INT32 for C++ callers of the C API.
+inline constexpr ropejit_positions_type ROPEJIT_POSITIONS_INT32 = ropejit::PositionsType::int32;
+/// ROPEJIT_POSITIONS_INT64 for C++ callers of the C API.
+inline constexpr ropejit_positions_type ROPEJIT_POSITIONS_INT64 = ropejit::PositionsType::int64;
+extern "C" {
+#else
 typedef enum ropejit_positions_type {
   ROPEJIT_POSITIONS_INT32 = 0,
   ROPEJIT_POSITIONS_INT64 = 1
 } ropejit_positions_type;
+#endif
 
 /** Opaque runtime: backend, caches, tuning database. Thread-safe. */
 typedef struct ropejit_runtime ropejit_runtime;
@@ -67,9 +85,18 @@ typedef struct ropejit_runtime_options {
   const char* tuning_db;     /**< NULL: ROPEJIT_TUNING_DB or none */
   const char* arch;          /**< NULL: the device's ("sm_90"); else forced target */
   int device;                /**< CUDA device ordinal, default 0 */
+  /** Receives each warning (a disabled disk cache, an ignored tuning database) as one line of
+   *  text without the "ropejit: warning: " prefix, with `user_data`. NULL (the default): the
+   *  line is printed to stderr. Called on the thread that raised it, inside a ropejit call
+   *  (ropejit_runtime_create, ropejit_kernel_get); it must not call ropejit itself and must
+   *  stay valid until ropejit_runtime_destroy. The message is valid during the call only.
+   *  A caller built against 0.1.0's header (struct_size ending before on_warning) gets NULL. */
+  void (*on_warning)(const char* message, void* user_data);
+  void* user_data;           /**< passed to on_warning unchanged */
 } ropejit_runtime_options;
 
-/** One launch's arguments; mirrors ropejit::Args (ropejit/runtime.h) field by field.
+/** One launch's arguments; the one definition of them: ropejit::Args (ropejit/runtime.h) is
+ *  this struct, with C++ constructors, so the two layouts cannot drift apart.
  *  Device pointers on the cuda backend, host pointers on the host backend. Strides are in
  *  elements between consecutive tokens; 0 means dense. Fill with ropejit_args_init first. */
 typedef struct ropejit_args {
@@ -91,10 +118,10 @@ typedef struct ropejit_args {
   int64_t q_out_stride, k_out_stride, v_out_stride;
   /* Positions: explicit, or varlen. */
   const void* positions;     /**< [T] */
-  ropejit_positions_type positions_type;
+  ropejit_positions_type positions_type; /**< default ROPEJIT_POSITIONS_INT32 */
   const int32_t* cu_seqlens; /**< [batch + 1], cu_seqlens[batch] == T */
   const int64_t* start_pos;  /**< [batch] or NULL (all 0) */
-  int batch;
+  int batch;                 /**< sequences of varlen positions / padded_bhsd */
   int max_seq_len;           /**< S of padded_bhsd */
   int64_t seq_len;           /**< max(position) + 1; required by dynamic NTK and LongRoPE */
 } ropejit_args;
@@ -108,8 +135,8 @@ ROPEJIT_C_API void ropejit_args_init(ropejit_args* args);
  *  fails with ROPEJIT_STATUS_BACKEND_ERROR. */
 ROPEJIT_C_API ropejit_status ropejit_runtime_create(const ropejit_runtime_options* options,
                                                     ropejit_runtime** runtime);
-/** Releases the caller's reference; kernels obtained from it stay valid until destroyed.
- *  NULL is ignored. */
+/** Destroys a runtime (its caches and tuning database); kernels obtained from it stay valid
+ *  until destroyed, since each keeps the backend it runs on. NULL is ignored. */
 ROPEJIT_C_API void ropejit_runtime_destroy(ropejit_runtime* runtime);
 /** The backend in use: "cuda" or "host" (static string), or NULL for a NULL runtime. */
 ROPEJIT_C_API const char* ropejit_runtime_backend(const ropejit_runtime* runtime);
@@ -131,6 +158,13 @@ ROPEJIT_C_API ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel,
  *  Int64 positions add 4 * num_tokens bytes to this. */
 ROPEJIT_C_API ropejit_status ropejit_kernel_bytes_moved(const ropejit_kernel* kernel, int64_t num_tokens,
                                                         int batch, int64_t max_seq_len, int64_t* bytes);
+
+/** Layout of a public struct as this library was compiled, for bindings that copy a struct
+ *  (bench/ropejit_ctypes.py) to check their copy: the name of field number `index` (0-based,
+ *  in declaration order) of `type` ("ropejit_args" or "ropejit_runtime_options") and its byte
+ *  offset in `*offset`. Past the last field: NULL, and `*offset` = sizeof(type). An unknown
+ *  type: NULL, and `*offset` = 0. `offset` may be NULL. */
+ROPEJIT_C_API const char* ropejit_struct_field(const char* type, size_t index, size_t* offset);
 
 /** Short stable name of a status ("invalid_spec"); "unknown" for other values. */
 ROPEJIT_C_API const char* ropejit_status_string(ropejit_status status);

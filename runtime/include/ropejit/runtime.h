@@ -2,12 +2,16 @@
 /// The C++ API: a Runtime turns specs into launchable Kernels on the cuda or host backend.
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
+#include <type_traits>
 
 #include "ropejit/buckets.h"
 #include "ropejit/compile.h"
 #include "ropejit/config.h"
+#include "ropejit/ropejit.h"
 #include "ropejit/spec.h"
 
 namespace ropejit {
@@ -20,45 +24,32 @@ template <> constexpr const auto& enum_table<BackendKind>() { return kBackendNam
 
 /// Runtime options.
 struct RuntimeOptions {
-  BackendKind backend = BackendKind::auto_;
+  BackendKind backend = BackendKind::auto_;  ///< where kernels run
   std::string cache_dir;       ///< empty: ROPEJIT_CACHE_DIR, XDG_CACHE_HOME/ropejit, ~/.cache/ropejit
   bool disk_cache = true;      ///< false: memory cache only
   std::string tuning_db;       ///< tuning database path; empty: ROPEJIT_TUNING_DB or none
   std::string arch;            ///< override the compile target ("sm_90"); empty: the device's
   int device = 0;              ///< CUDA device ordinal
+  /// Receives each warning (a disabled disk cache, an ignored or mismatched tuning database)
+  /// as its text without the "ropejit: warning: " prefix, on the thread that raised it (inside
+  /// the Runtime constructor or get()). Empty: "ropejit: warning: <text>" on stderr, once per
+  /// warning. Must not throw (an exception is dropped) nor call back into this Runtime.
+  std::function<void(std::string_view)> on_warning;
 };
-
-/// Integer type of an explicit positions array.
-enum class PositionsType { int32, int64 };
 
 /// One launch's arguments: device pointers (cuda backend) or host pointers (host backend).
-/// Strides are in elements between consecutive tokens; 0 means dense.
-struct Args {
-  int64_t num_tokens = 0;            ///< T
-  // Input, separate form: q [T, Hq, D], k [T, Hkv, D], v [T, Hkv, D] (v when the spec copies v).
-  void* q = nullptr;
-  void* k = nullptr;
-  void* v = nullptr;
-  int64_t q_stride = 0, k_stride = 0, v_stride = 0;
-  // Input, packed form: qkv [T, (Hq + 2 Hkv) D].
-  void* qkv = nullptr;
-  int64_t qkv_stride = 0;
-  const void* bias = nullptr;        ///< [(Hq + 2 Hkv) D] in the storage dtype, when qkv_bias
-  // Outputs (separate: [T, H, D] token-major; padded_bhsd: [B, H, S, D] dense).
-  void* q_out = nullptr;
-  void* k_out = nullptr;
-  void* v_out = nullptr;
-  int64_t q_out_stride = 0, k_out_stride = 0, v_out_stride = 0;  ///< separate form only
-  // Positions: explicit, or varlen.
-  const void* positions = nullptr;   ///< [T]
-  PositionsType positions_type = PositionsType::int32;
-  const int32_t* cu_seqlens = nullptr;  ///< [batch + 1], cu_seqlens[batch] == T
-  const int64_t* start_pos = nullptr;   ///< [batch] or null (all 0)
-  int batch = 0;
-  int max_seq_len = 0;               ///< S of padded_bhsd
-  /// L = max(position) + 1 over the launch; required by dynamic NTK and LongRoPE.
-  int64_t seq_len = 0;
+/// Strides are in elements between consecutive tokens; 0 means dense. The fields, their
+/// meaning and layout are the C API's ropejit_args (ropejit/ropejit.h), their one definition:
+/// an Args is a ropejit_args, so either converts to the other by a plain copy.
+/// PositionsType (int32 or int64 positions) is declared there too.
+struct Args : ropejit_args {
+  /// Every field zero (positions int32), struct_size = sizeof(ropejit_args), as
+  /// ropejit_args_init: so an Args can also be passed to ropejit_kernel_launch.
+  Args() : ropejit_args{} { struct_size = sizeof(ropejit_args); }
 };
+static_assert(sizeof(Args) == sizeof(ropejit_args) && std::is_standard_layout_v<Args> &&
+                  std::is_trivially_copyable_v<Args>,
+              "Args must stay exactly a ropejit_args: no fields of its own");
 
 class Backend;
 class KernelImpl;

@@ -1,0 +1,88 @@
+#pragma once
+// Internal: the state of one HF config import — issues named by config.json key paths,
+// warnings, and which config key each spec field came from — and type-checked readers.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "hf_families.h"
+#include "ropejit/spec.h"
+
+namespace ropejit {
+
+/// Issues, warnings and spec-field sources of one import. Key paths are config.json paths
+/// ("rope_scaling.factor", "text_config.num_attention_heads", "rope_scaling.long_factor[3]").
+class HfContext {
+ public:
+  /// `prefix` starts every path of the text model ("text_config." for a nested one).
+  explicit HfContext(std::string prefix = {}) : prefix_(std::move(prefix)) {}
+
+  /// The config.json path of a key of the text model.
+  std::string path(std::string_view key) const { return prefix_ + std::string(key); }
+
+  /// An error at `key_path`; `spec_pointer` (may be empty) names the spec field it feeds.
+  void error(const std::string& key_path, const std::string& spec_pointer, std::string message);
+  /// "<value> is not allowed: must be <must>" at `key_path`.
+  void not_allowed(const std::string& key_path, const nlohmann::json& value,
+                   const std::string& must, const std::string& spec_pointer);
+  /// A warning about `key_path` (where HF only warns, or ignores a key silently).
+  void warn(const std::string& key_path, const std::string& message);
+  /// Spec field `spec_pointer` holds the value of `key_path` (how its problems are named).
+  void source(const std::string& spec_pointer, const std::string& key_path);
+  /// Spec field `spec_pointer` is accounted for by an earlier error (its problems are dropped).
+  void cover(const std::string& spec_pointer) { covered_.push_back(spec_pointer); }
+
+  /// The member `key`, unless absent or null (HF treats null as unset).
+  static const nlohmann::json* member(const nlohmann::json& object, std::string_view key);
+  /// The first non-null member among `keys` with its key ({"", nullptr} when none). With
+  /// `agree`, another non-null member of a different value is an error (aliases of one value).
+  std::pair<std::string_view, const nlohmann::json*> first_of(
+      const nlohmann::json& object, const std::vector<std::string_view>& keys, bool agree,
+      const std::string& spec_pointer);
+
+  /// `value` as an integer >= min (JSON integers only: HF sizes are Python ints).
+  std::optional<int64_t> integer(const nlohmann::json& value, const std::string& key_path,
+                                 int64_t min, const std::string& spec_pointer);
+  /// `value` as a boolean (a string "true" is an error, not truthy).
+  std::optional<bool> boolean(const nlohmann::json& value, const std::string& key_path,
+                              const std::string& spec_pointer);
+  /// `value` as a finite number > 0.
+  std::optional<double> positive(const nlohmann::json& value, const std::string& key_path,
+                                 const std::string& spec_pointer);
+
+  /// Every error so far, in the order found.
+  const std::vector<SpecIssue>& issues() const { return issues_; }
+  /// Every warning so far, each "key.path: message".
+  const std::vector<std::string>& warnings() const { return warnings_; }
+
+  /// Spec validation problems named by the config keys their fields came from, the spec
+  /// field second; problems of fields already reported (covered) are left out.
+  std::vector<SpecIssue> rename(const std::vector<SpecIssue>& spec_issues) const;
+
+ private:
+  std::string prefix_;
+  std::vector<SpecIssue> issues_;
+  std::vector<std::string> warnings_;
+  std::vector<std::pair<std::string, std::string>> sources_;  // spec pointer -> key path
+  std::vector<std::string> covered_;
+};
+
+/// A JSON value as messages show it (non-finite numbers by name, long values cut).
+std::string show_json(const nlohmann::json& value);
+
+/// Imports the rope block (v5 rope_parameters / v4 rope_scaling) and the base of the text
+/// model `text` into spec["rope"], checked against HF v5's per-type rules (hf_rope.cpp).
+/// `max_positions` is M when known, read from `max_key` (longrope's O defaults to it).
+void import_rope(const nlohmann::json& text, const ModelFamily& family,
+                 std::optional<int64_t> max_positions, const std::string& max_key,
+                 HfContext& context, nlohmann::json& spec);
+
+/// The rotary fraction given inside the rope block (v5 keeps partial_rotary_factor there).
+const nlohmann::json* rope_block_fraction(const nlohmann::json& text);
+
+}  // namespace ropejit

@@ -1,0 +1,149 @@
+// The per-model_type table of the HF import. Paths are under transformers' src/transformers/
+// unless said otherwise; docs/spec.md "Model families" lists the same rows.
+#include "hf_families.h"
+
+namespace ropejit {
+
+namespace {
+
+// A row: the generic conventions, then what `edit` changes.
+template <class Edit>
+ModelFamily row(std::string_view type, std::string_view source, Edit edit) {
+  ModelFamily family;
+  family.model_type = type;
+  family.source = source;
+  edit(family);
+  return family;
+}
+
+ModelFamily row(std::string_view type, std::string_view source) {
+  return row(type, source, [](ModelFamily&) {});
+}
+
+// Falcon and its pre-transformers custom-code names (convert_custom_code_checkpoint.py).
+ModelFamily falcon(std::string_view type) {
+  return row(type, "models/falcon/configuration_falcon.py", [](ModelFamily& f) {
+    f.hidden_keys = {"hidden_size", "n_embed"};
+    f.head_dim_keys = {};  // a property: hidden_size // num_attention_heads
+    f.bias_keys = {};      // `bias` also covers the grouped fused QKV: not ropejit's packed form
+    f.kv_rule = KvRule::falcon;
+    f.kv_keys = {"num_kv_heads", "n_head_kv"};
+    f.max_default = 2048;
+    f.no_rope_key = "alibi";
+  });
+}
+
+// ChatGLM / GLM: interleaved pairs over the first half of each head.
+ModelFamily glm(std::string_view type, std::string_view source) {
+  return row(type, source, [](ModelFamily& f) {
+    f.layout = Layout::interleaved;
+    f.rotary_fraction_default = 0.5;
+    f.bias_default = true;  // GlmConfig: attention_bias=True
+  });
+}
+
+ModelFamily llama4(std::string_view type, std::string_view text_config) {
+  return row(type, "models/llama4/modeling_llama4.py", [&](ModelFamily& f) {
+    f.layout = Layout::interleaved;  // apply_rotary_emb: view_as_complex of (2i, 2i+1)
+    f.bias_keys = {};                // Llama4TextConfig sets attention_bias = False
+    f.theta_default = 500000.0;
+    f.text_config = text_config;
+  });
+}
+
+ModelFamily deepseek(std::string_view type, std::string_view source) {
+  return row(type, source, [](ModelFamily& f) {
+    f.layout = Layout::interleaved;  // apply_rotary_pos_emb_interleave
+    f.head_dim_keys = {"qk_rope_head_dim", "head_dim"};
+    f.bias_keys = {};  // MLA's low-rank projections are not a packed q/k/v
+    f.rope_head_only = true;
+  });
+}
+
+ModelFamily not_rope(std::string_view type, std::string_view source, std::string_view why) {
+  return row(type, source, [&](ModelFamily& f) { f.not_rope = why; });
+}
+
+}  // namespace
+
+const std::vector<ModelFamily>& model_families() {
+  static const std::vector<ModelFamily> table{
+      row("", "models/llama/modeling_llama.py"),
+      row("llama", "models/llama/modeling_llama.py"),
+      row("mistral", "models/mistral/modeling_mistral.py",
+          [](ModelFamily& f) { f.bias_keys = {}; }),
+      row("mixtral", "models/mixtral/modeling_mixtral.py",
+          [](ModelFamily& f) { f.bias_keys = {}; }),
+      row("qwen2", "models/qwen2/modeling_qwen2.py", [](ModelFamily& f) {
+        f.bias_keys = {};  // q/k/v_proj are always built with bias=True
+        f.bias_default = true;
+      }),
+      row("qwen3", "models/qwen3/modeling_qwen3.py",
+          [](ModelFamily& f) { f.qk_norm_always = true; }),
+      row("qwen3_moe", "models/qwen3_moe/modeling_qwen3_moe.py",
+          [](ModelFamily& f) { f.qk_norm_always = true; }),
+      row("gemma", "models/gemma/modeling_gemma.py"),
+      row("gemma2", "models/gemma2/modeling_gemma2.py"),
+      row("phi", "models/phi/modeling_phi.py", [](ModelFamily& f) {
+        f.bias_keys = {};  // q/k/v always biased; kept unfused (the shipped phi-2 spec)
+        f.rotary_fraction_default = 0.5;
+      }),
+      row("phi3", "models/phi3/modeling_phi3.py", [](ModelFamily& f) { f.bias_keys = {}; }),
+      row("gpt_neox", "models/gpt_neox/modeling_gpt_neox.py", [](ModelFamily& f) {
+        f.bias_keys = {};  // query_key_value interleaves q, k, v per head: not packed_qkv
+        f.theta_keys = {"rope_theta", "rotary_emb_base"};
+        f.rotary_fraction_default = 0.25;
+      }),
+      row("gptj", "models/gptj/modeling_gptj.py", [](ModelFamily& f) {
+        f.layout = Layout::interleaved;  // rotate_every_two
+        f.bias_keys = {};
+        f.rotary_dim_default = 64;
+      }),
+      row("stablelm", "models/stablelm/configuration_stablelm.py", [](ModelFamily& f) {
+        f.bias_keys = {"use_qkv_bias"};
+        f.rotary_fraction_default = 0.25;
+        f.max_default = 4096;
+        f.qk_norm_key = "qk_layernorm";
+      }),
+      falcon("falcon"),
+      falcon("RefinedWebModel"),
+      falcon("RefinedWeb"),
+      row("cohere", "models/cohere/modeling_cohere.py", [](ModelFamily& f) {
+        f.layout = Layout::interleaved;  // rotate_half on x[..., ::2], x[..., 1::2]
+        f.qk_norm_key = "use_qk_norm";
+      }),
+      row("cohere2", "models/cohere2/modeling_cohere2.py",
+          [](ModelFamily& f) { f.layout = Layout::interleaved; }),
+      llama4("llama4_text", ""),
+      llama4("llama4", "text_config"),
+      deepseek("deepseek_v2", "models/deepseek_v2/modeling_deepseek_v2.py"),
+      deepseek("deepseek_v3", "models/deepseek_v3/modeling_deepseek_v3.py"),
+      row("chatglm", "THUDM/glm-4-9b-chat modeling_chatglm.py (remote code)", [](ModelFamily& f) {
+        f.layout = Layout::interleaved;
+        f.head_dim_keys = {"kv_channels"};
+        f.bias_keys = {"add_qkv_bias"};
+        f.kv_rule = KvRule::chatglm;
+        f.kv_keys = {"multi_query_group_num"};
+        f.theta_from_rope_ratio = true;
+        f.rotary_fraction_default = 0.5;
+      }),
+      glm("glm", "models/glm/modeling_glm.py"),
+      glm("glm4", "models/glm4/modeling_glm4.py"),
+      not_rope("bloom", "models/bloom/modeling_bloom.py", "ALiBi attention biases"),
+      not_rope("mpt", "models/mpt/modeling_mpt.py", "ALiBi attention biases"),
+      not_rope("gpt2", "models/gpt2/modeling_gpt2.py", "learned absolute position embeddings"),
+      not_rope("opt", "models/opt/modeling_opt.py", "learned absolute position embeddings"),
+  };
+  return table;
+}
+
+const ModelFamily& generic_model_family() { return model_families().front(); }
+
+const ModelFamily* find_model_family(std::string_view model_type) {
+  if (model_type.empty()) return nullptr;
+  for (const auto& family : model_families())
+    if (family.model_type == model_type) return &family;
+  return nullptr;
+}
+
+}  // namespace ropejit

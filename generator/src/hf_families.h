@@ -1,0 +1,57 @@
+#pragma once
+// Internal: the per-model_type conventions of the HF import, in one table (docs/spec.md
+// "Model families"). Each row copies what the named transformers source file does.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "ropejit/enums.h"
+
+namespace ropejit {
+
+/// How a family finds its key/value head count.
+enum class KvRule {
+  keys,     ///< the first of kv_keys, else num_q_heads (HF's default: no GQA)
+  falcon,   ///< new_decoder_architecture or not multi_query: kv_keys (else q heads); else 1
+  chatglm,  ///< multi_query_attention: multi_query_group_num; else num_q_heads
+};
+
+/// One model_type's conventions. Rows start from the generic row and change what differs.
+struct ModelFamily {
+  std::string_view model_type;                        ///< HF model_type; "" = the generic row
+  std::string_view source = "models/llama/modeling_llama.py";  ///< the HF file it follows
+  Layout layout = Layout::neox;                       ///< rotation pairing of the checkpoint
+  std::vector<std::string_view> head_keys{"num_attention_heads", "n_head"};  ///< q heads
+  std::vector<std::string_view> hidden_keys{"hidden_size", "n_embd"};  ///< for hidden / heads
+  std::vector<std::string_view> head_dim_keys{"head_dim"};  ///< first non-null, else hidden/heads
+  std::vector<std::string_view> bias_keys{"attention_bias"};  ///< booleans meaning a QKV bias
+  bool bias_default = false;                          ///< the bias when no bias key is present
+  KvRule kv_rule = KvRule::keys;                      ///< how num_kv_heads is found
+  std::vector<std::string_view> kv_keys{"num_key_value_heads"};  ///< kv head count keys
+  std::vector<std::string_view> max_keys{"max_position_embeddings", "n_positions",
+                                         "seq_length"};  ///< first non-null wins
+  std::optional<int64_t> max_default;                 ///< when no max_keys member is present
+  std::vector<std::string_view> theta_keys{"rope_theta"};  ///< top-level base keys
+  bool theta_from_rope_ratio = false;                 ///< ChatGLM: base = 10000 * rope_ratio
+  double theta_default = 10000.0;                     ///< when no base key is present
+  std::optional<double> rotary_fraction_default;      ///< partial rotary when none is given
+  std::optional<int64_t> rotary_dim_default;          ///< rotary_dim when none is given
+  bool rope_head_only = false;                        ///< MLA: head_dim is the rope part only
+  std::string_view text_config;                       ///< sub-config with the text model
+  std::string_view qk_norm_key;                       ///< boolean: a QK-norm before RoPE
+  bool qk_norm_always = false;                        ///< a QK-norm before RoPE, always
+  std::string_view no_rope_key;                       ///< boolean: true means no RoPE (ALiBi)
+  std::string_view not_rope;                          ///< non-empty: why there is no RoPE at all
+};
+
+/// Every row; the generic row (model_type "") first.
+const std::vector<ModelFamily>& model_families();
+
+/// The row of a model_type, or nullptr when the table has none (callers use the generic row).
+const ModelFamily* find_model_family(std::string_view model_type);
+
+/// The generic row: Llama's key names and conventions.
+const ModelFamily& generic_model_family();
+
+}  // namespace ropejit

@@ -1,0 +1,292 @@
+// The rope block of an HF config (v5 rope_parameters / v4 rope_scaling) and the base, checked
+// the way transformers v5 RotaryEmbeddingConfigMixin checks them (modeling_rope_utils.py):
+// a missing required key is an error there too; what HF only warns about is a warning here
+// when the math stays well defined, and an error when HF would crash or compute garbage.
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/core.h>
+
+#include "hf_context.h"
+#include "spec_json.h"
+
+namespace ropejit {
+
+using nlohmann::json;
+
+namespace {
+
+/// One HF rope_type: ropejit's type and HF v5's keys for it. rope_theta and
+/// partial_rotary_factor are allowed with every type; `unsupported` says why a type is refused.
+struct HfRopeType {
+  std::string_view name;
+  RopeType type;
+  std::vector<std::string_view> required;
+  std::vector<std::string_view> optional;
+  std::string_view unsupported;
+};
+
+// HF requires original_max_position_embeddings for yarn and longrope too, but its
+// standardize_rope_params fills it (top-level key, else M) first: optional in a config.json.
+const std::vector<HfRopeType>& hf_rope_types() {
+  static const std::vector<std::string_view> yarn_optional{
+      "original_max_position_embeddings", "attention_factor", "beta_fast", "beta_slow",
+      "mscale", "mscale_all_dim", "truncate"};
+  static const std::vector<std::string_view> longrope_optional{
+      "original_max_position_embeddings", "attention_factor", "factor"};
+  static const std::vector<HfRopeType> table{
+      {"default", RopeType::default_, {}, {}, {}},
+      {"linear", RopeType::linear, {"factor"}, {}, {}},
+      {"dynamic", RopeType::dynamic, {"factor"}, {}, {}},
+      {"yarn", RopeType::yarn, {"factor"}, yarn_optional, {}},
+      {"longrope", RopeType::longrope, {"short_factor", "long_factor"}, longrope_optional, {}},
+      {"su", RopeType::longrope, {"short_factor", "long_factor"}, longrope_optional, {}},
+      {"llama3", RopeType::llama3,
+       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
+       {}, {}},
+      {"mrope", RopeType::default_, {}, {},
+       "multimodal RoPE (three position streams) is not implemented by ropejit"},
+      {"proportional", RopeType::default_, {}, {}, "proportional RoPE is not implemented by ropejit"},
+      {"ntk", RopeType::ntk, {}, {},
+       "ntk is ropejit's static NTK type, not an HF rope_type: write the spec's rope block by hand"},
+  };
+  return table;
+}
+
+// Block keys that mean multimodal RoPE, which a single-stream spec cannot express.
+constexpr std::string_view kMropeKeys[] = {"mrope_section", "mrope_interleaved"};
+
+bool contains(const std::vector<std::string_view>& list, std::string_view key) {
+  return std::find(list.begin(), list.end(), key) != list.end();
+}
+
+bool applies(const HfRopeType& row, std::string_view key) {
+  return contains(row.required, key) || contains(row.optional, key);
+}
+
+// A key some HF rope type reads (so a misplaced one is "does not apply", not "unknown").
+bool known_anywhere(std::string_view key) {
+  if (key == "rope_theta" || key == "partial_rotary_factor") return true;
+  for (const auto& row : hf_rope_types())
+    if (applies(row, key)) return true;
+  return false;
+}
+
+std::string type_names() {
+  std::string out;
+  for (const auto& row : hf_rope_types())
+    if (row.unsupported.empty()) out += (out.empty() ? "" : ", ") + std::string(row.name);
+  return out;
+}
+
+// Python `x or default`: HF reads a 0 yarn beta as unset.
+bool is_unset(std::string_view key, const json& value) {
+  return value.is_null() ||
+         ((key == "beta_fast" || key == "beta_slow") && value.is_number() && value.get<double>() == 0);
+}
+
+// The rope_type row, or nullptr after reporting why not.
+const HfRopeType* rope_type_row(const json& block, const std::string& block_key, HfContext& ctx) {
+  const json* rope_type = HfContext::member(block, "rope_type");
+  const json* type = HfContext::member(block, "type");
+  const json* name = rope_type ? rope_type : type;
+  const std::string key = block_key + (rope_type ? ".rope_type" : ".type");
+  if (rope_type && type && *rope_type != *type) {
+    ctx.error(block_key + ".type", "/rope/rope_type",
+              fmt::format("{} is not allowed: must equal rope_type ({}) when both are given",
+                          show_json(*type), show_json(*rope_type)));
+    return nullptr;
+  }
+  if (!name) return &hf_rope_types().front();
+  if (name->is_string()) {
+    const std::string& text = name->get_ref<const std::string&>();
+    for (const auto& row : hf_rope_types()) {
+      if (row.name != text) continue;
+      if (row.unsupported.empty()) return &row;
+      ctx.error(key, "/rope/rope_type",
+                fmt::format("{} is not allowed: {}", show_json(*name), row.unsupported));
+      return nullptr;
+    }
+    std::vector<std::string_view> names;
+    for (const auto& row : hf_rope_types()) names.push_back(row.name);
+    const std::string suggestion = nearest_key(text, names);
+    ctx.not_allowed(key, *name,
+                    "one of " + type_names() +
+                        (suggestion.empty() ? "" : fmt::format(" (did you mean \"{}\"?)", suggestion)),
+                    "/rope/rope_type");
+    return nullptr;
+  }
+  ctx.not_allowed(key, *name, "a string, one of " + type_names(), "/rope/rope_type");
+  return nullptr;
+}
+
+// Copies the block's keys that apply to the type; reports the others the way HF does.
+void copy_keys(const json& block, const std::string& block_key, const HfRopeType& row,
+               HfContext& ctx, json& rope) {
+  std::vector<std::string_view> type_keys = row.required;
+  type_keys.insert(type_keys.end(), row.optional.begin(), row.optional.end());
+  type_keys.push_back("rope_theta");
+  for (const auto& item : block.items()) {
+    const std::string& key = item.key();
+    const std::string key_path = block_key + "." + key;
+    if (key == "rope_type" || key == "type" || key == "rope_theta" || key == "partial_rotary_factor")
+      continue;  // read by the caller
+    if (std::find(std::begin(kMropeKeys), std::end(kMropeKeys), key) != std::end(kMropeKeys)) {
+      ctx.error(key_path, "/rope", "multimodal RoPE (mrope) is not implemented by ropejit");
+      continue;
+    }
+    if (item.value().is_object()) {  // v5 per-layer-type blocks: {"full_attention": {...}}
+      ctx.error(key_path, "/rope",
+                "an object is not allowed here: per-layer-type rope parameters (layer_types) need "
+                "one spec per layer type; import a config holding one block");
+      continue;
+    }
+    if (applies(row, key)) {
+      if (is_unset(key, item.value())) continue;
+      const RopeParamRule* rule = find_rope_param(key);
+      if (rule && rule->kind == ParamKind::integer &&
+          !ctx.integer(item.value(), key_path, 1, "/rope/" + key))
+        continue;  // a length: HF's Python int (8192.0 is refused)
+      rope[key] = item.value();
+      ctx.source("/rope/" + key, key_path);
+      continue;
+    }
+    if (known_anywhere(key)) {
+      ctx.warn(key_path, fmt::format("does not apply to rope_type \"{}\"; ignored, as HF does (it "
+                                     "warns: unrecognized key)", row.name));
+    } else {
+      const std::string suggestion = nearest_key(key, type_keys);
+      ctx.warn(key_path, fmt::format("unknown key for rope_type \"{}\"{}; ignored, as HF does (it "
+                                     "warns: unrecognized key)", row.name,
+                                     suggestion.empty() ? "" : " (did you mean \"" + suggestion + "\"?)"));
+    }
+  }
+}
+
+// The base: the block's rope_theta (v5), else the family's top-level keys, else ChatGLM's
+// 10000 * rope_ratio, else the family default.
+void import_theta(const json& text, const json* block, const std::string& block_key,
+                  const ModelFamily& family, HfContext& ctx, json& rope) {
+  const std::string pointer = "/rope/rope_theta";
+  auto [top_key, top] = ctx.first_of(text, family.theta_keys, true, pointer);
+  if (const json* inner = block ? HfContext::member(*block, "rope_theta") : nullptr) {
+    rope["rope_theta"] = *inner;
+    ctx.source(pointer, block_key + ".rope_theta");
+    if (top && *top != *inner)
+      ctx.warn(ctx.path(top_key), fmt::format("{} ignored: {}.rope_theta ({}) wins, as in HF v5",
+                                              show_json(*top), block_key, show_json(*inner)));
+  } else if (top) {
+    rope["rope_theta"] = *top;
+    ctx.source(pointer, ctx.path(top_key));
+  } else if (const json* ratio = family.theta_from_rope_ratio ? HfContext::member(text, "rope_ratio")
+                                                              : nullptr) {
+    if (auto r = ctx.positive(*ratio, ctx.path("rope_ratio"), pointer)) {
+      rope["rope_theta"] = 10000.0 * *r;  // ChatGLM: base = 10000 * rope_ratio
+      ctx.source(pointer, ctx.path("rope_ratio"));
+    }
+  } else {
+    rope["rope_theta"] = family.theta_default;
+    ctx.source(pointer, ctx.path(family.theta_keys.front()));
+  }
+}
+
+// Phi-3 keeps O at the top level, where it wins (standardize_rope_params); longrope without
+// any O uses M as HF does.
+void import_original_length(const json& text, const std::string& block_key, RopeType type,
+                            std::optional<int64_t> max_positions, const std::string& max_key,
+                            HfContext& ctx, json& rope) {
+  const std::string key = "original_max_position_embeddings";
+  if (type != RopeType::llama3 && type != RopeType::yarn && type != RopeType::longrope) return;
+  if (const json* top = HfContext::member(text, key)) {
+    if (!ctx.integer(*top, ctx.path(key), 1, "/rope/" + key)) return;
+    if (rope.contains(key) && rope[key] != *top)
+      ctx.warn(block_key + "." + key, fmt::format("{} ignored: the top-level {} ({}) wins, as in HF",
+                                                  show_json(rope[key]), key, show_json(*top)));
+    rope[key] = *top;
+    ctx.source("/rope/" + key, ctx.path(key));
+  } else if (type == RopeType::longrope && !rope.contains(key) && max_positions) {
+    rope[key] = *max_positions;
+    ctx.source("/rope/" + key, max_key);
+  }
+}
+
+// Warnings where HF warns and the table stays well defined.
+void warn_like_hf(const json& rope, const std::string& block_key, RopeType type,
+                  std::optional<int64_t> max_positions, HfContext& ctx) {
+  auto number = [&](const char* key) -> std::optional<double> {
+    auto it = rope.find(key);
+    if (it == rope.end() || !it->is_number() || !std::isfinite(it->get<double>())) return std::nullopt;
+    return it->get<double>();
+  };
+  if (type == RopeType::llama3) {
+    auto low = number("low_freq_factor"), high = number("high_freq_factor");
+    if (low && high && *low == *high)
+      ctx.warn(block_key + ".high_freq_factor",
+               fmt::format("equal to low_freq_factor ({}): the smooth band is empty (wavelengths "
+                           "below O/high_freq_factor unchanged, above O/low_freq_factor divided "
+                           "by factor); HF warns, ropejit computes it", *low));
+  }
+  if (type == RopeType::yarn && max_positions) {
+    auto factor = number("factor"), original = number("original_max_position_embeddings");
+    if (factor && original && *original > 0) {
+      const double implicit = static_cast<double>(*max_positions) / *original;
+      if (implicit != *factor && implicit != 1.0)
+        ctx.warn(block_key + ".factor",
+                 fmt::format("{} differs from max_position_embeddings / "
+                             "original_max_position_embeddings ({}); the explicit factor is used, "
+                             "as HF does (it warns)", *factor, implicit));
+    }
+  }
+}
+
+}  // namespace
+
+const json* rope_block_fraction(const json& text) {
+  const json* block = HfContext::member(text, "rope_parameters");
+  if (!block) block = HfContext::member(text, "rope_scaling");
+  return block && block->is_object() ? HfContext::member(*block, "partial_rotary_factor") : nullptr;
+}
+
+void import_rope(const json& text, const ModelFamily& family, std::optional<int64_t> max_positions,
+                 const std::string& max_key, HfContext& ctx, json& spec) {
+  const json* parameters = HfContext::member(text, "rope_parameters");
+  const json* scaling = HfContext::member(text, "rope_scaling");
+  const json* block = parameters ? parameters : scaling;
+  const std::string block_key = ctx.path(parameters ? "rope_parameters" : "rope_scaling");
+  if (parameters && scaling && *parameters != *scaling) {
+    ctx.error(ctx.path("rope_scaling"), "/rope",
+              show_json(*scaling) + " is not allowed beside a different rope_parameters: keep one "
+              "block (HF v5 prefers rope_scaling, v5 configs write rope_parameters)");
+    return;
+  }
+  if (block && !block->is_object()) {
+    ctx.not_allowed(block_key, *block,
+                    "an object such as {\"rope_type\": \"linear\", \"factor\": 2.0}, or null",
+                    "/rope");
+    return;
+  }
+  const json empty = json::object();
+  if (!block) block = &empty;
+  const HfRopeType* row = rope_type_row(*block, block_key, ctx);
+  if (!row) {
+    ctx.cover("/rope");
+    return;
+  }
+  json rope = json::object();
+  rope["rope_type"] = std::string(to_string(row->type));
+  ctx.source("/rope/rope_type",
+             block_key + (HfContext::member(*block, "rope_type") ? ".rope_type" : ".type"));
+  copy_keys(*block, block_key, *row, ctx, rope);
+  import_original_length(text, block_key, row->type, max_positions, max_key, ctx, rope);
+  for (std::string_view key : row->required)
+    if (!rope.contains(std::string(key)) && !HfContext::member(*block, key) &&
+        !(key == "original_max_position_embeddings" && HfContext::member(text, key)))  // reported
+      ctx.error(block_key + "." + std::string(key), "/rope/" + std::string(key),
+                fmt::format("missing required key for rope_type \"{}\" (HF raises KeyError)",
+                            row->name));
+  import_theta(text, block == &empty ? nullptr : block, block_key, family, ctx, rope);
+  warn_like_hf(rope, block_key, row->type, max_positions, ctx);
+  spec["rope"] = rope;
+}
+
+}  // namespace ropejit
