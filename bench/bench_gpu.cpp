@@ -25,8 +25,8 @@
 #include "backend.h"
 #include "cuda_driver.h"
 #include "ropejit/runtime.h"
-#include "support/fp_convert.h"
-#include "support/harness.h"
+#include "ropejit/check/fp_convert.h"
+#include "ropejit/check/harness.h"
 
 namespace {
 

@@ -6,7 +6,7 @@ float32 steps (each step one float64 operation rounded to float32, pow correctly
 angle as HF's float32 product float32(p) * inv_freq (or the exact product for angle "exact"),
 cos/sin and the rotation in float64. It shares no code with ropejit.
 
-Tolerance (a simplified form of tests/support/reference.h): an fp16/bf16 element passes when
+Tolerance (a simplified form of check/include/ropejit/check/reference.h): an fp16/bf16 element passes when
 it is finite and within 2 storage ulps of the expected value, or within 1e-2 of the magnitude
 of its rotated pair (s * |(x, y)|; |x| for pass-through and v elements).
 """

@@ -7,7 +7,7 @@
 #include "cli_util.h"
 #include "command_registry.h"
 #include "ropejit/runtime.h"
-#include "support/harness.h"
+#include "ropejit/check/harness.h"
 
 namespace {
 

@@ -7,7 +7,7 @@
 
 #include "backend.h"
 #include "host/host_jit.h"
-#include "support/harness.h"
+#include "ropejit/check/harness.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;

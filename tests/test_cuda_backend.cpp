@@ -26,8 +26,8 @@
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
-#include "support/fp_convert.h"
-#include "support/reference.h"
+#include "ropejit/check/fp_convert.h"
+#include "ropejit/check/reference.h"
 
 namespace ropejit {
 namespace {

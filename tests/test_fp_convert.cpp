@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "support/fp_convert.h"
+#include "ropejit/check/fp_convert.h"
 
 using namespace ropejit;
 using namespace ropejit::ref;

@@ -15,7 +15,7 @@
 
 #include "hf_import.h"
 #include "ropejit/freqs.h"
-#include "support/reference.h"
+#include "ropejit/check/reference.h"
 #include "support/repo_paths.h"
 
 namespace ropejit {

@@ -14,7 +14,7 @@
 #include "host/host_jit.h"
 #include "ropejit/error.h"
 #include "ropejit/source.h"
-#include "support/reference.h"
+#include "ropejit/check/reference.h"
 
 namespace ropejit {
 namespace {

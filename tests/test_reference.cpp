@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "support/fp_convert.h"
-#include "support/reference.h"
+#include "ropejit/check/fp_convert.h"
+#include "ropejit/check/reference.h"
 #include "support/ref_test_util.h"
 #include "support/repo_paths.h"
 

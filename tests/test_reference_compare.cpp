@@ -6,9 +6,9 @@
 #include <limits>
 #include <vector>
 
-#include "support/fp_convert.h"
+#include "ropejit/check/fp_convert.h"
 #include "support/ref_test_util.h"
-#include "support/reference.h"
+#include "ropejit/check/reference.h"
 
 using namespace ropejit;
 using namespace ropejit::ref;

@@ -20,7 +20,7 @@
 #include "host/host_jit.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
-#include "support/harness.h"
+#include "ropejit/check/harness.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;

@@ -21,7 +21,7 @@
 #include <fmt/core.h>
 #include <xxhash.h>
 
-#include "warnings.h"
+#include "ropejit/warnings.h"
 
 namespace ropejit {
 

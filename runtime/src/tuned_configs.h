@@ -6,7 +6,7 @@
 
 #include "backend.h"
 #include "ropejit/config.h"
-#include "warnings.h"
+#include "ropejit/warnings.h"
 
 namespace ropejit {
 

@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "ropejit/spec.h"
-#include "support/fp_convert.h"
-#include "support/reference.h"
+#include "ropejit/check/fp_convert.h"
+#include "ropejit/check/reference.h"
 
 namespace ropejit::ref::test_util {
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ropejit/compile.h"
+#include "ropejit/warnings.h"
 
 namespace ropejit {
 
@@ -42,7 +43,7 @@ struct DiskCacheOptions {
   /// Receives the one "cache disabled" warning (its text, without the "ropejit: warning: "
   /// prefix); empty = print "ropejit: warning: <text>" to stderr. Runtime passes
   /// RuntimeOptions::on_warning here. Must not throw (an exception is dropped).
-  std::function<void(const std::string&)> warn;
+  WarningSink warn;
 };
 
 /// One entry as listed by DiskCache::list().

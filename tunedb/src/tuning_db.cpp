@@ -20,7 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropejit/error.h"
-#include "warnings.h"
+#include "ropejit/warnings.h"
 
 namespace ropejit {
 

@@ -15,6 +15,7 @@
 #include "ropejit/buckets.h"
 #include "ropejit/config.h"
 #include "ropejit/spec.h"
+#include "ropejit/warnings.h"
 
 namespace ropejit {
 
@@ -66,8 +67,6 @@ struct TuningDbFile {
   std::vector<DeviceSection> devices;
 };
 
-/// Receives warnings (ignored files, mismatches); empty = print "ropejit: warning: ..." to stderr.
-using WarningSink = std::function<void(const std::string&)>;
 
 /// JSON text of a database file (stable key order, entries sorted by spec hash and bucket).
 std::string tuning_db_to_json(const TuningDbFile& file);

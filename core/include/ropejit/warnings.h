@@ -11,8 +11,6 @@
 namespace ropejit {
 
 /// Receives one warning's text, without the "ropejit: warning: " prefix. Empty = print it.
-/// The same alias as ropejit/tuning_db.h declares (redeclaring an alias of the same type is
-/// allowed; should the two ever differ, a file including both fails to compile).
 using WarningSink = std::function<void(const std::string&)>;
 
 /// Sends `message` to `sink`, or prints "ropejit: warning: <message>" to stderr when the sink is

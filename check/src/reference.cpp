@@ -1,5 +1,5 @@
 // Expected outputs of one launch (bias add -> rotate -> scatter) and the tolerance check.
-#include "support/reference.h"
+#include "ropejit/check/reference.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "support/fp_convert.h"
+#include "ropejit/check/fp_convert.h"
 
 namespace ropejit::ref {
 namespace {

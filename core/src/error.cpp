@@ -1,6 +1,6 @@
 // Status names and the version string.
 #include "ropejit/error.h"
-#include "ropejit/source.h"
+#include "ropejit/version.h"
 
 namespace ropejit {
 

@@ -1,4 +1,4 @@
-#include "support/fp_convert.h"
+#include "ropejit/check/fp_convert.h"
 
 #include <cmath>
 #include <cstring>

@@ -5,6 +5,7 @@
 #include "ropejit/config.h"
 #include "ropejit/freqs.h"
 #include "ropejit/spec.h"
+#include "ropejit/version.h"
 
 namespace ropejit {
 
@@ -34,7 +35,5 @@ Hash128 templates_hash();
 /// Emits the source of a plan.
 Source generate_source(const Plan& plan);
 
-/// ropejit's version string ("0.1.0").
-const char* version() noexcept;
 
 }  // namespace ropejit

@@ -1,4 +1,4 @@
-#include "support/harness.h"
+#include "ropejit/check/harness.h"
 
 #include <algorithm>
 #include <cstring>
@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
-#include "support/fp_convert.h"
+#include "ropejit/check/fp_convert.h"
 
 namespace ropejit::check {
 

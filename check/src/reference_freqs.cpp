@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "support/reference.h"
+#include "ropejit/check/reference.h"
 
 namespace ropejit::ref {
 namespace {

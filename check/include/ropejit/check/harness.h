@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ropejit/runtime.h"
-#include "support/reference.h"
+#include "ropejit/check/reference.h"
 
 namespace ropejit::check {
 
