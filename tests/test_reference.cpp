@@ -1,4 +1,4 @@
-// Tests of the float64 reference itself (tests/support/reference.h, fp_convert.h): storage
+// Tests of the float64 reference itself (check/include/ropejit/check/reference.h, fp_convert.h): storage
 // conversions, frequencies and angles vs HF golden data, and the rotation/scatter on small
 // hand-checked problems.
 #include <gtest/gtest.h>

@@ -111,7 +111,7 @@ bool inside(const std::string& inner, const std::string& outer) {
   return inner.size() > outer.size() && inner.compare(0, outer.size(), outer) == 0 && inner[outer.size()] == '/';
 }
 
-// Whether the validator (generator/src/spec_validate.cpp) may report an issue at `issue`
+// Whether the validator (spec/src/spec_validate.cpp) may report an issue at `issue`
 // because of a change at `mutated`: the same member; one inside the other (a block replaced
 // or erased, a key missing from it); two members of the rope or io block (rope_type decides
 // which keys apply and which are required, beta_fast/beta_slow and low/high_freq_factor bound
@@ -186,7 +186,7 @@ TEST(SpecFuzz, MutatedSpecsAreAcceptedCleanlyOrRejectedNamingTheMutatedField) {
 }
 
 // A bounded sample of the accepted mutants, compiled for the host backend and run once each on
-// random inputs with poisoned outputs at an odd token count (tests/support/harness.h: every
+// random inputs with poisoned outputs at an odd token count (check/include/ropejit/check/harness.h: every
 // output element against the float64 reference, every other byte untouched). The sample: the
 // first mutant of each rope_type seen (every type the mutations reach runs in every run) plus
 // a uniform sample of the rest, kRunsPerSeed (25) in all, never a spec equal to a base spec

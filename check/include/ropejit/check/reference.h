@@ -36,7 +36,7 @@ namespace ropejit::ref {
 
 // ---------------------------------------------------------------- frequencies
 
-/// Frequency data of a spec at one run length, computed independently of generator/.
+/// Frequency data of a spec at one run length, computed independently of spec/ and codegen/.
 struct RefFreqs {
   std::vector<double> inv_freq;      ///< rotary_dim/2 values (float32 values when hf_fp32)
   double attention_factor = 1.0;     ///< s, multiplies cos and sin
