@@ -271,13 +271,10 @@ TEST(Tuner, RejectsANonPositiveBudget) {
 
 /// Runs `config` once on the first set of `w` and reads back what it wrote.
 std::vector<HostTensor> run_once(Backend& backend, const Spec& spec, const Config& config, DeviceWorkload& w) {
-  const Plan plan = make_plan(spec, config);
-  auto module = backend.load(generate_source(plan), nullptr);
-  std::shared_ptr<DeviceTable> table;
-  if (config.sincos == SinCosMode::table) table = build_cos_sin_table(plan, backend);
+  const auto variant = KernelVariant::create(backend, spec, config, nullptr);
   w.reset_first_set();
-  const KernelParams& params = w.params(config.vec, table.get());
-  module->launch(launch_dims(spec, config, w.rows(), backend.sm_count()), params, nullptr);
+  const KernelParams& params = w.params(*variant);
+  variant->launch(params, variant->dims(w.rows()), nullptr);
   backend.synchronize();
   return w.read_first_set();
 }
@@ -333,12 +330,11 @@ TEST(TunerWorkload, EveryIoFormRunsAndConfigsAgreeWithTheDefault) {
       // Another set is a separate copy: launching on set 1 leaves set 0 alone.
       w.reset_first_set();
       const auto before = w.read_first_set();
-      const Plan plan = make_plan(spec, default_config(spec));
-      auto module = backend->load(generate_source(plan), nullptr);
-      const KernelParams& first = w.params(default_config(spec).vec, nullptr);
+      const auto variant = KernelVariant::create(*backend, spec, default_config(spec), nullptr);
+      const KernelParams& first = w.params(*variant);
       const KernelParams second = w.params_of_set(first, 1);
       EXPECT_NE(second.in[0].ptr, first.in[0].ptr);
-      module->launch(launch_dims(spec, default_config(spec), w.rows(), backend->sm_count()), second, nullptr);
+      variant->launch(second, variant->dims(w.rows()), nullptr);
       const auto after = w.read_first_set();
       for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i].bytes, before[i].bytes) << after[i].name;
       // A wrong output is caught: one element moved by a large amount.

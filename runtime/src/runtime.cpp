@@ -9,8 +9,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
-#include "cos_sin_table.h"
-#include "launch_args.h"
+#include "kernel_variant.h"
 #include "memory_cache.h"
 #include "ropejit/buckets.h"
 #include "ropejit/cache.h"
@@ -25,9 +24,7 @@ class KernelImpl {
   // outlive the Runtime that made it.
   std::shared_ptr<Backend> backend;
   Spec spec;
-  std::array<Config, kNumBuckets> configs;
-  std::array<std::shared_ptr<LoadedModule>, kNumBuckets> modules;
-  std::array<std::shared_ptr<DeviceTable>, kNumBuckets> tables;  // table-mode buckets only
+  std::array<std::shared_ptr<const KernelVariant>, kNumBuckets> variants;  // by token bucket
   bool from_cache = true;
   double load_ms = 0.0;
 };
@@ -106,51 +103,28 @@ std::shared_ptr<const KernelImpl> Runtime::build_kernel(const Spec& spec,
   auto k = std::make_shared<KernelImpl>();
   k->spec = spec;
   k->backend = impl_->backend;
-  k->configs = configs;
+  const VariantCaches caches{&impl_->modules, &impl_->tables};
   for (int b = 0; b < kNumBuckets; ++b) {
-    // Buckets sharing a config (the usual case) share its module and table.
+    // Buckets sharing a config (the usual case) share one variant.
     const int same = static_cast<int>(std::find(configs.begin(), configs.begin() + b, configs[b]) - configs.begin());
-    if (same < b) {
-      k->modules[b] = k->modules[same];
-      k->tables[b] = k->tables[same];
-      continue;
-    }
-    const Plan plan = make_plan(spec, configs[b]);
-    const Source source = generate_source(plan);
-    const MemoryCacheKey key{source.hash, impl_->backend->name(), impl_->backend->arch()};
-    bool created = false;
-    k->modules[b] = impl_->modules.get_or_create(key, [&] {
-      created = true;
-      return impl_->backend->load(source, impl_->disk.get());
-    });
-    if (created && !k->modules[b]->from_disk_cache()) k->from_cache = false;
-    if (configs[b].sincos == SinCosMode::table) {
-      const MemoryCacheKey table_key{cos_sin_table_hash(plan), impl_->backend->name(), impl_->backend->arch()};
-      k->tables[b] = impl_->tables.get_or_create(table_key, [&] { return build_cos_sin_table(plan, *impl_->backend); });
-    }
+    k->variants[b] = same < b ? k->variants[same]
+                              : KernelVariant::create(*impl_->backend, spec, configs[b], impl_->disk.get(), caches);
+    if (!k->variants[b]->from_cache()) k->from_cache = false;
   }
   k->load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   return k;
 }
 
 void Kernel::launch(const Args& args, void* stream) const {
-  const KernelImpl& k = *impl_;
-  const int bucket = bucket_of(args.num_tokens);
-  const Config& config = k.configs[bucket];
-  CheckedLaunch checked = check_launch(k.spec, config.vec, args, k.backend->host_memory());
-  if (checked.rows == 0) return;
-  if (const DeviceTable* table = k.tables[bucket].get()) {
-    checked.params.cos_sin_table = table->data;
-    checked.params.cos_sin_table_rows = table->rows;
-  }
-  const LaunchDims dims = launch_dims(k.spec, config, checked.rows, k.backend->sm_count());
-  k.modules[bucket]->launch(dims, checked.params, stream);
+  impl_->variants[bucket_of(args.num_tokens)]->launch(args, stream);
 }
 
 const Spec& Kernel::spec() const { return impl_->spec; }
-const Config& Kernel::config_for(int64_t num_tokens) const { return impl_->configs[bucket_of(num_tokens)]; }
+const Config& Kernel::config_for(int64_t num_tokens) const {
+  return impl_->variants[bucket_of(num_tokens)]->config();
+}
 const Binary& Kernel::binary_for(int64_t num_tokens) const {
-  return impl_->modules[bucket_of(num_tokens)]->binary();
+  return impl_->variants[bucket_of(num_tokens)]->module().binary();
 }
 std::string Kernel::backend() const { return impl_->backend->name(); }
 bool Kernel::from_cache() const { return impl_->from_cache; }

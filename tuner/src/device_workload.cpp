@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "launch_args.h"
 
 namespace ropejit {
 
@@ -94,16 +93,12 @@ Args DeviceWorkload::first_set_args() const {
   return a;
 }
 
-const KernelParams& DeviceWorkload::params(int vec, const DeviceTable* table) {
-  auto it = params_.find({vec, table});
+const KernelParams& DeviceWorkload::params(const KernelVariant& variant) {
+  auto it = params_.find(&variant);
   if (it != params_.end()) return it->second;
-  CheckedLaunch checked = check_launch(spec_, vec, first_set_args(), backend_.host_memory());
+  const CheckedLaunch checked = variant.prepare(first_set_args());
   rows_ = checked.rows;
-  if (table) {
-    checked.params.cos_sin_table = table->data;
-    checked.params.cos_sin_table_rows = table->rows;
-  }
-  return params_.emplace(std::make_pair(vec, table), checked.params).first->second;
+  return params_.emplace(&variant, checked.params).first->second;
 }
 
 KernelParams DeviceWorkload::params_of_set(const KernelParams& first, size_t set) const {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "backend.h"
-#include "cos_sin_table.h"
+#include "kernel_variant.h"
 #include "ropejit/runtime.h"
 #include "workload_data.h"
 
@@ -30,8 +30,8 @@ class DeviceWorkload {
   size_t set_count() const { return set_count_; }
   /// Rows of the grid (tokens, or batch * S for padded output); valid after params().
   int64_t rows() const { return rows_; }
-  /// Checked parameters of set 0 for a vector width, with `table` for table configs.
-  const KernelParams& params(int vec, const DeviceTable* table);
+  /// Checked parameters of set 0 for `variant` (its vector width and table).
+  const KernelParams& params(const KernelVariant& variant);
   /// The parameters of set `set`: `first` (from params()) with its tensors moved to that set.
   KernelParams params_of_set(const KernelParams& first, size_t set) const;
   /// Set 0 back to the host inputs, its outputs filled with 0xff bytes (NaN in every dtype).
@@ -62,7 +62,7 @@ class DeviceWorkload {
   int32_t* cu_seqlens_ = nullptr;
   int64_t* start_pos_ = nullptr;
   int64_t rows_ = 0;
-  std::map<std::pair<int, const DeviceTable*>, KernelParams> params_;
+  std::map<const KernelVariant*, KernelParams> params_;
 };
 
 }  // namespace ropejit

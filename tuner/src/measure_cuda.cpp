@@ -12,11 +12,11 @@
 #include <fmt/format.h>
 
 #include "backend.h"
-#include "cos_sin_table.h"
 #include "cuda_driver.h"
 #include "cuda_graph.h"
 #include "device_info.h"
 #include "device_workload.h"
+#include "kernel_variant.h"
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
@@ -64,8 +64,8 @@ class CudaMeasurer final : public Measurer {
     } catch (const Error&) {
       // At process exit the driver may already be deinitialized: the events go with it.
     }
-    modules_.clear();
-    table_.reset();
+    variants_.clear();
+    tables_.clear();
     backend_.reset();
     context_.reset();
   }
@@ -75,16 +75,17 @@ class CudaMeasurer final : public Measurer {
     timing_.reset();
     checking_.reset();
     spec_ = spec;
-    modules_.clear();
-    table_.reset();
+    variants_.clear();
+    tables_.clear();
     std::vector<Prepared> out(configs.size());
-    std::vector<std::shared_ptr<LoadedModule>> loaded(configs.size());
+    std::vector<std::shared_ptr<const KernelVariant>> loaded(configs.size());
+    const VariantCaches caches{nullptr, &tables_};  // table configs share one table
     std::atomic<size_t> next{0};
     auto worker = [&] {
       for (size_t i = next++; i < configs.size(); i = next++) {
         try {
-          loaded[i] = backend_->load(generate_source(make_plan(spec, configs[i])), disk_.get());
-          out[i].binary = loaded[i]->binary();
+          loaded[i] = KernelVariant::create(*backend_, spec, configs[i], disk_.get(), caches);
+          out[i].binary = loaded[i]->module().binary();
         } catch (const Error& e) {
           out[i].error = e.what();
         }
@@ -95,12 +96,8 @@ class CudaMeasurer final : public Measurer {
     std::vector<std::thread> pool;
     for (unsigned t = 0; t < std::min<size_t>(threads, configs.size()); ++t) pool.emplace_back(worker);
     for (auto& t : pool) t.join();
-    for (size_t i = 0; i < configs.size(); ++i) {
-      if (!loaded[i]) continue;
-      modules_[config_name(configs[i])] = loaded[i];
-      if (configs[i].sincos == SinCosMode::table && !table_)
-        table_ = build_cos_sin_table(make_plan(spec, configs[i]), *backend_);
-    }
+    for (size_t i = 0; i < configs.size(); ++i)
+      if (loaded[i]) variants_[config_name(configs[i])] = loaded[i];
     return out;
   }
 
@@ -138,9 +135,9 @@ class CudaMeasurer final : public Measurer {
 
   std::vector<double> time(const Config& config, int samples) override {
     if (graph_timing_) return time_graph_replays(config, samples);
-    const LoadedModule& module = module_for(config);
-    const KernelParams first = timing_->params(config.vec, table_for(config));
-    const LaunchDims dims = launch_dims(spec_, config, timing_->rows(), backend_->sm_count());
+    const KernelVariant& variant = variant_for(config);
+    const KernelParams first = timing_->params(variant);
+    const LaunchDims dims = variant.dims(timing_->rows());
     const size_t sets = timing_->set_count();
     const int per_sample = static_cast<int>(std::clamp<size_t>(sets, 1, kMaxLaunchesPerSample));
     CudaContextScope scope(d_, context_->ctx);
@@ -148,7 +145,7 @@ class CudaMeasurer final : public Measurer {
     for (int s = 0; s < samples; ++s) {
       d_.check(d_.cuEventRecord(start_, nullptr), "cuEventRecord");
       for (int i = 0; i < per_sample; ++i) {
-        module.launch(dims, timing_->params_of_set(first, next_set_ % sets), nullptr);
+        variant.launch(timing_->params_of_set(first, next_set_ % sets), dims, nullptr);
         next_set_ = (next_set_ + 1) % sets;
       }
       d_.check(d_.cuEventRecord(stop_, nullptr), "cuEventRecord");
@@ -199,15 +196,11 @@ class CudaMeasurer final : public Measurer {
   const DeviceMetadata& metadata() const { return metadata_; }
 
  private:
-  const LoadedModule& module_for(const Config& c) const {
-    auto it = modules_.find(config_name(c));
-    if (it == modules_.end())
+  const KernelVariant& variant_for(const Config& c) const {
+    auto it = variants_.find(config_name(c));
+    if (it == variants_.end())
       throw Error(Status::internal, fmt::format("tuner: config {} was not prepared", config_name(c)));
     return *it->second;
-  }
-
-  const DeviceTable* table_for(const Config& c) const {
-    return c.sincos == SinCosMode::table ? table_.get() : nullptr;
   }
 
   /// Graphs of one config on the timing workload, replayed in turn.
@@ -222,9 +215,9 @@ class CudaMeasurer final : public Measurer {
   GraphRing& graphs_for(const Config& config) {
     const std::string name = config_name(config);
     if (auto it = graphs_.find(name); it != graphs_.end()) return it->second;
-    const LoadedModule& module = module_for(config);
-    const KernelParams first = timing_->params(config.vec, table_for(config));
-    const LaunchDims dims = launch_dims(spec_, config, timing_->rows(), backend_->sm_count());
+    const KernelVariant& variant = variant_for(config);
+    const KernelParams first = timing_->params(variant);
+    const LaunchDims dims = variant.dims(timing_->rows());
     const size_t sets = timing_->set_count();
     const size_t count = std::clamp<size_t>((sets + kGraphLaunches - 1) / kGraphLaunches, 1, kMaxGraphs);
     // The sets were uploaded on the legacy stream, which a non-blocking stream does not wait for.
@@ -234,7 +227,7 @@ class CudaMeasurer final : public Measurer {
     for (size_t g = 0; g < count; ++g)
       ring.graphs.push_back(std::make_unique<CudaGraph>(d_, context_->ctx, stream, [&] {
         for (int i = 0; i < kGraphLaunches; ++i)
-          module.launch(dims, timing_->params_of_set(first, (g * kGraphLaunches + size_t(i)) % sets), stream);
+          variant.launch(timing_->params_of_set(first, (g * kGraphLaunches + size_t(i)) % sets), dims, stream);
       }));
     return graphs_.emplace(name, std::move(ring)).first->second;
   }
@@ -255,8 +248,9 @@ class CudaMeasurer final : public Measurer {
   /// One launch on the check workload's fresh inputs (outputs poisoned first), read back.
   std::vector<HostTensor> run_for_check(const Config& config) {
     checking_->reset_first_set();
-    const KernelParams& params = checking_->params(config.vec, table_for(config));
-    module_for(config).launch(launch_dims(spec_, config, checking_->rows(), backend_->sm_count()), params, nullptr);
+    const KernelVariant& variant = variant_for(config);
+    const KernelParams& params = checking_->params(variant);
+    variant.launch(params, variant.dims(checking_->rows()), nullptr);
     backend_->synchronize();
     return checking_->read_first_set();
   }
@@ -270,8 +264,8 @@ class CudaMeasurer final : public Measurer {
   CUevent start_ = nullptr, stop_ = nullptr;
   std::unique_ptr<CudaStream> graph_stream_;  // graphs are captured and replayed on it
   Spec spec_;
-  std::map<std::string, std::shared_ptr<LoadedModule>> modules_;
-  std::shared_ptr<DeviceTable> table_;
+  std::map<std::string, std::shared_ptr<const KernelVariant>> variants_;  // by config name
+  MemoryCache<DeviceTable> tables_;
   uint64_t seed_ = 0x5eed;
   std::unique_ptr<DeviceWorkload> timing_, checking_;
   size_t next_set_ = 0;

@@ -1,0 +1,56 @@
+#pragma once
+// KernelVariant: one launchable form of a spec — a config's plan, its loaded module and (table
+// mode) its cos/sin table — with the one path from Args to a launch. Runtime keeps one per
+// distinct bucket config; the tuner's measurer one per candidate.
+#include <memory>
+
+#include "backend.h"
+#include "cos_sin_table.h"
+#include "launch_args.h"
+#include "memory_cache.h"
+#include "ropejit/cache.h"
+
+namespace ropejit {
+
+/// Shared caches a variant's parts may come from (each may be null: built afresh).
+struct VariantCaches {
+  MemoryCache<LoadedModule>* modules = nullptr;  ///< (source hash, backend, arch) → module
+  MemoryCache<DeviceTable>* tables = nullptr;    ///< (table hash, backend, arch) → table
+};
+
+/// A spec compiled and loaded for one Config on one backend. Immutable and thread-safe.
+class KernelVariant {
+ public:
+  /// Plans, generates and loads `config` for `spec` (through `disk` and `caches` when given).
+  /// `backend` must outlive the variant. Throws Error (unsupported, compile_error, ...).
+  static std::shared_ptr<const KernelVariant> create(Backend& backend, const Spec& spec, const Config& config,
+                                                     DiskCache* disk, const VariantCaches& caches = {});
+
+  /// The config it was built for.
+  const Config& config() const { return config_; }
+  /// The loaded module.
+  const LoadedModule& module() const { return *module_; }
+  /// True when create() compiled nothing (memory or disk cache hit).
+  bool from_cache() const { return from_cache_; }
+
+  /// Checks `args` (Error invalid_argument naming the bad one) and builds the kernel params,
+  /// this variant's table included; `rows` 0 means there is nothing to launch.
+  CheckedLaunch prepare(const Args& args) const;
+  /// Grid and block over `rows` rows.
+  LaunchDims dims(int64_t rows) const;
+  /// Launches already prepared params (no checks, no allocation, no synchronization).
+  void launch(const KernelParams& params, const LaunchDims& dims, void* stream) const;
+  /// prepare() + launch(): the checked launch of Kernel::launch.
+  void launch(const Args& args, void* stream) const;
+
+ private:
+  KernelVariant() = default;
+  Backend* backend_ = nullptr;
+  Spec spec_;
+  Config config_;
+  std::shared_ptr<LoadedModule> module_;
+  std::shared_ptr<DeviceTable> table_;  // SinCosMode::table only
+  bool from_cache_ = true;
+};
+
+}  // namespace ropejit
