@@ -100,108 +100,151 @@ void check_positions_host(const Args& a) {
   }
 }
 
-}  // namespace
 
-CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {
-  const int64_t D = spec.head_dim, Hq = spec.num_q_heads, Hkv = spec.num_kv_heads;
-  const int esize = dtype_size(spec.dtype);
-  const int align = vec * esize;
-  const bool packed = spec.io.input == InputForm::packed_qkv;
-  const bool varlen = spec.io.positions == PositionsForm::varlen;
-  const OutputForm output = spec.io.output;
+// What every form's check needs: the spec, the launch's vector width and element size.
+struct FormContext {
+  const Spec& spec;
+  int vec;
+  int esize;
+  int align;  // bytes of one vector access
+  bool any;   // num_tokens > 0
+  int64_t D, Hq, Hkv;
+};
 
-  require(a.num_tokens >= 0 && a.num_tokens <= kMaxTokens, "num_tokens",
-          fmt::format("{} is not allowed: must be in [0, 2^40]", a.num_tokens));
-  const bool any = a.num_tokens > 0;
-  CheckedLaunch out;
-  KernelParams& p = out.params;
-  p.num_tokens = a.num_tokens;
+// ---------------------------------------------------------------- input forms
 
-  // Input.
-  if (packed) {
-    check_null(a.q, "q", "when the spec's io.input is packed_qkv (use qkv)");
-    check_null(a.k, "k", "when the spec's io.input is packed_qkv (use qkv)");
-    check_null(a.v, "v", "when the spec's io.input is packed_qkv (use qkv)");
-    if (any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
-    check_aligned(a.qkv, align, "qkv");
-    const int64_t stride = resolve_stride(a.qkv_stride, (Hq + 2 * Hkv) * D, vec, "qkv_stride");
-    char* base = static_cast<char*>(a.qkv);
-    p.in[kRoleQ] = token_major(base, stride, D);
-    p.in[kRoleK] = token_major(base ? base + Hq * D * esize : nullptr, stride, D);
-    p.in[kRoleV] = token_major(base ? base + (Hq + Hkv) * D * esize : nullptr, stride, D);
-  } else {
-    check_null(a.qkv, "qkv", "when the spec's io.input is separate (use q, k, v)");
-    check_qkv({a.q, a.k, a.v}, {"q", "k", "v"}, any, spec.io.copy_v, align,
-              "when the spec's io.input is separate");
-    p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, Hq * D, vec, "q_stride"), D);
-    p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, Hkv * D, vec, "k_stride"), D);
-    p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, Hkv * D, vec, "v_stride"), D);
-  }
+void bind_input_separate(const FormContext& c, const Args& a, KernelParams& p) {
+  check_null(a.qkv, "qkv", "when the spec's io.input is separate (use q, k, v)");
+  check_qkv({a.q, a.k, a.v}, {"q", "k", "v"}, c.any, c.spec.io.copy_v, c.align,
+            "when the spec's io.input is separate");
+  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride"), c.D);
+  p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, c.Hkv * c.D, c.vec, "k_stride"), c.D);
+  p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, c.Hkv * c.D, c.vec, "v_stride"), c.D);
+}
 
-  // Bias.
-  if (spec.io.qkv_bias) {
-    if (any || output == OutputForm::padded_bhsd) check_present(a.bias, "bias", "when the spec's io.qkv_bias is true");
-    check_aligned(a.bias, align, "bias");
-    const char* b = static_cast<const char*>(a.bias);
-    p.bias[kRoleQ] = b;
-    p.bias[kRoleK] = b ? b + Hq * D * esize : nullptr;
-    p.bias[kRoleV] = b ? b + (Hq + Hkv) * D * esize : nullptr;
-  } else {
+void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
+  for (const auto& [ptr, name] : {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"}})
+    check_null(ptr, name, "when the spec's io.input is packed_qkv (use qkv)");
+  if (c.any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
+  check_aligned(a.qkv, c.align, "qkv");
+  const int64_t stride = resolve_stride(a.qkv_stride, (c.Hq + 2 * c.Hkv) * c.D, c.vec, "qkv_stride");
+  char* base = static_cast<char*>(a.qkv);
+  p.in[kRoleQ] = token_major(base, stride, c.D);
+  p.in[kRoleK] = token_major(base ? base + c.Hq * c.D * c.esize : nullptr, stride, c.D);
+  p.in[kRoleV] = token_major(base ? base + (c.Hq + c.Hkv) * c.D * c.esize : nullptr, stride, c.D);
+}
+
+// ---------------------------------------------------------------- positions forms
+
+void bind_positions_explicit(const FormContext& c, const Args& a, KernelParams& p) {
+  check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is explicit");
+  check_null(a.start_pos, "start_pos", "when the spec's io.positions is explicit");
+  if (c.any) check_present(a.positions, "positions", "when the spec's io.positions is explicit");
+  check_aligned(a.positions, a.positions_type == PositionsType::int64 ? 8 : 4, "positions");
+  p.positions = a.positions;
+  p.positions_are_int64 = a.positions_type == PositionsType::int64;
+}
+
+void bind_positions_varlen(const FormContext&, const Args& a, KernelParams& p) {
+  check_null(a.positions, "positions", "when the spec's io.positions is varlen (use cu_seqlens)");
+  require(a.batch >= 1, "batch", fmt::format("{} is not allowed: must be >= 1 with varlen positions", a.batch));
+  check_present(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is varlen");
+  p.cu_seqlens = a.cu_seqlens;
+  p.start_pos = reinterpret_cast<const i64*>(a.start_pos);
+  p.batch = a.batch;
+}
+
+// ---------------------------------------------------------------- output forms (return grid rows)
+
+int64_t bind_output_inplace(const FormContext&, const Args& a, KernelParams& p) {
+  for (const auto& [ptr, name] :
+       {std::pair<const void*, const char*>{a.q_out, "q_out"}, {a.k_out, "k_out"}, {a.v_out, "v_out"}})
+    check_null(ptr, name, "when the spec's io.output is inplace");
+  for (int r = 0; r < 3; ++r) p.out[r] = p.in[r];
+  return a.num_tokens;
+}
+
+int64_t bind_output_separate(const FormContext& c, const Args& a, KernelParams& p) {
+  check_qkv({a.q_out, a.k_out, a.v_out}, {"q_out", "k_out", "v_out"}, c.any, c.spec.io.copy_v, c.align,
+            "when the spec's io.output is not inplace");
+  p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride"), c.D);
+  p.out[kRoleK] = token_major(a.k_out, resolve_stride(a.k_out_stride, c.Hkv * c.D, c.vec, "k_out_stride"), c.D);
+  p.out[kRoleV] = token_major(a.v_out, resolve_stride(a.v_out_stride, c.Hkv * c.D, c.vec, "v_out_stride"), c.D);
+  return a.num_tokens;
+}
+
+int64_t bind_output_padded(const FormContext& c, const Args& a, KernelParams& p) {
+  // Padding rows are written (zeros) even when no token arrives.
+  check_qkv({a.q_out, a.k_out, a.v_out}, {"q_out", "k_out", "v_out"}, true, c.spec.io.copy_v, c.align,
+            "when the spec's io.output is not inplace");
+  require(a.max_seq_len >= 1 && a.max_seq_len <= (1 << 30), "max_seq_len",
+          fmt::format("{} is not allowed: must be in [1, 2^30] for padded_bhsd", a.max_seq_len));
+  require(a.q_out_stride == 0 && a.k_out_stride == 0 && a.v_out_stride == 0, "q_out_stride",
+          "non-zero strides are not allowed for padded_bhsd (outputs are dense [B, H, S, D])");
+  const int64_t S = a.max_seq_len, D = c.D;
+  p.out[kRoleQ] = TensorRef{a.q_out, D, S * D, c.Hq * S * D};
+  p.out[kRoleK] = TensorRef{a.k_out, D, S * D, c.Hkv * S * D};
+  p.out[kRoleV] = TensorRef{a.v_out, D, S * D, c.Hkv * S * D};
+  p.max_seq_len = a.max_seq_len;
+  return int64_t(a.batch) * S;
+}
+
+// One descriptor per form, indexed by the spec's enum: a new form is one row and its binder.
+struct InputFormOps {
+  InputForm form;
+  void (*bind)(const FormContext&, const Args&, KernelParams&);
+};
+struct PositionsFormOps {
+  PositionsForm form;
+  void (*bind)(const FormContext&, const Args&, KernelParams&);
+  void (*check_host)(const Spec&, const Args&);  // reads host arrays (host backend only)
+};
+struct OutputFormOps {
+  OutputForm form;
+  int64_t (*bind)(const FormContext&, const Args&, KernelParams&);
+};
+
+void check_positions_host_form(const Spec&, const Args& a) {
+  if (a.num_tokens > 0) check_positions_host(a);
+}
+
+constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separate},
+                                        {InputForm::packed_qkv, bind_input_packed}};
+constexpr PositionsFormOps kPositionsForms[] = {
+    {PositionsForm::explicit_, bind_positions_explicit, check_positions_host_form},
+    {PositionsForm::varlen, bind_positions_varlen, check_varlen_host}};
+constexpr OutputFormOps kOutputForms[] = {{OutputForm::inplace, bind_output_inplace},
+                                          {OutputForm::separate, bind_output_separate},
+                                          {OutputForm::padded_bhsd, bind_output_padded}};
+
+template <class Ops, size_t N, class Form>
+const Ops& find_form(const Ops (&table)[N], Form form) {
+  for (const Ops& ops : table)
+    if (ops.form == form) return ops;
+  throw Error(Status::internal, fmt::format("no launch descriptor for io form {}", to_string(form)));
+}
+
+// QKV bias: one row of [(Hq + 2 Hkv) D], split by role like the packed input.
+void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
+  if (!c.spec.io.qkv_bias) {
     check_null(a.bias, "bias", "when the spec's io.qkv_bias is false");
+    return;
   }
+  if (c.any || c.spec.io.output == OutputForm::padded_bhsd)
+    check_present(a.bias, "bias", "when the spec's io.qkv_bias is true");
+  check_aligned(a.bias, c.align, "bias");
+  const char* b = static_cast<const char*>(a.bias);
+  p.bias[kRoleQ] = b;
+  p.bias[kRoleK] = b ? b + c.Hq * c.D * c.esize : nullptr;
+  p.bias[kRoleV] = b ? b + (c.Hq + c.Hkv) * c.D * c.esize : nullptr;
+}
 
-  // Positions.
-  if (varlen) {
-    check_null(a.positions, "positions", "when the spec's io.positions is varlen (use cu_seqlens)");
-    require(a.batch >= 1, "batch", fmt::format("{} is not allowed: must be >= 1 with varlen positions", a.batch));
-    check_present(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is varlen");
-    p.cu_seqlens = a.cu_seqlens;
-    p.start_pos = reinterpret_cast<const i64*>(a.start_pos);
-    p.batch = a.batch;
-  } else {
-    check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is explicit");
-    check_null(a.start_pos, "start_pos", "when the spec's io.positions is explicit");
-    if (any) check_present(a.positions, "positions", "when the spec's io.positions is explicit");
-    check_aligned(a.positions, a.positions_type == PositionsType::int64 ? 8 : 4, "positions");
-    p.positions = a.positions;
-    p.positions_are_int64 = a.positions_type == PositionsType::int64;
-  }
-
-  // Outputs.
-  if (output == OutputForm::inplace) {
-    check_null(a.q_out, "q_out", "when the spec's io.output is inplace");
-    check_null(a.k_out, "k_out", "when the spec's io.output is inplace");
-    check_null(a.v_out, "v_out", "when the spec's io.output is inplace");
-    for (int r = 0; r < 3; ++r) p.out[r] = p.in[r];
-    out.rows = a.num_tokens;
-  } else {
-    const bool padded = output == OutputForm::padded_bhsd;
-    const bool writes = any || padded;
-    check_qkv({a.q_out, a.k_out, a.v_out}, {"q_out", "k_out", "v_out"}, writes, spec.io.copy_v, align,
-              "when the spec's io.output is not inplace");
-    if (padded) {
-      require(a.max_seq_len >= 1 && a.max_seq_len <= (1 << 30), "max_seq_len",
-              fmt::format("{} is not allowed: must be in [1, 2^30] for padded_bhsd", a.max_seq_len));
-      require(a.q_out_stride == 0 && a.k_out_stride == 0 && a.v_out_stride == 0, "q_out_stride",
-              "non-zero strides are not allowed for padded_bhsd (outputs are dense [B, H, S, D])");
-      const int64_t S = a.max_seq_len;
-      p.out[kRoleQ] = TensorRef{a.q_out, D, S * D, Hq * S * D};
-      p.out[kRoleK] = TensorRef{a.k_out, D, S * D, Hkv * S * D};
-      p.out[kRoleV] = TensorRef{a.v_out, D, S * D, Hkv * S * D};
-      p.max_seq_len = a.max_seq_len;
-      out.rows = int64_t(a.batch) * S;
-    } else {
-      p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, Hq * D, vec, "q_out_stride"), D);
-      p.out[kRoleK] = token_major(a.k_out, resolve_stride(a.k_out_stride, Hkv * D, vec, "k_out_stride"), D);
-      p.out[kRoleV] = token_major(a.v_out, resolve_stride(a.v_out_stride, Hkv * D, vec, "v_out_stride"), D);
-      out.rows = a.num_tokens;
-    }
-  }
-
-  // Run-time length for methods whose frequencies depend on it.
+// Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
+void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
+  const Spec& spec = c.spec;
   const RopeType type = spec.rope.type;
   const bool needs_length = (type == RopeType::dynamic && !spec.rope.seq_len) || type == RopeType::longrope;
-  if (needs_length && any)
+  if (needs_length && c.any)
     require(a.seq_len >= 1 && a.seq_len <= kMaxPosition + 1, "seq_len",
             fmt::format("{} is not allowed: rope_type {} needs seq_len = max(position) + 1 in [1, 2^31]",
                         a.seq_len, to_string(type)));
@@ -210,13 +253,27 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
     p.dynamic_log2_base = std::log2(static_cast<double>(static_cast<float>(dynamic_ntk_base(spec, a.seq_len))));
   }
   if (type == RopeType::longrope) p.use_long_table = longrope_uses_long(spec, a.seq_len) ? 1 : 0;
+}
 
-  if (host_memory && any) {
-    if (varlen) check_varlen_host(spec, a);
-    else check_positions_host(a);
-  } else if (host_memory && varlen) {
-    check_varlen_host(spec, a);
-  }
+}  // namespace
+
+CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {
+  require(a.num_tokens >= 0 && a.num_tokens <= kMaxTokens, "num_tokens",
+          fmt::format("{} is not allowed: must be in [0, 2^40]", a.num_tokens));
+  const int esize = dtype_size(spec.dtype);
+  const FormContext c{spec, vec, esize, vec * esize, a.num_tokens > 0,
+                      spec.head_dim, spec.num_q_heads, spec.num_kv_heads};
+  CheckedLaunch out;
+  KernelParams& p = out.params;
+  p.num_tokens = a.num_tokens;
+  find_form(kInputForms, spec.io.input).bind(c, a, p);
+  bind_bias(c, a, p);
+  const PositionsFormOps& positions = find_form(kPositionsForms, spec.io.positions);
+  positions.bind(c, a, p);
+  out.rows = find_form(kOutputForms, spec.io.output).bind(c, a, p);
+  bind_run_length(c, a, p);
+  // On the host backend the pointers are host memory: the arrays' contents are checked too.
+  if (host_memory) positions.check_host(spec, a);
   return out;
 }
 
