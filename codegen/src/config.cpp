@@ -11,7 +11,7 @@ namespace ropejit {
 namespace {
 
 bool rotary_tail_moves(const Spec& spec) {
-  return spec.io.output != OutputForm::inplace || spec.io.qkv_bias;
+  return tail_moves(spec.io.output == OutputForm::inplace, spec.io.qkv_bias);
 }
 
 int enum_index_count(std::string_view name) {
@@ -95,19 +95,14 @@ std::string config_name(const Config& c) {
 }
 
 WorkShape work_shape(const Spec& spec, const Config& c) {
-  WorkShape w;
-  const int d = spec.rotary_dim, D = spec.head_dim;
-  w.rot_lanes = spec.layout == Layout::interleaved ? d / c.vec : (d / 2) / c.vec;
-  w.tail_lanes = rotary_tail_moves(spec) ? (D - d) / c.vec : 0;
-  w.lanes = w.rot_lanes + w.tail_lanes;
-  w.heads = total_heads(spec);
-  w.head_groups = (w.heads + c.heads_per_thread - 1) / c.heads_per_thread;
-  return w;
+  return make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
+                         spec.layout == Layout::interleaved, spec.io.copy_v,
+                         spec.io.output == OutputForm::inplace, spec.io.qkv_bias, c.vec,
+                         c.heads_per_thread);
 }
 
 LaunchDims launch_dims(const Spec& spec, const Config& c, int64_t rows, int sm_count) {
-  const WorkShape w = work_shape(spec, c);
-  const int64_t items = rows * w.head_groups * w.lanes;
+  const int64_t items = work_items(work_shape(spec, c), rows);
   int64_t blocks = std::max<int64_t>(1, (items + c.block_threads - 1) / c.block_threads);
   // Persistent: enough resident blocks to fill every SM; the kernel's grid-stride loop does the rest.
   if (c.grid == GridMode::persistent)

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "embedded_templates.h"
+#include "ropejit/shape.cuh"  // RopeKind, the kernel's own numbering
 
 namespace ropejit {
 
@@ -22,10 +23,11 @@ const char* storage_tag(DType t) {
   return "?";
 }
 
-int rope_kind(RopeType t) {  // RopeKind in templates/ropejit/rope.cuh
-  if (t == RopeType::dynamic) return 1;
-  if (t == RopeType::longrope) return 2;
-  return 0;
+// Emitted as Traits::kRopeKind; the kernel compares it with the same enum (shape.cuh).
+RopeKind rope_kind(RopeType t) {
+  if (t == RopeType::dynamic) return kRopeDynamic;
+  if (t == RopeType::longrope) return kRopeLongrope;
+  return kRopeStatic;
 }
 
 // Exact float literal (hex): the baked value is the float32 HF computes, bit for bit.
@@ -85,7 +87,7 @@ Source generate_source(const Plan& plan) {
   line("bool", "kPadded", s.io.output == OutputForm::padded_bhsd);
   line("bool", "kVarlen", s.io.positions == PositionsForm::varlen);
   line("bool", "kAngleExact", s.angle == AnglePrecision::exact);
-  line("int", "kRopeKind", rope_kind(s.rope.type));
+  line("int", "kRopeKind", static_cast<int>(rope_kind(s.rope.type)));
   t += fmt::format("  static constexpr float kAttentionFactor = {};\n",
                    float_literal(plan.freqs.attention_factor));
   line("int", "kVec", c.vec);

@@ -44,6 +44,7 @@ ordered_json rope_param_schema(const RopeParamRule& rule) {
       out["items"] = bound_number("number", rule.min, rule.min_exclusive);
       break;
   }
+  if (!rule.fallback.is_null()) out["default"] = rule.fallback;
   return out;
 }
 
@@ -56,12 +57,16 @@ ordered_json strings(const std::vector<std::string_view>& items) {
 ordered_json rope_schema() {
   ordered_json properties;
   properties["rope_type"] = enum_schema<RopeType>("frequency scaling method (HF rope_type)");
-  for (const auto& rule : rope_param_rules()) properties[std::string(rule.key)] = rope_param_schema(rule);
+  std::vector<std::string_view> always{"rope_type"};
+  for (const auto& rule : rope_param_rules()) {
+    properties[std::string(rule.key)] = rope_param_schema(rule);
+    if (rule.required == RopeTypeSet::all()) always.push_back(rule.key);
+  }
   // Per rope type: its required keys, and no keys of other types.
   ordered_json all_of = ordered_json::array();
   for (const auto& row : enum_table<RopeType>()) {
     const RopeTypeParams& params = rope_type_params(row.value);
-    std::vector<std::string_view> keys{"rope_type", "rope_theta"};
+    std::vector<std::string_view> keys{"rope_type"};
     keys.insert(keys.end(), params.required.begin(), params.required.end());
     keys.insert(keys.end(), params.optional.begin(), params.optional.end());
     ordered_json then{{"required", strings(params.required)},
@@ -71,7 +76,7 @@ ordered_json rope_schema() {
   }
   return {{"description", "rope parameters, named as HF rope_parameters"},
           {"type", "object"},
-          {"required", ordered_json::array({"rope_type", "rope_theta"})},
+          {"required", strings(always)},
           {"properties", properties},
           {"additionalProperties", false},
           {"allOf", all_of}};

@@ -101,35 +101,15 @@ class PointerTrackingSax {
   std::vector<Frame> frames_;
 };
 
+// Every parameter of the rope type, in table order; an unset one is written as its default.
 void put_rope_fields(ordered_json& out, const RopeParams& rope, int64_t max_positions) {
-  const RopeTypeParams& params = rope_type_params(rope.type);
   out["rope_type"] = std::string(to_string(rope.type));
-  out["rope_theta"] = rope.theta;
   for (const auto& rule : rope_param_rules()) {
-    const std::string_view key = rule.key;
-    bool applicable = false;
-    for (auto k : params.required) applicable = applicable || k == key;
-    for (auto k : params.optional) applicable = applicable || k == key;
-    if (!applicable) continue;
-    const std::string name(key);
-    if (key == "factor" && rope.factor) out[name] = *rope.factor;
-    if (key == "original_max_position_embeddings") {
-      auto o = rope.original_max_position_embeddings;
-      if (!o && rope.type == RopeType::yarn) o = max_positions;  // HF: missing O means M
-      if (o) out[name] = *o;
-    }
-    if (key == "low_freq_factor" && rope.low_freq_factor) out[name] = *rope.low_freq_factor;
-    if (key == "high_freq_factor" && rope.high_freq_factor) out[name] = *rope.high_freq_factor;
-    if (key == "beta_fast") out[name] = rope.beta_fast.value_or(32.0);
-    if (key == "beta_slow") out[name] = rope.beta_slow.value_or(1.0);
-    if (key == "mscale" && rope.mscale) out[name] = *rope.mscale;
-    if (key == "mscale_all_dim" && rope.mscale_all_dim) out[name] = *rope.mscale_all_dim;
-    if (key == "attention_factor" && rope.attention_factor) out[name] = *rope.attention_factor;
-    if (key == "truncate") out[name] = rope.truncate.value_or(true);
-    if (key == "alpha" && rope.alpha) out[name] = *rope.alpha;
-    if (key == "seq_len" && rope.seq_len) out[name] = *rope.seq_len;
-    if (key == "short_factor") out[name] = rope.short_factor;
-    if (key == "long_factor") out[name] = rope.long_factor;
+    if (!rule.applies(rope.type)) continue;
+    json value = rope_param_value(rope, rule);
+    if (value.is_null())
+      value = rule.fallback_max_positions.has(rope.type) ? json(max_positions) : rule.fallback;
+    if (!value.is_null()) out[std::string(rule.key)] = value;
   }
 }
 

@@ -2,8 +2,8 @@
 // Internal: Spec <-> JSON, the rope parameter table (validation, storing, canonical JSON and
 // the schema all read it), and the JSON Schema text.
 #include <cstdint>
-#include <string>
 #include <initializer_list>
+#include <string>
 #include <optional>
 #include <string_view>
 #include <variant>
@@ -82,6 +82,10 @@ const std::vector<RopeParamRule>& rope_param_rules();
 
 /// The rule of a rope parameter key, or nullptr.
 const RopeParamRule* find_rope_param(std::string_view key);
+
+/// The value of a rope parameter in `rope`, or null when unset (plain and list members are
+/// always set).
+nlohmann::json rope_param_value(const RopeParams& rope, const RopeParamRule& rule);
 
 /// The keys of one rope type besides rope_type, in canonical order (derived from the rules).
 struct RopeTypeParams {

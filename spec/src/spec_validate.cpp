@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <variant>
 
 #include <fmt/core.h>
 
@@ -11,24 +13,61 @@ namespace ropejit {
 
 using nlohmann::json;
 
+namespace {
+
+constexpr ParamKind kind_of(double RopeParams::*) { return ParamKind::number; }
+constexpr ParamKind kind_of(std::optional<double> RopeParams::*) { return ParamKind::number; }
+constexpr ParamKind kind_of(std::optional<int64_t> RopeParams::*) { return ParamKind::integer; }
+constexpr ParamKind kind_of(std::optional<bool> RopeParams::*) { return ParamKind::boolean; }
+constexpr ParamKind kind_of(std::vector<double> RopeParams::*) { return ParamKind::number_list; }
+
+// One row; the kind comes from the member's type, so the two cannot disagree.
+template <class Member>
+RopeParamRule param(std::string_view key, Member RopeParams::*field, double min, bool exclusive,
+                    RopeTypeSet required, RopeTypeSet optional, std::string_view doc,
+                    json fallback = nullptr, RopeTypeSet fallback_max_positions = {}) {
+  return {key,      field,    kind_of(field),      min, exclusive, required, optional,
+          fallback, fallback_max_positions, doc};
+}
+
+}  // namespace
+
 const std::vector<RopeParamRule>& rope_param_rules() {
+  using R = RopeType;
+  using P = RopeParams;
+  // key, member, min, exclusive, required by, optional for, doc [, default, absent = M for]
   static const std::vector<RopeParamRule> rules{
-      {"rope_theta", ParamKind::number, 0, true, "base b of inv_freq = 1 / b^(2i/d)"},
-      {"factor", ParamKind::number, 1, false, "scaling factor f (context extension ratio)"},
-      {"original_max_position_embeddings", ParamKind::integer, 1, false,
-       "pre-training context length O"},
-      {"low_freq_factor", ParamKind::number, 0, true, "llama3: low-frequency wavelength factor"},
-      {"high_freq_factor", ParamKind::number, 0, true, "llama3: high-frequency wavelength factor"},
-      {"beta_fast", ParamKind::number, 0, true, "yarn: fast correction bound (default 32)"},
-      {"beta_slow", ParamKind::number, 0, true, "yarn: slow correction bound (default 1)"},
-      {"mscale", ParamKind::number, 0, false, "yarn: attention-factor coefficient (DeepSeek)"},
-      {"mscale_all_dim", ParamKind::number, 0, false, "yarn: attention-factor divisor coefficient"},
-      {"attention_factor", ParamKind::number, 0, true, "explicit attention factor s"},
-      {"truncate", ParamKind::boolean, 0, false, "yarn: round the correction range (default true)"},
-      {"alpha", ParamKind::number, 1, false, "ntk: static NTK-aware scale alpha"},
-      {"seq_len", ParamKind::integer, 1, false, "dynamic: fixed length L (vLLM behaviour)"},
-      {"short_factor", ParamKind::number_list, 0, true, "longrope: rotary_dim/2 short factors"},
-      {"long_factor", ParamKind::number_list, 0, true, "longrope: rotary_dim/2 long factors"},
+      param("rope_theta", &P::theta, 0, true, RopeTypeSet::all(), {},
+            "base b of inv_freq = 1 / b^(2i/d)"),
+      param("factor", &P::factor, 1, false, {R::linear, R::dynamic, R::yarn, R::llama3},
+            {R::longrope}, "scaling factor f (context extension ratio)"),
+      // Required by HF for yarn too, but HF fills a missing one from M.
+      param("original_max_position_embeddings", &P::original_max_position_embeddings, 1, false,
+            {R::longrope, R::llama3}, {R::yarn}, "pre-training context length O", nullptr,
+            {R::yarn}),
+      param("low_freq_factor", &P::low_freq_factor, 0, true, {R::llama3}, {},
+            "llama3: low-frequency wavelength factor"),
+      param("high_freq_factor", &P::high_freq_factor, 0, true, {R::llama3}, {},
+            "llama3: high-frequency wavelength factor"),
+      param("beta_fast", &P::beta_fast, 0, true, {}, {R::yarn},
+            "yarn: fast correction bound (default 32)", 32.0),
+      param("beta_slow", &P::beta_slow, 0, true, {}, {R::yarn},
+            "yarn: slow correction bound (default 1)", 1.0),
+      param("mscale", &P::mscale, 0, false, {}, {R::yarn},
+            "yarn: attention-factor coefficient (DeepSeek)"),
+      param("mscale_all_dim", &P::mscale_all_dim, 0, false, {}, {R::yarn},
+            "yarn: attention-factor divisor coefficient"),
+      param("attention_factor", &P::attention_factor, 0, true, {}, {R::yarn, R::longrope},
+            "explicit attention factor s"),
+      param("truncate", &P::truncate, 0, false, {}, {R::yarn},
+            "yarn: round the correction range (default true)", true),
+      param("alpha", &P::alpha, 1, false, {R::ntk}, {}, "ntk: static NTK-aware scale alpha"),
+      param("seq_len", &P::seq_len, 1, false, {}, {R::dynamic},
+            "dynamic: fixed length L (vLLM behaviour)"),
+      param("short_factor", &P::short_factor, 0, true, {R::longrope}, {},
+            "longrope: rotary_dim/2 short factors"),
+      param("long_factor", &P::long_factor, 0, true, {R::longrope}, {},
+            "longrope: rotary_dim/2 long factors"),
   };
   return rules;
 }
@@ -39,21 +78,32 @@ const RopeParamRule* find_rope_param(std::string_view key) {
   return nullptr;
 }
 
+json rope_param_value(const RopeParams& rope, const RopeParamRule& rule) {
+  return std::visit(
+      [&](auto member) -> json {
+        const auto& value = rope.*member;
+        if constexpr (std::is_same_v<std::decay_t<decltype(value)>, double> ||
+                      std::is_same_v<std::decay_t<decltype(value)>, std::vector<double>>)
+          return value;  // always set
+        else
+          return value ? json(*value) : json(nullptr);
+      },
+      rule.field);
+}
+
 const RopeTypeParams& rope_type_params(RopeType type) {
-  static const std::vector<RopeTypeParams> table{
-      {RopeType::default_, {}, {}},
-      {RopeType::linear, {"factor"}, {}},
-      {RopeType::ntk, {"alpha"}, {}},
-      {RopeType::dynamic, {"factor"}, {"seq_len"}},
-      // original_max_position_embeddings is required by HF but filled from M when missing.
-      {RopeType::yarn, {"factor"},
-       {"original_max_position_embeddings", "beta_fast", "beta_slow", "mscale", "mscale_all_dim",
-        "attention_factor", "truncate"}},
-      {RopeType::longrope, {"short_factor", "long_factor", "original_max_position_embeddings"},
-       {"factor", "attention_factor"}},
-      {RopeType::llama3,
-       {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"}, {}},
-  };
+  static const std::vector<RopeTypeParams> table = [] {
+    std::vector<RopeTypeParams> out;
+    for (const auto& row : enum_table<RopeType>()) {
+      RopeTypeParams params{row.value, {}, {}};
+      for (const auto& rule : rope_param_rules()) {
+        if (rule.required.has(row.value)) params.required.push_back(rule.key);
+        else if (rule.optional.has(row.value)) params.optional.push_back(rule.key);
+      }
+      out.push_back(std::move(params));
+    }
+    return out;
+  }();
   for (const auto& row : table)
     if (row.type == type) return row;
   return table.front();
@@ -261,50 +311,28 @@ const json* member(const json& object, std::string_view key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-bool applies(const RopeTypeParams& params, std::string_view key) {
-  return key == "rope_theta" ||
-         std::find(params.required.begin(), params.required.end(), key) != params.required.end() ||
-         std::find(params.optional.begin(), params.optional.end(), key) != params.optional.end();
-}
-
-// Stores one rope parameter value into its RopeParams field.
-void store(RopeParams& rope, std::string_view key, const json& value, Reader& reader,
+// Stores one rope parameter value into the RopeParams member its row names.
+void store(RopeParams& rope, const RopeParamRule& rule, const json& value, Reader& reader,
            const std::string& pointer) {
-  const RopeParamRule& rule = *find_rope_param(key);
-  switch (rule.kind) {
-    case ParamKind::number: {
-      auto d = reader.number(value, pointer, rule.min, rule.min_exclusive);
-      if (!d) return;
-      if (key == "rope_theta") rope.theta = *d;
-      else if (key == "factor") rope.factor = d;
-      else if (key == "low_freq_factor") rope.low_freq_factor = d;
-      else if (key == "high_freq_factor") rope.high_freq_factor = d;
-      else if (key == "beta_fast") rope.beta_fast = d;
-      else if (key == "beta_slow") rope.beta_slow = d;
-      else if (key == "mscale") rope.mscale = d;
-      else if (key == "mscale_all_dim") rope.mscale_all_dim = d;
-      else if (key == "attention_factor") rope.attention_factor = d;
-      else if (key == "alpha") rope.alpha = d;
-      return;
-    }
-    case ParamKind::integer: {
-      auto i = reader.integer(value, pointer, static_cast<int64_t>(rule.min), kMaxPositions);
-      if (!i) return;
-      if (key == "original_max_position_embeddings") rope.original_max_position_embeddings = i;
-      else if (key == "seq_len") rope.seq_len = i;
-      return;
-    }
-    case ParamKind::boolean:
-      if (auto b = reader.boolean(value, pointer)) rope.truncate = b;
-      return;
-    case ParamKind::number_list:
-      if (auto list = reader.number_list(value, pointer, rule.min, rule.min_exclusive))
-        (key == "short_factor" ? rope.short_factor : rope.long_factor) = *list;
-      return;
-  }
+  std::visit(
+      [&](auto member) {
+        using Field = std::remove_reference_t<decltype(rope.*member)>;
+        if constexpr (std::is_same_v<Field, std::optional<int64_t>>) {
+          if (auto i = reader.integer(value, pointer, static_cast<int64_t>(rule.min), kMaxPositions))
+            rope.*member = *i;
+        } else if constexpr (std::is_same_v<Field, std::optional<bool>>) {
+          if (auto b = reader.boolean(value, pointer)) rope.*member = *b;
+        } else if constexpr (std::is_same_v<Field, std::vector<double>>) {
+          if (auto list = reader.number_list(value, pointer, rule.min, rule.min_exclusive))
+            rope.*member = *list;
+        } else {  // double, std::optional<double>
+          if (auto d = reader.number(value, pointer, rule.min, rule.min_exclusive)) rope.*member = *d;
+        }
+      },
+      rule.field);
 }
 
-// Reads the rope block; rotary_dim and max_position_embeddings are 0 when unknown.
+// Reads the rope block; rotary_dim and max_positions are 0 when unknown.
 RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t max_positions) {
   const std::string base = "/rope";
   RopeParams rope;
@@ -322,16 +350,16 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
   std::vector<std::string_view> all_keys{"rope_type"};
   for (const auto& rule : rope_param_rules()) all_keys.push_back(rule.key);
   const RopeTypeParams& params = rope_type_params(rope.type);
-  std::vector<std::string_view> type_keys{"rope_type", "rope_theta"};
+  std::vector<std::string_view> type_keys{"rope_type"};
   for (auto k : params.required) type_keys.push_back(k);
   for (auto k : params.optional) type_keys.push_back(k);
 
-  bool theta_given = false;
   for (const auto& item : block.items()) {
     const std::string& key = item.key();
     const std::string pointer = base + "/" + key;
     if (key == "rope_type") continue;
-    if (!find_rope_param(key)) {
+    const RopeParamRule* rule = find_rope_param(key);
+    if (!rule) {
       // Prefer suggesting a parameter of this rope type, then any rope parameter.
       std::string suggestion = type ? nearest_key(key, type_keys) : std::string();
       if (suggestion.empty()) suggestion = nearest_key(key, all_keys);
@@ -341,30 +369,38 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
         reader.unknown_key(pointer, key, type ? type_keys : all_keys);
       continue;
     }
-    if (type && !applies(params, key)) {
+    if (type && !rule->applies(*type)) {
       reader.add(pointer, fmt::format("does not apply to rope_type \"{}\"; its keys are: {}",
                                       to_string(*type), join(type_keys)));
       continue;
     }
-    theta_given = theta_given || key == "rope_theta";
-    store(rope, key, item.value(), reader, pointer);
+    store(rope, *rule, item.value(), reader, pointer);
   }
-  if (!theta_given) reader.add(base + "/rope_theta", "missing required key \"rope_theta\"");
+  // A key every type requires is missing whatever the type; the others only for a known type.
+  for (const auto& rule : rope_param_rules()) {
+    if (!rule.required.has(rope.type) || member(block, rule.key)) continue;
+    const std::string pointer = base + "/" + std::string(rule.key);
+    if (rule.required == RopeTypeSet::all())
+      reader.add(pointer, fmt::format("missing required key \"{}\"", rule.key));
+    else if (type)
+      reader.add(pointer, fmt::format("missing required key \"{}\" for rope_type \"{}\"",
+                                      rule.key, to_string(*type)));
+  }
   if (!type) return rope;
 
-  for (auto key : params.required)
-    if (!member(block, key))
-      reader.add(base + "/" + std::string(key),
-                 fmt::format("missing required key \"{}\" for rope_type \"{}\"", key,
-                             to_string(*type)));
+  // Defaults of unset parameters (an invalid value leaves its member unset too).
+  for (const auto& rule : rope_param_rules()) {
+    if (!rule.applies(rope.type) || !rope_param_value(rope, rule).is_null()) continue;
+    const std::string pointer = base + "/" + std::string(rule.key);
+    if (rule.fallback_max_positions.has(rope.type)) {
+      if (max_positions > 0) store(rope, rule, max_positions, reader, pointer);  // HF: O = M
+    } else if (!rule.fallback.is_null()) {
+      store(rope, rule, rule.fallback, reader, pointer);
+    }
+  }
 
   switch (rope.type) {
     case RopeType::yarn:
-      if (!rope.original_max_position_embeddings && max_positions > 0)
-        rope.original_max_position_embeddings = max_positions;  // HF: missing O means M
-      if (!rope.beta_fast) rope.beta_fast = 32.0;
-      if (!rope.beta_slow) rope.beta_slow = 1.0;
-      if (!rope.truncate) rope.truncate = true;
       if (*rope.beta_fast < *rope.beta_slow) {
         if (const json* fast = member(block, "beta_fast"))
           reader.not_allowed(base + "/beta_fast", *fast,

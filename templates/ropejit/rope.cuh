@@ -7,30 +7,30 @@
 // padded output. Per row, heads [0, Hq) are q, [Hq, Hq+Hkv) are k, then Hkv v heads when v is
 // copied. A thread owns one lane of a head row and heads_per_thread heads spaced by the
 // head-group count, so sin/cos is computed once and reused across its heads.
-// Lanes [0, kRotLanes) rotate pairs; lanes past that copy the pass-through tail [d, D).
+// Lanes [0, rot_lanes) rotate pairs; lanes past that copy the pass-through tail [d, D). The
+// numbers come from shape.cuh, which the host reads too.
 #include "ropejit/numeric.cuh"
 #include "ropejit/params.cuh"
+#include "ropejit/shape.cuh"
 #include "ropejit/sincos.cuh"
 
 namespace ropejit {
 
-enum RopeKind { kRopeStatic = 0, kRopeDynamic = 1, kRopeLongrope = 2 };
-
+// The work decomposition of Traits T: the function the host's work_shape() calls (shape.cuh).
+// A function, not a static member: device code may not odr-use a host variable.
 template <class T>
-struct RopeShape {
-  static constexpr int kHalf = T::kRotaryDim / 2;
-  // Pairs whose angles one rotation lane needs.
-  static constexpr int kPairsPerLane = T::kInterleaved ? T::kVec / 2 : T::kVec;
-  static constexpr int kRotLanes = T::kInterleaved ? T::kRotaryDim / T::kVec : kHalf / T::kVec;
-  // The tail [d, D) is touched only when it moves (not in place) or gains a bias.
-  static constexpr bool kTouchTail = !T::kInplace || T::kHasBias;
-  static constexpr int kTailLanes = kTouchTail ? (T::kHeadDim - T::kRotaryDim) / T::kVec : 0;
-  static constexpr int kLanes = kRotLanes + kTailLanes;
-  static constexpr int kVectorsPerHead = T::kHeadDim / T::kVec;
-  static constexpr int kRotHeads = T::kNumQHeads + T::kNumKvHeads;
-  static constexpr int kHeads = kRotHeads + (T::kCopyV ? T::kNumKvHeads : 0);
-  static constexpr int kHeadGroups = (kHeads + T::kHeadsPerThread - 1) / T::kHeadsPerThread;
-};
+ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
+  return make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
+                         T::kInterleaved, T::kCopyV, T::kInplace, T::kHasBias, T::kVec,
+                         T::kHeadsPerThread);
+}
+
+// Rows of this launch: tokens, or every (sequence, slot) of the padded output.
+template <class T>
+__device__ __forceinline__ i64 launch_rows(const KernelParams& p) {
+  if constexpr (T::kPadded) return (i64)p.batch * p.max_seq_len;
+  else return p.num_tokens;
+}
 
 // Which sequence a token belongs to: the last b with cu_seqlens[b] <= t.
 __device__ __forceinline__ int find_sequence(const int* cu_seqlens, int batch, i64 token) {
@@ -53,7 +53,7 @@ struct RowRef {
 template <class T>
 __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
   RowRef r;
-  if (T::kPadded) {
+  if (T::kPadded) {  // plain if: both branches name their Traits (no unused-member warning)
     const int b = (int)(row / p.max_seq_len);
     const i64 slot = row - (i64)b * p.max_seq_len;
     const i64 begin = __ldg(p.cu_seqlens + b), end = __ldg(p.cu_seqlens + b + 1);
@@ -77,44 +77,62 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
   return r;
 }
 
+// Only padded outputs have rows without a source token (written as zeros).
+template <class T>
+__device__ __forceinline__ bool has_token(const RowRef& ref) {
+  if constexpr (T::kPadded) return ref.token >= 0;
+  else return true;
+}
+
 // inv_freq of pair i for this launch (baked, or dynamic NTK's run-time base as HF computes it).
 template <class T>
 __device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
                                                const float* inv_freq_long, int pair) {
-  if (T::kRopeKind == kRopeDynamic && p.use_dynamic_base) {
-    // HF: float32 pow of the float32 base b'. exp2 in double of the host's log2(b') rounds to
-    // the correctly rounded float32 power (what the reference and the generator bake), at a
-    // fraction of pow's registers.
-    const float exponent = (float)(2 * pair) / (float)T::kRotaryDim;
-    const float power = (float)exp2((double)exponent * p.dynamic_log2_base);
-    return 1.0f / power;
+  if constexpr (T::kRopeKind == kRopeDynamic) {
+    if (p.use_dynamic_base) {
+      // HF: float32 pow of the float32 base b'. exp2 in double of the host's log2(b') rounds to
+      // the correctly rounded float32 power (what the reference and the generator bake), at a
+      // fraction of pow's registers.
+      const float exponent = (float)(2 * pair) / (float)T::kRotaryDim;
+      const float power = (float)exp2((double)exponent * p.dynamic_log2_base);
+      return 1.0f / power;
+    }
   }
-  if (T::kRopeKind == kRopeLongrope && p.use_long_table) return __ldg(inv_freq_long + pair);
+  if constexpr (T::kRopeKind == kRopeLongrope) {
+    if (p.use_long_table) return __ldg(inv_freq_long + pair);
+  }
   return __ldg(inv_freq + pair);
+}
+
+// fp32: HF's float32 product; exact: the product of the same float32 values in double.
+template <class T>
+__device__ __forceinline__ double pair_angle(i64 position, float inv) {
+  if constexpr (T::kAngleExact) return (double)position * (double)inv;
+  else return (double)__fmul_rn((float)position, inv);
 }
 
 template <class T>
 __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* inv_freq,
                                             const float* inv_freq_long, i64 position,
-                                            int first_pair, float (&cos_out)[RopeShape<T>::kPairsPerLane],
-                                            float (&sin_out)[RopeShape<T>::kPairsPerLane]) {
-  constexpr int kPairs = RopeShape<T>::kPairsPerLane;
-  if (T::kTableSinCos && position >= 0 && position < p.cos_sin_table_rows) {
-    const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
+                                            int first_pair,
+                                            float (&cos_out)[rope_shape<T>().pairs_per_lane],
+                                            float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  if constexpr (T::kTableSinCos) {
+    if (position >= 0 && position < p.cos_sin_table_rows) {  // else computed, as below
+      const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
 #pragma unroll
-    for (int i = 0; i < kPairs; ++i) {
-      cos_out[i] = __ldg(row + first_pair + i);
-      sin_out[i] = __ldg(row + RopeShape<T>::kHalf + first_pair + i);
+      for (int i = 0; i < W.pairs_per_lane; ++i) {
+        cos_out[i] = __ldg(row + first_pair + i);
+        sin_out[i] = __ldg(row + W.half + first_pair + i);
+      }
+      return;
     }
-    return;
   }
 #pragma unroll
-  for (int i = 0; i < kPairs; ++i) {
+  for (int i = 0; i < W.pairs_per_lane; ++i) {
     const float inv = pair_inv_freq<T>(p, inv_freq, inv_freq_long, first_pair + i);
-    // fp32: HF's float32 product; exact: the product of the same float32 values in double.
-    const double angle = T::kAngleExact ? (double)position * (double)inv
-                                        : (double)__fmul_rn((float)position, inv);
-    const SinCos sc = sincos_reduced(angle);
+    const SinCos sc = sincos_reduced(pair_angle<T>(position, inv));
     cos_out[i] = sc.cos * T::kAttentionFactor;
     sin_out[i] = sc.sin * T::kAttentionFactor;
   }
@@ -122,104 +140,108 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
 
 template <class T>
 __device__ __forceinline__ void add_bias(const void* bias, int element, float (&v)[T::kVec]) {
-  if (!T::kHasBias) return;
-  float b[T::kVec];
-  load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)bias + element, b);
+  if constexpr (T::kHasBias) {
+    float b[T::kVec];
+    load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)bias + element, b);
 #pragma unroll
-  for (int i = 0; i < T::kVec; ++i) v[i] += b[i];
+    for (int i = 0; i < T::kVec; ++i) v[i] += b[i];
+  }
+}
+
+// Vector `element` + kOffset of a head row with its bias added, or zeros for a padding row
+// (src null). Returns whether it was loaded: zeros are stored as they are, never rotated.
+// kOffset is separate so that the constant folds into the load's address.
+template <class T, int kOffset = 0>
+__device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, const void* bias,
+                                           int element, float (&x)[T::kVec]) {
+  if constexpr (T::kPadded) {
+    if (!src) {
+#pragma unroll
+      for (int i = 0; i < T::kVec; ++i) x[i] = 0.0f;
+      return false;
+    }
+  }
+  load_vec<typename T::Storage, T::kVec>(src + element + kOffset, x);
+  add_bias<T>(bias, element + kOffset, x);
+  return true;
 }
 
 template <class T>
 __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* inv_freq,
                                             const float* inv_freq_long) {
-  typedef RopeShape<T> Shape;
+  constexpr WorkShape W = rope_shape<T>();
   typedef typename T::Storage S;
   typedef typename S::raw raw;
   constexpr int V = T::kVec;
-  const i64 rows = T::kPadded ? (i64)p.batch * p.max_seq_len : p.num_tokens;
-  const i64 items = rows * Shape::kHeadGroups * Shape::kLanes;
+  const i64 items = work_items(W, launch_rows<T>(p));
   const i64 stride = (i64)gridDim.x * blockDim.x;
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
-    const int lane = (int)(item % Shape::kLanes);
-    const int group = (int)((item / Shape::kLanes) % Shape::kHeadGroups);
-    const i64 row = item / ((i64)Shape::kLanes * Shape::kHeadGroups);
-    const RowRef ref = locate_row<T>(p, row);
-    const bool rotating_lane = lane < Shape::kRotLanes;
-    const int first_pair = rotating_lane ? lane * Shape::kPairsPerLane : 0;
+    // item = (row * head_groups + group) * lanes + lane: neighbouring threads take neighbouring
+    // vectors of one head row (coalesced); a thread's heads are group + k * head_groups.
+    const WorkItem at = decode_item(W, item);
+    const int lane = at.lane, group = at.group;
+    const RowRef ref = locate_row<T>(p, at.row);
+    const bool rotating_lane = lane < W.rot_lanes;
+    const int first_pair = rotating_lane ? lane * W.pairs_per_lane : 0;
 
-    float cos_v[Shape::kPairsPerLane], sin_v[Shape::kPairsPerLane];
-    if (rotating_lane && group < Shape::kRotHeads && (!T::kPadded || ref.token >= 0))
+    float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
+    if (rotating_lane && group < W.rot_heads && has_token<T>(ref))
       pair_angles<T>(p, inv_freq, inv_freq_long, ref.position, first_pair, cos_v, sin_v);
 
     // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
     // compile time, while the stores below already order the heads.
 #pragma unroll 1
     for (int k = 0; k < T::kHeadsPerThread; ++k) {
-      const int head = group + k * Shape::kHeadGroups;
-      if (Shape::kHeadGroups * T::kHeadsPerThread != Shape::kHeads && head >= Shape::kHeads) break;
-      const int role = head < T::kNumQHeads ? kRoleQ : (head < Shape::kRotHeads ? kRoleK : kRoleV);
-      const int head_in_role = head - (role == kRoleQ ? 0 : role == kRoleK ? T::kNumQHeads : Shape::kRotHeads);
+      const int head = group + k * W.head_groups;
+      if constexpr (W.head_groups * T::kHeadsPerThread != W.heads) {
+        if (head >= W.heads) break;  // the last group is short
+      }
+      const int role = head < T::kNumQHeads ? kRoleQ : (head < W.rot_heads ? kRoleK : kRoleV);
+      const int head_in_role = head - (role == kRoleQ ? 0 : role == kRoleK ? T::kNumQHeads : W.rot_heads);
       const TensorRef in = p.in[role], out = p.out[role];
       raw* dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
                  head_in_role * out.head_stride;
-      // Only padded outputs have rows without a source token (written as zeros).
-      const raw* src = (!T::kPadded || ref.token >= 0)
+      const raw* src = has_token<T>(ref)
                            ? (const raw*)in.ptr + ref.token * in.token_stride + head_in_role * in.head_stride
                            : nullptr;
-      const void* bias = T::kHasBias ? (const raw*)p.bias[role] + head_in_role * T::kHeadDim : nullptr;
+      const void* bias = nullptr;
+      if constexpr (T::kHasBias) bias = (const raw*)p.bias[role] + head_in_role * T::kHeadDim;
 
-      if (T::kCopyV && role == kRoleV) {  // copied with bias, never rotated
-        for (int vec = lane; vec < Shape::kVectorsPerHead; vec += Shape::kLanes) {
-          float x[V];
-          if (!T::kPadded || src) {
-            load_vec<S, V>(src + vec * V, x);
-            add_bias<T>(bias, vec * V, x);
-          } else {
-#pragma unroll
-            for (int i = 0; i < V; ++i) x[i] = 0.0f;
+      if constexpr (T::kCopyV) {
+        if (role == kRoleV) {  // copied with bias, never rotated
+          for (int vec = lane; vec < W.vectors_per_head; vec += W.lanes) {
+            float x[V];
+            load_input<T>(src, bias, vec * V, x);
+            store_vec<S, V>(dst + vec * V, x);
           }
-          store_vec<S, V>(dst + vec * V, x);
+          continue;
         }
-        continue;
       }
-      if (Shape::kTailLanes > 0 && !rotating_lane) {  // pass-through tail element vector
-        const int e = T::kRotaryDim + (lane - Shape::kRotLanes) * V;
-        float x[V];
-        if (!T::kPadded || src) {
-          load_vec<S, V>(src + e, x);
-          add_bias<T>(bias, e, x);
-        } else {
-#pragma unroll
-          for (int i = 0; i < V; ++i) x[i] = 0.0f;
+      if constexpr (W.tail_lanes > 0) {
+        if (!rotating_lane) {  // pass-through tail element vector
+          const int e = T::kRotaryDim + (lane - W.rot_lanes) * V;
+          float x[V];
+          load_input<T>(src, bias, e, x);
+          store_vec<S, V>(dst + e, x);
+          continue;
         }
-        store_vec<S, V>(dst + e, x);
-        continue;
       }
-      if (T::kInterleaved) {
-        const int e = lane * V;
+      const int e = lane * V;
+      if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
         float x[V];
-        if (!T::kPadded || src) {
-          load_vec<S, V>(src + e, x);
-          add_bias<T>(bias, e, x);
+        if (load_input<T>(src, bias, e, x)) {
 #pragma unroll
           for (int i = 0; i < V / 2; ++i) {
             const float a = x[2 * i], b = x[2 * i + 1];
             x[2 * i] = fmaf(a, cos_v[i], -b * sin_v[i]);
             x[2 * i + 1] = fmaf(b, cos_v[i], a * sin_v[i]);
           }
-        } else {
-#pragma unroll
-          for (int i = 0; i < V; ++i) x[i] = 0.0f;
         }
         store_vec<S, V>(dst + e, x);
-      } else {
-        const int e = lane * V;
+      } else {  // neox: the two halves of V pairs are vectors d/2 apart
         float x[V], y[V];
-        if (!T::kPadded || src) {
-          load_vec<S, V>(src + e, x);
-          load_vec<S, V>(src + e + Shape::kHalf, y);
-          add_bias<T>(bias, e, x);
-          add_bias<T>(bias, e + Shape::kHalf, y);
+        if (load_input<T>(src, bias, e, x)) {
+          load_input<T, W.half>(src, bias, e, y);
 #pragma unroll
           for (int i = 0; i < V; ++i) {
             const float a = x[i], b = y[i];
@@ -228,10 +250,10 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
           }
         } else {
 #pragma unroll
-          for (int i = 0; i < V; ++i) x[i] = y[i] = 0.0f;
+          for (int i = 0; i < V; ++i) y[i] = 0.0f;
         }
         store_vec<S, V>(dst + e, x);
-        store_vec<S, V>(dst + e + Shape::kHalf, y);
+        store_vec<S, V>(dst + e + W.half, y);
       }
     }
   }

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "ropejit/shape.cuh"  // WorkShape, shared with the kernel
 #include "ropejit/spec.h"
 
 namespace ropejit {
@@ -54,17 +55,8 @@ Config default_config(const Spec& spec);
 /// "bt256.v8.h1.compute.blocks": short, stable, used in source and cache keys.
 std::string config_name(const Config& config);
 
-/// How the kernel splits a row (token or padded slot) into threads; mirrors RopeShape in
-/// templates/ropejit/rope.cuh.
-struct WorkShape {
-  int rot_lanes = 0;     ///< lanes rotating pairs of one head
-  int tail_lanes = 0;    ///< lanes moving the pass-through tail [d, D)
-  int lanes = 0;         ///< rot_lanes + tail_lanes
-  int heads = 0;         ///< heads per row the kernel touches
-  int head_groups = 0;   ///< ceil(heads / heads_per_thread)
-};
-
-/// The work decomposition of a valid (spec, config).
+/// The work decomposition of a valid (spec, config): make_work_shape of
+/// templates/ropejit/shape.cuh, the function the kernel evaluates on its Traits.
 WorkShape work_shape(const Spec& spec, const Config& config);
 
 /// Grid and block of one launch over `rows` rows (tokens, or batch * max_seq_len padded).

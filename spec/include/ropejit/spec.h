@@ -14,6 +14,9 @@ namespace ropejit {
 
 /// The `rope` block, with HF `rope_parameters` names. Optional fields absent from the input
 /// stay nullopt; canonical JSON writes only what applies to the rope type, defaults filled.
+/// Every member but `type` has exactly one row in the rope parameter table
+/// (rope_param_rules(), spec/src/spec_validate.cpp), which names, validates, stores, hashes
+/// and documents it; a new member needs a row there (tests/test_rope_params.cpp checks).
 struct RopeParams {
   RopeType type = RopeType::default_;           ///< rope_type
   double theta = 10000.0;                       ///< rope_theta (base b)

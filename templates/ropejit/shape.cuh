@@ -1,0 +1,82 @@
+#pragma once
+// The work decomposition and the rope kinds, defined once for the host (codegen's work_shape,
+// launch_dims, source emission) and the kernel (rope.cuh). Plain C++17 constexpr: host C++,
+// NVRTC and the host backend all compile this same file, so the grid the host sizes is the
+// grid the kernel walks.
+
+// NVRTC treats an unannotated function as host-only; host C++ has no __host__/__device__.
+#if defined(__CUDACC__)
+#define ROPEJIT_HOST_DEVICE __host__ __device__
+#else
+#define ROPEJIT_HOST_DEVICE
+#endif
+
+namespace ropejit {
+
+/// How a launch finds inv_freq: baked (static types), a run-time NTK base past M (dynamic),
+/// or the short/long table switch (longrope). Generated Traits::kRopeKind holds one of these.
+enum RopeKind { kRopeStatic = 0, kRopeDynamic = 1, kRopeLongrope = 2 };
+
+/// True when the pass-through tail [d, D) is touched: it moves (output not in place) or gains
+/// a bias; in place without bias it is left as it is.
+ROPEJIT_HOST_DEVICE constexpr bool tail_moves(bool inplace, bool has_bias) {
+  return !inplace || has_bias;
+}
+
+/// How the kernel splits one row (a token, or a (sequence, slot) of the padded output) into
+/// work items: lanes per head row times head groups.
+struct WorkShape {
+  int half = 0;              ///< d / 2
+  int pairs_per_lane = 0;    ///< pairs whose angles one rotating lane needs
+  int rot_lanes = 0;         ///< lanes rotating pairs of one head
+  int tail_lanes = 0;        ///< lanes moving the pass-through tail [d, D)
+  int lanes = 0;             ///< rot_lanes + tail_lanes
+  int vectors_per_head = 0;  ///< D / vec (a copied v head is walked in these)
+  int rot_heads = 0;         ///< q + k heads per row (rotated)
+  int heads = 0;             ///< heads per row the kernel touches (+ v when copied)
+  int head_groups = 0;       ///< ceil(heads / heads_per_thread)
+};
+
+/// The work decomposition of a kernel. neox rotates vec pairs per lane (x[i], x[i + d/2]);
+/// interleaved vec/2 adjacent pairs.
+ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary_dim,
+                                                        int num_q_heads, int num_kv_heads,
+                                                        bool interleaved, bool copy_v, bool inplace,
+                                                        bool has_bias, int vec,
+                                                        int heads_per_thread) {
+  WorkShape w;
+  w.half = rotary_dim / 2;
+  w.pairs_per_lane = interleaved ? vec / 2 : vec;
+  w.rot_lanes = interleaved ? rotary_dim / vec : w.half / vec;
+  w.tail_lanes = tail_moves(inplace, has_bias) ? (head_dim - rotary_dim) / vec : 0;
+  w.lanes = w.rot_lanes + w.tail_lanes;
+  w.vectors_per_head = head_dim / vec;
+  w.rot_heads = num_q_heads + num_kv_heads;
+  w.heads = w.rot_heads + (copy_v ? num_kv_heads : 0);
+  w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;
+  return w;
+}
+
+/// Work items of a launch over `rows` rows: item = (row * head_groups + group) * lanes + lane.
+ROPEJIT_HOST_DEVICE constexpr long long work_items(WorkShape w, long long rows) {
+  return rows * w.head_groups * w.lanes;
+}
+
+/// One work item's coordinates (the inverse of work_items' numbering).
+struct WorkItem {
+  long long row;  ///< token, or padded slot
+  int group;      ///< head group: the thread's heads are group, group + head_groups, ...
+  int lane;       ///< vector lane within a head row
+};
+
+/// Lane fastest, then head group, then row: consecutive threads take consecutive vectors of
+/// one head row, so their loads and stores coalesce.
+ROPEJIT_HOST_DEVICE constexpr WorkItem decode_item(WorkShape w, long long item) {
+  WorkItem out{0, 0, 0};
+  out.lane = (int)(item % w.lanes);
+  out.group = (int)((item / w.lanes) % w.head_groups);
+  out.row = item / ((long long)w.lanes * w.head_groups);
+  return out;
+}
+
+}  // namespace ropejit
