@@ -7,6 +7,7 @@
 #include <fmt/core.h>
 
 #include "hf_context.h"
+#include "json_parse.h"
 #include "spec_json.h"
 
 namespace ropejit {
@@ -14,65 +15,6 @@ namespace ropejit {
 using nlohmann::json;
 
 namespace {
-
-// Builds the DOM and tracks the key path, so an overflowing number is reported at its key.
-class KeyPathSax {
- public:
-  explicit KeyPathSax(json& result) : dom_(result, false) {}
-
-  bool null() { return value(), dom_.null(); }
-  bool boolean(bool v) { return value(), dom_.boolean(v); }
-  bool number_integer(json::number_integer_t v) { return value(), dom_.number_integer(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return value(), dom_.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const std::string& s) {
-    return value(), dom_.number_float(v, s);
-  }
-  bool string(std::string& v) { return value(), dom_.string(v); }
-  bool binary(json::binary_t& v) { return value(), dom_.binary(v); }
-  bool start_object(std::size_t n) { return frames_.push_back({false, 0, {}}), dom_.start_object(n); }
-  bool key(std::string& k) { return frames_.back().key = k, dom_.key(k); }
-  bool end_object() { return close(), dom_.end_object(); }
-  bool start_array(std::size_t n) { return frames_.push_back({true, 0, {}}), dom_.start_array(n); }
-  bool end_array() { return close(), dom_.end_array(); }
-
-  template <class Exception>
-  bool parse_error(std::size_t, const std::string& token, const Exception& error) {
-    if (error.id == 406) {  // number overflow
-      issue = {path(), token + " is not allowed: must be a finite number (it overflows a double)"};
-    } else {
-      const std::string what = error.what();
-      const auto bracket = what.find("] ");  // drop "[json.exception.parse_error.101] "
-      issue = {"", "malformed JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2))};
-    }
-    return false;
-  }
-
-  SpecIssue issue;
-
- private:
-  struct Frame {
-    bool array;
-    size_t index;
-    std::string key;
-  };
-  void value() {
-    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
-  }
-  void close() {
-    frames_.pop_back();
-    value();
-  }
-  std::string path() const {
-    std::string out;
-    for (const auto& frame : frames_)
-      out += frame.array ? "[" + std::to_string(frame.index) + "]"
-                         : (out.empty() ? "" : ".") + frame.key;
-    return out;
-  }
-
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  std::vector<Frame> frames_;
-};
 
 // Copies an integer size into the spec, or reports it (HF sizes are Python ints: 8.0 fails).
 void copy_integer(json& spec, const char* field, const json& value, const std::string& key_path,
@@ -323,10 +265,7 @@ void append(std::vector<std::string>* warnings, const HfContext& ctx) {
 }  // namespace
 
 json parse_hf_config(std::string_view text) {
-  json document;
-  KeyPathSax sax(document);
-  if (!json::sax_parse(text.begin(), text.end(), &sax)) throw SpecError({sax.issue});
-  return document;
+  return parse_json_reporting_field(text, FieldNaming::key_path);
 }
 
 json spec_json_from_hf(const json& config, const HfImportOptions& options,

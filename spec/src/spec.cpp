@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 #include <xxhash.h>
 
+#include "json_parse.h"
 #include "spec_json.h"
 
 namespace ropejit {
@@ -25,81 +26,6 @@ std::string join_issues(const std::vector<SpecIssue>& issues) {
   }
   return out;
 }
-
-// SAX handler that builds the DOM and remembers the JSON pointer of the value being parsed,
-// so a number that overflows a double (1e999) is reported at its field, not just a position.
-class PointerTrackingSax {
- public:
-  explicit PointerTrackingSax(json& result) : dom_(result, false) {}
-
-  bool null() { return value(), dom_.null(); }
-  bool boolean(bool v) { return value(), dom_.boolean(v); }
-  bool number_integer(json::number_integer_t v) { return value(), dom_.number_integer(v); }
-  bool number_unsigned(json::number_unsigned_t v) { return value(), dom_.number_unsigned(v); }
-  bool number_float(json::number_float_t v, const std::string& s) {
-    return value(), dom_.number_float(v, s);
-  }
-  bool string(std::string& v) { return value(), dom_.string(v); }
-  bool binary(json::binary_t& v) { return value(), dom_.binary(v); }
-  bool start_object(std::size_t n) {
-    frames_.push_back({false, 0, {}});
-    return dom_.start_object(n);
-  }
-  bool key(std::string& k) {
-    frames_.back().key = k;
-    return dom_.key(k);
-  }
-  bool end_object() { return close(), dom_.end_object(); }
-  bool start_array(std::size_t n) {
-    frames_.push_back({true, 0, {}});
-    return dom_.start_array(n);
-  }
-  bool end_array() { return close(), dom_.end_array(); }
-
-  template <class Exception>
-  bool parse_error(std::size_t, const std::string& token, const Exception& error) {
-    if (error.id == 406) {  // number overflow: a finite-number violation at a known field
-      issue = {pointer(), fmt::format("{} is not allowed: must be a finite number", token)};
-    } else {
-      std::string what = error.what();
-      auto bracket = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
-      issue = {"", "malformed JSON: " + (bracket == std::string::npos ? what : what.substr(bracket + 2))};
-    }
-    failed = true;
-    return false;
-  }
-
-  bool failed = false;
-  SpecIssue issue;
-
- private:
-  struct Frame {
-    bool array;
-    size_t index;
-    std::string key;
-  };
-  // A scalar completes one array element.
-  void value() {
-    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
-  }
-  void close() {
-    frames_.pop_back();
-    value();
-  }
-  std::string pointer() const {
-    std::string out;
-    for (const auto& frame : frames_) {
-      std::string token = frame.array ? std::to_string(frame.index) : frame.key;
-      std::string escaped;
-      for (char c : token) escaped += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-      out += "/" + escaped;
-    }
-    return out;
-  }
-
-  nlohmann::detail::json_sax_dom_parser<json> dom_;
-  std::vector<Frame> frames_;
-};
 
 // Every parameter of the rope type, in table order; an unset one is written as its default.
 void put_rope_fields(ordered_json& out, const RopeParams& rope, int64_t max_positions) {
@@ -166,11 +92,7 @@ SpecError::SpecError(std::vector<SpecIssue> issues)
       issues_(std::move(issues)) {}
 
 Spec parse_spec(std::string_view json_text) {
-  json document;
-  PointerTrackingSax sax(document);
-  json::sax_parse(json_text.begin(), json_text.end(), &sax);
-  if (sax.failed) throw SpecError({sax.issue});
-  return spec_from_json(document);
+  return spec_from_json(parse_json_reporting_field(json_text, FieldNaming::json_pointer));
 }
 
 Spec load_spec_file(const std::string& path) {
