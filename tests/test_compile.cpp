@@ -15,6 +15,8 @@ void expect_clean(const Binary& b, const std::string& what) {
   EXPECT_EQ(b.spill_bytes, 0) << what << "\n" << b.log;
   EXPECT_EQ(b.stack_bytes, 0) << what << "\n" << b.log;
   EXPECT_EQ(b.shared_bytes, 0) << what << "\n" << b.log;
+  // The front end has nothing to say about generated code (ptxas -v lines are info).
+  EXPECT_EQ(b.log.find("warning"), std::string::npos) << what << "\n" << b.log;
 }
 
 }  // namespace

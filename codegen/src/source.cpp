@@ -2,6 +2,7 @@
 #include "ropejit/source.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
@@ -28,6 +29,30 @@ RopeKind rope_kind(RopeType t) {
   if (t == RopeType::dynamic) return kRopeDynamic;
   if (t == RopeType::longrope) return kRopeLongrope;
   return kRopeStatic;
+}
+
+// "padded_bhsd" -> "PaddedBhsd".
+std::string camel_case(std::string_view name) {
+  std::string out;
+  bool upper = true;
+  for (char ch : name) {
+    if (ch == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
+    upper = false;
+  }
+  return out;
+}
+
+// One flag per row of an io form's enum table (kOutputPaddedBhsd, kPositionsVarlen, ...): a
+// new form gets its Traits line from its enum row, with no edit here.
+template <class Form>
+void form_flags(std::string& t, std::string_view prefix, Form chosen) {
+  for (const auto& row : enum_table<Form>())
+    t += fmt::format("  static constexpr bool k{}{} = {};\n", prefix, camel_case(row.name),
+                     row.value == chosen);
 }
 
 // Exact float literal (hex): the baked value is the float32 HF computes, bit for bit.
@@ -83,9 +108,9 @@ Source generate_source(const Plan& plan) {
   line("bool", "kInterleaved", s.layout == Layout::interleaved);
   line("bool", "kCopyV", s.io.copy_v);
   line("bool", "kHasBias", s.io.qkv_bias);
-  line("bool", "kInplace", s.io.output == OutputForm::inplace);
-  line("bool", "kPadded", s.io.output == OutputForm::padded_bhsd);
-  line("bool", "kVarlen", s.io.positions == PositionsForm::varlen);
+  form_flags(t, "Input", s.io.input);
+  form_flags(t, "Output", s.io.output);
+  form_flags(t, "Positions", s.io.positions);
   line("bool", "kAngleExact", s.angle == AnglePrecision::exact);
   line("int", "kRopeKind", static_cast<int>(rope_kind(s.rope.type)));
   t += fmt::format("  static constexpr float kAttentionFactor = {};\n",

@@ -21,14 +21,14 @@ namespace ropejit {
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
   return make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
-                         T::kInterleaved, T::kCopyV, T::kInplace, T::kHasBias, T::kVec,
+                         T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias, T::kVec,
                          T::kHeadsPerThread);
 }
 
 // Rows of this launch: tokens, or every (sequence, slot) of the padded output.
 template <class T>
 __device__ __forceinline__ i64 launch_rows(const KernelParams& p) {
-  if constexpr (T::kPadded) return (i64)p.batch * p.max_seq_len;
+  if constexpr (T::kOutputPaddedBhsd) return (i64)p.batch * p.max_seq_len;
   else return p.num_tokens;
 }
 
@@ -53,7 +53,7 @@ struct RowRef {
 template <class T>
 __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
   RowRef r;
-  if (T::kPadded) {  // plain if: both branches name their Traits (no unused-member warning)
+  if (T::kOutputPaddedBhsd) {  // plain if: both branches name their Traits (no unused-member warning)
     const int b = (int)(row / p.max_seq_len);
     const i64 slot = row - (i64)b * p.max_seq_len;
     const i64 begin = __ldg(p.cu_seqlens + b), end = __ldg(p.cu_seqlens + b + 1);
@@ -66,7 +66,7 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
     r.token = row;
     r.out_batch = 0;
     r.out_row = row;
-    if (T::kVarlen) {
+    if (T::kPositionsVarlen) {
       const int b = find_sequence(p.cu_seqlens, p.batch, row);
       r.position = (p.start_pos ? __ldg(p.start_pos + b) : 0) + (row - __ldg(p.cu_seqlens + b));
     } else {
@@ -80,7 +80,7 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
 // Only padded outputs have rows without a source token (written as zeros).
 template <class T>
 __device__ __forceinline__ bool has_token(const RowRef& ref) {
-  if constexpr (T::kPadded) return ref.token >= 0;
+  if constexpr (T::kOutputPaddedBhsd) return ref.token >= 0;
   else return true;
 }
 
@@ -154,7 +154,7 @@ __device__ __forceinline__ void add_bias(const void* bias, int element, float (&
 template <class T, int kOffset = 0>
 __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, const void* bias,
                                            int element, float (&x)[T::kVec]) {
-  if constexpr (T::kPadded) {
+  if constexpr (T::kOutputPaddedBhsd) {
     if (!src) {
 #pragma unroll
       for (int i = 0; i < T::kVec; ++i) x[i] = 0.0f;
