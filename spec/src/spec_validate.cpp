@@ -502,12 +502,12 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   const int max_rotary = spec.head_dim > 0 ? spec.head_dim : kMaxHeadDim;
   const std::string rotary_must =
       fmt::format("an even integer in [2, {}]{}", max_rotary, spec.head_dim > 0 ? " (head_dim)" : "");
-  std::optional<int64_t> rotary_dim;
+  int64_t rotary_dim = 0;  // 0: not given, or invalid (reported)
   if (const json* v = member(document, "rotary_dim")) {
-    rotary_dim = reader.integer(*v, "/rotary_dim", 2, max_rotary, rotary_must);
-    if (rotary_dim && *rotary_dim % 2 != 0) {
+    rotary_dim = reader.integer(*v, "/rotary_dim", 2, max_rotary, rotary_must).value_or(0);
+    if (rotary_dim % 2 != 0) {
       reader.not_allowed("/rotary_dim", *v, rotary_must);
-      rotary_dim.reset();
+      rotary_dim = 0;
     }
   }
   if (const json* v = member(document, "partial_rotary_factor")) {
@@ -516,7 +516,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
       // Python int(D * f): the same double product HF forms.
       const auto derived = static_cast<int64_t>(std::floor(spec.head_dim * *fraction));
       if (const json* explicit_dim = member(document, "rotary_dim")) {
-        if (rotary_dim && *rotary_dim != derived)
+        if (rotary_dim && rotary_dim != derived)
           reader.not_allowed("/rotary_dim", *explicit_dim,
                              fmt::format("{} = floor(head_dim * partial_rotary_factor) when both "
                                          "are given", derived));
@@ -538,7 +538,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     else
       rotary_dim = spec.head_dim;
   }
-  spec.rotary_dim = static_cast<int>(rotary_dim.value_or(0));
+  spec.rotary_dim = static_cast<int>(rotary_dim);
 
   if (const json* v = required("num_q_heads"))
     spec.num_q_heads = static_cast<int>(reader.integer(*v, "/num_q_heads", 1, kMaxHeads).value_or(0));
