@@ -10,7 +10,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -24,8 +23,8 @@
 
 #include "backend.h"
 #include "cuda_driver.h"
+#include "device_workload.h"
 #include "ropejit/runtime.h"
-#include "ropejit/check/fp_convert.h"
 #include "ropejit/check/harness.h"
 
 namespace {
@@ -52,9 +51,7 @@ constexpr const char* kDTypes[] = {"bf16", "fp16"};
 constexpr int64_t kMaxPosition = 1000000;          // positions drawn from [0, 10^6)
 constexpr int64_t kVerifyElements = int64_t(1) << 22;  // reference cost cap per verification
 constexpr int64_t kMinRotationBytes = int64_t(256) << 20;
-constexpr int64_t kAlign = 256;
-
-int64_t align_up(int64_t x) { return (x + kAlign - 1) / kAlign * kAlign; }
+constexpr int64_t kDistinctElements = int64_t(1) << 18;  // random values per buffer, repeated beyond
 
 Spec load_variant(const char* spec_file, const char* dtype) {
   const std::string path = ropejit::test::spec_path(spec_file);
@@ -100,132 +97,22 @@ Runtime* bench_runtime(std::string* why) {
 /// Sequences of the varlen forms: equal lengths of about 1024 tokens, S = the longest.
 int batch_for(int64_t tokens) { return static_cast<int>(std::max<int64_t>(1, tokens / 1024)); }
 
-/// One rotation set of device buffers for one launch, carved out of a pool.
-struct LaunchSet {
-  Args args;
-};
-
-/// Device buffers for `sets` independent launches of (spec, tokens), filled with random data.
-class RotatingBuffers {
- public:
-  RotatingBuffers(Backend& backend, const Spec& spec, int64_t tokens, int64_t min_total_bytes)
-      : backend_(backend) {
-    const int64_t T = tokens, D = spec.head_dim, Hq = spec.num_q_heads, Hkv = spec.num_kv_heads;
-    const int64_t es = dtype_size(spec.dtype);
-    const bool packed = spec.io.input == InputForm::packed_qkv;
-    const bool varlen = spec.io.positions == PositionsForm::varlen;
-    const bool padded = spec.io.output == OutputForm::padded_bhsd;
-    batch_ = varlen ? batch_for(T) : 0;
-    const int64_t seq = varlen ? (T + batch_ - 1) / batch_ : 0;
-    max_seq_len_ = padded ? std::max<int64_t>(seq, 1) : 0;
-
-    // Layout of one set: (offset, bytes, kind) regions; kind 0 data, 1 positions, 2 output.
-    std::vector<int64_t> sizes;
-    auto region = [&](int64_t bytes) {
-      sizes.push_back(align_up(std::max<int64_t>(bytes, 16)));
-      return static_cast<int>(sizes.size()) - 1;
-    };
-    const int q = packed ? region(T * (Hq + 2 * Hkv) * D * es) : region(T * Hq * D * es);
-    const int k = packed ? -1 : region(T * Hkv * D * es);
-    const int v = (!packed && spec.io.copy_v) ? region(T * Hkv * D * es) : -1;
-    const int bias = spec.io.qkv_bias ? region((Hq + 2 * Hkv) * D * es) : -1;
-    const int pos = varlen ? region((batch_ + 1) * 4) : region(T * 4);
-    const int start = varlen ? region(batch_ * 8) : -1;
-    const bool separate_out = spec.io.output != OutputForm::inplace;
-    const int64_t out_rows = padded ? batch_ * max_seq_len_ : T;
-    const int qo = separate_out ? region(out_rows * Hq * D * es) : -1;
-    const int ko = separate_out ? region(out_rows * Hkv * D * es) : -1;
-    const int vo = separate_out && spec.io.copy_v ? region(out_rows * Hkv * D * es) : -1;
-    int64_t set_bytes = 0;
-    std::vector<int64_t> offsets;
-    for (int64_t s : sizes) offsets.push_back(set_bytes), set_bytes += s;
-    const int sets = static_cast<int>(std::max<int64_t>(2, (min_total_bytes + set_bytes - 1) / set_bytes));
-    total_bytes_ = set_bytes * sets;
-    pool_ = static_cast<uint8_t*>(backend.alloc(static_cast<size_t>(total_bytes_)));
-
-    // One set's contents on the host (random storage values tiled over the data regions,
-    // positions in [0, 10^6)), replicated into chunks of about 64 MiB for few large copies.
-    std::mt19937_64 rng(std::random_device{}());
-    std::normal_distribution<double> normal(0.0, 1.0);
-    std::vector<double> values(1 << 18);
-    for (auto& x : values) x = normal(rng);
-    const std::vector<uint8_t> tile = ref::encode_values(spec.dtype, values);
-    std::vector<uint8_t> image(static_cast<size_t>(set_bytes));
-    for (int r : {q, k, v, bias})
-      for (int64_t at = 0; r >= 0 && at < sizes[r]; at += static_cast<int64_t>(tile.size()))
-        std::memcpy(image.data() + offsets[r] + at, tile.data(),
-                    static_cast<size_t>(std::min<int64_t>(tile.size(), sizes[r] - at)));
-    auto put = [&](int r, const void* data, size_t bytes) { std::memcpy(image.data() + offsets[r], data, bytes); };
-    if (varlen) {
-      std::vector<int32_t> cu(batch_ + 1);
-      std::vector<int64_t> start_pos(batch_);
-      for (int b = 0; b <= batch_; ++b) cu[b] = static_cast<int32_t>(std::min<int64_t>(T, b * seq));
-      for (int b = 0; b < batch_; ++b)
-        start_pos[b] = std::uniform_int_distribution<int64_t>(0, kMaxPosition - seq)(rng);
-      put(pos, cu.data(), cu.size() * 4);
-      put(start, start_pos.data(), start_pos.size() * 8);
-    } else {
-      std::vector<int32_t> p(static_cast<size_t>(T));
-      std::uniform_int_distribution<int32_t> position(0, kMaxPosition - 1);
-      for (auto& x : p) x = position(rng);
-      put(pos, p.data(), p.size() * 4);
-    }
-    const int per_chunk = static_cast<int>(std::clamp<int64_t>((int64_t(64) << 20) / set_bytes, 1, sets));
-    std::vector<uint8_t> chunk;
-    if (per_chunk > 1) {
-      chunk.resize(static_cast<size_t>(set_bytes * per_chunk));
-      for (int i = 0; i < per_chunk; ++i) std::memcpy(chunk.data() + i * set_bytes, image.data(), image.size());
-    } else {
-      chunk.swap(image);  // one set per copy: no second host image of a multi-GB set
-    }
-    for (int s = 0; s < sets; s += per_chunk)
-      backend.copy_to_device(pool_ + s * set_bytes, chunk.data(),
-                             static_cast<size_t>(std::min(per_chunk, sets - s) * set_bytes));
-    for (int s = 0; s < sets; ++s) {
-      uint8_t* base = pool_ + s * set_bytes;
-      auto at = [&](int r) -> uint8_t* { return r < 0 ? nullptr : base + offsets[r]; };
-      Args a;
-      a.num_tokens = T;
-      (packed ? a.qkv : a.q) = at(q);
-      a.k = at(k);
-      a.v = at(v);
-      a.bias = at(bias);
-      a.q_out = at(qo);
-      a.k_out = at(ko);
-      a.v_out = at(vo);
-      if (varlen) {
-        a.cu_seqlens = reinterpret_cast<const int32_t*>(at(pos));
-        a.start_pos = reinterpret_cast<const int64_t*>(at(start));
-        a.batch = batch_;
-        a.max_seq_len = static_cast<int>(max_seq_len_);
-        a.seq_len = kMaxPosition;
-      } else {
-        a.positions = at(pos);
-        a.seq_len = kMaxPosition;
-      }
-      sets_.push_back({a});
-    }
-    backend.synchronize();
-  }
-  ~RotatingBuffers() { backend_.free(pool_); }
-  RotatingBuffers(const RotatingBuffers&) = delete;
-  RotatingBuffers& operator=(const RotatingBuffers&) = delete;
-
-  const Args& next() { return sets_[next_++ % sets_.size()].args; }
-  int sets() const { return static_cast<int>(sets_.size()); }
-  int64_t total_bytes() const { return total_bytes_; }
-  int batch() const { return batch_; }
-  int64_t max_seq_len() const { return max_seq_len_; }
-
- private:
-  Backend& backend_;
-  uint8_t* pool_ = nullptr;
-  int64_t total_bytes_ = 0;
-  int batch_ = 0;
-  int64_t max_seq_len_ = 0;
-  std::vector<LaunchSet> sets_;
-  size_t next_ = 0;
-};
+/// Device buffers for at least two independent launches of (spec, tokens), together at least
+/// `min_total_bytes`: random values (a block of them repeated), positions in [0, 10^6).
+std::unique_ptr<DeviceWorkload> rotating_buffers(Backend& backend, const Spec& spec, int64_t tokens,
+                                                 int64_t min_total_bytes) {
+  WorkloadOptions o;
+  o.tokens = tokens;
+  o.batch = batch_for(tokens);
+  o.sequence_tokens = (tokens + o.batch - 1) / o.batch;
+  o.max_position = kMaxPosition;
+  o.distinct_elements = kDistinctElements;
+  o.seed = std::random_device{}();
+  HostWorkload host = make_host_workload(spec, o);
+  const int64_t set_bytes = std::max<int64_t>(1, DeviceWorkload::set_bytes(host));
+  const int sets = static_cast<int>(std::max<int64_t>(2, (min_total_bytes + set_bytes - 1) / set_bytes));
+  return std::make_unique<DeviceWorkload>(backend, std::move(host), sets);
+}
 
 /// Verifies (spec, the config used at `tokens`) once per process on random data, positions up
 /// to 10^6, at min(tokens, the reference cost cap) tokens; returns "" or the failure.
@@ -271,16 +158,20 @@ void BM_Rope(benchmark::State& state, Shape shape, const char* dtype, int64_t to
   }
   const int64_t rotation =
       host_smoke() ? int64_t(1) << 20 : std::max<int64_t>(3 * backend.properties().l2_bytes, kMinRotationBytes);
-  RotatingBuffers buffers(backend, spec, tokens, rotation);
-  const int64_t bytes = bytes_moved(spec, tokens, buffers.batch(), buffers.max_seq_len());
+  const std::unique_ptr<DeviceWorkload> buffers = rotating_buffers(backend, spec, tokens, rotation);
+  const int64_t bytes = buffers->host().bytes_moved();
+  std::vector<Args> set_args;  // built before timing: a launch only picks the next set
+  for (size_t i = 0; i < buffers->set_count(); ++i) set_args.push_back(buffers->args(i));
+  const size_t sets = set_args.size();
+  size_t next = 0;
   if (host_smoke()) {
-    for (int i = 0; i < buffers.sets(); ++i) kernel.launch(buffers.next(), nullptr);  // launch checks each set
+    for (const Args& a : set_args) kernel.launch(a, nullptr);  // launch checks each set
     state.SkipWithError(fmt::format("SKIPPED: host smoke run: verified, {} sets launched, {} bytes/launch, not timed",
-                                    buffers.sets(), bytes).c_str());
+                                    sets, bytes).c_str());
     return;
   }
   const int repeats = tokens >= 16384 ? 30 : 200;
-  auto launch = [&](void* stream) { kernel.launch(buffers.next(), stream); };
+  auto launch = [&](void* stream) { kernel.launch(set_args[next++ % sets], stream); };
   for (int i = 0; i < 3; ++i) launch(nullptr);  // warm-up: module load, clocks
   std::vector<double> medians;
   for (auto _ : state) {
@@ -293,7 +184,7 @@ void BM_Rope(benchmark::State& state, Shape shape, const char* dtype, int64_t to
   state.counters["us"] = us;
   state.counters["GB/s"] = double(bytes) / (us * 1e3);
   state.counters["bytes"] = double(bytes);
-  state.counters["sets"] = buffers.sets();
+  state.counters["sets"] = double(sets);
   state.SetLabel(config_name(kernel.config_for(tokens)));
 }
 

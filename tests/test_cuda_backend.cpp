@@ -26,7 +26,7 @@
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 #include "ropejit/check/reference.h"
 
 namespace ropejit {

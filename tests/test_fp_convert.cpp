@@ -1,4 +1,4 @@
-// Tests of the storage-type conversions used by the conformance suite (support/fp_convert.h):
+// Tests of the host storage-type conversions (core/include/ropejit/fp_convert.h):
 // every fp16/bf16 pattern, agreement with independent converters, ties and ulp distances.
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <limits>
 #include <random>
 
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 
 using namespace ropejit;
 using namespace ropejit::ref;

@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 #include "ropejit/check/reference.h"
 #include "support/ref_test_util.h"
 #include "support/repo_paths.h"

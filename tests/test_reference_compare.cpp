@@ -6,7 +6,7 @@
 #include <limits>
 #include <vector>
 
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 #include "support/ref_test_util.h"
 #include "ropejit/check/reference.h"
 

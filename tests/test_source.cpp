@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "embedded_templates.h"
+#include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "support/repo_paths.h"
 #include "support/spec_builder.h"

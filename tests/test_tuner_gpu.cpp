@@ -19,7 +19,7 @@
 #include "ropejit/runtime.h"
 #include "ropejit/tuner.h"
 #include "ropejit/tuning_db.h"
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 
 namespace ropejit {
 namespace {

@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 
 namespace ropejit::ref {
 namespace {

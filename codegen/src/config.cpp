@@ -111,22 +111,6 @@ LaunchDims launch_dims(const Spec& spec, const Config& c, int64_t rows, int sm_c
   return {static_cast<unsigned>(blocks), static_cast<unsigned>(c.block_threads)};
 }
 
-int64_t bytes_moved(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len) {
-  const int64_t D = spec.head_dim, d = spec.rotary_dim, esize = dtype_size(spec.dtype);
-  const int64_t qk_heads = spec.num_q_heads + spec.num_kv_heads;
-  const int64_t v_heads = spec.io.copy_v ? spec.num_kv_heads : 0;
-  const int64_t qk_elements = rotary_tail_moves(spec) ? D : d;
-  const int64_t row_elements = qk_heads * qk_elements + v_heads * D;
-  const int64_t out_rows = spec.io.output == OutputForm::padded_bhsd ? int64_t(batch) * max_seq_len : tokens;
-  int64_t bytes = (tokens + out_rows) * row_elements * esize;
-  if (spec.io.qkv_bias) bytes += (qk_heads + spec.num_kv_heads) * D * esize;
-  if (spec.io.positions == PositionsForm::varlen)
-    bytes += (int64_t(batch) + 1) * 4 + int64_t(batch) * 8;
-  else
-    bytes += tokens * 4;  // int32 positions; int64 adds 4 more per token
-  return bytes;
-}
-
 std::string config_to_json(const Config& c) {
   nlohmann::ordered_json j;
   j["block_threads"] = c.block_threads;

@@ -1,10 +1,12 @@
-// Launch argument checks (docs/architecture.md §9): bad input never reaches a kernel.
+// Launch argument checks (docs/architecture.md §9): bad input never reaches a kernel; and
+// each io form's buffers, so the workload builders and bytes_moved follow the same rows.
 #include "launch_args.h"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -189,33 +191,137 @@ int64_t bind_output_padded(const FormContext& c, const Args& a, KernelParams& p)
   return int64_t(a.batch) * S;
 }
 
+// ---------------------------------------------------------------- buffers of one launch, per form
+
+// Stores a buffer's pointer (and token stride) into its Args fields.
+template <auto Ptr, auto Stride = nullptr>
+void bind_to(Args& a, const LaunchShape&, void* ptr, int64_t stride) {
+  a.*Ptr = static_cast<std::remove_reference_t<decltype(a.*Ptr)>>(ptr);
+  if constexpr (!std::is_null_pointer_v<decltype(Stride)>) a.*Stride = stride;
+}
+
+// A padded output also carries S.
+template <auto Ptr>
+void bind_padded(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
+  a.*Ptr = ptr;
+  a.max_seq_len = static_cast<int>(shape.max_seq_len);
+}
+
+void bind_positions_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
+  a.positions = ptr;
+  a.positions_type = shape.positions_type;
+}
+
+void bind_cu_seqlens_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
+  a.cu_seqlens = static_cast<const int32_t*>(ptr);
+  a.batch = shape.batch;
+}
+
+using Bind = void (*)(Args&, const LaunchShape&, void*, int64_t);
+
+// Elements of one q/k head a launch moves: the rotated part, plus the tail when it is copied.
+int64_t qk_moved_per_head(const Spec& spec) {
+  return tail_moves(spec.io.output == OutputForm::inplace, spec.io.qkv_bias) ? spec.head_dim : spec.rotary_dim;
+}
+
+// A storage-dtype buffer of `rows` dense rows.
+BufferDesc data_buffer(const Spec& spec, const char* name, BufferKind kind, int64_t rows, int64_t row_elements,
+                       int64_t moved, bool token_rows, Bind bind) {
+  return {name, kind, rows, row_elements, row_elements, dtype_size(spec.dtype), moved, token_rows, bind};
+}
+
+// q, k(, v) with `rows` rows (tokens, or padded slots) each.
+void qkv_buffers(const Spec& s, BufferKind kind, int64_t rows, bool token_rows, const char* const (&names)[3],
+                 Bind q, Bind k, Bind v, std::vector<BufferDesc>& out) {
+  const int64_t D = s.head_dim, qk = qk_moved_per_head(s);
+  out.push_back(data_buffer(s, names[0], kind, rows, s.num_q_heads * D, s.num_q_heads * qk, token_rows, q));
+  out.push_back(data_buffer(s, names[1], kind, rows, s.num_kv_heads * D, s.num_kv_heads * qk, token_rows, k));
+  if (s.io.copy_v)
+    out.push_back(data_buffer(s, names[2], kind, rows, s.num_kv_heads * D, s.num_kv_heads * D, token_rows, v));
+}
+
+void buffers_input_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  qkv_buffers(s, BufferKind::input, shape.tokens, true, {"q", "k", "v"},
+              bind_to<&ropejit_args::q, &ropejit_args::q_stride>, bind_to<&ropejit_args::k, &ropejit_args::k_stride>,
+              bind_to<&ropejit_args::v, &ropejit_args::v_stride>, out);
+}
+
+void buffers_input_packed(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
+  const int64_t moved = (Hq + Hkv) * qk_moved_per_head(s) + (s.io.copy_v ? Hkv * D : 0);
+  out.push_back(data_buffer(s, "qkv", BufferKind::input, shape.tokens, (Hq + 2 * Hkv) * D, moved, true,
+                            bind_to<&ropejit_args::qkv, &ropejit_args::qkv_stride>));
+}
+
+void buffers_positions_explicit(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
+  out.push_back({"positions", BufferKind::positions, shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr});
+}
+
+void buffers_positions_varlen(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  out.push_back(
+      {"cu_seqlens", BufferKind::cu_seqlens, int64_t(shape.batch) + 1, 1, 1, 4, 1, false, bind_cu_seqlens_ptr});
+  out.push_back({"start_pos", BufferKind::start_pos, shape.batch, 1, 1, 8, 1, false,
+                 bind_to<&ropejit_args::start_pos>});
+}
+
+void buffers_output_inplace(const Spec&, const LaunchShape&, std::vector<BufferDesc>& out) {
+  for (BufferDesc& b : out)
+    if (b.kind == BufferKind::input) b.kind = BufferKind::inout;
+}
+
+constexpr const char* kOutputNames[3] = {"q_out", "k_out", "v_out"};
+
+void buffers_output_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  qkv_buffers(s, BufferKind::output, shape.tokens, true, kOutputNames,
+              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>,
+              bind_to<&ropejit_args::k_out, &ropejit_args::k_out_stride>,
+              bind_to<&ropejit_args::v_out, &ropejit_args::v_out_stride>, out);
+}
+
+void buffers_output_padded(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  qkv_buffers(s, BufferKind::output, int64_t(shape.batch) * shape.max_seq_len, false, kOutputNames,
+              bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>, bind_padded<&ropejit_args::v_out>,
+              out);
+}
+
+void buffers_bias(const Spec& s, std::vector<BufferDesc>& out) {
+  if (!s.io.qkv_bias) return;
+  const int64_t row = int64_t(s.num_q_heads + 2 * s.num_kv_heads) * s.head_dim;
+  out.push_back(data_buffer(s, "bias", BufferKind::bias, 1, row, row, false, bind_to<&ropejit_args::bias>));
+}
+
 // One descriptor per form, indexed by the spec's enum: a new form is one row and its binder.
+using AddBuffers = void (*)(const Spec&, const LaunchShape&, std::vector<BufferDesc>&);
 struct InputFormOps {
   InputForm form;
   void (*bind)(const FormContext&, const Args&, KernelParams&);
+  AddBuffers buffers;
 };
 struct PositionsFormOps {
   PositionsForm form;
   void (*bind)(const FormContext&, const Args&, KernelParams&);
   void (*check_host)(const Spec&, const Args&);  // reads host arrays (host backend only)
+  AddBuffers buffers;
 };
 struct OutputFormOps {
   OutputForm form;
   int64_t (*bind)(const FormContext&, const Args&, KernelParams&);
+  AddBuffers buffers;  // after the inputs: inplace marks them rewritten
 };
 
 void check_positions_host_form(const Spec&, const Args& a) {
   if (a.num_tokens > 0) check_positions_host(a);
 }
 
-constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separate},
-                                        {InputForm::packed_qkv, bind_input_packed}};
+constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separate, buffers_input_separate},
+                                        {InputForm::packed_qkv, bind_input_packed, buffers_input_packed}};
 constexpr PositionsFormOps kPositionsForms[] = {
-    {PositionsForm::explicit_, bind_positions_explicit, check_positions_host_form},
-    {PositionsForm::varlen, bind_positions_varlen, check_varlen_host}};
-constexpr OutputFormOps kOutputForms[] = {{OutputForm::inplace, bind_output_inplace},
-                                          {OutputForm::separate, bind_output_separate},
-                                          {OutputForm::padded_bhsd, bind_output_padded}};
+    {PositionsForm::explicit_, bind_positions_explicit, check_positions_host_form, buffers_positions_explicit},
+    {PositionsForm::varlen, bind_positions_varlen, check_varlen_host, buffers_positions_varlen}};
+constexpr OutputFormOps kOutputForms[] = {{OutputForm::inplace, bind_output_inplace, buffers_output_inplace},
+                                          {OutputForm::separate, bind_output_separate, buffers_output_separate},
+                                          {OutputForm::padded_bhsd, bind_output_padded, buffers_output_padded}};
 
 template <class Ops, size_t N, class Form>
 const Ops& find_form(const Ops (&table)[N], Form form) {
@@ -275,6 +381,34 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   // On the host backend the pointers are host memory: the arrays' contents are checked too.
   if (host_memory) positions.check_host(spec, a);
   return out;
+}
+
+std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shape) {
+  std::vector<BufferDesc> out;
+  find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
+  buffers_bias(spec, out);
+  find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
+  find_form(kOutputForms, spec.io.output).buffers(spec, shape, out);
+  return out;
+}
+
+Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& shape, const std::vector<void*>& ptrs,
+                  int64_t seq_len) {
+  Args a;
+  a.num_tokens = shape.tokens;
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferDesc& b = buffers[i];
+    b.bind(a, shape, ptrs.at(i), b.row_stride == b.row_elements ? 0 : b.row_stride);  // 0: dense
+  }
+  a.seq_len = seq_len;
+  return a;
+}
+
+int64_t bytes_moved(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len) {
+  int64_t bytes = 0;
+  for (const BufferDesc& b : launch_buffers(spec, {tokens, batch, max_seq_len, PositionsType::int32}))
+    bytes += b.moved_bytes();
+  return bytes;
 }
 
 }  // namespace ropejit

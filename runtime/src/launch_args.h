@@ -1,5 +1,10 @@
 #pragma once
-// Args → KernelParams: every argument checked against the spec before any launch.
+// Args → KernelParams: every argument checked against the spec before any launch; and the
+// buffers one launch has, per io form (the harness, tuner and benchmark build from them).
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "ropejit/params.cuh"
 #include "ropejit/runtime.h"
 
@@ -15,5 +20,60 @@ struct CheckedLaunch {
 /// Error(invalid_argument) naming the argument, its value and what is allowed.
 /// `host_memory`: the pointers are host memory, so array contents are checked too.
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& args, bool host_memory);
+
+/// The sizes one launch's buffers follow beyond the spec.
+struct LaunchShape {
+  int64_t tokens = 0;                                   ///< T
+  int batch = 0;                                        ///< sequences (varlen positions)
+  int64_t max_seq_len = 0;                              ///< S of the padded_bhsd output
+  PositionsType positions_type = PositionsType::int32;  ///< explicit positions' element type
+};
+
+/// What a launch does with a buffer.
+enum class BufferKind {
+  input,       ///< q, k, v or qkv, read only (outputs elsewhere)
+  inout,       ///< q, k, v or qkv, read and rewritten (inplace output)
+  output,      ///< q_out, k_out, v_out, written only
+  bias,        ///< the QKV bias row
+  positions,   ///< explicit positions
+  cu_seqlens,  ///< varlen sequence boundaries
+  start_pos,   ///< varlen tokens already cached per sequence
+};
+
+/// One buffer of one launch: its size, what a launch moves of it and where it goes in Args.
+struct BufferDesc {
+  const char* name;             ///< "q", "k", "v", "qkv", "q_out", ..., "bias", "positions", ...
+  BufferKind kind;
+  int64_t rows;                 ///< tokens, batch * S (padded output), 1 (bias), batch (+1)
+  int64_t row_elements;         ///< dense elements of one row
+  int64_t row_stride;           ///< elements from one row to the next (>= row_elements)
+  int element_bytes;
+  int64_t moved_row_elements;   ///< elements of a row a launch reads or writes (the tail may stay)
+  bool token_rows;              ///< rows are tokens, so a wider row stride is allowed
+  /// Stores `ptr` (and the stride, 0 when dense) and the shape fields the buffer implies.
+  void (*bind)(Args& args, const LaunchShape& shape, void* ptr, int64_t stride);
+
+  /// True for q, k, v / qkv and the outputs: the per-launch data (others are shared tables).
+  bool is_data() const {
+    return kind == BufferKind::input || kind == BufferKind::inout || kind == BufferKind::output;
+  }
+  /// True when a launch writes the buffer.
+  bool is_written() const { return kind == BufferKind::inout || kind == BufferKind::output; }
+  /// Allocation size: every row at its stride.
+  int64_t bytes() const { return rows * row_stride * element_bytes; }
+  /// Bytes one launch moves through memory: read, written, or both (inout).
+  int64_t moved_bytes() const {
+    return rows * moved_row_elements * element_bytes * (kind == BufferKind::inout ? 2 : 1);
+  }
+};
+
+/// Every buffer of one launch of `spec` at `shape`, dense (row_stride = row_elements), in the
+/// order: inputs, bias, positions arrays, outputs. Built from one row per io form.
+std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shape);
+
+/// Args for `spec` at `shape` with buffer i at `ptrs[i]` (the buffers of launch_buffers, with
+/// their strides); seq_len as given.
+Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& shape, const std::vector<void*>& ptrs,
+                  int64_t seq_len);
 
 }  // namespace ropejit

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "ropejit/spec.h"
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 #include "ropejit/check/reference.h"
 
 namespace ropejit::ref::test_util {

@@ -30,6 +30,7 @@ namespace {
 constexpr int kMaxInputSets = 1 << 20;
 constexpr int kMaxLaunchesPerSample = 64;
 constexpr int64_t kCheckTokens = 1024;
+constexpr int64_t kTimingDistinctElements = int64_t(1) << 22;
 constexpr int64_t kGraphMaxTokens = kBucketUpperBounds[2];  // decode-size buckets (1, 2-8, 9-64) replay graphs
 constexpr int kGraphLaunches = 20;  // launches per graph, each on its own input set
 constexpr int kMaxGraphs = 16;      // graphs per config, replayed in turn to rotate over more sets
@@ -105,17 +106,17 @@ class CudaMeasurer final : public Measurer {
     graphs_.clear();
     timing_.reset();
     checking_.reset();
-    HostWorkload host = make_host_workload(spec_, shape, seed_++);
+    // Timed data repeats a block of random values: drawing every element of a multi-GB set is slow.
+    HostWorkload host = tuning_workload(spec_, shape, seed_++, kTimingDistinctElements);
     const int64_t rotate_bytes =
         int64_t(options_.rotate_l2_multiple * double(std::max<int64_t>(metadata_.l2_bytes, 1 << 20)));
     const int64_t set_bytes = std::max<int64_t>(1, DeviceWorkload::set_bytes(host));
     const int sets = static_cast<int>(std::clamp<int64_t>((rotate_bytes + set_bytes - 1) / set_bytes, 1, kMaxInputSets));
-    timing_ = std::make_unique<DeviceWorkload>(*backend_, spec_, shape, std::move(host), sets);
+    timing_ = std::make_unique<DeviceWorkload>(*backend_, std::move(host), sets);
     // Outputs are checked at a bounded size: host copies of a 65536-token output per
     // candidate would cost more than timing it. Larger launches only repeat the same indexing.
     const WorkloadShape check_shape = workload_shape(spec_, std::min<int64_t>(shape.tokens, kCheckTokens));
-    checking_ = std::make_unique<DeviceWorkload>(*backend_, spec_, check_shape,
-                                                 make_host_workload(spec_, check_shape, seed_++), 1);
+    checking_ = std::make_unique<DeviceWorkload>(*backend_, tuning_workload(spec_, check_shape, seed_++), 1);
     reference_ = run_for_check(default_config(spec_));
     next_set_ = 0;
     graph_timing_ = shape.tokens <= kGraphMaxTokens;

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ropejit/runtime.h"
 #include "ropejit/tuner.h"
 
 namespace ropejit {
@@ -20,8 +21,6 @@ void set_tunable(Config& c, std::string_view name, int value) {
   else
     throw Error(Status::internal, fmt::format("tuner: tunable \"{}\" has no setter in search_space.cpp", name));
 }
-
-bool tail_moves(const Spec& spec) { return spec.io.output != OutputForm::inplace || spec.io.qkv_bias; }
 
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
@@ -91,12 +90,7 @@ WorkloadShape workload_shape(const Spec& spec, int64_t tokens) {
     w.max_seq_len = w.tokens;
   }
   w.rows = spec.io.output == OutputForm::padded_bhsd ? int64_t(w.batch) * w.max_seq_len : w.tokens;
-  const int64_t esize = dtype_size(spec.dtype);
-  const int64_t qk_heads = spec.num_q_heads + spec.num_kv_heads;
-  const int64_t per_row = qk_heads * (tail_moves(spec) ? spec.head_dim : spec.rotary_dim) +
-                          (spec.io.copy_v ? int64_t(spec.num_kv_heads) * spec.head_dim : 0);
-  const int64_t positions = sequences ? 0 : 4 * w.tokens;
-  w.bytes = w.tokens * per_row * esize + w.rows * per_row * esize + positions;
+  w.bytes = bytes_moved(spec, w.tokens, w.batch, w.max_seq_len);  // batch and S only count for their forms
   return w;
 }
 

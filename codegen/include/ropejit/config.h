@@ -68,12 +68,6 @@ struct LaunchDims {
 /// Launch dimensions; `sm_count` sizes the persistent grid (ignored in blocks mode).
 LaunchDims launch_dims(const Spec& spec, const Config& config, int64_t rows, int sm_count);
 
-/// Bytes one launch moves through memory, each counted once: q/k elements read and written
-/// (the rotated part, plus the tail [d, D) when it moves), v when copied, the bias once,
-/// positions (explicit) or cu_seqlens + start_pos (varlen, `batch` sequences), and every
-/// output row of the padded form (batch * max_seq_len rows, zero padding included).
-int64_t bytes_moved(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len);
-
 /// JSON text of a config and back (throws Error(invalid_argument) naming the field).
 std::string config_to_json(const Config& config);
 Config config_from_json(std::string_view text);

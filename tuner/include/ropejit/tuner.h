@@ -46,7 +46,7 @@ struct WorkloadShape {
   int batch = 1;            ///< sequences (varlen positions or padded_bhsd output)
   int64_t max_seq_len = 0;  ///< S: longest sequence (padded_bhsd rows per sequence)
   int64_t rows = 0;         ///< grid rows: T, or batch * S for padded_bhsd
-  int64_t bytes = 0;        ///< bytes read + written by one launch (for GB/s)
+  int64_t bytes = 0;        ///< bytes_moved of one launch (for GB/s)
 };
 
 /// The workload the tuner measures at `tokens`: decode-like (one token per sequence) up to

@@ -1,4 +1,4 @@
-#include "ropejit/check/fp_convert.h"
+#include "ropejit/fp_convert.h"
 
 #include <cmath>
 #include <cstring>

@@ -1,8 +1,10 @@
 #pragma once
-/// Storage-type conversions for tests: float64 <-> fp32/fp16/bf16 bit patterns with
-/// round-to-nearest-even, written from the IEEE formats alone (shares nothing with templates/).
-/// Tests use them to build inputs, to compute the correctly rounded expected value of an
-/// output element and to measure distances in units in the last place (ulps).
+/// Host storage-type conversions: float64 <-> fp32/fp16/bf16 bit patterns with
+/// round-to-nearest-even, written from the IEEE formats alone. The one host converter: the
+/// check harness, the tuner, the benchmarks and the tests build inputs, compute correctly
+/// rounded expected values and measure distances in ulps with it.
+/// Deliberately separate from templates/ropejit/numeric.cuh (the kernel's conversion, the code
+/// under test): this is the independent oracle it is checked against.
 #include <cstddef>
 #include <cstdint>
 #include <vector>

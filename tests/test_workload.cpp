@@ -1,0 +1,162 @@
+// The one description of a launch's buffers (launch_buffers, per io form) and the one workload
+// builder on it: bytes_moved is their sum, bound buffers pass the launch checks, and the
+// builder's contents keep the promises the harness, tuner and benchmark rely on.
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "launch_args.h"
+#include "ropejit/fp_convert.h"
+#include "support/repo_paths.h"
+#include "support/spec_builder.h"
+#include "workload.h"
+
+using namespace ropejit;
+
+namespace {
+
+// Every spec in specs/ with every io form combination the spec format accepts.
+std::vector<Spec> every_spec_and_io_form() {
+  std::vector<Spec> out;
+  for (const auto& entry : std::filesystem::directory_iterator(test::source_dir() + "/specs")) {
+    if (entry.path().filename() == "schema.json") continue;
+    std::ifstream in(entry.path());
+    std::stringstream text;
+    text << in.rdbuf();
+    const nlohmann::json base = nlohmann::json::parse(text.str());
+    for (const char* input : {"separate", "packed_qkv"})
+      for (const char* output : {"inplace", "separate", "padded_bhsd"})
+        for (const char* positions : {"explicit", "varlen"})
+          for (bool copy_v : {false, true})
+            for (bool bias : {false, true}) {
+              nlohmann::json j = base;
+              j["io"] = {{"input", input}, {"output", output}, {"positions", positions}, {"copy_v", copy_v},
+                         {"qkv_bias", bias}};
+              try {
+                out.push_back(parse_spec(j.dump()));
+              } catch (const SpecError&) {
+                // a combination the format rejects
+              }
+            }
+  }
+  return out;
+}
+
+// bytes_moved as the spec documents it, written out independently of the buffer rows.
+int64_t documented_bytes(const Spec& spec, int64_t tokens, int batch, int64_t S) {
+  const int64_t D = spec.head_dim, esize = dtype_size(spec.dtype);
+  const bool tail = spec.io.output != OutputForm::inplace || spec.io.qkv_bias;
+  const int64_t row = (spec.num_q_heads + spec.num_kv_heads) * (tail ? D : spec.rotary_dim) +
+                      (spec.io.copy_v ? spec.num_kv_heads * D : 0);
+  const int64_t out_rows = spec.io.output == OutputForm::padded_bhsd ? batch * S : tokens;
+  int64_t bytes = (tokens + out_rows) * row * esize;
+  if (spec.io.qkv_bias) bytes += (spec.num_q_heads + 2 * spec.num_kv_heads) * D * esize;
+  bytes += spec.io.positions == PositionsForm::varlen ? (batch + 1) * 4 + batch * 8 : tokens * 4;
+  return bytes;
+}
+
+}  // namespace
+
+TEST(Workload, BytesMovedIsTheSumOfTheBuffersForEverySpecAndIoForm) {
+  const std::vector<Spec> specs = every_spec_and_io_form();
+  ASSERT_GT(specs.size(), 100u);
+  for (const Spec& spec : specs) {
+    for (const LaunchShape& shape : {LaunchShape{13, 2, 10}, LaunchShape{0, 1, 1}, LaunchShape{4096, 4, 1024}}) {
+      SCOPED_TRACE(spec.name + " " + canonical_json(spec) + " T=" + std::to_string(shape.tokens));
+      const std::vector<BufferDesc> buffers = launch_buffers(spec, shape);
+      int64_t sum = 0;
+      for (const BufferDesc& b : buffers) sum += b.moved_bytes();
+      EXPECT_EQ(bytes_moved(spec, shape.tokens, shape.batch, shape.max_seq_len), sum);
+      EXPECT_EQ(sum, documented_bytes(spec, shape.tokens, shape.batch, shape.max_seq_len));
+      // Bound to distinct aligned addresses (never read: host_memory false), they form Args
+      // the launch checks accept, covering the rows the grid runs over.
+      std::vector<void*> ptrs;
+      for (size_t i = 0; i < buffers.size(); ++i) ptrs.push_back(reinterpret_cast<void*>(uintptr_t(1 + i) << 20));
+      const Args args = bind_buffers(buffers, shape, ptrs, 1 << 20);
+      const CheckedLaunch checked = check_launch(spec, default_config(spec).vec, args, false);
+      const bool padded = spec.io.output == OutputForm::padded_bhsd;
+      EXPECT_EQ(checked.rows, padded ? shape.batch * shape.max_seq_len : shape.tokens);
+    }
+  }
+}
+
+TEST(Workload, HarnessOptionsGiveValidPoisonedStridedData) {
+  test::SpecFields f;  // separate q, k, v in and out: every buffer kind that may be strided
+  f.output = "separate";
+  f.qkv_bias = true;
+  f.copy_v = true;
+  const Spec spec = test::make_spec(f);
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    WorkloadOptions o;
+    o.tokens = 37;
+    o.positions_type = seed % 2 ? PositionsType::int64 : PositionsType::int32;
+    o.max_position = 100;
+    o.stride_vec = 8;
+    o.seed = seed;
+    const HostWorkload w = make_host_workload(spec, o);
+    const HostWorkload again = make_host_workload(spec, o);
+    ASSERT_TRUE(w.find("q") && w.find("v_out") && w.find("bias") && w.find("positions"));
+    EXPECT_EQ(w.find("q")->bytes, again.find("q")->bytes) << "same seed, same data";
+    for (const HostBuffer& b : w.buffers) {
+      EXPECT_EQ(int64_t(b.bytes.size()), b.desc.bytes()) << b.desc.name;
+      if (b.desc.token_rows) {
+        EXPECT_GT(b.desc.row_stride, b.desc.row_elements) << b.desc.name;
+        EXPECT_EQ((b.desc.row_stride - b.desc.row_elements) % 8, 0) << b.desc.name;
+      }
+      if (b.desc.kind == BufferKind::output) EXPECT_EQ(b.bytes, std::string(b.bytes.size(), '\xff')) << b.desc.name;
+      if (b.desc.kind == BufferKind::input || b.desc.kind == BufferKind::bias)
+        for (int64_t i = 0; i < b.desc.rows * b.desc.row_stride; ++i)
+          ASSERT_NE(ref::load_value(spec.dtype, b.bytes.data(), i), 0.0) << b.desc.name << "[" << i << "]";
+    }
+    for (int64_t p : w.positions) EXPECT_TRUE(p >= 0 && p < 100);
+    EXPECT_EQ(w.find("positions")->desc.element_bytes, o.positions_type == PositionsType::int64 ? 8 : 4);
+  }
+}
+
+TEST(Workload, SequencesRandomOrFixedKeepPositionsBelowTheMaximum) {
+  const Spec spec = load_spec_file(test::spec_path("qwen2.5-7b-padded"));
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    WorkloadOptions o;
+    o.tokens = 40;
+    o.max_slack = 2;
+    o.max_position = 64;
+    o.seed = seed;
+    const HostWorkload w = make_host_workload(spec, o);  // random batch and cuts
+    ASSERT_TRUE(w.shape.batch >= 1 && w.shape.batch <= 8);
+    ASSERT_EQ(w.cu_seqlens.size(), size_t(w.shape.batch) + 1);
+    EXPECT_EQ(w.cu_seqlens.front(), 0);
+    EXPECT_EQ(w.cu_seqlens.back(), 40);
+    int64_t longest = 0;
+    for (int b = 0; b < w.shape.batch; ++b) {
+      const int64_t len = w.cu_seqlens[b + 1] - w.cu_seqlens[b];
+      ASSERT_GE(len, 0);
+      longest = std::max(longest, len);
+      EXPECT_LE(w.start_pos[b] + len, 64);
+    }
+    EXPECT_TRUE(w.shape.max_seq_len >= std::max<int64_t>(1, longest) && w.shape.max_seq_len <= longest + 2);
+  }
+  WorkloadOptions fixed;  // the tuner's and the benchmark's: full sequences, the last shorter
+  fixed.tokens = 2500;
+  fixed.batch = 3;
+  fixed.sequence_tokens = 1024;
+  const HostWorkload w = make_host_workload(spec, fixed);
+  EXPECT_EQ(w.cu_seqlens, (std::vector<int32_t>{0, 1024, 2048, 2500}));
+  EXPECT_EQ(w.shape.max_seq_len, 1024);
+}
+
+TEST(Workload, DistinctElementsRepeatOneBlock) {
+  const Spec spec = load_spec_file(test::spec_path("llama-3.1-8b"));
+  WorkloadOptions o;
+  o.tokens = 64;
+  o.distinct_elements = 1000;
+  const HostWorkload w = make_host_workload(spec, o);
+  const std::string& q = w.find("q")->bytes;
+  EXPECT_EQ(q.substr(0, 2000), q.substr(2000, 2000));
+  EXPECT_NE(q.substr(0, 1000), q.substr(1000, 1000));
+}
