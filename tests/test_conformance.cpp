@@ -81,8 +81,8 @@ TEST_P(Conformance, Matrix) {
         f.angle = index % 2 ? "exact" : "fp32";
         f.max_position_embeddings = 4096;
         f.rope = ropejit::test::rope_blocks_for_every_type(shape.rotary_dim, f.max_position_embeddings)[rope_index];
-        const int positions_form = index % 3;  // int32, int64, varlen
-        f.positions = positions_form == 2 ? "varlen" : "explicit";
+        const int positions_form = index % 4;  // int32, int64, varlen, offset
+        f.positions = positions_form == 2 ? "varlen" : positions_form == 3 ? "offset" : "explicit";
         const Spec spec = ropejit::test::make_spec(f);
         const Kernel kernel = runtime().get(spec);
         for (int64_t tokens : {int64_t(1), int64_t(3), int64_t(17), int64_t(1000 + rng() % 200)}) {
@@ -115,6 +115,35 @@ TEST_P(Conformance, LargePositionsBothAngleModes) {
       o.positions_type = PositionsType::int64;
       expect_case(kernel, o, std::string(angle) + " " + dtype);
     }
+}
+
+// Offset positions (one sequence at start_pos[0]): every input/output form it allows, decode
+// (T = 1) and prefill sizes, positions past M so dynamic NTK takes its run-time base.
+TEST_P(Conformance, OffsetPositions) {
+  int index = 0;
+  for (const char* input : {"separate", "packed_qkv"})
+    for (const char* output : {"inplace", "separate"})
+      for (bool bias : {false, true}) {
+        SpecFields f;
+        f.positions = "offset";
+        f.input = input;
+        f.output = output;
+        f.qkv_bias = bias;
+        // Packed input with a separate output or a bias moves v too (the spec requires it).
+        f.copy_v = std::string(input) == "packed_qkv" && (std::string(output) != "inplace" || bias);
+        f.dtype = kDtypes[index % 3];
+        f.layout = index % 2 ? "interleaved" : "neox";
+        f.rope = index % 2 ? nlohmann::json{{"rope_type", "dynamic"}, {"rope_theta", 10000.0}, {"factor", 2.0}}
+                           : nlohmann::json{{"rope_type", "default"}, {"rope_theta", 500000.0}};
+        const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
+        for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(300)}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.max_position = 4 * f.max_position_embeddings;
+          expect_case(kernel, o, std::string(input) + " " + output + (bias ? " bias" : ""));
+        }
+        ++index;
+      }
 }
 
 // Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.

@@ -149,6 +149,57 @@ TEST(LaunchArgs, FusedPaddedVarlen) {
   expect_rejected(spec, b, "start_pos", "start_pos[0] = -1");
 }
 
+TEST(LaunchArgs, OffsetPositions) {
+  Storage s;
+  SpecFields f;
+  f.positions = "offset";
+  f.output = "separate";
+  const Spec spec = ropejit::test::make_spec(f);
+  std::vector<int64_t> start = {100};
+  Args a;
+  a.num_tokens = 5;
+  a.q = s.at(0);
+  a.k = s.at(1 << 16);
+  a.q_out = s.at(2 << 16);
+  a.k_out = s.at(3 << 16);
+  a.start_pos = start.data();
+  const CheckedLaunch ok = check_launch(spec, 8, a, true);
+  EXPECT_EQ(ok.rows, 5);
+  EXPECT_EQ(ok.params.start_pos, reinterpret_cast<const i64*>(start.data()));
+  Args b = a;
+  b.start_pos = nullptr;  // all positions from 0
+  EXPECT_NO_THROW(check_launch(spec, 8, b, true));
+
+  std::vector<int32_t> positions = {0, 1, 2, 3, 4};
+  b = a;
+  b.positions = positions.data();
+  expect_rejected(spec, b, "positions", "offset (use start_pos)");
+  std::vector<int32_t> cu = {0, 5};
+  b = a;
+  b.cu_seqlens = cu.data();
+  expect_rejected(spec, b, "cu_seqlens", "one sequence");
+  b = a;
+  b.batch = 2;
+  expect_rejected(spec, b, "batch", "must be 0 or 1");
+  std::vector<int64_t> negative = {-3};
+  b = a;
+  b.start_pos = negative.data();
+  expect_rejected(spec, b, "start_pos", "start_pos[0] = -3");
+  std::vector<int64_t> past_int32 = {(int64_t(1) << 31) - 3};
+  b = a;
+  b.start_pos = past_int32.data();
+  expect_rejected(spec, b, "start_pos", "must lie in [0, 2^31)");
+  b = a;
+  b.seq_len = 104;  // positions 100..104 need seq_len >= 105
+  expect_rejected(spec, b, "start_pos", "must be < seq_len = 104");
+  b.seq_len = 105;
+  EXPECT_NO_THROW(check_launch(spec, 8, b, true));
+  // Device memory is not read.
+  b = a;
+  b.start_pos = negative.data();
+  EXPECT_NO_THROW(check_launch(spec, 8, b, false));
+}
+
 TEST(LaunchArgs, RunTimeLengthRequiredWhereFrequenciesDependOnIt) {
   Storage s;
   std::vector<int32_t> positions = {0, 1, 5000};

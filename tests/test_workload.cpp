@@ -30,14 +30,15 @@ std::vector<Spec> every_spec_and_io_form() {
     std::stringstream text;
     text << in.rdbuf();
     const nlohmann::json base = nlohmann::json::parse(text.str());
-    for (const char* input : {"separate", "packed_qkv"})
-      for (const char* output : {"inplace", "separate", "padded_bhsd"})
-        for (const char* positions : {"explicit", "varlen"})
+    // Every row of the form tables: a new form is covered without an edit here.
+    for (const auto& input : enum_table<InputForm>())
+      for (const auto& output : enum_table<OutputForm>())
+        for (const auto& positions : enum_table<PositionsForm>())
           for (bool copy_v : {false, true})
             for (bool bias : {false, true}) {
               nlohmann::json j = base;
-              j["io"] = {{"input", input}, {"output", output}, {"positions", positions}, {"copy_v", copy_v},
-                         {"qkv_bias", bias}};
+              j["io"] = {{"input", input.name}, {"output", output.name}, {"positions", positions.name},
+                         {"copy_v", copy_v}, {"qkv_bias", bias}};
               try {
                 out.push_back(parse_spec(j.dump()));
               } catch (const SpecError&) {
@@ -57,7 +58,11 @@ int64_t documented_bytes(const Spec& spec, int64_t tokens, int batch, int64_t S)
   const int64_t out_rows = spec.io.output == OutputForm::padded_bhsd ? batch * S : tokens;
   int64_t bytes = (tokens + out_rows) * row * esize;
   if (spec.io.qkv_bias) bytes += (spec.num_q_heads + 2 * spec.num_kv_heads) * D * esize;
-  bytes += spec.io.positions == PositionsForm::varlen ? (batch + 1) * 4 + batch * 8 : tokens * 4;
+  switch (spec.io.positions) {
+    case PositionsForm::explicit_: bytes += tokens * 4; break;  // int32
+    case PositionsForm::varlen: bytes += (batch + 1) * 4 + batch * 8; break;
+    case PositionsForm::offset: bytes += 8; break;  // start_pos[0]
+  }
   return bytes;
 }
 

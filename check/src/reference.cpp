@@ -49,6 +49,13 @@ std::vector<int64_t> token_positions(const Spec& spec, const RefProblem& problem
       bad_problem("explicit positions need num_tokens entries");
     return problem.positions;
   }
+  if (spec.io.positions == PositionsForm::offset) {  // one sequence: start_pos[0] + t
+    if (problem.start_pos.size() > 1) bad_problem("offset positions take at most one start_pos");
+    const int64_t start = problem.start_pos.empty() ? 0 : problem.start_pos[0];
+    std::vector<int64_t> positions(static_cast<size_t>(problem.num_tokens));
+    for (int64_t t = 0; t < problem.num_tokens; ++t) positions[t] = start + t;
+    return positions;
+  }
   if (seqs.batch == 0) bad_problem("varlen positions need cu_seqlens");
   if (!problem.start_pos.empty() && static_cast<int64_t>(problem.start_pos.size()) != seqs.batch)
     bad_problem("start_pos needs one entry per sequence");

@@ -156,6 +156,28 @@ void bind_positions_varlen(const FormContext&, const Args& a, KernelParams& p) {
   p.batch = a.batch;
 }
 
+// One sequence at an offset kept in device memory, so a captured graph replays decode steps
+// while the caller advances start_pos[0] (HF's cache_position = arange(past, past + T)).
+void bind_positions_offset(const FormContext&, const Args& a, KernelParams& p) {
+  check_null(a.positions, "positions", "when the spec's io.positions is offset (use start_pos)");
+  check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is offset (one sequence)");
+  require(a.batch == 0 || a.batch == 1, "batch",
+          fmt::format("{} is not allowed: must be 0 or 1 with offset positions (one sequence)", a.batch));
+  check_aligned(a.start_pos, 8, "start_pos");
+  p.start_pos = reinterpret_cast<const i64*>(a.start_pos);
+}
+
+void check_offset_host(const Spec&, const Args& a) {
+  if (a.num_tokens == 0) return;
+  const int64_t start = a.start_pos ? a.start_pos[0] : 0;
+  if (start < 0 || start > kMaxPosition + 1 - a.num_tokens)
+    fail("start_pos", fmt::format("start_pos[0] = {} is not allowed: positions [start_pos[0], start_pos[0] + "
+                                  "num_tokens) must lie in [0, 2^31)", start));
+  if (a.seq_len > 0 && start + a.num_tokens > a.seq_len)
+    fail("start_pos", fmt::format("start_pos[0] = {} is not allowed: the last position {} must be < seq_len = {}",
+                                  start, start + a.num_tokens - 1, a.seq_len));
+}
+
 // ---------------------------------------------------------------- output forms (return grid rows)
 
 int64_t bind_output_inplace(const FormContext&, const Args& a, KernelParams& p) {
@@ -265,6 +287,10 @@ void buffers_positions_varlen(const Spec&, const LaunchShape& shape, std::vector
                  bind_to<&ropejit_args::start_pos>});
 }
 
+void buffers_positions_offset(const Spec&, const LaunchShape&, std::vector<BufferDesc>& out) {
+  out.push_back({"start_pos", BufferKind::start_pos, 1, 1, 1, 8, 1, false, bind_to<&ropejit_args::start_pos>});
+}
+
 void buffers_output_inplace(const Spec&, const LaunchShape&, std::vector<BufferDesc>& out) {
   for (BufferDesc& b : out)
     if (b.kind == BufferKind::input) b.kind = BufferKind::inout;
@@ -318,7 +344,8 @@ constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separat
                                         {InputForm::packed_qkv, bind_input_packed, buffers_input_packed}};
 constexpr PositionsFormOps kPositionsForms[] = {
     {PositionsForm::explicit_, bind_positions_explicit, check_positions_host_form, buffers_positions_explicit},
-    {PositionsForm::varlen, bind_positions_varlen, check_varlen_host, buffers_positions_varlen}};
+    {PositionsForm::varlen, bind_positions_varlen, check_varlen_host, buffers_positions_varlen},
+    {PositionsForm::offset, bind_positions_offset, check_offset_host, buffers_positions_offset}};
 constexpr OutputFormOps kOutputForms[] = {{OutputForm::inplace, bind_output_inplace, buffers_output_inplace},
                                           {OutputForm::separate, bind_output_separate, buffers_output_separate},
                                           {OutputForm::padded_bhsd, bind_output_padded, buffers_output_padded}};

@@ -75,6 +75,13 @@ void draw_positions(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload
   w.seq_len = 1 + (o.tokens ? *std::max_element(w.positions.begin(), w.positions.end()) : 0);
 }
 
+// Offset: one sequence whose positions start_pos[0] + [0, T) stay below max_position.
+void draw_offset(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
+  const int64_t start = std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(o.max_position - o.tokens, 0))(rng);
+  w.start_pos = {start};
+  w.seq_len = start + std::max<int64_t>(o.tokens, 1);
+}
+
 // Contents of one buffer before the launch.
 std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkload& w, const BufferDesc& b,
                      std::mt19937_64& rng) {
@@ -111,8 +118,11 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
   HostWorkload w;
   w.shape.tokens = o.tokens;
   w.shape.positions_type = o.positions_type;
-  if (spec.io.positions == PositionsForm::varlen) draw_sequences(spec, o, rng, w);
-  else draw_positions(o, rng, w);
+  switch (spec.io.positions) {
+    case PositionsForm::explicit_: draw_positions(o, rng, w); break;
+    case PositionsForm::varlen: draw_sequences(spec, o, rng, w); break;
+    case PositionsForm::offset: draw_offset(o, rng, w); break;
+  }
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows: a kernel must leave them untouched.
     if (desc.token_rows && o.stride_vec > 0) desc.row_stride += o.stride_vec * (1 + static_cast<int64_t>(rng() % 2));

@@ -53,7 +53,7 @@ struct RowRef {
 template <class T>
 __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
   RowRef r;
-  if (T::kOutputPaddedBhsd) {  // plain if: both branches name their Traits (no unused-member warning)
+  if constexpr (T::kOutputPaddedBhsd) {
     const int b = (int)(row / p.max_seq_len);
     const i64 slot = row - (i64)b * p.max_seq_len;
     const i64 begin = __ldg(p.cu_seqlens + b), end = __ldg(p.cu_seqlens + b + 1);
@@ -66,9 +66,11 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
     r.token = row;
     r.out_batch = 0;
     r.out_row = row;
-    if (T::kPositionsVarlen) {
+    if constexpr (T::kPositionsVarlen) {
       const int b = find_sequence(p.cu_seqlens, p.batch, row);
       r.position = (p.start_pos ? __ldg(p.start_pos + b) : 0) + (row - __ldg(p.cu_seqlens + b));
+    } else if constexpr (T::kPositionsOffset) {
+      r.position = (p.start_pos ? __ldg(p.start_pos) : 0) + row;
     } else {
       r.position = p.positions_are_int64 ? __ldg((const i64*)p.positions + row)
                                          : (i64)__ldg((const int*)p.positions + row);

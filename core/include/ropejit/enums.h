@@ -20,8 +20,9 @@ enum class AnglePrecision { fp32, exact };
 enum class InputForm { separate, packed_qkv };
 /// Output form: rotate in place, token-major separate outputs, or head-major padded.
 enum class OutputForm { inplace, separate, padded_bhsd };
-/// How positions arrive: an explicit per-token array, or varlen cu_seqlens + start positions.
-enum class PositionsForm { explicit_, varlen };
+/// How positions arrive: an explicit per-token array, varlen cu_seqlens + start positions, or
+/// one sequence at an offset (token t at start_pos[0] + t).
+enum class PositionsForm { explicit_, varlen, offset };
 
 /// One row of an enum table.
 template <class E>
@@ -45,8 +46,9 @@ inline constexpr std::array<EnumName<InputForm>, 2> kInputNames{{
 inline constexpr std::array<EnumName<OutputForm>, 3> kOutputNames{{
     {OutputForm::inplace, "inplace"}, {OutputForm::separate, "separate"},
     {OutputForm::padded_bhsd, "padded_bhsd"}}};
-inline constexpr std::array<EnumName<PositionsForm>, 2> kPositionsNames{{
-    {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"}}};
+inline constexpr std::array<EnumName<PositionsForm>, 3> kPositionsNames{{
+    {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"},
+    {PositionsForm::offset, "offset"}}};
 
 /// The table for an enum type.
 template <class E> constexpr const auto& enum_table();

@@ -116,11 +116,11 @@ typedef struct ropejit_args {
   void* k_out;
   void* v_out;
   int64_t q_out_stride, k_out_stride, v_out_stride;
-  /* Positions: explicit, or varlen. */
+  /* Positions: explicit, varlen, or offset (one sequence at start_pos[0]). */
   const void* positions;     /**< [T] */
   ropejit_positions_type positions_type; /**< default ROPEJIT_POSITIONS_INT32 */
   const int32_t* cu_seqlens; /**< [batch + 1], cu_seqlens[batch] == T */
-  const int64_t* start_pos;  /**< [batch] or NULL (all 0) */
+  const int64_t* start_pos;  /**< varlen: [batch]; offset: [1]; or NULL (all 0) */
   int batch;                 /**< sequences of varlen positions / padded_bhsd */
   int max_seq_len;           /**< S of padded_bhsd */
   int64_t seq_len;           /**< max(position) + 1; required by dynamic NTK and LongRoPE */
