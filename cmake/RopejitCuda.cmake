@@ -163,3 +163,6 @@ unset(_ropejit_cuda_source)
 unset(_ropejit_root)
 unset(_ropejit_inc)
 unset(_ropejit_nvrtc)
+
+# nvdisasm / cuobjdump for the static kernel report (optional).
+include(RopejitCudaTools)

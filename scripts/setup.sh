@@ -4,7 +4,10 @@
 #   2. only where no CUDA toolkit is found ($CUDA_HOME, default /usr/local/cuda, lacking
 #      include/nvrtc.h or libnvrtc): NVRTC and the CUDA headers from the PyPI wheels, with the
 #      system's pip, into the project-local prefix ${ROPEJIT_CUDA_PREFIX:-<repo>/.deps/cuda},
-#      where CMake (cmake/RopejitCuda.cmake) finds them. See docs/install.md.
+#      where CMake (cmake/RopejitCuda.cmake) finds them. See docs/install.md;
+#   3. only where no nvdisasm is found (PATH, $CUDA_HOME/bin): nvdisasm and cuobjdump from the
+#      PyPI wheels into ${ROPEJIT_CUDA_TOOLS_PREFIX:-<repo>/.deps/cuda-tools} for the static
+#      kernel report (cmake/RopejitCudaTools.cmake; optional: without them it reads the PTX).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -28,6 +31,12 @@ have_toolkit() {
 need_wheels=0
 have_toolkit || need_wheels=1
 
+TOOLS_PREFIX="${ROPEJIT_CUDA_TOOLS_PREFIX:-$repo/.deps/cuda-tools}"
+# No 13.0.x of these wheels exists; 13.2 reads CUDA 13.0 CUBINs (sm_80, sm_90).
+read -r -a TOOL_WHEELS <<<"${ROPEJIT_CUDA_TOOL_WHEELS:-nvidia-cuda-nvdisasm==13.2.51 nvidia-cuda-cuobjdump==13.2.51}"
+need_tools=0
+command -v nvdisasm >/dev/null 2>&1 || [ -x "$CUDA_HOME/bin/nvdisasm" ] || need_tools=1
+
 PACKAGES=(
   cmake g++ make ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
@@ -35,7 +44,7 @@ PACKAGES=(
   llvm-19-dev libclang-cpp19-dev libclang-19-dev clang-19
 )
 # pip from Debian, never a user's or pyenv's: it installs with --target, outside any environment.
-if [ "$need_wheels" -eq 1 ]; then PACKAGES+=(python3 python3-pip); fi
+if [ "$need_wheels" -eq 1 ] || [ "$need_tools" -eq 1 ]; then PACKAGES+=(python3 python3-pip); fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -54,50 +63,95 @@ else
   echo "setup: Debian packages done"
 fi
 
-if [ "$need_wheels" -eq 0 ]; then
-  echo "setup: CUDA toolkit at $CUDA_HOME"
-  exit 0
-fi
+PYTHON=/usr/bin/python3
+require_pip() {
+  if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
+    echo "error: $PYTHON -m pip does not work; install the Debian package python3-pip" >&2
+    return 1
+  fi
+}
+# pip_target DIR WHEEL...: --target: no environment is touched (so no PEP 668 refusal);
+# --no-deps: the wheels have none; --only-binary: never build anything. One command, so the
+# shared nvidia/ folder is merged.
+pip_target() {
+  local dir="$1"
+  shift
+  "$PYTHON" -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
+    --no-deps --only-binary=:all: --no-cache-dir --progress-bar off --target "$dir" "$@"
+}
 
 # --- no toolkit: NVRTC + CUDA headers from PyPI into the prefix ---
-# Layout: $CUDA_PREFIX/pip (pip install --target: nvidia/cu13/{include,lib}), with
-# $CUDA_PREFIX/include and $CUDA_PREFIX/lib linked to it; .installed lists the wheels.
-stamp="$CUDA_PREFIX/.installed"
-wanted="${CUDA_WHEELS[*]}"
-if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -f "$CUDA_PREFIX/include/nvrtc.h" ] \
-   && [ -f "$CUDA_PREFIX/include/cuda.h" ] && compgen -G "$CUDA_PREFIX/lib/libnvrtc.so.*" >/dev/null; then
-  echo "setup: no CUDA toolkit at $CUDA_HOME; NVRTC + CUDA headers present in $CUDA_PREFIX ($wanted)"
-  exit 0
-fi
+install_nvrtc_wheels() {
+  # Layout: $CUDA_PREFIX/pip (pip install --target: nvidia/cu13/{include,lib}), with
+  # $CUDA_PREFIX/include and $CUDA_PREFIX/lib linked to it; .installed lists the wheels.
+  stamp="$CUDA_PREFIX/.installed"
+  wanted="${CUDA_WHEELS[*]}"
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -f "$CUDA_PREFIX/include/nvrtc.h" ] \
+     && [ -f "$CUDA_PREFIX/include/cuda.h" ] && compgen -G "$CUDA_PREFIX/lib/libnvrtc.so.*" >/dev/null; then
+    echo "setup: no CUDA toolkit at $CUDA_HOME; NVRTC + CUDA headers present in $CUDA_PREFIX ($wanted)"
+    return 0
+  fi
 
-echo "setup: no CUDA toolkit at $CUDA_HOME (include/nvrtc.h, lib64/libnvrtc.so*); installing"
-echo "       $wanted"
-echo "       from PyPI into $CUDA_PREFIX (about 100 MB download, 250 MB on disk)"
-PYTHON=/usr/bin/python3
-if ! "$PYTHON" -m pip --version >/dev/null 2>&1; then
-  echo "error: $PYTHON -m pip does not work; install the Debian package python3-pip" >&2
-  exit 1
-fi
-mkdir -p "$CUDA_PREFIX"
-rm -rf "$CUDA_PREFIX/pip.new" "$stamp"
-# --target: no environment is touched (so no PEP 668 refusal); --no-deps: the wheels have none;
-# --only-binary: never build anything. One command, so the shared nvidia/ folder is merged.
-"$PYTHON" -m pip install --disable-pip-version-check --no-input --root-user-action=ignore \
-  --no-deps --only-binary=:all: --no-cache-dir --progress-bar off \
-  --target "$CUDA_PREFIX/pip.new" "${CUDA_WHEELS[@]}"
+  echo "setup: no CUDA toolkit at $CUDA_HOME (include/nvrtc.h, lib64/libnvrtc.so*); installing"
+  echo "       $wanted"
+  echo "       from PyPI into $CUDA_PREFIX (about 100 MB download, 250 MB on disk)"
+  require_pip || exit 1
+  mkdir -p "$CUDA_PREFIX"
+  rm -rf "$CUDA_PREFIX/pip.new" "$stamp"
+  pip_target "$CUDA_PREFIX/pip.new" "${CUDA_WHEELS[@]}"
 
-wheel_dir=""
-for d in "$CUDA_PREFIX"/pip.new/nvidia/cu*; do
-  [ -f "$d/include/nvrtc.h" ] && wheel_dir="${d#"$CUDA_PREFIX/pip.new/"}"
-done
-if [ -z "$wheel_dir" ] || ! compgen -G "$CUDA_PREFIX/pip.new/$wheel_dir/lib/libnvrtc.so.*" >/dev/null \
-   || [ ! -f "$CUDA_PREFIX/pip.new/$wheel_dir/include/cuda.h" ]; then
-  echo "error: the wheels did not provide nvidia/cu*/include/{nvrtc.h,cuda.h} and lib/libnvrtc.so.*" >&2
-  exit 1
+  wheel_dir=""
+  for d in "$CUDA_PREFIX"/pip.new/nvidia/cu*; do
+    [ -f "$d/include/nvrtc.h" ] && wheel_dir="${d#"$CUDA_PREFIX/pip.new/"}"
+  done
+  if [ -z "$wheel_dir" ] || ! compgen -G "$CUDA_PREFIX/pip.new/$wheel_dir/lib/libnvrtc.so.*" >/dev/null \
+     || [ ! -f "$CUDA_PREFIX/pip.new/$wheel_dir/include/cuda.h" ]; then
+    echo "error: the wheels did not provide nvidia/cu*/include/{nvrtc.h,cuda.h} and lib/libnvrtc.so.*" >&2
+    exit 1
+  fi
+  rm -rf "$CUDA_PREFIX/pip"
+  mv "$CUDA_PREFIX/pip.new" "$CUDA_PREFIX/pip"
+  ln -sfn "pip/$wheel_dir/include" "$CUDA_PREFIX/include"
+  ln -sfn "pip/$wheel_dir/lib" "$CUDA_PREFIX/lib"
+  echo "$wanted" >"$stamp"
+  echo "setup: NVRTC + CUDA headers installed in $CUDA_PREFIX (include/, lib/ -> pip/$wheel_dir)"
+}
+
+# --- no nvdisasm: nvdisasm + cuobjdump from PyPI into the tools prefix (optional) ---
+# Layout as above: $TOOLS_PREFIX/pip (nvidia/cu13/bin), $TOOLS_PREFIX/bin linked to it.
+install_tool_wheels() {
+  local stamp="$TOOLS_PREFIX/.installed" wanted="${TOOL_WHEELS[*]}" d wheel_dir=""
+  if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$TOOLS_PREFIX/bin/nvdisasm" ]; then
+    echo "setup: no nvdisasm on PATH or in $CUDA_HOME/bin; present in $TOOLS_PREFIX ($wanted)"
+    return 0
+  fi
+  echo "setup: no nvdisasm on PATH or in $CUDA_HOME/bin; installing $wanted from PyPI into $TOOLS_PREFIX"
+  require_pip || return 1
+  mkdir -p "$TOOLS_PREFIX"
+  rm -rf "$TOOLS_PREFIX/pip.new" "$stamp"
+  pip_target "$TOOLS_PREFIX/pip.new" "${TOOL_WHEELS[@]}" || return 1
+  for d in "$TOOLS_PREFIX"/pip.new/nvidia/cu*; do
+    [ -x "$d/bin/nvdisasm" ] && wheel_dir="${d#"$TOOLS_PREFIX/pip.new/"}"
+  done
+  if [ -z "$wheel_dir" ]; then
+    echo "error: the wheels did not provide nvidia/cu*/bin/nvdisasm" >&2
+    return 1
+  fi
+  rm -rf "$TOOLS_PREFIX/pip"
+  mv "$TOOLS_PREFIX/pip.new" "$TOOLS_PREFIX/pip"
+  ln -sfn "pip/$wheel_dir/bin" "$TOOLS_PREFIX/bin"
+  echo "$wanted" >"$stamp"
+  echo "setup: nvdisasm + cuobjdump installed in $TOOLS_PREFIX (bin/ -> pip/$wheel_dir/bin)"
+}
+
+if [ "$need_wheels" -eq 0 ]; then
+  echo "setup: CUDA toolkit at $CUDA_HOME"
+else
+  install_nvrtc_wheels
 fi
-rm -rf "$CUDA_PREFIX/pip"
-mv "$CUDA_PREFIX/pip.new" "$CUDA_PREFIX/pip"
-ln -sfn "pip/$wheel_dir/include" "$CUDA_PREFIX/include"
-ln -sfn "pip/$wheel_dir/lib" "$CUDA_PREFIX/lib"
-echo "$wanted" >"$stamp"
-echo "setup: NVRTC + CUDA headers installed in $CUDA_PREFIX (include/, lib/ -> pip/$wheel_dir)"
+if [ "$need_tools" -eq 0 ]; then
+  echo "setup: nvdisasm at $(command -v nvdisasm || echo "$CUDA_HOME/bin/nvdisasm")"
+elif ! install_tool_wheels; then
+  # Optional: the static kernel report reads the PTX without a disassembler.
+  echo "setup: warning: nvdisasm not installed; the static kernel report (ropejit compile --stats) will read the PTX" >&2
+fi

@@ -1,0 +1,127 @@
+// The static kernel report: ptxas' resource usage, theoretical occupancy from the per-arch
+// limits, and the instruction mix of the SASS (or the PTX where no disassembler is found).
+#include "ropejit/kernel_stats.h"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "ropejit/error.h"
+
+namespace ropejit {
+
+namespace {
+
+// Per-SM limits by compute capability: CUDA C++ Programming Guide, "Features and Technical
+// Specifications" (threads, warps, blocks, 64K registers, shared memory per SM; 1 KB of shared
+// memory reserved per block since 8.0).
+const std::map<int, ArchLimits>& limits_table() {
+  static const std::map<int, ArchLimits> t = {
+      //         threads warps blocks registers unit shared       reserved
+      {80, ArchLimits{2048, 64, 32, 65536, 256, 164 * 1024, 1024}},
+      {86, ArchLimits{1536, 48, 16, 65536, 256, 100 * 1024, 1024}},
+      {87, ArchLimits{2048, 64, 16, 65536, 256, 164 * 1024, 1024}},
+      {89, ArchLimits{1536, 48, 24, 65536, 256, 100 * 1024, 1024}},
+      {90, ArchLimits{2048, 64, 32, 65536, 256, 228 * 1024, 1024}},
+      {100, ArchLimits{2048, 64, 32, 65536, 256, 228 * 1024, 1024}},
+      {120, ArchLimits{1536, 48, 32, 65536, 256, 100 * 1024, 1024}},
+  };
+  return t;
+}
+
+// "sm_90a" / "compute_90" → 90.
+int arch_number(const std::string& arch) {
+  const size_t us = arch.find('_');
+  size_t end = us == std::string::npos ? 0 : us + 1;
+  while (end < arch.size() && std::isdigit(static_cast<unsigned char>(arch[end]))) ++end;
+  if (us == std::string::npos || end == us + 1)
+    throw Error(Status::invalid_argument, fmt::format("arch \"{}\" is not allowed: must be sm_XX or compute_XX", arch));
+  return std::stoi(arch.substr(us + 1, end - us - 1));
+}
+
+}  // namespace
+
+ArchLimits arch_limits(const std::string& arch) {
+  const int n = arch_number(arch);
+  const auto& t = limits_table();
+  const auto it = t.find(n);
+  if (it == t.end()) {
+    std::string known;
+    for (const auto& [k, v] : t) known += fmt::format("{}sm_{}", known.empty() ? "" : ", ", k);
+    throw Error(Status::invalid_argument, fmt::format("no occupancy limits for {}: known {}", arch, known));
+  }
+  return it->second;
+}
+
+Occupancy occupancy(const ArchLimits& lim, int block_threads, int registers, int shared) {
+  const int warps_per_block = (block_threads + 31) / 32;
+  Occupancy o;
+  auto limit = [&](int blocks, const char* why) {
+    if (o.limiter.empty() || blocks < o.blocks_per_sm) {
+      o.blocks_per_sm = blocks;
+      o.limiter = why;
+    }
+  };
+  limit(std::min(lim.max_threads / block_threads, lim.max_warps / warps_per_block), "threads");
+  limit(lim.max_blocks, "blocks");
+  if (registers > 0) {
+    // Registers are allocated per warp in units of reg_alloc_unit.
+    const int per_warp = (registers * 32 + lim.reg_alloc_unit - 1) / lim.reg_alloc_unit * lim.reg_alloc_unit;
+    limit(lim.registers / per_warp / warps_per_block, "registers");
+  }
+  limit(lim.shared_bytes / (shared + lim.shared_reserved), "shared");
+  o.warps_per_sm = o.blocks_per_sm * warps_per_block;
+  o.fraction = static_cast<double>(o.warps_per_sm) / lim.max_warps;
+  return o;
+}
+
+KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& source, const Binary& binary,
+                         StatsSource want) {
+  KernelStats s;
+  s.spec_name = spec.name;
+  s.arch = binary.arch;
+  s.config = config_name(config);
+  s.registers = binary.registers;
+  s.spill_bytes = binary.spill_bytes;
+  s.stack_bytes = binary.stack_bytes;
+  s.shared_bytes = binary.shared_bytes;
+  s.block_threads = config.block_threads;
+  s.heads_per_thread = config.heads_per_thread;
+  s.occupancy = occupancy(arch_limits(binary.arch), config.block_threads, binary.registers, binary.shared_bytes);
+
+  const int trips = config.heads_per_thread;
+  std::optional<std::string> tool;
+  if (!binary.is_ptx && want != StatsSource::ptx) tool = find_disassembler();
+  if (binary.is_ptx) {
+    s.source = "ptx";
+    s.disassembler = "the binary is PTX";
+    s.counts = count_ptx(binary.image, trips);
+  } else if (tool) {
+    s.source = "sass";
+    s.disassembler = *tool;
+    s.counts = count_sass(disassemble(*tool, binary.image), trips);
+  } else if (want == StatsSource::sass) {
+    throw Error(Status::invalid_argument,
+                "no SASS disassembler: no nvdisasm or cuobjdump in ROPEJIT_NVDISASM, PATH, $CUDA_HOME/bin or "
+                "the configured prefix (scripts/setup.sh installs them)");
+  } else {
+    s.source = "ptx";
+    s.disassembler = want == StatsSource::ptx ? "PTX asked for"
+                                              : "no nvdisasm or cuobjdump found (ROPEJIT_NVDISASM, PATH, "
+                                                "$CUDA_HOME/bin, configured prefix)";
+    s.counts = count_ptx(compile_nvrtc(source, binary.arch, /*ptx=*/true).image, trips);
+  }
+
+  // Per token row: threads (work items), and the 16-byte vectors of q/k/v read (each is also written).
+  const WorkShape w = work_shape(spec, config);
+  const bool tail = tail_moves(spec.io.output == OutputForm::inplace, spec.io.qkv_bias);
+  const int64_t elements = int64_t(w.rot_heads) * (tail ? spec.head_dim : spec.rotary_dim) +
+                           int64_t(w.heads - w.rot_heads) * spec.head_dim;
+  s.items_per_row = w.head_groups * w.lanes;
+  s.qkv_vectors_per_row = static_cast<double>(elements * dtype_size(spec.dtype)) / 16.0;
+  s.instr_per_vector = s.qkv_vectors_per_row > 0 ? s.counts.per_item * s.items_per_row / s.qkv_vectors_per_row : 0;
+  return s;
+}
+
+}  // namespace ropejit

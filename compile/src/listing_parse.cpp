@@ -1,0 +1,381 @@
+// SASS and PTX listings → InstrCounts: both are read into one instruction list (opcode,
+// register reads and writes, memory kind and width, branch target), then counted the same way.
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ropejit/kernel_stats.h"
+
+namespace ropejit {
+
+void WidthCounts::add(int bits) {
+  for (size_t i = 0; i < kBits.size(); ++i)
+    if (kBits[i] == bits) ++count[i];
+}
+
+int WidthCounts::total() const {
+  int n = 0;
+  for (int c : count) n += c;
+  return n;
+}
+
+int WidthCounts::of(int bits) const {
+  for (size_t i = 0; i < kBits.size(); ++i)
+    if (kBits[i] == bits) return count[i];
+  return 0;
+}
+
+int WidthCounts::other_than(int bits) const { return total() - of(bits); }
+
+namespace {
+
+enum class Mem { none, data_load, ro_load, data_store, generic_load, generic_store, local, shared };
+enum class Fp64 { none, arith, convert };
+
+struct Instr {
+  std::string op;                 // opcode with its qualifiers
+  std::vector<std::string> reads;   // registers read
+  std::vector<std::string> writes;  // registers written
+  Mem mem = Mem::none;
+  int bits = 0;                   // access width of a memory instruction
+  Fp64 fp64 = Fp64::none;
+  std::string target;             // branch target (label or hex address), else empty
+  bool exit = false;
+  bool padding = false;           // NOP: alignment filler, never issued
+};
+
+struct Listing {
+  std::vector<Instr> code;
+  std::map<std::string, size_t> labels;  // label or address → index of its instruction
+};
+
+std::string trim(std::string_view s) {
+  size_t b = 0, e = s.size();
+  while (b < e && std::isspace(static_cast<unsigned char>(s[b]))) ++b;
+  while (e > b && std::isspace(static_cast<unsigned char>(s[e - 1]))) --e;
+  return std::string(s.substr(b, e - b));
+}
+
+std::vector<std::string> split(std::string_view s, char sep) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i <= s.size(); ++i)
+    if (i == s.size() || s[i] == sep) {
+      out.push_back(std::string(s.substr(start, i - start)));
+      start = i + 1;
+    }
+  return out;
+}
+
+// Operands split at top-level commas: PTX vectors ({%r1, %r2}) and brackets hold commas too.
+std::vector<std::string> operands_of(std::string_view s) {
+  std::vector<std::string> out;
+  int depth = 0;
+  std::string cur;
+  for (char c : s) {
+    if (c == '{' || c == '[' || c == '(') ++depth;
+    if (c == '}' || c == ']' || c == ')') --depth;
+    if (c == ',' && depth == 0) {
+      out.push_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (!trim(cur).empty()) out.push_back(trim(cur));
+  return out;
+}
+
+bool has_token(const std::vector<std::string>& tokens, std::string_view t) {
+  return std::find(tokens.begin(), tokens.end(), t) != tokens.end();
+}
+
+// "0x01580" and "1580" name the same SASS address.
+std::string address_key(std::string hex) {
+  if (hex.rfind("0x", 0) == 0) hex = hex.substr(2);
+  hex.erase(0, std::min(hex.find_first_not_of('0'), hex.size() - 1));
+  for (char& c : hex) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return "@" + hex;
+}
+
+// --- SASS ---------------------------------------------------------------------------------
+
+// The general registers an operand names: R12 (RZ and uniform URn are not), `width` of them
+// from each (a 64-bit pair "R10.64", or a 128-bit store's data).
+std::vector<std::string> sass_registers(const std::string& operand, int width) {
+  std::vector<std::string> regs;
+  for (size_t i = 0; i < operand.size(); ++i) {
+    if (operand[i] != 'R' || (i > 0 && (std::isalnum(static_cast<unsigned char>(operand[i - 1])) ||
+                                        operand[i - 1] == '_')))
+      continue;
+    size_t j = i + 1;
+    while (j < operand.size() && std::isdigit(static_cast<unsigned char>(operand[j]))) ++j;
+    if (j == i + 1) continue;
+    const int first = std::stoi(operand.substr(i + 1, j - i - 1));
+    const int n = operand.compare(j, 3, ".64") == 0 ? std::max(width, 2) : width;
+    for (int k = 0; k < n; ++k) regs.push_back("R" + std::to_string(first + k));
+    i = j;
+  }
+  return regs;
+}
+
+int sass_width(const std::vector<std::string>& q) {
+  if (has_token(q, "U8") || has_token(q, "S8")) return 8;
+  if (has_token(q, "U16") || has_token(q, "S16")) return 16;
+  if (has_token(q, "64")) return 64;
+  if (has_token(q, "128")) return 128;
+  if (has_token(q, "256")) return 256;
+  return 32;
+}
+
+void classify_sass(Instr& in, const std::vector<std::string>& operands) {
+  const std::vector<std::string> q = split(in.op, '.');
+  const std::string& base = q[0];
+  static const std::map<std::string, Mem> kMem = {
+      {"LDG", Mem::data_load}, {"STG", Mem::data_store}, {"LD", Mem::generic_load},
+      {"ST", Mem::generic_store}, {"LDL", Mem::local}, {"STL", Mem::local},
+      {"LDS", Mem::shared}, {"STS", Mem::shared}, {"LDSM", Mem::shared}};
+  if (auto it = kMem.find(base); it != kMem.end()) {
+    in.mem = it->second;
+    if (in.mem == Mem::data_load && has_token(q, "CONSTANT")) in.mem = Mem::ro_load;
+    in.bits = sass_width(q);
+  }
+  static const std::set<std::string> kFp64Arith = {"DFMA", "DADD", "DMUL", "DSETP", "DMNMX"};
+  static const std::set<std::string> kConvert = {"F2F", "F2I", "I2F", "FRND"};
+  if (kFp64Arith.count(base)) in.fp64 = Fp64::arith;
+  else if (kConvert.count(base) && has_token(q, "F64")) in.fp64 = Fp64::convert;
+  in.exit = base == "EXIT";
+  in.padding = base == "NOP";
+
+  const bool store = in.mem == Mem::data_store || in.mem == Mem::generic_store ||
+                     (in.mem == Mem::local && base == "STL") || (in.mem == Mem::shared && base[0] == 'S') ||
+                     base == "RED";
+  const int data_width = (in.mem != Mem::none ? std::max(1, in.bits / 32) : (in.fp64 == Fp64::arith ? 2 : 1));
+  for (size_t i = 0; i < operands.size(); ++i) {
+    const bool dest = i == 0 && !store;
+    // An address operand ([R42.64+0x80]) is read at its own width; the data at the access width.
+    const bool address = operands[i].find('[') != std::string::npos;
+    auto regs = sass_registers(operands[i], address ? 1 : data_width);
+    auto& into = dest ? in.writes : in.reads;
+    into.insert(into.end(), regs.begin(), regs.end());
+  }
+}
+
+Listing read_sass(std::string_view text) {
+  Listing l;
+  for (const std::string& raw : split(text, '\n')) {
+    const std::string line = trim(raw);
+    if (line.empty()) continue;
+    if (line.rfind("/*", 0) != 0) {  // a label: ".L_x_24:" (nvdisasm)
+      if (line.back() == ':' && line.find(' ') == std::string::npos)
+        l.labels[line.substr(0, line.size() - 1)] = l.code.size();
+      continue;
+    }
+    const size_t close = line.find("*/");
+    const size_t semi = line.find(';', close);
+    if (close == std::string::npos || semi == std::string::npos) continue;  // encoding-only line
+    const std::string address = line.substr(2, close - 2);
+    if (address.empty() || !std::all_of(address.begin(), address.end(),
+                                         [](char c) { return std::isxdigit(static_cast<unsigned char>(c)); }))
+      continue;
+    std::string body = trim(line.substr(close + 2, semi - close - 2));
+    if (body.empty()) continue;
+    if (body[0] == '@') body = trim(body.substr(body.find(' ') == std::string::npos ? body.size() : body.find(' ')));
+    const size_t sp = body.find(' ');
+    Instr in;
+    in.op = body.substr(0, sp);
+    const std::string rest = sp == std::string::npos ? "" : body.substr(sp + 1);
+    if (in.op.rfind("BRA", 0) == 0) {
+      const size_t lbl = rest.find(".L_");
+      if (lbl != std::string::npos) {
+        size_t e = lbl + 3;
+        while (e < rest.size() && (std::isalnum(static_cast<unsigned char>(rest[e])) || rest[e] == '_')) ++e;
+        in.target = rest.substr(lbl, e - lbl);
+      } else if (const size_t hx = rest.find("0x"); hx != std::string::npos) {
+        in.target = address_key(rest.substr(hx, rest.find_first_of(" ;,", hx) - hx));
+      }
+    } else {
+      classify_sass(in, operands_of(rest));
+    }
+    l.labels[address_key(address)] = l.code.size();
+    l.code.push_back(std::move(in));
+  }
+  return l;
+}
+
+// --- PTX ----------------------------------------------------------------------------------
+
+std::vector<std::string> ptx_registers(const std::string& operand) {
+  std::vector<std::string> regs;
+  for (size_t i = 0; i < operand.size(); ++i) {
+    if (operand[i] != '%') continue;
+    size_t j = i + 1;
+    while (j < operand.size() && (std::isalnum(static_cast<unsigned char>(operand[j])) || operand[j] == '_')) ++j;
+    const std::string name = operand.substr(i, j - i);
+    // %r12, %rd3, %f7, %p1; not special registers (%tid.x) or parameter names.
+    if (name.size() > 2 && std::isdigit(static_cast<unsigned char>(name.back())) &&
+        name.rfind("%tid", 0) != 0 && name.rfind("%ctaid", 0) != 0 && name.rfind("%ntid", 0) != 0 &&
+        name.rfind("%nctaid", 0) != 0)
+      regs.push_back(name);
+    i = j;
+  }
+  return regs;
+}
+
+int ptx_width(const std::vector<std::string>& q) {
+  int lanes = 1, bits = 0;
+  for (const std::string& t : q) {
+    if (t == "v2" || t == "v4" || t == "v8") lanes = t[1] - '0';
+    else if (t == "f16x2" || t == "bf16x2") bits = 32;
+    else if (t.size() >= 2 && std::string("bsuf").find(t[0]) != std::string::npos &&
+             std::all_of(t.begin() + 1, t.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      bits = std::stoi(t.substr(1));
+  }
+  return lanes * bits;
+}
+
+void classify_ptx(Instr& in, const std::vector<std::string>& operands) {
+  const std::vector<std::string> q = split(in.op, '.');
+  const std::string& base = q[0];
+  if (base == "ld" || base == "ldu" || base == "st") {
+    const bool load = base != "st";
+    const auto space = std::find_if(q.begin() + 1, q.end(), [](const std::string& t) {
+      return t == "global" || t == "local" || t == "param" || t == "const" || t.rfind("shared", 0) == 0;
+    });
+    if (space == q.end()) in.mem = load ? Mem::generic_load : Mem::generic_store;
+    else if (*space == "global")
+      in.mem = !load ? Mem::data_store : (base == "ldu" || has_token(q, "nc") ? Mem::ro_load : Mem::data_load);
+    else if (*space == "local") in.mem = Mem::local;
+    else if (space->rfind("shared", 0) == 0) in.mem = Mem::shared;
+    if (in.mem != Mem::none) in.bits = ptx_width(q);
+  }
+  static const std::set<std::string> kArith = {"fma", "add", "sub", "mul", "mad", "setp", "min", "max"};
+  if (has_token(q, "f64")) {
+    if (kArith.count(base)) in.fp64 = Fp64::arith;
+    else if (base == "cvt") in.fp64 = Fp64::convert;
+  }
+  in.exit = base == "ret" || base == "exit";
+  const bool store = base == "st" || base == "red" || base == "atom";
+  for (size_t i = 0; i < operands.size(); ++i) {
+    auto regs = ptx_registers(operands[i]);
+    auto& into = (i == 0 && !store) ? in.writes : in.reads;
+    into.insert(into.end(), regs.begin(), regs.end());
+  }
+}
+
+Listing read_ptx(std::string_view text) {
+  Listing l;
+  for (const std::string& raw : split(text, '\n')) {
+    std::string line = raw.substr(0, raw.find("//"));
+    line.erase(std::remove(line.begin(), line.end(), '\0'), line.end());
+    line = trim(line);
+    if (line.empty()) continue;
+    if (line[0] == '$' && line.back() == ':') {  // $L__BB0_2:
+      l.labels[line.substr(0, line.size() - 1)] = l.code.size();
+      continue;
+    }
+    if (line[0] == '.' || line[0] == '{' || line[0] == '}' || line.back() != ';') continue;
+    std::string body = trim(line.substr(0, line.size() - 1));
+    if (body[0] == '@') body = trim(body.substr(std::min(body.find_first_of(" \t"), body.size())));
+    const size_t sp = body.find_first_of(" \t");
+    Instr in;
+    in.op = body.substr(0, sp);
+    const std::string rest = sp == std::string::npos ? "" : body.substr(sp + 1);
+    if (in.op.rfind("bra", 0) == 0) in.target = trim(rest);
+    else classify_ptx(in, operands_of(rest));
+    l.code.push_back(std::move(in));
+  }
+  return l;
+}
+
+// --- counting -----------------------------------------------------------------------------
+
+// Per-item weight of each instruction: loops nested in the outermost one (the grid-stride
+// loop) are taken to be the heads loop, run `trips` times per item.
+std::vector<int> item_weights(const Listing& l, int trips) {
+  std::vector<int> depth(l.code.size(), 0);
+  for (size_t i = 0; i < l.code.size(); ++i) {
+    if (l.code[i].target.empty()) continue;
+    const auto it = l.labels.find(l.code[i].target);
+    if (it == l.labels.end() || it->second >= i) continue;  // forward, or the self-branch trap
+    for (size_t k = it->second; k <= i; ++k) ++depth[k];
+  }
+  std::vector<int> w(l.code.size());
+  for (size_t k = 0; k < w.size(); ++k) w[k] = depth[k] >= 2 ? std::max(1, trips) : 1;
+  return w;
+}
+
+bool is_self_branch(const Listing& l, size_t i) {
+  const auto it = l.labels.find(l.code[i].target);
+  return !l.code[i].target.empty() && it != l.labels.end() && it->second == i;
+}
+
+// Loads issued before an instruction reads a result of one of them, from each load on: the
+// most 128-bit loads of any such window, and the most bytes of q/k/v loads (any width).
+void loads_in_flight(const Listing& l, InstrCounts& c) {
+  auto wide = [](const Instr& in) {
+    return (in.mem == Mem::data_load || in.mem == Mem::ro_load || in.mem == Mem::generic_load) && in.bits == 128;
+  };
+  auto data = [](const Instr& in) { return in.mem == Mem::data_load || in.mem == Mem::generic_load; };
+  for (size_t s = 0; s < l.code.size(); ++s) {
+    if (!wide(l.code[s]) && !data(l.code[s])) continue;
+    std::set<std::string> pending;
+    int n = 0, bytes = 0;
+    for (size_t k = s; k < l.code.size() && !l.code[k].exit; ++k) {
+      const Instr& in = l.code[k];
+      if (std::any_of(in.reads.begin(), in.reads.end(), [&](const std::string& r) { return pending.count(r); }))
+        break;
+      if (!wide(in) && !data(in)) continue;
+      n += wide(in);
+      bytes += data(in) ? in.bits / 8 : 0;
+      pending.insert(in.writes.begin(), in.writes.end());
+    }
+    if (wide(l.code[s])) c.loads_in_flight = std::max(c.loads_in_flight, n);
+    if (data(l.code[s])) c.bytes_in_flight = std::max(c.bytes_in_flight, bytes);
+  }
+}
+
+InstrCounts count(const Listing& l, int trips) {
+  InstrCounts c;
+  const std::vector<int> w = item_weights(l, trips);
+  for (size_t i = 0; i < l.code.size(); ++i) {
+    const Instr& in = l.code[i];
+    if (in.padding || is_self_branch(l, i)) continue;
+    ++c.instructions;
+    c.per_item += w[i];
+    switch (in.mem) {
+      case Mem::data_load: c.data_loads.add(in.bits); break;
+      case Mem::ro_load: c.readonly_loads.add(in.bits); break;
+      case Mem::data_store: c.data_stores.add(in.bits); break;
+      case Mem::generic_load: c.generic_loads.add(in.bits); break;
+      case Mem::generic_store: c.generic_stores.add(in.bits); break;
+      case Mem::local: ++c.local_accesses; break;
+      case Mem::shared: ++c.shared_accesses; break;
+      case Mem::none: break;
+    }
+    if (in.fp64 == Fp64::arith) {
+      ++c.fp64_arith;
+      c.fp64_arith_per_item += w[i];
+    } else if (in.fp64 == Fp64::convert) {
+      ++c.fp64_convert;
+      c.fp64_convert_per_item += w[i];
+    }
+  }
+  loads_in_flight(l, c);
+  return c;
+}
+
+}  // namespace
+
+InstrCounts count_sass(std::string_view listing, int inner_loop_trips) {
+  return count(read_sass(listing), inner_loop_trips);
+}
+
+InstrCounts count_ptx(std::string_view ptx, int inner_loop_trips) {
+  return count(read_ptx(ptx), inner_loop_trips);
+}
+
+}  // namespace ropejit
