@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "embedded_templates.h"
-#include "ropejit/shape.cuh"  // RopeKind, the kernel's own numbering
 
 namespace ropejit {
 
@@ -24,12 +23,6 @@ const char* storage_tag(DType t) {
   return "?";
 }
 
-// Emitted as Traits::kRopeKind; the kernel compares it with the same enum (shape.cuh).
-RopeKind rope_kind(RopeType t) {
-  if (t == RopeType::dynamic) return kRopeDynamic;
-  if (t == RopeType::longrope) return kRopeLongrope;
-  return kRopeStatic;
-}
 
 // "padded_bhsd" -> "PaddedBhsd".
 std::string camel_case(std::string_view name) {
@@ -46,8 +39,8 @@ std::string camel_case(std::string_view name) {
   return out;
 }
 
-// One flag per row of an io form's enum table (kOutputPaddedBhsd, kPositionsVarlen, ...): a
-// new form gets its Traits line from its enum row, with no edit here.
+// One flag per row of an enum table (kOutputPaddedBhsd, kPositionsVarlen, kRopeDynamic, ...):
+// a new form or rope type gets its Traits line from its enum row, with no edit here.
 template <class Form>
 void form_flags(std::string& t, std::string_view prefix, Form chosen) {
   for (const auto& row : enum_table<Form>())
@@ -112,7 +105,7 @@ Source generate_source(const Plan& plan) {
   form_flags(t, "Output", s.io.output);
   form_flags(t, "Positions", s.io.positions);
   line("bool", "kAngleExact", s.angle == AnglePrecision::exact);
-  line("int", "kRopeKind", static_cast<int>(rope_kind(s.rope.type)));
+  form_flags(t, "Rope", s.rope.type);  // kRopeDynamic, kRopeLongrope, ...: run-time frequency hooks
   t += fmt::format("  static constexpr float kAttentionFactor = {};\n",
                    float_literal(plan.freqs.attention_factor));
   line("int", "kVec", c.vec);

@@ -90,7 +90,7 @@ __device__ __forceinline__ bool has_token(const RowRef& ref) {
 template <class T>
 __device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
                                                const float* inv_freq_long, int pair) {
-  if constexpr (T::kRopeKind == kRopeDynamic) {
+  if constexpr (T::kRopeDynamic) {
     if (p.use_dynamic_base) {
       // HF: float32 pow of the float32 base b'. exp2 in double of the host's log2(b') rounds to
       // the correctly rounded float32 power (what the reference and the generator bake), at a
@@ -100,7 +100,7 @@ __device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const floa
       return 1.0f / power;
     }
   }
-  if constexpr (T::kRopeKind == kRopeLongrope) {
+  if constexpr (T::kRopeLongrope) {
     if (p.use_long_table) return __ldg(inv_freq_long + pair);
   }
   return __ldg(inv_freq + pair);

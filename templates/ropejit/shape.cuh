@@ -1,5 +1,5 @@
 #pragma once
-// The work decomposition and the rope kinds, defined once for the host (codegen's work_shape,
+// The work decomposition, defined once for the host (codegen's work_shape,
 // launch_dims, source emission) and the kernel (rope.cuh). Plain C++17 constexpr: host C++,
 // NVRTC and the host backend all compile this same file, so the grid the host sizes is the
 // grid the kernel walks.
@@ -12,10 +12,6 @@
 #endif
 
 namespace ropejit {
-
-/// How a launch finds inv_freq: baked (static types), a run-time NTK base past M (dynamic),
-/// or the short/long table switch (longrope). Generated Traits::kRopeKind holds one of these.
-enum RopeKind { kRopeStatic = 0, kRopeDynamic = 1, kRopeLongrope = 2 };
 
 /// True when the pass-through tail [d, D) is touched: it moves (output not in place) or gains
 /// a bias; in place without bias it is left as it is.
