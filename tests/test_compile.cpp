@@ -74,7 +74,7 @@ TEST(Compile, PtxForVirtualArch) {
   EXPECT_NE(b.image.find(".entry ropejit_rope"), std::string::npos);
   // 16-byte vector loads and stores, no local memory.
   EXPECT_NE(b.image.find("ld.global.v4.u32"), std::string::npos);
-  EXPECT_NE(b.image.find("st.v4.b32"), std::string::npos);
+  EXPECT_NE(b.image.find("st.global.v4.b32"), std::string::npos);
   EXPECT_EQ(b.image.find("ld.local"), std::string::npos);
   EXPECT_EQ(b.image.find("st.local"), std::string::npos);
 }

@@ -338,12 +338,10 @@ TEST(KernelStats, EverySpecHasANonEmptyReport) {
   }
 }
 
-// The CI performance gate (issue 14 part 3). DISABLED until the kernels meet it; failing today
-// (report of 2026-11-23, sm_80 and sm_90 alike):
-//   gpt-neox-20b: q/k/v loads and stores 2x64b (partial rotary neox, vec 4 of fp16);
-//   qwen2.5-7b-padded: issue 63% of memory time on H100 (packed + bias + copy_v + padded).
-// The lead enables it once the kernel changes of issue 14 part 4 are in.
-TEST(KernelStatsGate, DISABLED_EverySpecMemoryBoundWith128BitAccesses) {
+// The CI performance gate (issue 14 part 3): every spec's default kernel on sm_80 and sm_90
+// moves q/k/v in 128-bit global accesses (none through the generic space), keeps everything
+// in registers and is memory-bound with margin on H100.
+TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
   const auto& rows = gate_rows();
   ASSERT_GE(rows.size(), 26u);
   std::printf("[ INFO     ] instructions from %s (%s)\n", rows[0].stats.source.c_str(),
@@ -352,9 +350,9 @@ TEST(KernelStatsGate, DISABLED_EverySpecMemoryBoundWith128BitAccesses) {
     const InstrCounts& c = g.stats.counts;
     ASSERT_GT(c.data_loads.total() + c.generic_loads.total(), 0) << g.what << ": no q/k/v loads found";
     ASSERT_GT(c.data_stores.total() + c.generic_stores.total(), 0) << g.what << ": no q/k/v stores found";
-    EXPECT_EQ(c.data_loads.other_than(128) + c.generic_loads.other_than(128), 0)
+    EXPECT_EQ(c.data_loads.other_than(128) + c.generic_loads.total(), 0)
         << g.what << ": q/k/v loads" << widths(c.data_loads) << ", generic" << widths(c.generic_loads);
-    EXPECT_EQ(c.data_stores.other_than(128) + c.generic_stores.other_than(128), 0)
+    EXPECT_EQ(c.data_stores.other_than(128) + c.generic_stores.total(), 0)
         << g.what << ": q/k/v stores" << widths(c.data_stores) << ", generic" << widths(c.generic_stores);
     EXPECT_EQ(g.stats.stack_bytes, 0) << g.what << ": local memory (stack) bytes";
     EXPECT_EQ(c.local_accesses, 0) << g.what << ": local loads/stores";

@@ -97,14 +97,22 @@ TEST(Config, DefaultIsValidForEverySpec) {
 TEST(Config, ProblemsAreNamed) {
   SpecFields f;
   f.head_dim = 96;
-  f.rotary_dim = 24;  // GPT-NeoX: the rotated half is 12
+  f.rotary_dim = 24;  // GPT-NeoX: the rotated half is 12, the slice 3 vectors of 8
   const Spec spec = ropejit::test::make_spec(f);
   Config c = default_config(spec);
+  EXPECT_EQ(c.vec, 8);  // one lane rotates the whole slice in 16-byte accesses
+  EXPECT_TRUE(work_shape(spec, c).whole_slice);
+  f.head_dim = 160;
+  f.rotary_dim = 40;  // half 20: vec 8 would take 5 vectors per lane, over the cap
+  const Spec wide_spec = ropejit::test::make_spec(f);
+  c = default_config(wide_spec);
   EXPECT_EQ(c.vec, 4);
+  EXPECT_FALSE(work_shape(wide_spec, c).whole_slice);
   c.vec = 8;
-  auto problem = config_problem(spec, c);
+  auto problem = config_problem(wide_spec, c);
   ASSERT_TRUE(problem);
-  EXPECT_NE(problem->find("rotated half 12"), std::string::npos) << *problem;
+  EXPECT_NE(problem->find("rotated half 20"), std::string::npos) << *problem;
+  EXPECT_NE(problem->find("at most 4 vectors"), std::string::npos) << *problem;
   c = default_config(spec);
   c.block_threads = 100;
   ASSERT_TRUE(config_problem(spec, c));
@@ -159,8 +167,9 @@ TEST(Config, WorkShapeCoversEveryElement) {
   for (const Spec& spec : matrix_specs()) {
     const Config c = default_config(spec);
     const WorkShape w = work_shape(spec, c);
-    const int rotated_elements = w.rot_lanes * c.vec * (spec.layout == Layout::neox ? 2 : 1);
-    EXPECT_EQ(rotated_elements, spec.rotary_dim);
+    // Each rotating lane covers pairs_per_lane pairs (2 elements each); together, [0, d).
+    EXPECT_EQ(w.rot_lanes * w.pairs_per_lane * 2, spec.rotary_dim);
+    EXPECT_EQ(w.whole_slice, spec.layout == Layout::neox && (spec.rotary_dim / 2) % c.vec != 0);
     EXPECT_GE(w.head_groups * c.heads_per_thread, w.heads);
     const LaunchDims dims = launch_dims(spec, c, 1000, 132);
     EXPECT_GE(int64_t(dims.grid) * dims.block, int64_t(1000) * w.head_groups * w.lanes);

@@ -48,8 +48,12 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   if (c.vec * dtype_size(spec.dtype) > 16)
     return fmt::format("vec {} is not allowed for {}: a vector access is at most 16 bytes", c.vec,
                        to_string(spec.dtype));
-  if (spec.layout == Layout::neox && (d / 2) % c.vec != 0)
-    return fmt::format("vec {} does not divide the rotated half {} (neox)", c.vec, d / 2);
+  // neox: vec divides the half, or one lane takes the whole slice in a few vectors.
+  if (spec.layout == Layout::neox && (d / 2) % c.vec != 0 &&
+      (d % c.vec != 0 || d / c.vec > kMaxSliceVectors))
+    return fmt::format("vec {} does not divide the rotated half {} (neox), nor rotary_dim {} in at "
+                       "most {} vectors (one lane rotating the whole slice)",
+                       c.vec, d / 2, d, kMaxSliceVectors);
   if (spec.layout == Layout::interleaved && (c.vec < 2 || d % c.vec != 0))
     return fmt::format("vec {} must be even and divide rotary_dim {} (interleaved)", c.vec, d);
   // Every head starts a vector: otherwise a head's loads are misaligned and the dense row

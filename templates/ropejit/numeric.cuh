@@ -137,9 +137,11 @@ __device__ __forceinline__ void store_vec(void* ptr, const float (&in)[N]) {
   floats_to_words<S, N>(in, w);
   if constexpr (bytes == 16) {
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
-    // One 16-byte store: NVVM splits a second uint4 store to the same row into four.
-    asm volatile("st.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(w[0]), "r"(w[1]), "r"(w[2]),
-                 "r"(w[3]) : "memory");
+    // One 16-byte store: NVVM splits a second uint4 store to the same row into four. st.global
+    // (outputs are global memory; generic loses the space) and no "memory" clobber, so later
+    // heads' loads may move above it: no thread reads what another writes.
+    asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(ptr), "r"(w[0]), "r"(w[1]),
+                 "r"(w[2]), "r"(w[3]));
 #else
     *reinterpret_cast<uint4*>(ptr) = make_uint4(w[0], w[1], w[2], w[3]);
 #endif

@@ -209,16 +209,10 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
       const void* bias = nullptr;
       if constexpr (T::kHasBias) bias = (const raw*)p.bias[role] + head_in_role * T::kHeadDim;
 
-      if constexpr (T::kCopyV) {
-        if (role == kRoleV) {  // copied with bias, never rotated
-          for (int vec = lane; vec < W.vectors_per_head; vec += W.lanes) {
-            float x[V];
-            load_input<T>(src, bias, vec * V, x);
-            store_vec<S, V>(dst + vec * V, x);
-          }
-          continue;
-        }
-      }
+      // A copied v head takes the same lane-to-vector map as q and k, unrotated: the rotating
+      // lanes cover [0, d) and the tail lanes [d, D) whenever the tail changes (in place
+      // without a bias, an untouched tail is already the copy).
+      const bool rotate = !T::kCopyV || role != kRoleV;
       if constexpr (W.tail_lanes > 0) {
         if (!rotating_lane) {  // pass-through tail element vector
           const int e = T::kRotaryDim + (lane - W.rot_lanes) * V;
@@ -231,7 +225,7 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
       const int e = lane * V;
       if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
         float x[V];
-        if (load_input<T>(src, bias, e, x)) {
+        if (load_input<T>(src, bias, e, x) && rotate) {
 #pragma unroll
           for (int i = 0; i < V / 2; ++i) {
             const float a = x[2 * i], b = x[2 * i + 1];
@@ -240,15 +234,43 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
           }
         }
         store_vec<S, V>(dst + e, x);
+      } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
+        constexpr int kVectors = T::kRotaryDim / V;
+        float x[T::kRotaryDim];
+        bool loaded = true;
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j) {
+          float part[V];
+          loaded = load_input<T>(src, bias, j * V, part);
+#pragma unroll
+          for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
+        }
+        if (loaded && rotate) {
+#pragma unroll
+          for (int i = 0; i < W.half; ++i) {
+            const float a = x[i], b = x[i + W.half];
+            x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
+            x[i + W.half] = fmaf(b, cos_v[i], a * sin_v[i]);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j) {
+          float part[V];
+#pragma unroll
+          for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
+          store_vec<S, V>(dst + j * V, part);
+        }
       } else {  // neox: the two halves of V pairs are vectors d/2 apart
         float x[V], y[V];
         if (load_input<T>(src, bias, e, x)) {
           load_input<T, W.half>(src, bias, e, y);
+          if (rotate) {
 #pragma unroll
-          for (int i = 0; i < V; ++i) {
-            const float a = x[i], b = y[i];
-            x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
-            y[i] = fmaf(b, cos_v[i], a * sin_v[i]);
+            for (int i = 0; i < V; ++i) {
+              const float a = x[i], b = y[i];
+              x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
+              y[i] = fmaf(b, cos_v[i], a * sin_v[i]);
+            }
           }
         } else {
 #pragma unroll

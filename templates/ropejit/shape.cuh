@@ -19,15 +19,19 @@ ROPEJIT_HOST_DEVICE constexpr bool tail_moves(bool inplace, bool has_bias) {
   return !inplace || has_bias;
 }
 
+/// Most vectors one lane may hold when it takes a whole neox rotary slice (registers: the
+/// slice and its cos/sin stay in registers under the 64-register cap).
+constexpr int kMaxSliceVectors = 4;
+
 /// How the kernel splits one row (a token, or a (sequence, slot) of the padded output) into
 /// work items: lanes per head row times head groups.
 struct WorkShape {
   int half = 0;              ///< d / 2
+  bool whole_slice = false;  ///< neox with vec not dividing d/2: one lane rotates all of [0, d)
   int pairs_per_lane = 0;    ///< pairs whose angles one rotating lane needs
   int rot_lanes = 0;         ///< lanes rotating pairs of one head
   int tail_lanes = 0;        ///< lanes moving the pass-through tail [d, D)
   int lanes = 0;             ///< rot_lanes + tail_lanes
-  int vectors_per_head = 0;  ///< D / vec (a copied v head is walked in these)
   int rot_heads = 0;         ///< q + k heads per row (rotated)
   int heads = 0;             ///< heads per row the kernel touches (+ v when copied)
   int head_groups = 0;       ///< ceil(heads / heads_per_thread)
@@ -42,11 +46,12 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
                                                         int heads_per_thread) {
   WorkShape w;
   w.half = rotary_dim / 2;
-  w.pairs_per_lane = interleaved ? vec / 2 : vec;
-  w.rot_lanes = interleaved ? rotary_dim / vec : w.half / vec;
+  // A half of 12 bf16 (GPT-NeoX-20B) takes no 16-byte vector; the 24-element slice takes 3.
+  w.whole_slice = !interleaved && w.half % vec != 0;
+  w.pairs_per_lane = interleaved ? vec / 2 : w.whole_slice ? w.half : vec;
+  w.rot_lanes = interleaved ? rotary_dim / vec : w.whole_slice ? 1 : w.half / vec;
   w.tail_lanes = tail_moves(inplace, has_bias) ? (head_dim - rotary_dim) / vec : 0;
   w.lanes = w.rot_lanes + w.tail_lanes;
-  w.vectors_per_head = head_dim / vec;
   w.rot_heads = num_q_heads + num_kv_heads;
   w.heads = w.rot_heads + (copy_v ? num_kv_heads : 0);
   w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;

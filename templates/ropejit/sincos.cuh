@@ -23,12 +23,14 @@ __device__ __forceinline__ SinCos sincos_reduced(double angle) {
   float s = fmaf(fmaf(fmaf(-1.9515295891e-4f, z, 8.3321608736e-3f), z, -1.6666654611e-1f), z * x, x);
   float c = fmaf(fmaf(fmaf(2.443315711809948e-5f, z, -1.388731625493765e-3f), z,
                       4.166664568298827e-2f), z * z, fmaf(-0.5f, z, 1.0f));
+  // Quadrant by selects, not branches, so the pairs' chains interleave: odd quadrants swap
+  // sin and cos; sin is negated in quadrants 2, 3 and cos in 1, 2 (bit-identical to a switch).
   const int quadrant = (int)((long long)q & 3);
+  const float sin_mag = (quadrant & 1) ? c : s;
+  const float cos_mag = (quadrant & 1) ? s : c;
   SinCos out;
-  if (quadrant == 0) { out.sin = s;  out.cos = c; }
-  else if (quadrant == 1) { out.sin = c;  out.cos = -s; }
-  else if (quadrant == 2) { out.sin = -s; out.cos = -c; }
-  else { out.sin = -c; out.cos = s; }
+  out.sin = (quadrant & 2) ? -sin_mag : sin_mag;
+  out.cos = ((quadrant + 1) & 2) ? -cos_mag : cos_mag;
   return out;
 }
 
