@@ -3,9 +3,12 @@
 // search space without one.
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <memory>
+#include <optional>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -14,6 +17,7 @@
 #include "cli_util.h"
 #include "command_registry.h"
 #include "ropejit/compile.h"
+#include "ropejit/parallel.h"
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
 #include "ropejit/tuning_db.h"
@@ -34,6 +38,7 @@ struct TuneArgs {
   bool json = false;
   bool dry_run = false;
   bool no_save = false;
+  int compile_threads = 0;  // 0: one per hardware thread
 };
 
 std::vector<int64_t> parse_tokens(const std::string& text) {
@@ -82,14 +87,38 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
     const ropejit::SearchSpace space = ropejit::search_space(spec);
     ordered_json configs = ordered_json::array();
     std::vector<Config> compiled;
+    const unsigned threads = ropejit::worker_threads(a.compile_threads);
     if (!a.json)
       fmt::print("{} ({}): {} configs to compile, {} pruned; target {}\n", spec.name, path, space.configs.size(),
                  space.pruned.size(), arch);
-    for (const auto& c : space.configs) {
+    // Each distinct source compiled once (configs differing only in launch fields share one),
+    // on `threads` threads (NVRTC is thread-safe); then every config reported in order.
+    const auto wall_start = std::chrono::steady_clock::now();
+    std::vector<ropejit::Source> sources;
+    std::vector<size_t> source_of(space.configs.size());
+    std::map<std::string, size_t> by_hash;
+    for (size_t i = 0; i < space.configs.size(); ++i) {
+      ropejit::Source s = ropejit::generate_source(ropejit::make_plan(spec, space.configs[i]));
+      const auto [it, added] = by_hash.emplace(s.hash.hex(), sources.size());
+      if (added) sources.push_back(std::move(s));
+      source_of[i] = it->second;
+    }
+    std::vector<std::optional<ropejit::Binary>> binaries(sources.size());
+    std::vector<std::string> errors(sources.size());
+    ropejit::parallel_for(sources.size(), threads, [&](size_t i) {
+      try {
+        binaries[i] = ropejit::compile_nvrtc(sources[i], arch);
+      } catch (const ropejit::Error& e) {
+        errors[i] = e.what();
+      }
+    });
+    const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    for (size_t i = 0; i < space.configs.size(); ++i) {
+      const Config& c = space.configs[i];
       ordered_json row{{"config", config_name(c)}};
       std::string status = "ok";
-      try {
-        const ropejit::Binary b = ropejit::compile_nvrtc(ropejit::generate_source(ropejit::make_plan(spec, c)), arch);
+      if (const auto& binary = binaries[source_of[i]]) {
+        const ropejit::Binary& b = *binary;
         row["registers"] = b.registers;
         row["spill_bytes"] = b.spill_bytes;
         row["compile_ms"] = b.compile_ms;
@@ -98,13 +127,16 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
         if (!a.json)
           fmt::print("  {:<34} regs {:>3}  spill {:>4}  {:>6.0f} ms  {}\n", config_name(c), b.registers,
                      b.spill_bytes, b.compile_ms, status);
-      } catch (const ropejit::Error& e) {
-        status = std::string("rejected: compile failed: ") + e.what();
+      } else {
+        status = "rejected: compile failed: " + errors[source_of[i]];
         if (!a.json) fmt::print("  {:<34} {}\n", config_name(c), status);
       }
       row["status"] = status;
       configs.push_back(row);
     }
+    if (!a.json)
+      fmt::print("  compiled {} distinct sources for {} configs in {:.1f} s wall on {} threads\n", sources.size(),
+                 space.configs.size(), wall_s, threads);
     ordered_json buckets = ordered_json::array();
     for (int64_t t : tokens) {
       std::vector<ropejit::PrunedConfig> pruned;
@@ -120,7 +152,8 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
     ordered_json pruned = ordered_json::array();
     for (const auto& p : space.pruned) pruned.push_back({{"config", config_name(p.config)}, {"reason", p.reason}});
     out.push_back({{"spec", spec.name}, {"file", path}, {"arch", arch}, {"sm_count", sm_count},
-                   {"default", config_name(ropejit::default_config(spec))}, {"configs", configs},
+                   {"default", config_name(ropejit::default_config(spec))}, {"compile_wall_s", wall_s},
+                   {"compile_threads", threads}, {"distinct_sources", sources.size()}, {"configs", configs},
                    {"pruned", pruned}, {"buckets", buckets}});
   }
   if (a.json) std::cout << out.dump(2) << "\n";
@@ -164,6 +197,7 @@ void run_tune(const TuneArgs& a, const std::vector<int64_t>& tokens) {
   for (const auto& path : a.specs) specs.push_back(ropejit::load_spec_file(path));
   ropejit::CudaMeasurerOptions measurer_options;
   measurer_options.device = a.device;
+  measurer_options.compile_threads = a.compile_threads;
   auto measurer = ropejit::make_cuda_measurer(measurer_options);  // backend_error without a GPU
   ropejit::TuneOptions options;
   options.tokens = tokens;
@@ -229,6 +263,8 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--device", a->device, "CUDA device ordinal")->capture_default_str();
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_flag("--dry-run", a->dry_run, "enumerate and compile the pruned search space; no GPU needed");
+  cmd->add_option("--compile-threads", a->compile_threads, "threads compiling candidates (default: one per core)")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--no-save", a->no_save, "measure and print, but leave the database alone");
   cmd->callback([a] {
     const auto tokens = parse_tokens(a->tokens);

@@ -391,6 +391,9 @@ TEST(TuneCommand, WithoutAGpuTuneFailsClearlyAndDryRunCompilesTheSpace) {
   ASSERT_EQ(j.size(), 1u);
   const Spec parsed = load_spec_file(spec);
   EXPECT_EQ(j[0]["configs"].size(), search_space(parsed).configs.size());
+  // Configs differing only in the grid mode share one source, compiled once.
+  EXPECT_LT(j[0]["distinct_sources"].get<size_t>(), j[0]["configs"].size());
+  EXPECT_GE(j[0]["compile_threads"].get<int>(), 1);
   for (const auto& c : j[0]["configs"]) {
     EXPECT_EQ(c["status"], "ok") << c.dump();
     EXPECT_EQ(c["spill_bytes"], 0) << c.dump();

@@ -18,6 +18,7 @@
 #include "device_workload.h"
 #include "kernel_variant.h"
 #include "ropejit/cache.h"
+#include "ropejit/parallel.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
@@ -81,22 +82,14 @@ class CudaMeasurer final : public Measurer {
     std::vector<Prepared> out(configs.size());
     std::vector<std::shared_ptr<const KernelVariant>> loaded(configs.size());
     const VariantCaches caches{nullptr, &tables_};  // table configs share one table
-    std::atomic<size_t> next{0};
-    auto worker = [&] {
-      for (size_t i = next++; i < configs.size(); i = next++) {
-        try {
-          loaded[i] = KernelVariant::create(*backend_, spec, configs[i], disk_.get(), caches);
-          out[i].binary = loaded[i]->module().binary();
-        } catch (const Error& e) {
-          out[i].error = e.what();
-        }
+    parallel_for(configs.size(), worker_threads(options_.compile_threads), [&](size_t i) {
+      try {
+        loaded[i] = KernelVariant::create(*backend_, spec, configs[i], disk_.get(), caches);
+        out[i].binary = loaded[i]->module().binary();
+      } catch (const Error& e) {
+        out[i].error = e.what();
       }
-    };
-    const unsigned threads = options_.compile_threads > 0 ? unsigned(options_.compile_threads)
-                                                          : std::max(1u, std::thread::hardware_concurrency());
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < std::min<size_t>(threads, configs.size()); ++t) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
+    });
     for (size_t i = 0; i < configs.size(); ++i)
       if (loaded[i]) variants_[config_name(configs[i])] = loaded[i];
     return out;
