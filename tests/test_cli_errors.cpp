@@ -17,23 +17,15 @@
 
 #include <gtest/gtest.h>
 
+#include "support/run_command.h"
 #include "support/repo_paths.h"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-/// Exit status and output of a shell command line (the caller redirects stderr as it needs).
-std::pair<int, std::string> shell(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return {-1, output};
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using ropejit::test::run_command;
+std::pair<int, std::string> shell(const std::string& command) { return run_command(command); }
 
 /// Exit status and stdout + stderr of `ropejit ARGS`.
 std::pair<int, std::string> cli(const std::string& args) {

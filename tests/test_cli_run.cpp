@@ -8,19 +8,14 @@
 #include <nlohmann/json.hpp>
 
 #include "host/host_jit.h"
+#include "support/run_command.h"
 #include "support/spec_builder.h"
 
 namespace {
 
+// stdout and stderr together.
 std::pair<int, std::string> run(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return {-1, output};
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return ropejit::test::run_command(command + " 2>&1");
 }
 
 std::string cli_or_skip() {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/run_command.h"
 #include "support/cache_test_util.h"
 
 using namespace ropejit::cache_test;
@@ -100,17 +101,7 @@ TEST(DiskCache, ThreadsShareOneCacheWithoutCorruption) {
 
 namespace {
 
-// Runs a shell command line; returns (exit status, stdout).
-std::pair<int, std::string> run_command(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return {-1, output};
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+using ropejit::test::run_command;
 
 }  // namespace
 

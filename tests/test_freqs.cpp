@@ -16,6 +16,7 @@
 #include "hf_import.h"
 #include "ropejit/freqs.h"
 #include "ropejit/check/reference.h"
+#include "support/run_command.h"
 #include "support/repo_paths.h"
 
 namespace ropejit {
@@ -526,13 +527,8 @@ TEST(Freqs, Float64AgreesWithHfFp32) {
 
 /// Runs a command line, returns its stdout (and the exit status through `status`).
 std::string run_command(const std::string& command, int& status) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (!pipe) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0) out.append(buf, n);
-  status = pclose(pipe);
+  auto [exit_status, out] = test::run_command(command);
+  status = exit_status;
   return out;
 }
 

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf_import.h"
+#include "support/run_command.h"
 #include "support/repo_paths.h"
 
 namespace ropejit {
@@ -167,16 +168,7 @@ TEST(HfImportStrict, WarningsWhereHfOnlyWarns) {
 
 // ---------------------------------------------------------------- the CLI
 
-std::pair<int, std::string> run(const std::string& command) {
-  std::string output;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (!pipe) return {-1, output};
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) output.append(buffer, n);
-  const int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
+std::pair<int, std::string> run(const std::string& command) { return test::run_command(command); }
 
 // A scratch config.json (its file name must not spell the key the test looks for).
 std::string scratch_config(const std::string& text) {

@@ -16,6 +16,7 @@
 #include "ropejit/kernel_stats.h"
 #include "ropejit/roofline.h"
 #include "ropejit/runtime.h"  // bytes_moved
+#include "support/run_command.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -266,12 +267,8 @@ TEST(KernelStats, CliStatsJson) {
   if (cli.empty()) GTEST_SKIP() << "built without the CLI";
   const std::string command = fmt::format("{} compile {} --arch sm_90 --stats --json --parts H100-SXM,L40S 2>&1", cli,
                                           test::spec_path("llama-3.1-8b"));
-  FILE* pipe = ::popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string out;
-  char buffer[4096];
-  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
-  ASSERT_EQ(::pclose(pipe), 0) << out;
+  const auto [status, out] = test::run_command(command);
+  ASSERT_EQ(status, 0) << out;
   const auto rows = nlohmann::json::parse(out);
   ASSERT_EQ(rows.size(), 1u);
   const auto& stats = rows[0].at("stats");

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/run_command.h"
 #include "support/repo_paths.h"
 #include <nlohmann/json.hpp>
 
@@ -446,13 +447,7 @@ TEST(SpecSchema, ShippedSchemaMatchesGenerated) {
 
 // Runs a shell command; returns its exit status and combined output.
 std::pair<int, std::string> run_command(const std::string& command) {
-  std::string output;
-  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe) return {-1, output};
-  char buffer[4096];
-  while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) output.append(buffer, n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+  return test::run_command(command + " 2>&1");
 }
 
 TEST(SpecCli, ValidateReportsEveryIssueAndFails) {

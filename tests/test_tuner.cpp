@@ -2,6 +2,7 @@
 // keeps to the budget, refuses wrong outputs and spilling binaries.
 #include <gtest/gtest.h>
 
+#include "support/run_command.h"
 #include "support/repo_paths.h"
 #include <sys/wait.h>
 
@@ -361,13 +362,8 @@ TEST(TunerWorkload, EveryIoFormRunsAndConfigsAgreeWithTheDefault) {
 // ---------------------------------------------------------------- the command
 
 std::string run_cli(const std::string& args, int* rc) {
-  const std::string command = std::string(ROPEJIT_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  std::string out;
-  char buffer[4096];
-  while (size_t n = std::fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-  const int status = ::pclose(pipe);
-  *rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  auto [status, out] = test::run_command(std::string(ROPEJIT_CLI_PATH) + " " + args + " 2>&1");
+  *rc = status;
   return out;
 }
 
