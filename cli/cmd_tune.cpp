@@ -264,7 +264,7 @@ void add_tune_command(CLI::App& app) {
   cmd->add_flag("--json", a->json, "machine-readable output");
   cmd->add_flag("--dry-run", a->dry_run, "enumerate and compile the pruned search space; no GPU needed");
   cmd->add_option("--compile-threads", a->compile_threads, "threads compiling candidates (default: one per core)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1024));
   cmd->add_flag("--no-save", a->no_save, "measure and print, but leave the database alone");
   cmd->callback([a] {
     const auto tokens = parse_tokens(a->tokens);
