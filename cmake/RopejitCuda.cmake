@@ -15,11 +15,16 @@
 # if it holds no include/nvrtc.h the toolkit counts as absent, even if another one is installed.
 include_guard(GLOBAL)
 
-if(DEFINED ENV{ROPEJIT_CUDA_PREFIX} AND NOT "$ENV{ROPEJIT_CUDA_PREFIX}" STREQUAL "")
-  set(_ropejit_default_prefix "$ENV{ROPEJIT_CUDA_PREFIX}")
-else()
-  set(_ropejit_default_prefix "${PROJECT_SOURCE_DIR}/.deps/cuda")
-endif()
+# The default of a project-local prefix: environment variable `env`, else <source>/.deps/<sub>.
+function(ropejit_default_prefix out env sub)
+  if(DEFINED ENV{${env}} AND NOT "$ENV{${env}}" STREQUAL "")
+    set(${out} "$ENV{${env}}" PARENT_SCOPE)
+  else()
+    set(${out} "${PROJECT_SOURCE_DIR}/.deps/${sub}" PARENT_SCOPE)
+  endif()
+endfunction()
+
+ropejit_default_prefix(_ropejit_default_prefix ROPEJIT_CUDA_PREFIX cuda)
 set(ROPEJIT_CUDA_PREFIX "${_ropejit_default_prefix}" CACHE PATH
     "Prefix holding NVRTC + CUDA headers from the PyPI wheels (scripts/setup.sh), used without a CUDA toolkit")
 set(ROPEJIT_CUDA_SOURCE "AUTO" CACHE STRING

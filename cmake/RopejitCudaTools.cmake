@@ -7,11 +7,7 @@
 #   ROPEJIT_NVDISASM_CONFIGURED  the tool found (NOTFOUND: the report falls back to PTX)
 include_guard(GLOBAL)
 
-if(DEFINED ENV{ROPEJIT_CUDA_TOOLS_PREFIX} AND NOT "$ENV{ROPEJIT_CUDA_TOOLS_PREFIX}" STREQUAL "")
-  set(_ropejit_tools_default "$ENV{ROPEJIT_CUDA_TOOLS_PREFIX}")
-else()
-  set(_ropejit_tools_default "${PROJECT_SOURCE_DIR}/.deps/cuda-tools")
-endif()
+ropejit_default_prefix(_ropejit_tools_default ROPEJIT_CUDA_TOOLS_PREFIX cuda-tools)  # RopejitCuda.cmake
 set(ROPEJIT_CUDA_TOOLS_PREFIX "${_ropejit_tools_default}" CACHE PATH
     "Prefix holding nvdisasm/cuobjdump from the PyPI wheels (scripts/setup.sh)")
 # Only these places: PATH and $CUDA_HOME are searched at run time, where they may differ.

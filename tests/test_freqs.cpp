@@ -80,6 +80,17 @@ Spec make_spec(int rotary_dim, double theta, int64_t max_positions) {
   return spec;
 }
 
+// Llama 3 scaling with O = 8192 over make_spec.
+Spec llama3_spec(int rotary_dim, int64_t max_positions, double factor, double low, double high) {
+  Spec spec = make_spec(rotary_dim, 5e5, max_positions);
+  spec.rope.type = RopeType::llama3;
+  spec.rope.factor = factor;
+  spec.rope.low_freq_factor = low;
+  spec.rope.high_freq_factor = high;
+  spec.rope.original_max_position_embeddings = 8192;
+  return spec;
+}
+
 std::mt19937_64& rng() {
   static std::mt19937_64 gen(std::random_device{}());
   return gen;
@@ -340,12 +351,7 @@ TEST(Freqs, LongropeSwitchesAboveOriginal) {
 }
 
 TEST(Freqs, Llama3Counts) {
-  Spec spec = make_spec(128, 5e5, 131072);
-  spec.rope.type = RopeType::llama3;
-  spec.rope.factor = 8.0;
-  spec.rope.low_freq_factor = 1.0;
-  spec.rope.high_freq_factor = 4.0;
-  spec.rope.original_max_position_embeddings = 8192;
+  Spec spec = llama3_spec(128, 131072, 8.0, 1.0, 4.0);
   for (FreqMode mode : {FreqMode::hf_fp32, FreqMode::float64}) {
     const FreqTable t = compute_freqs(spec, mode);
     ASSERT_TRUE(t.llama3_counts.has_value());
@@ -358,23 +364,13 @@ TEST(Freqs, Llama3Counts) {
       EXPECT_GT(t.inv_freq[i], plain.inv_freq[i] / 8);
     }
   }
-  spec = make_spec(64, 5e5, 131072);
-  spec.rope.type = RopeType::llama3;
-  spec.rope.factor = 32.0;
-  spec.rope.low_freq_factor = 1.0;
-  spec.rope.high_freq_factor = 4.0;
-  spec.rope.original_max_position_embeddings = 8192;
+  spec = llama3_spec(64, 131072, 32.0, 1.0, 4.0);
   EXPECT_EQ(*compute_freqs(spec, FreqMode::hf_fp32).llama3_counts, (std::array<int, 3>{15, 3, 14}));
 }
 
 // Llama 4: low_freq_factor == high_freq_factor leaves the smooth band empty (HF only warns).
 TEST(Freqs, Llama3EqualFactorsHaveNoSmoothBand) {
-  Spec spec = make_spec(128, 5e5, 10485760);
-  spec.rope.type = RopeType::llama3;
-  spec.rope.factor = 16.0;
-  spec.rope.low_freq_factor = 1.0;
-  spec.rope.high_freq_factor = 1.0;
-  spec.rope.original_max_position_embeddings = 8192;
+  const Spec spec = llama3_spec(128, 10485760, 16.0, 1.0, 1.0);
   for (FreqMode mode : {FreqMode::hf_fp32, FreqMode::float64}) {
     const FreqTable t = compute_freqs(spec, mode);
     const FreqTable plain = compute_freqs(make_spec(128, 5e5, 10485760), mode);

@@ -67,6 +67,7 @@ class CudaMeasurer final : public Measurer {
       // At process exit the driver may already be deinitialized: the events go with it.
     }
     variants_.clear();
+    modules_.clear();
     tables_.clear();
     backend_.reset();
     context_.reset();
@@ -78,10 +79,12 @@ class CudaMeasurer final : public Measurer {
     checking_.reset();
     spec_ = spec;
     variants_.clear();
+    modules_.clear();
     tables_.clear();
     std::vector<Prepared> out(configs.size());
     std::vector<std::shared_ptr<const KernelVariant>> loaded(configs.size());
-    const VariantCaches caches{nullptr, &tables_};  // table configs share one table
+    // One compile per distinct source (grid-mode twins wait for it), one table per spec.
+    const VariantCaches caches{&modules_, &tables_};
     parallel_for(configs.size(), worker_threads(options_.compile_threads), [&](size_t i) {
       try {
         loaded[i] = KernelVariant::create(*backend_, spec, configs[i], disk_.get(), caches);
@@ -259,6 +262,7 @@ class CudaMeasurer final : public Measurer {
   std::unique_ptr<CudaStream> graph_stream_;  // graphs are captured and replayed on it
   Spec spec_;
   std::map<std::string, std::shared_ptr<const KernelVariant>> variants_;  // by config name
+  MemoryCache<LoadedModule> modules_;  // configs differing only in launch fields share a module
   MemoryCache<DeviceTable> tables_;
   uint64_t seed_ = 0x5eed;
   std::unique_ptr<DeviceWorkload> timing_, checking_;
