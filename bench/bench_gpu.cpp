@@ -84,6 +84,9 @@ Runtime* bench_runtime(std::string* why) {
       try {
         RuntimeOptions o;
         o.backend = host_smoke() ? BackendKind::host : BackendKind::cuda;
+        // ROPEJIT_BENCH_PDL=1: every launch with programmatic dependent launch (sm_90+).
+        const char* pdl = std::getenv("ROPEJIT_BENCH_PDL");
+        o.programmatic_dependent_launch = pdl && std::string(pdl) == "1";
         runtime = std::make_unique<Runtime>(o);
       } catch (const std::exception& e) {
         error = std::string("no usable GPU: ") + e.what();

@@ -17,6 +17,8 @@
 #include "cli_util.h"
 #include "command_registry.h"
 #include "ropejit/compile.h"
+#include "ropejit/kernel_stats.h"
+#include "ropejit/roofline.h"
 #include "ropejit/parallel.h"
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
@@ -39,6 +41,8 @@ struct TuneArgs {
   bool dry_run = false;
   bool no_save = false;
   int compile_threads = 0;  // 0: one per hardware thread
+  double static_prune = 0.0;  // off: see TuneOptions::static_prune_factor
+  std::string part;  // --dry-run: the roofline part of the static estimate
 };
 
 std::vector<int64_t> parse_tokens(const std::string& text) {
@@ -73,14 +77,19 @@ ordered_json config_json(const Config& c) { return ordered_json::parse(ropejit::
 void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
   std::string arch = a.arch;
   int sm_count = 132;  // an H100's, to show bucket pruning without a device
+  const ropejit::GpuPart* part = a.part.empty() ? nullptr : &ropejit::find_gpu_part(a.part);
   if (arch.empty()) {
     arch = "sm_90";
     if (ropejit::cuda_available()) {
       auto backend = ropejit::make_cuda_backend(a.device, "");
       arch = backend->arch();
       sm_count = backend->sm_count();
+      if (!part) part = ropejit::gpu_part_for_device(backend->properties().name, sm_count);
+    } else if (!part) {
+      part = &ropejit::find_gpu_part("H100-SXM");  // matches the 132 SMs above
     }
   }
+  if (part) sm_count = part->sms;
   ordered_json out = ordered_json::array();
   for (const auto& path : a.specs) {
     const ropejit::Spec spec = ropejit::load_spec_file(path);
@@ -113,6 +122,21 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
       }
     });
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
+    // The static report of each compiled source (the disassembler runs once per source; the
+    // configs sharing it differ only in launch fields, which the counts do not see).
+    std::vector<std::optional<ropejit::KernelStats>> source_stats(sources.size());
+    std::vector<size_t> config_of_source(sources.size());
+    for (size_t i = space.configs.size(); i-- > 0;) config_of_source[source_of[i]] = i;
+    const auto stats_start = std::chrono::steady_clock::now();
+    if (part && a.static_prune > 0 && arch.rfind("sm_", 0) == 0)
+      ropejit::parallel_for(sources.size(), threads, [&](size_t k) {
+        if (!binaries[k] || binaries[k]->spill_bytes > 0) return;
+        try {
+          source_stats[k] = ropejit::kernel_stats(spec, space.configs[config_of_source[k]], sources[k], *binaries[k]);
+        } catch (const ropejit::Error&) {
+        }
+      });
+    const double stats_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stats_start).count();
     for (size_t i = 0; i < space.configs.size(); ++i) {
       const Config& c = space.configs[i];
       ordered_json row{{"config", config_name(c)}};
@@ -137,23 +161,43 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
     if (!a.json)
       fmt::print("  compiled {} distinct sources for {} configs in {:.1f} s wall on {} threads\n", sources.size(),
                  space.configs.size(), wall_s, threads);
+    std::map<std::string, ropejit::KernelStats> stats_by_name;
+    for (size_t i = 0; i < space.configs.size(); ++i)
+      if (const auto& st = source_stats[source_of[i]]) {
+        ropejit::KernelStats own = *st;
+        own.config = config_name(space.configs[i]);
+        stats_by_name.emplace(own.config, std::move(own));
+      }
+    const bool static_pruning = part && !compiled.empty() && stats_by_name.size() == compiled.size();
+    if (!a.json && part && a.static_prune > 0)
+      fmt::print("  static reports of {} configs ({} sources) in {:.1f} s wall; static pruning on {}: {}\n",
+                 stats_by_name.size(), sources.size(), stats_s, part->name, static_pruning ? fmt::format("estimates > {} x the best", a.static_prune)
+                                                     : std::string("off (a config has no report)"));
     ordered_json buckets = ordered_json::array();
     for (int64_t t : tokens) {
-      std::vector<ropejit::PrunedConfig> pruned;
-      const auto candidates = ropejit::bucket_candidates(spec, compiled, t, sm_count, &pruned);
+      std::vector<ropejit::PrunedConfig> pruned, static_pruned;
+      auto candidates = ropejit::bucket_candidates(spec, compiled, t, sm_count, &pruned);
+      if (static_pruning) {
+        std::vector<ropejit::KernelStats> candidate_stats;
+        for (const auto& c : candidates) candidate_stats.push_back(stats_by_name.at(config_name(c)));
+        candidates = ropejit::static_prune(spec, candidates, candidate_stats, *part, ropejit::workload_shape(spec, t),
+                                           a.static_prune, &static_pruned);
+      }
       ordered_json names = ordered_json::array();
       for (const auto& c : candidates) names.push_back(config_name(c));
       buckets.push_back({{"tokens", t}, {"bucket", ropejit::bucket_name(ropejit::bucket_of(t))},
-                         {"candidates", names}, {"pruned", pruned.size()}});
+                         {"candidates", names}, {"pruned", pruned.size()}, {"static_pruned", static_pruned.size()}});
       if (!a.json)
-        fmt::print("  tokens {:>6} (bucket {:>9}): {} candidates, {} pruned for this size\n", t,
-                   ropejit::bucket_name(ropejit::bucket_of(t)), candidates.size(), pruned.size());
+        fmt::print("  tokens {:>6} (bucket {:>9}): {} candidates, {} pruned for this size, {} by the static estimate\n",
+                   t, ropejit::bucket_name(ropejit::bucket_of(t)), candidates.size(), pruned.size(),
+                   static_pruned.size());
     }
     ordered_json pruned = ordered_json::array();
     for (const auto& p : space.pruned) pruned.push_back({{"config", config_name(p.config)}, {"reason", p.reason}});
     out.push_back({{"spec", spec.name}, {"file", path}, {"arch", arch}, {"sm_count", sm_count},
                    {"default", config_name(ropejit::default_config(spec))}, {"compile_wall_s", wall_s},
-                   {"compile_threads", threads}, {"distinct_sources", sources.size()}, {"configs", configs},
+                   {"compile_threads", threads}, {"distinct_sources", sources.size()},
+                   {"static_part", part ? part->name : ""}, {"static_reports_s", stats_s}, {"configs", configs},
                    {"pruned", pruned}, {"buckets", buckets}});
   }
   if (a.json) std::cout << out.dump(2) << "\n";
@@ -202,6 +246,7 @@ void run_tune(const TuneArgs& a, const std::vector<int64_t>& tokens) {
   ropejit::TuneOptions options;
   options.tokens = tokens;
   options.budget_ms = a.budget_ms;
+  options.static_prune_factor = a.static_prune;
   const bool terminal = ::isatty(STDERR_FILENO) && !a.json;
   ropejit::ProgressSink progress;
   if (terminal)
@@ -266,6 +311,13 @@ void add_tune_command(CLI::App& app) {
   cmd->add_option("--compile-threads", a->compile_threads, "threads compiling candidates (default: one per core)")
       ->check(CLI::Range(0, 1024));
   cmd->add_flag("--no-save", a->no_save, "measure and print, but leave the database alone");
+  cmd->add_option("--static-prune", a->static_prune,
+                  "skip candidates the static model estimates slower than this x the best (0: measure all; "
+                  "costs one disassembly per source)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 100.0));
+  cmd->add_option("--part", a->part,
+                  "--dry-run with --static-prune: GPU part of the static estimate (default: the device's, else H100-SXM)");
   cmd->callback([a] {
     const auto tokens = parse_tokens(a->tokens);
     if (!(a->budget_ms > 0))

@@ -76,6 +76,11 @@ if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
     "$bench" --benchmark_out="$RES/$name.json" --benchmark_out_format=json > "$RES/$name.txt" 2>&1 || status=1
     tail -12 "$RES/$name.txt"
   done
+  # Decode sizes again with programmatic dependent launch (sm_90+), against the rows above.
+  ROPEJIT_BENCH_PDL=1 "$B/bin/ropejit_bench_gpu" --benchmark_filter='rope/.*/T:(1|8|64)$' \
+    --benchmark_out="$RES/ropejit_bench_gpu_pdl.json" --benchmark_out_format=json \
+    > "$RES/ropejit_bench_gpu_pdl.txt" 2>&1 || status=1
+  tail -12 "$RES/ropejit_bench_gpu_pdl.txt"
 fi
 
 if [ "$STAGE" = all ] || [ "$STAGE" = peers ]; then

@@ -79,6 +79,23 @@ TEST(Compile, PtxForVirtualArch) {
   EXPECT_EQ(b.image.find("st.local"), std::string::npos);
 }
 
+// Programmatic dependent launch needs the in-kernel wait on sm_90+ (the runtime launches
+// with the attribute only for such images) and must not reach older targets' PTX.
+TEST(Compile, GridDependencyWaitOnlyFromSm90) {
+  const Spec spec = ropejit::test::make_spec({});
+  const Source source = generate_source(make_plan(spec, default_config(spec)));
+  const std::string sm90 = compile_nvrtc(source, "compute_90").image;
+  const size_t wait = sm90.find("griddepcontrol.wait");
+  ASSERT_NE(wait, std::string::npos);
+  EXPECT_NE(sm90.find("griddepcontrol.launch_dependents"), std::string::npos);
+  // The wait comes before the first global read of an input.
+  const size_t first_load = sm90.find("ld.global");
+  ASSERT_NE(first_load, std::string::npos);
+  EXPECT_LT(wait, first_load);
+  const std::string sm80 = compile_nvrtc(source, "compute_80").image;
+  EXPECT_EQ(sm80.find("griddepcontrol"), std::string::npos);
+}
+
 TEST(Compile, ErrorsCarryLogAndSourceLine) {
   Source broken;
   broken.text = "#include \"ropejit/rope.cuh\"\nextern \"C\" __global__ void ropejit_rope() {\n  undefined_symbol_here();\n}\n";

@@ -520,6 +520,44 @@ TEST(CudaBackend, KernelLaunchIsCapturedIntoAGraphAndReplays) {
   EXPECT_THROW(CudaGraph(d, context.ctx, nullptr, [] {}), Error);
 }
 
+// Two kernels chained in place on one stream, the second (a persistent grid sized by the
+// occupancy query) reading the first's output: with programmatic dependent launch the result
+// must be bit-identical to ordinary launches (a missing griddepcontrol.wait reads stale data).
+TEST(CudaBackend, ProgrammaticDependentLaunchWaitsForThePreviousKernel) {
+  SKIP_WITHOUT_GPU();
+  const std::mt19937_64 inputs = seeded_rng();
+  const Spec spec = parse_spec(kSpecs[1]);
+  Config persistent = default_config(spec);
+  persistent.grid = GridMode::persistent;
+  std::vector<uint8_t> chained[2];
+  for (int pdl = 0; pdl < 2; ++pdl) {
+    RuntimeOptions options;
+    options.backend = BackendKind::cuda;
+    options.disk_cache = false;
+    options.programmatic_dependent_launch = pdl == 1;
+    Runtime runtime(options);
+    Backend& backend = runtime_backend(runtime);
+    if (backend.properties().compute_capability_major < 9)
+      GTEST_SKIP() << "SKIPPED: programmatic dependent launch needs sm_90 or newer";
+    const Kernel first = runtime.get(spec, default_config(spec)), second = runtime.get(spec, persistent);
+    RopeCase c(backend, spec, 200000);  // long enough that a second grid racing ahead would show
+    std::mt19937_64 rng = inputs;
+    c.fill(rng);
+    backend.synchronize();
+    const CudaDriver& d = cuda_driver();
+    CudaPrimaryContext context(d, backend.properties().ordinal);
+    CudaStream stream(d, context.ctx);
+    for (int round = 0; round < 3; ++round) {
+      first.launch(c.args(), stream.get());
+      second.launch(c.args(), stream.get());
+    }
+    stream.synchronize();
+    chained[pdl] = c.read_q();
+    EXPECT_NE(chained[pdl], c.q_host);
+  }
+  EXPECT_TRUE(chained[0] == chained[1]) << "programmatic dependent launch changed the chained result";
+}
+
 TEST(CudaBackend, DriverErrorsNameTheCallAndTheCode) {
   SKIP_WITHOUT_GPU();
   auto backend = make_cuda_backend(0, "");

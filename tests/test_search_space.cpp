@@ -223,5 +223,55 @@ TEST(SearchSpace, PrunedSpaceOfOneSpecCompilesWithoutSpills) {
   }
 }
 
+TEST(StaticPrune, LeavesOutOnlyWhatTheModelCallsMuchSlower) {
+  const Spec spec = load_spec_file(ropejit::test::source_dir() + "/specs/llama-3.1-8b.json");
+  const Config fallback = default_config(spec);
+  const KernelStats real =
+      kernel_stats(spec, fallback, generate_source(make_plan(spec, fallback)),
+                   compile_nvrtc(generate_source(make_plan(spec, fallback)), "sm_90"), StatsSource::ptx);
+  // Two more candidates: the same kernel (a tie) and one whose threads issue 20x the
+  // instructions (issue-bound, far slower by the model).
+  Config tie = fallback, slow = fallback;
+  tie.grid = GridMode::persistent;
+  slow.block_threads = 128;
+  KernelStats issue_bound = real;
+  issue_bound.counts.per_item *= 20;
+  const std::vector<Config> candidates = {fallback, tie, slow};
+  const std::vector<KernelStats> stats = {real, real, issue_bound};
+  const GpuPart& h100 = find_gpu_part("H100-SXM");
+
+  std::vector<PrunedConfig> pruned;
+  const auto kept = static_prune(spec, candidates, stats, h100, workload_shape(spec, 65536), 1.5, &pruned);
+  EXPECT_EQ(kept, (std::vector<Config>{fallback, tie}));
+  ASSERT_EQ(pruned.size(), 1u);
+  EXPECT_EQ(pruned[0].config, slow);
+  EXPECT_NE(pruned[0].reason.find("H100-SXM"), std::string::npos) << pruned[0].reason;
+  EXPECT_NE(pruned[0].reason.find("issue-bound"), std::string::npos) << pruned[0].reason;
+
+  // The default is kept however slow the model calls it.
+  const std::vector<KernelStats> slow_default = {issue_bound, real, real};
+  EXPECT_EQ(static_prune(spec, candidates, slow_default, h100, workload_shape(spec, 65536), 1.5).size(), 3u);
+  // Off at factor 0, and where launch overhead dominates (the modelled memory time is tiny).
+  EXPECT_EQ(static_prune(spec, candidates, stats, h100, workload_shape(spec, 65536), 0.0).size(), 3u);
+  EXPECT_EQ(static_prune(spec, candidates, stats, h100, workload_shape(spec, 16), 1.5).size(), 3u);
+  // One report per candidate, or a clear internal error.
+  EXPECT_THROW(static_prune(spec, candidates, {real}, h100, workload_shape(spec, 65536), 1.5), Error);
+}
+
+TEST(StaticPrune, DeviceNamesMapToTheirRooflinePart) {
+  auto part = [](const char* name, int sms) {
+    const GpuPart* p = gpu_part_for_device(name, sms);
+    return p ? p->name : std::string("none");
+  };
+  EXPECT_EQ(part("NVIDIA H100 80GB HBM3", 132), "H100-SXM");
+  EXPECT_EQ(part("NVIDIA H200", 132), "H200");
+  EXPECT_EQ(part("NVIDIA A100-SXM4-80GB", 108), "A100-80GB-SXM");
+  EXPECT_EQ(part("NVIDIA L40S", 142), "L40S");
+  EXPECT_EQ(part("NVIDIA GeForce RTX 4090", 128), "RTX-4090");
+  // Another variant of a chip (H100 PCIe: 114 SMs, less bandwidth) is not the table's part.
+  EXPECT_EQ(part("NVIDIA H100 PCIe", 114), "none");
+  EXPECT_EQ(part("host", 2), "none");
+}
+
 }  // namespace
 }  // namespace ropejit

@@ -176,6 +176,25 @@ TEST(Config, WorkShapeCoversEveryElement) {
   }
 }
 
+TEST(Config, PersistentGridIsTheResidentBlocks) {
+  const Spec spec = load_spec_file(ropejit::test::source_dir() + "/specs/llama-3.1-8b.json");
+  Config c = default_config(spec);
+  c.block_threads = 256;
+  c.grid = GridMode::persistent;
+  const int64_t rows = 1 << 20;  // far more work than one wave
+  // The occupancy the loaded kernel reaches (e.g. 3 blocks of 256 at 80 registers) sizes it.
+  EXPECT_EQ(launch_dims(spec, c, rows, 132, 3).grid, 132u * 3);
+  EXPECT_EQ(launch_dims(spec, c, rows, 132, 1).grid, 132u);
+  // Unknown occupancy: the thread limit's bound, 2048 / 256 = 8 blocks per SM.
+  EXPECT_EQ(launch_dims(spec, c, rows, 132).grid, 132u * 8);
+  // Small launches stay one block per 256 items.
+  const int64_t items = work_items(work_shape(spec, c), 3);
+  EXPECT_EQ(launch_dims(spec, c, 3, 132, 3).grid, unsigned((items + 255) / 256));
+  // Blocks mode ignores the occupancy.
+  c.grid = GridMode::blocks;
+  EXPECT_EQ(launch_dims(spec, c, rows, 132, 3).grid, launch_dims(spec, c, rows, 132).grid);
+}
+
 TEST(Config, BytesMovedCountsEveryReadAndWriteOnce) {
   const Spec padded = load_spec_file(ropejit::test::source_dir() + "/specs/qwen2.5-7b-padded.json");
   // 13 tokens in 2 sequences, S = 10: reads 13 rows, writes 20 rows (padding included) of

@@ -105,12 +105,15 @@ WorkShape work_shape(const Spec& spec, const Config& c) {
                          c.heads_per_thread);
 }
 
-LaunchDims launch_dims(const Spec& spec, const Config& c, int64_t rows, int sm_count) {
+LaunchDims launch_dims(const Spec& spec, const Config& c, int64_t rows, int sm_count, int blocks_per_sm) {
   const int64_t items = work_items(work_shape(spec, c), rows);
   int64_t blocks = std::max<int64_t>(1, (items + c.block_threads - 1) / c.block_threads);
-  // Persistent: enough resident blocks to fill every SM; the kernel's grid-stride loop does the rest.
-  if (c.grid == GridMode::persistent)
-    blocks = std::min<int64_t>(blocks, std::max(1, sm_count) * std::max(1, 2048 / c.block_threads));
+  // Persistent: the blocks that stay resident on every SM; the kernel's grid-stride loop does
+  // the rest (more would queue a second wave behind the first).
+  if (c.grid == GridMode::persistent) {
+    const int per_sm = blocks_per_sm > 0 ? blocks_per_sm : std::max(1, 2048 / c.block_threads);
+    blocks = std::min<int64_t>(blocks, int64_t{std::max(1, sm_count)} * per_sm);
+  }
   blocks = std::min<int64_t>(blocks, 0x7fffffff);
   return {static_cast<unsigned>(blocks), static_cast<unsigned>(c.block_threads)};
 }

@@ -2,14 +2,15 @@
 // from ptxas' verbose report, errors with the offending source lines.
 #include "ropejit/compile.h"
 
+#include <algorithm>
 #include <chrono>
 #include <regex>
 #include <sstream>
 
 #include <fmt/format.h>
-#include <nvrtc.h>
 
 #include "embedded_templates.h"
+#include "nvrtc_api.h"
 
 namespace ropejit {
 
@@ -17,9 +18,9 @@ namespace {
 
 constexpr const char* kProgramName = "ropejit_kernel.cu";
 
-void check_nvrtc(nvrtcResult r, const char* what) {
+void check_nvrtc(const NvrtcApi& api, nvrtcResult r, const char* what) {
   if (r != NVRTC_SUCCESS)
-    throw Error(Status::compile_error, fmt::format("NVRTC {} failed: {}", what, nvrtcGetErrorString(r)));
+    throw Error(Status::compile_error, fmt::format("NVRTC {} failed: {}", what, api.nvrtcGetErrorString(r)));
 }
 
 std::string line_of(std::string_view text, int line_number) {
@@ -72,9 +73,20 @@ void read_resource_usage(Binary& b) {
 }  // namespace
 
 std::string nvrtc_version() {
+  const NvrtcApi& api = nvrtc();
   int major = 0, minor = 0;
-  check_nvrtc(nvrtcVersion(&major, &minor), "version");
+  check_nvrtc(api, api.nvrtcVersion(&major, &minor), "version");
   return fmt::format("{}.{}", major, minor);
+}
+
+std::vector<int> nvrtc_supported_archs() {
+  const NvrtcApi& api = nvrtc_api();
+  int count = 0;
+  if (!api.available() || api.nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return {};
+  std::vector<int> archs(static_cast<size_t>(count));
+  if (api.nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
+  std::sort(archs.begin(), archs.end());
+  return archs;
 }
 
 std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx) {
@@ -92,6 +104,7 @@ Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
     throw Error(Status::invalid_argument,
                 fmt::format("arch \"{}\" is not allowed: must be sm_XX (CUBIN) or compute_XX (PTX)", arch));
   ptx = ptx || arch_is_virtual;
+  const NvrtcApi& api = nvrtc();
   const std::string target = ptx && !arch_is_virtual ? "compute_" + arch.substr(3) : arch;
 
   const auto& headers = embedded_templates();
@@ -108,39 +121,41 @@ Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
 
   const auto start = std::chrono::steady_clock::now();
   nvrtcProgram prog = nullptr;
-  check_nvrtc(nvrtcCreateProgram(&prog, source.text.c_str(), kProgramName,
-                                 static_cast<int>(headers.size()), text_ptrs.data(), name_ptrs.data()),
+  check_nvrtc(api,
+              api.nvrtcCreateProgram(&prog, source.text.c_str(), kProgramName,
+                                     static_cast<int>(headers.size()), text_ptrs.data(), name_ptrs.data()),
               "create program");
   struct Destroy {
+    const NvrtcApi& api;
     nvrtcProgram& p;
-    ~Destroy() { nvrtcDestroyProgram(&p); }
-  } destroy{prog};
+    ~Destroy() { api.nvrtcDestroyProgram(&p); }
+  } destroy{api, prog};
 
   const auto options = nvrtc_options(target, ptx);
   std::vector<const char*> option_ptrs;
   for (const auto& o : options) option_ptrs.push_back(o.c_str());
-  const nvrtcResult result = nvrtcCompileProgram(prog, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  const nvrtcResult result = api.nvrtcCompileProgram(prog, static_cast<int>(option_ptrs.size()), option_ptrs.data());
 
   Binary b;
   size_t log_size = 0;
-  nvrtcGetProgramLogSize(prog, &log_size);
+  api.nvrtcGetProgramLogSize(prog, &log_size);
   b.log.resize(log_size);
-  if (log_size > 0) nvrtcGetProgramLog(prog, b.log.data());
+  if (log_size > 0) api.nvrtcGetProgramLog(prog, b.log.data());
   while (!b.log.empty() && (b.log.back() == '\0' || b.log.back() == '\n')) b.log.pop_back();
   if (result != NVRTC_SUCCESS)
     throw Error(Status::compile_error,
-                fmt::format("NVRTC could not compile the kernel for {}: {}", target, nvrtcGetErrorString(result)),
+                fmt::format("NVRTC could not compile the kernel for {}: {}", target, api.nvrtcGetErrorString(result)),
                 "", b.log + "\n" + annotate_errors(b.log, source.text));
 
   size_t size = 0;
   if (ptx) {
-    check_nvrtc(nvrtcGetPTXSize(prog, &size), "get PTX size");
+    check_nvrtc(api, api.nvrtcGetPTXSize(prog, &size), "get PTX size");
     b.image.resize(size);
-    check_nvrtc(nvrtcGetPTX(prog, b.image.data()), "get PTX");
+    check_nvrtc(api, api.nvrtcGetPTX(prog, b.image.data()), "get PTX");
   } else {
-    check_nvrtc(nvrtcGetCUBINSize(prog, &size), "get CUBIN size");
+    check_nvrtc(api, api.nvrtcGetCUBINSize(prog, &size), "get CUBIN size");
     b.image.resize(size);
-    check_nvrtc(nvrtcGetCUBIN(prog, b.image.data()), "get CUBIN");
+    check_nvrtc(api, api.nvrtcGetCUBIN(prog, b.image.data()), "get CUBIN");
   }
   b.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   b.arch = target;

@@ -56,6 +56,18 @@ const GpuPart& find_gpu_part(const std::string& name) {
   throw Error(Status::invalid_argument, fmt::format("unknown GPU part \"{}\": known {}", name, known));
 }
 
+const GpuPart* gpu_part_for_device(const std::string& device_name, int sm_count) {
+  const std::string name = lower(device_name);
+  for (const GpuPart& p : gpu_parts()) {
+    // The model key: the part name up to its first '-' ("h100", "a100", "l40s"), or the
+    // number after it for "RTX-4090".
+    std::string key = lower(p.name.substr(0, p.name.find('-')));
+    if (key == "rtx") key = lower(p.name.substr(p.name.find('-') + 1));
+    if (p.sms == sm_count && name.find(key) != std::string::npos) return &p;
+  }
+  return nullptr;
+}
+
 Roofline roofline(const KernelStats& s, const GpuPart& part, int64_t rows, int64_t bytes) {
   Roofline r;
   r.part = part.name;

@@ -27,6 +27,9 @@ class LoadedModule {
   virtual bool from_disk_cache() const = 0;
   /// Compile or load time in milliseconds.
   virtual double load_ms() const = 0;
+  /// Blocks of `block_threads` threads this kernel keeps resident per SM (the occupancy it
+  /// really reaches: registers, shared memory, thread limits); sizes persistent grids.
+  virtual int resident_blocks_per_sm(int block_threads) const = 0;
 };
 
 /// The device a backend runs on, as it reported itself when the backend opened it.
@@ -75,7 +78,8 @@ Backend& runtime_backend(Runtime& runtime);
 
 /// The cuda backend for device `ordinal`; throws Error(backend_error) with the reason when
 /// libcuda cannot be loaded or no device is usable. `arch_override` forces the target.
-std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_override);
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_override,
+                                           bool programmatic_dependent_launch = false);
 
 /// Whether a CUDA device is usable (libcuda loads, cuInit succeeds, a device exists).
 bool cuda_available() noexcept;

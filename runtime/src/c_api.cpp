@@ -3,13 +3,16 @@
 #include "ropejit/ropejit.h"
 
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <iterator>
 #include <new>
 #include <string>
 #include <string_view>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "ropejit/config.h"
 #include "ropejit/error.h"
@@ -79,9 +82,9 @@ void require_non_null(const void* p, const char* name) {
 }
 
 /// Checks the caller's struct_size: `ours` (sizeof in this library) or, for a struct that grew,
-/// `oldest` (the size of its first release; the fields past it keep their defaults).
-void check_struct_size(size_t got, size_t ours, const char* type, size_t oldest = 0) {
-  if (got == ours || (oldest != 0 && got == oldest)) return;
+/// one of `older` (the sizes of its earlier releases; the fields past them keep their defaults).
+void check_struct_size(size_t got, size_t ours, const char* type, std::initializer_list<size_t> older = {}) {
+  if (got == ours || std::find(older.begin(), older.end(), got) != older.end()) return;
   if (got == 0)
     throw Error(Status::invalid_argument,
                 fmt::format("{}.struct_size is 0: initialize it with {}_init() or set it to sizeof({})", type, type,
@@ -92,18 +95,22 @@ void check_struct_size(size_t got, size_t ours, const char* type, size_t oldest 
                             "than the library)",
                             type, got, type, ours));
   throw Error(Status::invalid_argument,
-              oldest ? fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({})) or {} (its 0.1.0 size)",
-                                   type, got, ours, type, oldest)
-                     : fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({}))", type, got, ours, type));
+              older.size() ? fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({})) or an earlier "
+                                         "release's size ({})",
+                                         type, got, ours, type, fmt::join(older, ", "))
+                           : fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({}))", type, got, ours, type));
 }
 
-/// ropejit_runtime_options as 0.1.0 shipped it ended before on_warning.
+/// ropejit_runtime_options as 0.1.0 shipped it ended before on_warning; the next header's
+/// before programmatic_dependent_launch.
 constexpr size_t kOptionsSizeV010 = offsetof(ropejit_runtime_options, on_warning);
+constexpr size_t kOptionsSizeBeforePdl = offsetof(ropejit_runtime_options, programmatic_dependent_launch);
 
 /// The caller's options (struct_size bytes of them: an older caller's struct is shorter) with
 /// the fields it lacks at their defaults.
 ropejit_runtime_options complete_options(const ropejit_runtime_options* given) {
-  check_struct_size(given->struct_size, sizeof(ropejit_runtime_options), "ropejit_runtime_options", kOptionsSizeV010);
+  check_struct_size(given->struct_size, sizeof(ropejit_runtime_options), "ropejit_runtime_options",
+                    {kOptionsSizeV010, kOptionsSizeBeforePdl});
   ropejit_runtime_options o;
   ropejit_runtime_options_init(&o);
   std::memcpy(&o, given, given->struct_size);
@@ -130,6 +137,7 @@ ropejit::RuntimeOptions to_options(const ropejit_runtime_options& o) {
     throw Error(Status::invalid_argument,
                 fmt::format("ropejit_runtime_options.device {} is not allowed: must be >= 0", o.device));
   options.device = o.device;
+  options.programmatic_dependent_launch = o.programmatic_dependent_launch != 0;
   if (auto* callback = o.on_warning) {
     void* user_data = o.user_data;
     // NUL-terminated copy: the C callback takes a const char*. A failed copy (out of memory)
@@ -176,6 +184,7 @@ constexpr FieldInfo kOptionsFields[] = {
     ROPEJIT_FIELD(ropejit_runtime_options, tuning_db),   ROPEJIT_FIELD(ropejit_runtime_options, arch),
     ROPEJIT_FIELD(ropejit_runtime_options, device),      ROPEJIT_FIELD(ropejit_runtime_options, on_warning),
     ROPEJIT_FIELD(ropejit_runtime_options, user_data),
+    ROPEJIT_FIELD(ropejit_runtime_options, programmatic_dependent_launch),
 };
 constexpr FieldInfo kArgsFields[] = {
     ROPEJIT_FIELD(ropejit_args, struct_size),  ROPEJIT_FIELD(ropejit_args, num_tokens),

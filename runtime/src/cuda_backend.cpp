@@ -8,7 +8,6 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nvrtc.h>
 
 #include "backend.h"
 #include "cuda_driver.h"
@@ -18,6 +17,12 @@
 namespace ropejit {
 
 namespace {
+
+/// 90 for "sm_90" or "compute_90a"; 0 when `arch` names no number.
+int target_number(const std::string& arch) {
+  const size_t digits = arch.find_first_of("0123456789");
+  return digits == std::string::npos ? 0 : std::atoi(arch.c_str() + digits);
+}
 
 /// Driver results that mean "this image cannot run here; a PTX the driver JITs may".
 bool image_rejected(CUresult r) {
@@ -29,9 +34,10 @@ bool image_rejected(CUresult r) {
 class CudaModule final : public LoadedModule {
  public:
   CudaModule(std::shared_ptr<CudaPrimaryContext> context, CUmodule module, CUfunction function,
-             Binary binary, bool from_disk, double load_ms)
+             Binary binary, bool from_disk, double load_ms, bool programmatic_dependent_launch)
       : context_(std::move(context)), module_(module), function_(function),
-        binary_(std::move(binary)), from_disk_(from_disk), load_ms_(load_ms) {}
+        binary_(std::move(binary)), from_disk_(from_disk), load_ms_(load_ms),
+        pdl_(programmatic_dependent_launch && target_number(binary_.arch) >= 90) {}
 
   ~CudaModule() override {
     // Errors are ignored: at process exit the driver may already be deinitialized.
@@ -47,13 +53,38 @@ class CudaModule final : public LoadedModule {
     const CudaDriver& d = context_->d;
     CudaContextScope scope(d, context_->ctx);
     void* args[] = {const_cast<KernelParams*>(&params)};
-    d.check(d.cuLaunchKernel(function_, dims.grid, 1, 1, dims.block, 1, 1, 0,
-                             static_cast<CUstream>(stream), args, nullptr),
-            "cuLaunchKernel");
+    if (!pdl_) {
+      d.check(d.cuLaunchKernel(function_, dims.grid, 1, 1, dims.block, 1, 1, 0,
+                               static_cast<CUstream>(stream), args, nullptr),
+              "cuLaunchKernel");
+      return;
+    }
+    // Programmatic dependent launch: this grid may start while the previous kernel in the
+    // stream finishes; the kernel's griddepcontrol.wait (sm_90+) holds every input read back.
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = dims.grid;
+    config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = dims.block;
+    config.blockDimY = config.blockDimZ = 1;
+    config.hStream = static_cast<CUstream>(stream);
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    d.check(d.cuLaunchKernelEx(&config, function_, args, nullptr), "cuLaunchKernelEx");
   }
   const Binary& binary() const override { return binary_; }
   bool from_disk_cache() const override { return from_disk_; }
   double load_ms() const override { return load_ms_; }
+  int resident_blocks_per_sm(int block_threads) const override {
+    const CudaDriver& d = context_->d;
+    CudaContextScope scope(d, context_->ctx);
+    int blocks = 0;
+    d.check(d.cuOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, function_, block_threads, 0),
+            "cuOccupancyMaxActiveBlocksPerMultiprocessor");
+    return std::max(1, blocks);
+  }
   CUfunction function() const { return function_; }
 
  private:
@@ -63,17 +94,8 @@ class CudaModule final : public LoadedModule {
   Binary binary_;
   bool from_disk_;
   double load_ms_;
+  bool pdl_;  // launch with programmatic stream serialization (only for sm_90+ images)
 };
-
-/// Architectures this NVRTC compiles for, as numbers (75, 80, 86, 89, 90, ...), ascending.
-std::vector<int> nvrtc_supported_archs() {
-  int count = 0;
-  if (nvrtcGetNumSupportedArchs(&count) != NVRTC_SUCCESS || count <= 0) return {};
-  std::vector<int> archs(static_cast<size_t>(count));
-  if (nvrtcGetSupportedArchs(archs.data()) != NVRTC_SUCCESS) return {};
-  std::sort(archs.begin(), archs.end());
-  return archs;
-}
 
 std::string join(const std::vector<std::string>& parts) {
   std::string out;
@@ -107,8 +129,10 @@ DeviceProperties query_properties(const CudaDriver& d, int ordinal) {
 
 class CudaBackend final : public Backend {
  public:
-  CudaBackend(const CudaDriver& d, int ordinal, const std::string& arch_override)
-      : d_(d), properties_(query_properties(d, ordinal)) {
+  CudaBackend(const CudaDriver& d, int ordinal, const std::string& arch_override,
+              bool programmatic_dependent_launch)
+      : d_(d), properties_(query_properties(d, ordinal)),
+        programmatic_dependent_launch_(programmatic_dependent_launch) {
     device_arch_ = properties_.compute_capability_major * 10 + properties_.compute_capability_minor;
     arch_ = arch_override.empty() ? fmt::format("sm_{}", device_arch_) : arch_override;
     context_ = std::make_shared<CudaPrimaryContext>(d_, ordinal);
@@ -161,7 +185,8 @@ class CudaBackend final : public Backend {
                   fmt::format("{} (entry \"{}\")", d_.describe(fr, "cuModuleGetFunction"), binary.entry));
     }
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    return std::make_shared<CudaModule>(context_, module, function, std::move(binary), from_disk, ms);
+    return std::make_shared<CudaModule>(context_, module, function, std::move(binary), from_disk, ms,
+                                        programmatic_dependent_launch_);
   }
 
   void* alloc(size_t bytes) override {
@@ -299,6 +324,7 @@ class CudaBackend final : public Backend {
   std::string arch_;
   std::shared_ptr<CudaPrimaryContext> context_;
   std::atomic<bool> use_ptx_{false};
+  bool programmatic_dependent_launch_ = false;
 };
 
 }  // namespace
@@ -311,7 +337,8 @@ bool cuda_available() noexcept {
   }
 }
 
-std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_override) {
+std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_override,
+                                           bool programmatic_dependent_launch) {
   const CudaDriver& d = cuda_driver();
   if (!d.available()) throw Error(Status::backend_error, "cuda backend: " + d.error);
   if (ordinal < 0 || ordinal >= d.device_count)
@@ -321,7 +348,7 @@ std::unique_ptr<Backend> make_cuda_backend(int ordinal, const std::string& arch_
   if (!arch_override.empty() && arch_override.rfind("sm_", 0) != 0 && arch_override.rfind("compute_", 0) != 0)
     throw Error(Status::invalid_argument,
                 fmt::format("arch \"{}\" is not allowed: must be sm_XX (CUBIN) or compute_XX (PTX)", arch_override));
-  return std::make_unique<CudaBackend>(d, ordinal, arch_override);
+  return std::make_unique<CudaBackend>(d, ordinal, arch_override, programmatic_dependent_launch);
 }
 
 }  // namespace ropejit

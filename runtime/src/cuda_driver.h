@@ -17,6 +17,7 @@ namespace ropejit {
   X(cuDeviceGetName) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)                \
   X(cuCtxGetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxSynchronize)              \
   X(cuModuleLoadDataEx) X(cuModuleGetFunction) X(cuModuleUnload) X(cuLaunchKernel)           \
+  X(cuLaunchKernelEx) X(cuOccupancyMaxActiveBlocksPerMultiprocessor)                         \
   X(cuGetErrorName) X(cuGetErrorString) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD)           \
   X(cuMemcpyDtoH) X(cuMemcpyDtoD) X(cuMemsetD8) X(cuEventCreate) X(cuEventRecord)            \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuEventDestroy) X(cuStreamCreate)            \

@@ -44,6 +44,8 @@ class HostLoadedModule final : public LoadedModule {
   const Binary& binary() const override { return binary_; }
   bool from_disk_cache() const override { return false; }
   double load_ms() const override { return binary_.compile_ms; }
+  // One block per worker thread: the host runs a block's threads in sequence.
+  int resident_blocks_per_sm(int) const override { return 1; }
 
  private:
   std::unique_ptr<HostModule> module_;

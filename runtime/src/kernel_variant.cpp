@@ -23,6 +23,7 @@ std::shared_ptr<const KernelVariant> KernelVariant::create(Backend& backend, con
   else
     v->module_ = load();
   v->from_cache_ = !created || v->module_->from_disk_cache();
+  if (config.grid == GridMode::persistent) v->blocks_per_sm_ = v->module_->resident_blocks_per_sm(config.block_threads);
   if (config.sincos == SinCosMode::table) {
     auto build = [&] { return build_cos_sin_table(plan, backend); };
     if (caches.tables)
@@ -44,7 +45,7 @@ CheckedLaunch KernelVariant::prepare(const Args& args) const {
 }
 
 LaunchDims KernelVariant::dims(int64_t rows) const {
-  return launch_dims(spec_, config_, rows, backend_->sm_count());
+  return launch_dims(spec_, config_, rows, backend_->sm_count(), blocks_per_sm_);
 }
 
 void KernelVariant::launch(const KernelParams& params, const LaunchDims& dims, void* stream) const {

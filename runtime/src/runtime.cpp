@@ -44,11 +44,11 @@ namespace {
 
 std::unique_ptr<Backend> open_backend(const RuntimeOptions& o) {
   switch (o.backend) {
-    case BackendKind::cuda: return make_cuda_backend(o.device, o.arch);
+    case BackendKind::cuda: return make_cuda_backend(o.device, o.arch, o.programmatic_dependent_launch);
     case BackendKind::host: return make_host_backend();
     case BackendKind::auto_: break;
   }
-  if (cuda_available()) return make_cuda_backend(o.device, o.arch);
+  if (cuda_available()) return make_cuda_backend(o.device, o.arch, o.programmatic_dependent_launch);
   return make_host_backend();
 }
 

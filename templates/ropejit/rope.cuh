@@ -175,6 +175,12 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
   typedef typename T::Storage S;
   typedef typename S::raw raw;
   constexpr int V = T::kVec;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // Programmatic dependent launch (a no-op when not launched with it): let the next kernel in
+  // the stream start launching now, and wait for the previous one's results before any read.
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
   const i64 items = work_items(W, launch_rows<T>(p));
   const i64 stride = (i64)gridDim.x * blockDim.x;
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {

@@ -206,6 +206,13 @@ static void check_warnings(void) {
   CHECK(st == ROPEJIT_STATUS_OK && rt != NULL, "0.1.0 struct_size gave %s: %s", ropejit_status_string(st),
         ropejit_last_error());
   ropejit_runtime_destroy(rt);
+  /* The header before programmatic_dependent_launch: accepted, the field keeps its default. */
+  options.struct_size = offsetof(ropejit_runtime_options, programmatic_dependent_launch);
+  rt = NULL;
+  st = ropejit_runtime_create(&options, &rt);
+  CHECK(st == ROPEJIT_STATUS_OK && rt != NULL, "pre-PDL struct_size gave %s: %s", ropejit_status_string(st),
+        ropejit_last_error());
+  ropejit_runtime_destroy(rt);
   options.struct_size = offsetof(ropejit_runtime_options, on_warning) - 8;
   st = ropejit_runtime_create(&options, &rt);
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "short struct_size gave %s", ropejit_status_string(st));

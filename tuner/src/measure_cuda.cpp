@@ -185,6 +185,9 @@ class CudaMeasurer final : public Measurer {
   }
 
   int sm_count() const override { return backend_->sm_count(); }
+  const GpuPart* gpu_part() const override {
+    return gpu_part_for_device(backend_->properties().name, backend_->sm_count());
+  }
 
   double now_ms() override {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();

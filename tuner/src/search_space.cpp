@@ -123,4 +123,32 @@ std::vector<Config> bucket_candidates(const Spec& spec, const std::vector<Config
   return out;
 }
 
+std::vector<Config> static_prune(const Spec& spec, const std::vector<Config>& candidates,
+                                 const std::vector<KernelStats>& stats, const GpuPart& part,
+                                 const WorkloadShape& shape, double factor, std::vector<PrunedConfig>* pruned) {
+  if (stats.size() != candidates.size())
+    throw Error(Status::internal, fmt::format("static_prune: {} stats for {} candidates", stats.size(), candidates.size()));
+  std::vector<Roofline> estimates;
+  double best_us = 0.0, memory_us = 0.0;
+  for (const KernelStats& s : stats) {
+    estimates.push_back(roofline(s, part, shape.rows, shape.bytes));
+    const double us = estimates.back().estimate_us;
+    if (us > 0 && (best_us == 0.0 || us < best_us)) best_us = us;
+    memory_us = std::max(memory_us, estimates.back().memory_us);
+  }
+  if (factor <= 0 || best_us <= 0 || memory_us < kStaticPruneMinMemoryUs) return candidates;
+  const Config fallback = default_config(spec);
+  std::vector<Config> out;
+  for (size_t i = 0; i < candidates.size(); ++i) {
+    const Roofline& r = estimates[i];
+    if (candidates[i] == fallback || r.estimate_us <= factor * best_us) {
+      out.push_back(candidates[i]);
+    } else if (pruned) {
+      pruned->push_back({candidates[i], fmt::format("static estimate {:.1f} us on {} ({}-bound) > {} x the best {:.1f} us",
+                                                    r.estimate_us, part.name, r.bound, factor, best_us)});
+    }
+  }
+  return out;
+}
+
 }  // namespace ropejit

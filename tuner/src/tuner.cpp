@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "ropejit/parallel.h"
+#include "ropejit/source.h"
 #include "ropejit/tuner.h"
 
 namespace ropejit {
@@ -50,6 +52,7 @@ class BucketTuner {
 
   BucketResult run(const Spec& spec, int64_t tokens, const std::vector<Config>& compiled,
                    const std::map<std::string, Resources>& resources,
+                   const std::map<std::string, KernelStats>& stats,
                    const std::function<void(int, int)>& on_candidate) {
     BucketResult b;
     b.tokens = tokens;
@@ -57,6 +60,18 @@ class BucketTuner {
     b.shape = workload_shape(spec, tokens);
     const Config fallback = default_config(spec);
     std::vector<Config> candidates = bucket_candidates(spec, compiled, tokens, m_.sm_count());
+    if (const GpuPart* part = m_.gpu_part(); part && !stats.empty()) {
+      std::vector<KernelStats> candidate_stats;
+      for (const Config& c : candidates) candidate_stats.push_back(stats.at(config_name(c)));
+      std::vector<PrunedConfig> pruned;
+      candidates = static_prune(spec, candidates, candidate_stats, *part, b.shape, o_.static_prune_factor, &pruned);
+      for (auto& p : pruned) {
+        CandidateResult r;
+        r.config = p.config;
+        r.rejected = "pruned: " + p.reason;
+        b.candidates.push_back(std::move(r));
+      }
+    }
     // The default goes first: it is the baseline and is measured whatever the budget.
     std::stable_partition(candidates.begin(), candidates.end(), [&](const Config& c) { return c == fallback; });
     m_.set_workload(b.shape);
@@ -158,6 +173,51 @@ class BucketTuner {
   double copy_gbps_;
 };
 
+/// The static report of every compiled candidate, by config name, when static pruning is on
+/// and possible (a known GPU part, CUBINs to read); else empty. Reports are made in parallel:
+/// each runs the disassembler.
+std::map<std::string, KernelStats> static_reports(const Spec& spec, const std::vector<Config>& configs,
+                                                  const std::vector<Measurer::Prepared>& prepared,
+                                                  const std::vector<Config>& compiled, const Measurer& measurer,
+                                                  const TuneOptions& options) {
+  std::map<std::string, KernelStats> out;
+  if (options.static_prune_factor <= 0 || !measurer.gpu_part()) return out;
+  std::vector<size_t> wanted;
+  for (size_t i = 0; i < configs.size() && i < prepared.size(); ++i) {
+    if (std::find(compiled.begin(), compiled.end(), configs[i]) == compiled.end()) continue;
+    if (!prepared[i].binary || prepared[i].binary->image.empty()) return {};  // nothing to read: no pruning
+    wanted.push_back(i);
+  }
+  // One report per distinct source: configs sharing one differ only in launch fields.
+  std::vector<Source> sources;
+  std::vector<size_t> first_config, source_of(wanted.size());
+  std::map<std::string, size_t> by_hash;
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    Source src = generate_source(make_plan(spec, configs[wanted[k]]));
+    const auto [it, added] = by_hash.emplace(src.hash.hex(), sources.size());
+    if (added) {
+      sources.push_back(std::move(src));
+      first_config.push_back(wanted[k]);
+    }
+    source_of[k] = it->second;
+  }
+  std::vector<std::optional<KernelStats>> reports(sources.size());
+  parallel_for(sources.size(), worker_threads(0), [&](size_t j) {
+    try {
+      reports[j] = kernel_stats(spec, configs[first_config[j]], sources[j], *prepared[first_config[j]].binary);
+    } catch (const Error&) {
+      // No report for this one: static pruning is left off for the spec (below).
+    }
+  });
+  for (size_t k = 0; k < wanted.size(); ++k) {
+    if (!reports[source_of[k]]) return {};  // a partial set would rank against a wrong best
+    KernelStats own = *reports[source_of[k]];
+    own.config = config_name(configs[wanted[k]]);
+    out.emplace(own.config, std::move(own));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::vector<TuningEntry> SpecTuneResult::entries() const {
@@ -219,6 +279,8 @@ std::vector<SpecTuneResult> tune(const std::vector<Spec>& specs, Measurer& measu
                                                        config_name(c), specs[si].name, p.error));
       else result.compile_rejected.push_back(std::move(r));
     }
+    const std::map<std::string, KernelStats> stats =
+        static_reports(specs[si], result.space.configs, prepared, compiled, measurer, options);
     for (size_t ti = 0; ti < token_counts.size(); ++ti) {
       const double unit_index = double(si * token_counts.size() + ti);
       auto on_candidate = [&](int i, int n) {
@@ -237,7 +299,7 @@ std::vector<SpecTuneResult> tune(const std::vector<Spec>& specs, Measurer& measu
         p.eta_s = done > 0 ? p.elapsed_s / done - p.elapsed_s : 0.0;
         progress(p);
       };
-      result.buckets.push_back(bucket_tuner.run(specs[si], token_counts[ti], compiled, resources, on_candidate));
+      result.buckets.push_back(bucket_tuner.run(specs[si], token_counts[ti], compiled, resources, stats, on_candidate));
     }
     results.push_back(std::move(result));
   }

@@ -65,8 +65,11 @@ struct LaunchDims {
   unsigned block = 1;
 };
 
-/// Launch dimensions; `sm_count` sizes the persistent grid (ignored in blocks mode).
-LaunchDims launch_dims(const Spec& spec, const Config& config, int64_t rows, int sm_count);
+/// Launch dimensions; a persistent grid is `sm_count` x `blocks_per_sm` blocks (the occupancy
+/// the loaded kernel reaches; <= 0: the thread limit's bound, 2048 / block_threads). Blocks
+/// mode ignores both.
+LaunchDims launch_dims(const Spec& spec, const Config& config, int64_t rows, int sm_count,
+                       int blocks_per_sm = 0);
 
 /// JSON text of a config and back (throws Error(invalid_argument) naming the field).
 std::string config_to_json(const Config& config);

@@ -24,10 +24,16 @@ struct Binary {
 
 /// Compiles a source for `arch` ("sm_80", "sm_90", "sm_90a", "compute_90" for PTX).
 /// On failure throws Error(compile_error) with the log and the offending source lines.
+/// libnvrtc is loaded on the first call of this or nvrtc_version(): $ROPEJIT_NVRTC_LIBRARY when
+/// set, else the one found at build time, else libnvrtc.so.<major>; Error(compile_error) when none loads.
 Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx = false);
 
-/// "13.0" — part of every cache key.
+/// "13.0" — part of every cache key. Loads NVRTC like compile_nvrtc().
 std::string nvrtc_version();
+
+/// Architectures this NVRTC compiles for (75, 80, 86, 89, 90, ...), ascending; empty when NVRTC
+/// cannot be loaded or cannot say.
+std::vector<int> nvrtc_supported_archs();
 
 /// The NVRTC options used for `arch` (part of the cache key).
 std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx);

@@ -29,6 +29,11 @@ const std::vector<GpuPart>& gpu_parts();
 /// The part named `name` (case-insensitive); Error(invalid_argument) listing the known names.
 const GpuPart& find_gpu_part(const std::string& name);
 
+/// The part a device is, from its name (cuDeviceGetName) and SM count: the part whose model
+/// key ("H100", "A100", "L40S", "4090", ...) the name contains and whose SM count matches; null
+/// when none does (another variant of the chip: the table's figures would not hold).
+const GpuPart* gpu_part_for_device(const std::string& device_name, int sm_count);
+
 /// The estimate for one part and one launch size.
 struct Roofline {
   std::string part;

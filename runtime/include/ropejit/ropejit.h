@@ -93,6 +93,11 @@ typedef struct ropejit_runtime_options {
    *  A caller built against 0.1.0's header (struct_size ending before on_warning) gets NULL. */
   void (*on_warning)(const char* message, void* user_data);
   void* user_data;           /**< passed to on_warning unchanged */
+  /** 1: launch with programmatic dependent launch (sm_90+ kernels on the cuda backend): a
+   *  kernel may start while the previous one in its stream finishes and waits in-kernel for its
+   *  results. Default 0. A caller built against an earlier header (struct_size ending before
+   *  this field) gets 0. */
+  int programmatic_dependent_launch;
 } ropejit_runtime_options;
 
 /** One launch's arguments; the one definition of them: ropejit::Args (ropejit/runtime.h) is

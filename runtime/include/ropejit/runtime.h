@@ -30,6 +30,10 @@ struct RuntimeOptions {
   std::string tuning_db;       ///< tuning database path; empty: ROPEJIT_TUNING_DB or none
   std::string arch;            ///< override the compile target ("sm_90"); empty: the device's
   int device = 0;              ///< CUDA device ordinal
+  /// Launch with programmatic dependent launch (cuda backend, sm_90+ kernels): a kernel may
+  /// start while the previous kernel in its stream finishes; it waits in-kernel
+  /// (griddepcontrol.wait) before reading any input. Ignored on the host backend and below sm_90.
+  bool programmatic_dependent_launch = false;
   /// Receives each warning (a disabled disk cache, an ignored or mismatched tuning database)
   /// as its text without the "ropejit: warning: " prefix, on the thread that raised it (inside
   /// the Runtime constructor or get()). Empty: "ropejit: warning: <text>" on stderr, once per

@@ -14,6 +14,8 @@
 #include "ropejit/buckets.h"
 #include "ropejit/compile.h"
 #include "ropejit/config.h"
+#include "ropejit/kernel_stats.h"
+#include "ropejit/roofline.h"
 #include "ropejit/spec.h"
 #include "ropejit/tuning_db.h"
 
@@ -60,6 +62,20 @@ WorkloadShape workload_shape(const Spec& spec, int64_t tokens);
 std::vector<Config> bucket_candidates(const Spec& spec, const std::vector<Config>& space, int64_t tokens,
                                       int sm_count, std::vector<PrunedConfig>* pruned = nullptr);
 
+/// Modelled memory time below which the static estimate does not prune: launch overhead, which
+/// the model leaves out, dominates there.
+constexpr double kStaticPruneMinMemoryUs = 20.0;
+
+/// Bucket pruning by the static model (ropejit/roofline.h): each candidate's roofline estimate
+/// on `part` for `shape`; those slower than `factor` x the best estimate are left out, except
+/// the default. Nothing is pruned when `factor` <= 0 or the modelled memory time is below
+/// kStaticPruneMinMemoryUs. `stats[i]` belongs to `candidates[i]`; `pruned` (optional)
+/// receives the reasons.
+std::vector<Config> static_prune(const Spec& spec, const std::vector<Config>& candidates,
+                                 const std::vector<KernelStats>& stats, const GpuPart& part,
+                                 const WorkloadShape& shape, double factor,
+                                 std::vector<PrunedConfig>* pruned = nullptr);
+
 // ---------------------------------------------------------------- measuring
 
 /// Where the tuner compiles, checks and times candidates.
@@ -86,6 +102,8 @@ class Measurer {
   virtual double copy_bandwidth_gbps() = 0;
   /// SMs of the device (sizes persistent grids and bucket pruning).
   virtual int sm_count() const = 0;
+  /// The roofline part this device is (gpu_part_for_device), or null: no static pruning.
+  virtual const GpuPart* gpu_part() const { return nullptr; }
   /// Milliseconds on the clock the budget is kept on (GPU: steady clock; fakes: simulated).
   virtual double now_ms() = 0;
 };
@@ -117,6 +135,10 @@ struct TuneOptions {
   int max_samples = 200;
   int head_to_head = 3;        ///< best few re-measured together (plus the default)
   double head_to_head_share = 0.25;  ///< budget fraction kept for the head-to-head round
+  /// Candidates the static model estimates slower than this x the best are not measured
+  /// (static_prune); 0 (default) = measure every candidate. Off by default: it costs one
+  /// disassembly per source, and at 1.5 it pruned nothing in the specs tried (docs/PERF.md).
+  double static_prune_factor = 0.0;
 };
 
 /// Progress of a tuning run (for a progress line).
