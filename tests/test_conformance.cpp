@@ -3,6 +3,7 @@
 // rotary × GQA × every rope_type × positions × token counts × both angle modes.
 #include <random>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "backend.h"
@@ -144,6 +145,63 @@ TEST_P(Conformance, OffsetPositions) {
         }
         ++index;
       }
+}
+
+// Multimodal positions [3, T] (Qwen2-VL contiguous sections, Qwen3-VL interleaved) crossed with
+// layout, dtype, partial rotary, GQA, scaling type, input/output forms, bias, both position
+// types, both sincos modes and both angle modes; every element checked at decode and prefill sizes.
+TEST_P(Conformance, MropePositions) {
+  struct MropeShape {
+    int head_dim, rotary_dim;
+    std::vector<int> contiguous, interleaved;  // each sums to rotary_dim / 2
+  };
+  const MropeShape shapes[] = {{128, 128, {16, 24, 24}, {24, 20, 20}},
+                               {80, 64, {8, 12, 12}, {12, 10, 10}},
+                               {64, 64, {10, 11, 11}, {12, 10, 10}},
+                               {96, 32, {4, 6, 6}, {6, 5, 5}}};
+  const char* const rope_types[] = {"default", "linear", "yarn", "llama3", "ntk"};
+  int index = 0;
+  for (int round = 0; round < 2; ++round)
+  for (bool interleaved : {false, true})
+    for (const char* layout : {"neox", "interleaved"})
+      for (const char* dtype : kDtypes) {
+        const MropeShape& shape = shapes[(index + round) % std::size(shapes)];
+        SpecFields f;
+        f.name = "mrope";
+        f.positions = "mrope";
+        f.mrope_section = interleaved ? shape.interleaved : shape.contiguous;
+        f.mrope_interleaved = interleaved;
+        f.layout = layout;
+        f.dtype = dtype;
+        f.head_dim = shape.head_dim;
+        f.rotary_dim = shape.rotary_dim;
+        f.num_kv_heads = 1 + index % 2;
+        f.num_q_heads = f.num_kv_heads * kGqaRatios[index % 4];
+        f.angle = index % 3 ? "fp32" : "exact";
+        f.max_position_embeddings = 4096;
+        const std::string rope_type = rope_types[index % std::size(rope_types)];
+        for (const auto& block : ropejit::test::rope_blocks_for_every_type(shape.rotary_dim, f.max_position_embeddings))
+          if (block["rope_type"] == rope_type) f.rope = block;
+        f.input = index % 4 == 1 ? "packed_qkv" : "separate";
+        f.output = index % 3 == 2 ? "separate" : "inplace";
+        f.qkv_bias = index % 5 == 3;
+        f.copy_v = f.input == "packed_qkv" && (f.output != "inplace" || f.qkv_bias);
+        const Spec spec = ropejit::test::make_spec(f);
+        Config config = default_config(spec);
+        if (index % 4 == 3 && !config_problem(spec, [&] { Config t = config; t.sincos = SinCosMode::table; return t; }()))
+          config.sincos = SinCosMode::table;
+        const Kernel kernel = runtime().get(spec, config);
+        for (int64_t tokens : {int64_t(1), int64_t(5), int64_t(333)}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.positions_type = index % 2 ? PositionsType::int64 : PositionsType::int32;
+          o.max_position = index % 2 ? 3 * f.max_position_embeddings : f.max_position_embeddings;
+          expect_case(kernel, o, fmt::format("mrope{} {} {} {} {} {}", interleaved ? " interleaved" : "", layout, dtype,
+                                             rope_type, f.input, f.output));
+        }
+        ++index;
+      }
+  EXPECT_EQ(index, 24);
 }
 
 // Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.

@@ -39,6 +39,10 @@ std::vector<Spec> every_spec_and_io_form() {
               nlohmann::json j = base;
               j["io"] = {{"input", input.name}, {"output", output.name}, {"positions", positions.name},
                          {"copy_v", copy_v}, {"qkv_bias", bias}};
+              if (positions.value == PositionsForm::mrope) {  // sections of the spec's own rotary_dim
+                const int half = (j.contains("rotary_dim") ? j["rotary_dim"].get<int>() : j["head_dim"].get<int>()) / 2;
+                j["io"]["mrope_section"] = {half - 2 * (half / 4), half / 4, half / 4};
+              }
               try {
                 out.push_back(parse_spec(j.dump()));
               } catch (const SpecError&) {
@@ -62,6 +66,7 @@ int64_t documented_bytes(const Spec& spec, int64_t tokens, int batch, int64_t S)
     case PositionsForm::explicit_: bytes += tokens * 4; break;  // int32
     case PositionsForm::varlen: bytes += (batch + 1) * 4 + batch * 8; break;
     case PositionsForm::offset: bytes += 8; break;  // start_pos[0]
+    case PositionsForm::mrope: bytes += 3 * tokens * 4; break;  // [3, T] int32
   }
   return bytes;
 }

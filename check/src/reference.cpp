@@ -44,6 +44,11 @@ Sequences split_sequences(const RefProblem& problem) {
 }
 
 std::vector<int64_t> token_positions(const Spec& spec, const RefProblem& problem, const Sequences& seqs) {
+  if (spec.io.positions == PositionsForm::mrope) {  // [3, T]: the temporal stream stands for the token
+    if (static_cast<int64_t>(problem.positions.size()) != 3 * problem.num_tokens)
+      bad_problem("mrope positions need 3 * num_tokens entries ([3, T])");
+    return std::vector<int64_t>(problem.positions.begin(), problem.positions.begin() + problem.num_tokens);
+  }
   if (spec.io.positions == PositionsForm::explicit_) {
     if (static_cast<int64_t>(problem.positions.size()) != problem.num_tokens)
       bad_problem("explicit positions need num_tokens entries");
@@ -65,6 +70,32 @@ std::vector<int64_t> token_positions(const Spec& spec, const RefProblem& problem
     positions[t] = start + seqs.row_of_token[t];
   }
   return positions;
+}
+
+/// The position stream of each frequency pair, built the way HF builds it. Qwen2-VL
+/// (apply_multimodal_rotary_pos_emb): cos/sin of width rotary_dim (the d/2 frequencies twice)
+/// split into chunks of mrope_section * 2, chunk i taken from stream i % 3. Qwen3-VL
+/// (apply_interleaved_mrope): the temporal stream's frequencies, with slice(1, 3 h, 3) taken
+/// from height and slice(2, 3 w, 3) from width. Every other form: stream 0 throughout.
+std::vector<int> pair_streams(const Spec& spec) {
+  const int half = spec.rotary_dim / 2;
+  std::vector<int> stream(static_cast<size_t>(half), 0);
+  if (spec.io.positions != PositionsForm::mrope) return stream;
+  const std::vector<int>& section = spec.io.mrope_section;
+  if (section.size() != 3) bad_problem("mrope needs io.mrope_section of 3 counts");
+  if (spec.io.mrope_interleaved) {
+    for (int dim = 1; dim <= 2; ++dim)
+      for (int j = dim; j < 3 * section[dim] && j < half; j += 3) stream[j] = dim;
+    return stream;
+  }
+  std::vector<int> emb;  // stream of each of the rotary_dim cos/sin columns
+  for (int chunk = 0; chunk < 6; ++chunk) emb.insert(emb.end(), section[chunk % 3], chunk % 3);
+  if (static_cast<int>(emb.size()) != 2 * half) bad_problem("mrope_section must sum to rotary_dim / 2");
+  for (int j = 0; j < half; ++j) {
+    if (emb[j] != emb[j + half]) bad_problem("mrope columns j and j + d/2 disagree");  // rotate_half pairs them
+    stream[j] = emb[j];
+  }
+  return stream;
 }
 
 /// Reads head rows of one role (q, k or v) from either input form.
@@ -135,8 +166,15 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   const Sequences seqs = split_sequences(problem);
   RefOutputs out;
   out.token_positions = token_positions(spec, problem, seqs);
+  const std::vector<int> streams = pair_streams(spec);
+  // Position of token t for pair i: its stream's entry of the [3, T] array (mrope), else the token's.
+  auto position_of = [&](int64_t t, int i) {
+    return spec.io.positions == PositionsForm::mrope ? problem.positions[static_cast<size_t>(streams[i] * T + t)]
+                                                     : out.token_positions[t];
+  };
   int64_t max_position = -1;
-  for (int64_t p : out.token_positions) max_position = std::max(max_position, p);
+  for (int64_t p : spec.io.positions == PositionsForm::mrope ? problem.positions : out.token_positions)
+    max_position = std::max(max_position, p);
   out.run_length = problem.run_length > 0 ? problem.run_length : max_position + 1;
   out.freqs = reference_freqs(spec, out.run_length, /*hf_fp32=*/true);
 
@@ -205,8 +243,8 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   std::vector<double> row(static_cast<size_t>(D));
   for (int64_t t = 0; t < T; ++t) {
     for (int i = 0; i < pairs; ++i) {
-      const double position = static_cast<double>(out.token_positions[t]);
-      angle[i] = reference_angle(spec, out.token_positions[t], out.freqs.inv_freq[i]);
+      const double position = static_cast<double>(position_of(t, i));
+      angle[i] = reference_angle(spec, position_of(t, i), out.freqs.inv_freq[i]);
       angle_slack[i] = position * out.freqs.inv_freq[i] * float_ulp +
                        (spec.angle == AnglePrecision::fp32 ? std::fabs(angle[i]) * float_ulp : 0.0);
     }

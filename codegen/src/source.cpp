@@ -104,6 +104,12 @@ Source generate_source(const Plan& plan) {
   form_flags(t, "Input", s.io.input);
   form_flags(t, "Output", s.io.output);
   form_flags(t, "Positions", s.io.positions);
+  if (s.io.positions == PositionsForm::mrope) {  // pairs per position stream (rope.cuh mrope_stream)
+    line("int", "kMropeTemporal", s.io.mrope_section.at(0));
+    line("int", "kMropeHeight", s.io.mrope_section.at(1));
+    line("int", "kMropeWidth", s.io.mrope_section.at(2));
+    line("bool", "kMropeInterleaved", s.io.mrope_interleaved);
+  }
   line("bool", "kAngleExact", s.angle == AnglePrecision::exact);
   form_flags(t, "Rope", s.rope.type);  // kRopeDynamic, kRopeLongrope, ...: run-time frequency hooks
   t += fmt::format("  static constexpr float kAttentionFactor = {};\n",

@@ -90,8 +90,9 @@ void check_varlen_host(const Spec& spec, const Args& a) {
                                     a.max_seq_len, longest));
 }
 
-void check_positions_host(const Args& a) {
-  for (int64_t t = 0; t < a.num_tokens; ++t) {
+// Explicit [T] or mrope [3, T] positions: every entry in [0, 2^31) and below seq_len when given.
+void check_positions_host(const Args& a, int64_t count) {
+  for (int64_t t = 0; t < count; ++t) {
     const int64_t p = a.positions_type == PositionsType::int64
                           ? static_cast<const int64_t*>(a.positions)[t]
                           : static_cast<const int32_t*>(a.positions)[t];
@@ -142,6 +143,17 @@ void bind_positions_explicit(const FormContext& c, const Args& a, KernelParams& 
   check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is explicit");
   check_null(a.start_pos, "start_pos", "when the spec's io.positions is explicit");
   if (c.any) check_present(a.positions, "positions", "when the spec's io.positions is explicit");
+  check_aligned(a.positions, a.positions_type == PositionsType::int64 ? 8 : 4, "positions");
+  p.positions = a.positions;
+  p.positions_are_int64 = a.positions_type == PositionsType::int64;
+}
+
+// Multimodal positions: one int32/int64 array [3, num_tokens], stream-major (temporal, height,
+// width), as HF's position_ids of Qwen2-VL.
+void bind_positions_mrope(const FormContext& c, const Args& a, KernelParams& p) {
+  check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is mrope");
+  check_null(a.start_pos, "start_pos", "when the spec's io.positions is mrope");
+  if (c.any) check_present(a.positions, "positions", "when the spec's io.positions is mrope ([3, num_tokens])");
   check_aligned(a.positions, a.positions_type == PositionsType::int64 ? 8 : 4, "positions");
   p.positions = a.positions;
   p.positions_are_int64 = a.positions_type == PositionsType::int64;
@@ -280,6 +292,11 @@ void buffers_positions_explicit(const Spec&, const LaunchShape& shape, std::vect
   out.push_back({"positions", BufferKind::positions, shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr});
 }
 
+void buffers_positions_mrope(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
+  out.push_back({"positions", BufferKind::positions, 3 * shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr});
+}
+
 void buffers_positions_varlen(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
   out.push_back(
       {"cu_seqlens", BufferKind::cu_seqlens, int64_t(shape.batch) + 1, 1, 1, 4, 1, false, bind_cu_seqlens_ptr});
@@ -337,7 +354,11 @@ struct OutputFormOps {
 };
 
 void check_positions_host_form(const Spec&, const Args& a) {
-  if (a.num_tokens > 0) check_positions_host(a);
+  if (a.num_tokens > 0) check_positions_host(a, a.num_tokens);
+}
+
+void check_mrope_host(const Spec&, const Args& a) {
+  if (a.num_tokens > 0) check_positions_host(a, 3 * a.num_tokens);
 }
 
 constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separate, buffers_input_separate},
@@ -345,7 +366,8 @@ constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separat
 constexpr PositionsFormOps kPositionsForms[] = {
     {PositionsForm::explicit_, bind_positions_explicit, check_positions_host_form, buffers_positions_explicit},
     {PositionsForm::varlen, bind_positions_varlen, check_varlen_host, buffers_positions_varlen},
-    {PositionsForm::offset, bind_positions_offset, check_offset_host, buffers_positions_offset}};
+    {PositionsForm::offset, bind_positions_offset, check_offset_host, buffers_positions_offset},
+    {PositionsForm::mrope, bind_positions_mrope, check_mrope_host, buffers_positions_mrope}};
 constexpr OutputFormOps kOutputForms[] = {{OutputForm::inplace, bind_output_inplace, buffers_output_inplace},
                                           {OutputForm::separate, bind_output_separate, buffers_output_separate},
                                           {OutputForm::padded_bhsd, bind_output_padded, buffers_output_padded}};

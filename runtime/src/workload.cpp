@@ -75,6 +75,15 @@ void draw_positions(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload
   w.seq_len = 1 + (o.tokens ? *std::max_element(w.positions.begin(), w.positions.end()) : 0);
 }
 
+// mrope: [3, T] positions, stream-major; each stream drawn on its own (a vision token's height
+// and width differ from its temporal position).
+void draw_mrope(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
+  std::uniform_int_distribution<int64_t> position(0, std::max<int64_t>(o.max_position - 1, 0));
+  w.positions.resize(static_cast<size_t>(3 * o.tokens));
+  for (auto& p : w.positions) p = position(rng);
+  w.seq_len = 1 + (o.tokens ? *std::max_element(w.positions.begin(), w.positions.end()) : 0);
+}
+
 // Offset: one sequence whose positions start_pos[0] + [0, T) stay below max_position.
 void draw_offset(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
   const int64_t start = std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(o.max_position - o.tokens, 0))(rng);
@@ -122,6 +131,7 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
     case PositionsForm::explicit_: draw_positions(o, rng, w); break;
     case PositionsForm::varlen: draw_sequences(spec, o, rng, w); break;
     case PositionsForm::offset: draw_offset(o, rng, w); break;
+    case PositionsForm::mrope: draw_mrope(o, rng, w); break;
   }
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows: a kernel must leave them untouched.

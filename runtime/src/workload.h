@@ -37,7 +37,7 @@ struct HostBuffer {
 struct HostWorkload {
   LaunchShape shape;                ///< T, batch, S, positions type
   std::vector<HostBuffer> buffers;  ///< in launch_buffers order, strides applied
-  std::vector<int64_t> positions;   ///< explicit positions [T] (also in the "positions" buffer)
+  std::vector<int64_t> positions;   ///< explicit [T] or mrope [3, T] positions (also the "positions" buffer)
   std::vector<int32_t> cu_seqlens;  ///< varlen [batch + 1]
   std::vector<int64_t> start_pos;   ///< varlen [batch]
   int64_t seq_len = 1;              ///< run length: max(position) + 1 (at least 1)

@@ -92,15 +92,30 @@ ordered_json io_schema() {
                            "v is read and written too (default: true for packed_qkv input with a "
                            "non-inplace output or a bias)"},
                           {"type", "boolean"}};
-  properties["positions"] = enum_schema<PositionsForm>("explicit per-token positions or varlen (default explicit)");
+  properties["positions"] = enum_schema<PositionsForm>(
+      "explicit per-token positions, varlen, one sequence at an offset, or multimodal [3, T] (default explicit)");
+  properties["mrope_section"] = {
+      {"description", "positions mrope: pairs rotated by the temporal, height and width streams (sum rotary_dim / 2)"},
+      {"type", "array"},
+      {"items", {{"type", "integer"}, {"minimum", 1}}},
+      {"minItems", 3},
+      {"maxItems", 3}};
+  properties["mrope_interleaved"] = {
+      {"description", "positions mrope: Qwen3-VL interleaving (height and width take every third pair; default false)"},
+      {"type", "boolean"}};
   ordered_json padded_needs_varlen{
       {"if", {{"properties", {{"output", {{"const", "padded_bhsd"}}}}}, {"required", ordered_json::array({"output"})}}},
       {"then", {{"properties", {{"positions", {{"const", "varlen"}}}}}, {"required", ordered_json::array({"positions"})}}}};
+  ordered_json mrope_needs_section{
+      {"if", {{"properties", {{"positions", {{"const", "mrope"}}}}}, {"required", ordered_json::array({"positions"})}}},
+      {"then", {{"required", ordered_json::array({"mrope_section"})}}},
+      {"else", {{"not", {{"anyOf", ordered_json::array({{{"required", ordered_json::array({"mrope_section"})}},
+                                                        {{"required", ordered_json::array({"mrope_interleaved"})}}})}}}}}};
   return {{"description", "how q/k/v arrive and leave"},
           {"type", "object"},
           {"properties", properties},
           {"additionalProperties", false},
-          {"allOf", ordered_json::array({padded_needs_varlen})}};
+          {"allOf", ordered_json::array({padded_needs_varlen, mrope_needs_section})}};
 }
 
 }  // namespace

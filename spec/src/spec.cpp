@@ -123,6 +123,10 @@ ordered_json spec_to_json(const Spec& spec) {
   io["qkv_bias"] = spec.io.qkv_bias;
   io["copy_v"] = spec.io.copy_v;
   io["positions"] = std::string(to_string(spec.io.positions));
+  if (spec.io.positions == PositionsForm::mrope) {
+    io["mrope_section"] = spec.io.mrope_section;
+    io["mrope_interleaved"] = spec.io.mrope_interleaved;
+  }
   out["io"] = std::move(io);
   return out;
 }

@@ -125,7 +125,7 @@ const std::vector<std::string_view>& spec_required_keys() {
 
 const std::vector<std::string_view>& spec_io_keys() {
   static const std::vector<std::string_view> keys{"input", "output", "qkv_bias", "copy_v",
-                                                  "positions"};
+                                                  "positions", "mrope_section", "mrope_interleaved"};
   return keys;
 }
 
@@ -439,7 +439,55 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
   return rope;
 }
 
-IoSpec read_io(const json* block, Reader& reader) {
+// io.mrope_section and io.mrope_interleaved: only with positions mrope, three counts of pairs
+// summing to rotary_dim / 2; interleaved, the height and width streams take pairs 1, 4, ... and
+// 2, 5, ... below 3 x their count, which must fit in the pairs.
+void read_mrope(const json& block, const std::string& base, int rotary_dim, RopeType rope_type, IoSpec& io,
+                Reader& reader) {
+  const json* section = member(block, "mrope_section");
+  const json* interleaved = member(block, "mrope_interleaved");
+  if (io.positions != PositionsForm::mrope) {
+    if (section) reader.not_allowed(base + "/mrope_section", *section, "absent unless io.positions is \"mrope\"");
+    if (interleaved)
+      reader.not_allowed(base + "/mrope_interleaved", *interleaved, "absent unless io.positions is \"mrope\"");
+    return;
+  }
+  if (interleaved) io.mrope_interleaved = reader.boolean(*interleaved, base + "/mrope_interleaved").value_or(false);
+  // dynamic NTK and LongRoPE pick their frequencies from the sequence length, which three
+  // position streams leave undefined (no released model combines them).
+  if (rope_type == RopeType::dynamic || rope_type == RopeType::longrope)
+    reader.not_allowed(base + "/positions", std::string("mrope"),
+                       fmt::format("another form with rope_type {} (its frequencies depend on the sequence "
+                                   "length, which three position streams do not define)",
+                                   to_string(rope_type)));
+  const int pairs = rotary_dim / 2;
+  const std::string must = fmt::format("a list of 3 integers >= 1 (temporal, height, width pairs) summing to "
+                                       "rotary_dim / 2 = {}", pairs);
+  if (!section) {
+    reader.add(base + "/mrope_section", "missing: io.positions \"mrope\" needs it (" + must + ")");
+    return;
+  }
+  if (!section->is_array() || section->size() != 3) {
+    reader.not_allowed(base + "/mrope_section", *section, must);
+    return;
+  }
+  std::vector<int> counts;
+  for (size_t i = 0; i < 3; ++i)
+    if (auto n = reader.integer((*section)[i], fmt::format("{}/mrope_section/{}", base, i), 1, kMaxHeadDim))
+      counts.push_back(static_cast<int>(*n));
+  if (counts.size() != 3) return;
+  if (pairs > 0 && counts[0] + counts[1] + counts[2] != pairs) {
+    reader.not_allowed(base + "/mrope_section", *section, must);
+    return;
+  }
+  if (io.mrope_interleaved && pairs > 0 && 3 * std::max(counts[1], counts[2]) > pairs)
+    reader.not_allowed(base + "/mrope_section", *section,
+                       fmt::format("height and width counts <= rotary_dim / 6 = {} with mrope_interleaved "
+                                   "(every third pair of the {})", pairs / 3, pairs));
+  io.mrope_section = counts;
+}
+
+IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_type) {
   const std::string base = "/io";
   IoSpec io;
   if (!block) return io;
@@ -470,6 +518,7 @@ IoSpec read_io(const json* block, Reader& reader) {
   if (io.output == OutputForm::padded_bhsd && io.positions != PositionsForm::varlen)
     reader.not_allowed(base + "/positions", std::string(to_string(io.positions)),
                        "\"varlen\" when output is padded_bhsd");
+  read_mrope(*block, base, rotary_dim, rope_type, io, reader);
   return io;
 }
 
@@ -564,7 +613,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     spec.angle = reader.enumeration<AnglePrecision>(*v, "/angle").value_or(spec.angle);
   if (const json* v = required("rope"))
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings);
-  spec.io = read_io(member(document, "io"), reader);
+  spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type);
   return spec;
 }
 

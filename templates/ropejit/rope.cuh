@@ -45,10 +45,37 @@ __device__ __forceinline__ int find_sequence(const int* cu_seqlens, int batch, i
 // Where one row's data comes from and goes to.
 struct RowRef {
   i64 token;     // input token index, or -1 for a padding row
-  i64 position;  // rotation position
+  i64 position;  // rotation position (mrope: the temporal stream's)
   i64 out_batch; // output sequence index (padded) or 0
   i64 out_row;   // output row: token (token-major) or slot within the sequence (padded)
+  i64 stream_position[3];  // mrope only: temporal, height, width positions
 };
+
+// mrope: the position stream rotating frequency pair `pair`. Contiguous sections (Qwen2-VL's
+// mrope_section split of cos/sin), or interleaved (Qwen3-VL: height and width take pairs
+// 1, 4, 7, ... and 2, 5, 8, ... below three times their counts; temporal the rest).
+template <class T>
+__device__ __forceinline__ int mrope_stream(int pair) {
+  if constexpr (T::kMropeInterleaved) {
+    const int r = pair % 3;
+    if (r == 1 && pair < 3 * T::kMropeHeight) return 1;
+    if (r == 2 && pair < 3 * T::kMropeWidth) return 2;
+    return 0;
+  } else {
+    return pair < T::kMropeTemporal ? 0 : (pair < T::kMropeTemporal + T::kMropeHeight ? 1 : 2);
+  }
+}
+
+// The position a token's row rotates pair `pair` by.
+template <class T>
+__device__ __forceinline__ i64 pair_position(const RowRef& ref, int pair) {
+  if constexpr (T::kPositionsMrope) {
+    const int stream = mrope_stream<T>(pair);
+    return stream == 0 ? ref.stream_position[0] : (stream == 1 ? ref.stream_position[1] : ref.stream_position[2]);
+  } else {
+    return ref.position;
+  }
+}
 
 template <class T>
 __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
@@ -71,6 +98,14 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
       r.position = (p.start_pos ? __ldg(p.start_pos + b) : 0) + (row - __ldg(p.cu_seqlens + b));
     } else if constexpr (T::kPositionsOffset) {
       r.position = (p.start_pos ? __ldg(p.start_pos) : 0) + row;
+    } else if constexpr (T::kPositionsMrope) {  // [3, T]: stream s of token t at s * T + t
+#pragma unroll
+      for (int stream = 0; stream < 3; ++stream) {
+        const i64 at = stream * p.num_tokens + row;
+        r.stream_position[stream] = p.positions_are_int64 ? __ldg((const i64*)p.positions + at)
+                                                          : (i64)__ldg((const int*)p.positions + at);
+      }
+      r.position = r.stream_position[0];
     } else {
       r.position = p.positions_are_int64 ? __ldg((const i64*)p.positions + row)
                                          : (i64)__ldg((const int*)p.positions + row);
@@ -115,11 +150,31 @@ __device__ __forceinline__ double pair_angle(i64 position, float inv) {
 
 template <class T>
 __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* inv_freq,
-                                            const float* inv_freq_long, i64 position,
+                                            const float* inv_freq_long, const RowRef& ref,
                                             int first_pair,
                                             float (&cos_out)[rope_shape<T>().pairs_per_lane],
                                             float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
   constexpr WorkShape W = rope_shape<T>();
+  if constexpr (T::kPositionsMrope) {  // each pair's own stream position (table rows per pair)
+#pragma unroll
+    for (int i = 0; i < W.pairs_per_lane; ++i) {
+      const int pair = first_pair + i;
+      const i64 position = pair_position<T>(ref, pair);
+      if constexpr (T::kTableSinCos) {
+        if (position >= 0 && position < p.cos_sin_table_rows) {
+          const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
+          cos_out[i] = __ldg(row + pair);
+          sin_out[i] = __ldg(row + W.half + pair);
+          continue;
+        }
+      }
+      const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
+      cos_out[i] = sc.cos * T::kAttentionFactor;
+      sin_out[i] = sc.sin * T::kAttentionFactor;
+    }
+    return;
+  }
+  const i64 position = ref.position;
   if constexpr (T::kTableSinCos) {
     if (position >= 0 && position < p.cos_sin_table_rows) {  // else computed, as below
       const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
@@ -194,7 +249,7 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
 
     float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
     if (rotating_lane && group < W.rot_heads && has_token<T>(ref))
-      pair_angles<T>(p, inv_freq, inv_freq_long, ref.position, first_pair, cos_v, sin_v);
+      pair_angles<T>(p, inv_freq, inv_freq_long, ref, first_pair, cos_v, sin_v);
 
     // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
     // compile time, while the stores below already order the heads.

@@ -10,6 +10,8 @@ nlohmann::json spec_json(const SpecFields& f) {
   nlohmann::json io = {{"input", f.input}, {"output", f.output}, {"qkv_bias", f.qkv_bias},
                        {"positions", f.positions}};
   if (f.copy_v || (f.input == "packed_qkv" && f.output != "inplace")) io["copy_v"] = true;
+  if (!f.mrope_section.empty()) io["mrope_section"] = f.mrope_section;
+  if (f.mrope_interleaved) io["mrope_interleaved"] = true;
   return {{"name", f.name},
           {"head_dim", f.head_dim},
           {"rotary_dim", f.rotary_dim},

@@ -27,6 +27,8 @@ struct SpecFields {
   bool qkv_bias = false;
   bool copy_v = false;
   std::string positions = "explicit";
+  std::vector<int> mrope_section;  ///< io.mrope_section when not empty
+  bool mrope_interleaved = false;  ///< io.mrope_interleaved when true
 };
 
 /// The spec JSON of the fields.

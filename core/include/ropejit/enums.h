@@ -20,9 +20,10 @@ enum class AnglePrecision { fp32, exact };
 enum class InputForm { separate, packed_qkv };
 /// Output form: rotate in place, token-major separate outputs, or head-major padded.
 enum class OutputForm { inplace, separate, padded_bhsd };
-/// How positions arrive: an explicit per-token array, varlen cu_seqlens + start positions, or
-/// one sequence at an offset (token t at start_pos[0] + t).
-enum class PositionsForm { explicit_, varlen, offset };
+/// How positions arrive: an explicit per-token array, varlen cu_seqlens + start positions,
+/// one sequence at an offset (token t at start_pos[0] + t), or multimodal [3, T] positions
+/// (temporal, height, width) whose streams rotate the sections of io.mrope_section.
+enum class PositionsForm { explicit_, varlen, offset, mrope };
 
 /// One row of an enum table.
 template <class E>
@@ -46,9 +47,9 @@ inline constexpr std::array<EnumName<InputForm>, 2> kInputNames{{
 inline constexpr std::array<EnumName<OutputForm>, 3> kOutputNames{{
     {OutputForm::inplace, "inplace"}, {OutputForm::separate, "separate"},
     {OutputForm::padded_bhsd, "padded_bhsd"}}};
-inline constexpr std::array<EnumName<PositionsForm>, 3> kPositionsNames{{
+inline constexpr std::array<EnumName<PositionsForm>, 4> kPositionsNames{{
     {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"},
-    {PositionsForm::offset, "offset"}}};
+    {PositionsForm::offset, "offset"}, {PositionsForm::mrope, "mrope"}}};
 
 /// The table for an enum type.
 template <class E> constexpr const auto& enum_table();

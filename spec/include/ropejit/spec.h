@@ -43,6 +43,11 @@ struct IoSpec {
   bool qkv_bias = false;                        ///< add bias [(Hq+2Hkv)*D] before rotating
   bool copy_v = false;                          ///< v is read and written (with bias) too
   PositionsForm positions = PositionsForm::explicit_;  ///< explicit array or varlen
+  /// mrope: pairs per position stream (temporal, height, width), summing to rotary_dim / 2.
+  /// Contiguous sections (Qwen2-VL), or with mrope_interleaved the height and width streams
+  /// take every third pair from pair 1 and 2 (Qwen3-VL). Empty unless positions is mrope.
+  std::vector<int> mrope_section;
+  bool mrope_interleaved = false;  ///< mrope: Qwen3-VL's interleaved sections
 };
 
 /// A validated spec. Build one with parse_spec(); every field is checked and canonical.

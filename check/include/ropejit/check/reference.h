@@ -94,7 +94,7 @@ struct RefProblem {
   RefInput q, k, v;                   ///< input separate
   RefInput qkv;                       ///< input packed_qkv
   const void* bias = nullptr;         ///< [(Hq + 2 Hkv) D] in spec.dtype, when io.qkv_bias
-  std::vector<int64_t> positions;     ///< explicit positions, [T]
+  std::vector<int64_t> positions;     ///< explicit positions [T], or mrope [3, T] (stream-major)
   std::vector<int32_t> cu_seqlens;    ///< [B + 1] prefix sums of sequence lengths
   std::vector<int64_t> start_pos;     ///< [B] tokens already cached per sequence, or empty
   int64_t max_seq_len = 0;            ///< padded_bhsd S (0: the longest sequence)
@@ -129,7 +129,7 @@ struct RefTensor {
 /// Everything a launch should produce, plus what the reference used to get there.
 struct RefOutputs {
   std::vector<RefTensor> tensors;        ///< in order q, k, v (or the one packed "qkv")
-  std::vector<int64_t> token_positions;  ///< position of each token
+  std::vector<int64_t> token_positions;  ///< position of each token (mrope: its temporal stream)
   int64_t run_length = 0;                ///< the L used for frequencies
   RefFreqs freqs;                        ///< reference_freqs(spec, run_length, hf_fp32 = true)
   /// The tensor of that name, or nullptr.
