@@ -44,6 +44,7 @@ constexpr Shape kShapes[] = {
     {"deepseek-v3-rope", "deepseek-v3"},        // 128 heads x 64, interleaved, yarn
     {"gpt-neox-20b", "gpt-neox-20b"},           // partial: 24 of 96
     {"gemma-2", "gemma-2-2b"},                  // head_dim 256
+    {"qwen2.5-vl-7b-mrope", "qwen2.5-vl-7b"},   // [3, T] mrope positions + packed qkv + bias
 };
 constexpr int64_t kTokens[] = {1, 8, 64, 512, 4096, 16384, 65536};
 constexpr const char* kDTypes[] = {"bf16", "fp16"};

@@ -200,6 +200,48 @@ TEST(LaunchArgs, OffsetPositions) {
   EXPECT_NO_THROW(check_launch(spec, 8, b, false));
 }
 
+TEST(LaunchArgs, MropePositionsAreThreeStreams) {
+  Storage s;
+  SpecFields f;
+  f.positions = "mrope";
+  f.mrope_section = {16, 24, 24};
+  const Spec spec = ropejit::test::make_spec(f);
+  std::vector<int64_t> positions = {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23};  // [3, 4]
+  Args a;
+  a.num_tokens = 4;
+  a.q = s.at(0);
+  a.k = s.at(1 << 16);
+  a.positions = positions.data();
+  a.positions_type = PositionsType::int64;
+  const CheckedLaunch ok = check_launch(spec, 8, a, true);
+  EXPECT_EQ(ok.params.positions, positions.data());
+  EXPECT_EQ(ok.params.positions_are_int64, 1);
+
+  Args b = a;
+  b.positions = nullptr;
+  expect_rejected(spec, b, "positions", "mrope ([3, num_tokens])");
+  std::vector<int64_t> start = {0};
+  b = a;
+  b.start_pos = start.data();
+  expect_rejected(spec, b, "start_pos", "io.positions is mrope");
+  // Every stream is checked: a bad width position (stream 2, token 1) is entry 9.
+  std::vector<int64_t> bad = positions;
+  bad[9] = -7;
+  b = a;
+  b.positions = bad.data();
+  expect_rejected(spec, b, "positions", "positions[9] = -7");
+  b.seq_len = 24;
+  b.positions = positions.data();
+  EXPECT_NO_THROW(check_launch(spec, 8, b, true));
+  b.seq_len = 23;  // the width stream reaches 23
+  expect_rejected(spec, b, "positions", "positions[11] = 23");
+  // [3, T] int32 positions: bytes_moved counts all three streams.
+  SpecFields g = f;
+  g.positions = "explicit";
+  g.mrope_section.clear();
+  EXPECT_EQ(bytes_moved(spec, 10, 0, 0) - bytes_moved(ropejit::test::make_spec(g), 10, 0, 0), 2 * 10 * 4);
+}
+
 TEST(LaunchArgs, RunTimeLengthRequiredWhereFrequenciesDependOnIt) {
   Storage s;
   std::vector<int32_t> positions = {0, 1, 5000};

@@ -139,21 +139,16 @@ void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
 
 // ---------------------------------------------------------------- positions forms
 
-void bind_positions_explicit(const FormContext& c, const Args& a, KernelParams& p) {
-  check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is explicit");
-  check_null(a.start_pos, "start_pos", "when the spec's io.positions is explicit");
-  if (c.any) check_present(a.positions, "positions", "when the spec's io.positions is explicit");
-  check_aligned(a.positions, a.positions_type == PositionsType::int64 ? 8 : 4, "positions");
-  p.positions = a.positions;
-  p.positions_are_int64 = a.positions_type == PositionsType::int64;
-}
-
-// Multimodal positions: one int32/int64 array [3, num_tokens], stream-major (temporal, height,
-// width), as HF's position_ids of Qwen2-VL.
-void bind_positions_mrope(const FormContext& c, const Args& a, KernelParams& p) {
-  check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is mrope");
-  check_null(a.start_pos, "start_pos", "when the spec's io.positions is mrope");
-  if (c.any) check_present(a.positions, "positions", "when the spec's io.positions is mrope ([3, num_tokens])");
+// A positions array in device memory: explicit [num_tokens], or mrope [3, num_tokens]
+// stream-major (temporal, height, width), as HF's position_ids of Qwen2-VL.
+template <PositionsForm kForm>
+void bind_positions_array(const FormContext& c, const Args& a, KernelParams& p) {
+  const std::string when = fmt::format("when the spec's io.positions is {}", to_string(kForm));
+  check_null(a.cu_seqlens, "cu_seqlens", when.c_str());
+  check_null(a.start_pos, "start_pos", when.c_str());
+  if (c.any)
+    check_present(a.positions, "positions",
+                  (kForm == PositionsForm::mrope ? when + " ([3, num_tokens])" : when).c_str());
   check_aligned(a.positions, a.positions_type == PositionsType::int64 ? 8 : 4, "positions");
   p.positions = a.positions;
   p.positions_are_int64 = a.positions_type == PositionsType::int64;
@@ -364,10 +359,10 @@ void check_mrope_host(const Spec&, const Args& a) {
 constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separate, buffers_input_separate},
                                         {InputForm::packed_qkv, bind_input_packed, buffers_input_packed}};
 constexpr PositionsFormOps kPositionsForms[] = {
-    {PositionsForm::explicit_, bind_positions_explicit, check_positions_host_form, buffers_positions_explicit},
+    {PositionsForm::explicit_, bind_positions_array<PositionsForm::explicit_>, check_positions_host_form, buffers_positions_explicit},
     {PositionsForm::varlen, bind_positions_varlen, check_varlen_host, buffers_positions_varlen},
     {PositionsForm::offset, bind_positions_offset, check_offset_host, buffers_positions_offset},
-    {PositionsForm::mrope, bind_positions_mrope, check_mrope_host, buffers_positions_mrope}};
+    {PositionsForm::mrope, bind_positions_array<PositionsForm::mrope>, check_mrope_host, buffers_positions_mrope}};
 constexpr OutputFormOps kOutputForms[] = {{OutputForm::inplace, bind_output_inplace, buffers_output_inplace},
                                           {OutputForm::separate, bind_output_separate, buffers_output_separate},
                                           {OutputForm::padded_bhsd, bind_output_padded, buffers_output_padded}};

@@ -80,6 +80,27 @@ const std::vector<ModelFamily>& model_families() {
       }),
       row("qwen3", "models/qwen3/modeling_qwen3.py",
           [](ModelFamily& f) { f.qk_norm_always = true; }),
+      // Vision-language models: the text model's rope block carries the multimodal sections.
+      row("qwen2_vl", "models/qwen2_vl/modeling_qwen2_vl.py", [](ModelFamily& f) {
+        f.bias_keys = {};
+        f.bias_default = true;  // Qwen2 attention: q/k/v_proj with bias
+        f.mrope = true;
+      }),
+      row("qwen2_5_vl", "models/qwen2_5_vl/modeling_qwen2_5_vl.py", [](ModelFamily& f) {
+        f.bias_keys = {};
+        f.bias_default = true;
+        f.mrope = true;
+      }),
+      row("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", [](ModelFamily& f) {
+        f.text_config = "text_config";
+        f.qk_norm_always = true;
+        f.mrope = true;
+      }),
+      row("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", [](ModelFamily& f) {
+        f.text_config = "text_config";
+        f.qk_norm_always = true;
+        f.mrope = true;
+      }),
       row("qwen3_moe", "models/qwen3_moe/modeling_qwen3_moe.py",
           [](ModelFamily& f) { f.qk_norm_always = true; }),
       row("gemma", "models/gemma/modeling_gemma.py"),
@@ -138,6 +159,13 @@ const std::vector<ModelFamily>& model_families() {
 }
 
 const ModelFamily& generic_model_family() { return model_families().front(); }
+
+std::string mrope_model_types() {
+  std::string out;
+  for (const auto& family : model_families())
+    if (family.mrope) out += (out.empty() ? "" : ", ") + std::string(family.model_type);
+  return out;
+}
 
 const ModelFamily* find_model_family(std::string_view model_type) {
   if (model_type.empty()) return nullptr;

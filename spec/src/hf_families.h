@@ -43,7 +43,11 @@ struct ModelFamily {
   bool qk_norm_always = false;                        ///< a QK-norm before RoPE, always
   std::string_view no_rope_key;                       ///< boolean: true means no RoPE (ALiBi)
   std::string_view not_rope;                          ///< non-empty: why there is no RoPE at all
+  bool mrope = false;  ///< the rope block may hold mrope_section / mrope_interleaved (VL models)
 };
+
+/// The model_types whose rope block may carry multimodal RoPE keys, for messages.
+std::string mrope_model_types();
 
 /// Every row; the generic row (model_type "") first.
 const std::vector<ModelFamily>& model_families();

@@ -192,7 +192,10 @@ void import_bias(const json& text, const ModelFamily& family, HfContext& ctx, js
                                     family.qk_norm_always ? "always" : ctx.path(family.qk_norm_key)));
     return;
   }
-  spec["io"] = {{"input", "packed_qkv"}, {"output", "inplace"}, {"qkv_bias", true}};
+  // Merged into io: the rope block may already have set the positions form (mrope).
+  spec["io"]["input"] = "packed_qkv";
+  spec["io"]["output"] = "inplace";
+  spec["io"]["qkv_bias"] = true;
   ctx.source("/io", bias_path);
 }
 

@@ -44,8 +44,7 @@ const std::vector<HfRopeType>& hf_rope_types() {
       {"llama3", RopeType::llama3,
        {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
        {}, {}},
-      {"mrope", RopeType::default_, {}, {},
-       "multimodal RoPE (three position streams) is not implemented by ropejit"},
+      {"mrope", RopeType::default_, {}, {}, {}},  // HF v5 maps it to default + mrope_section
       {"proportional", RopeType::default_, {}, {}, "proportional RoPE is not implemented by ropejit"},
       {"ntk", RopeType::ntk, {}, {},
        "ntk is ropejit's static NTK type, not an HF rope_type: write the spec's rope block by hand"},
@@ -120,9 +119,10 @@ const HfRopeType* rope_type_row(const json& block, const std::string& block_key,
   return nullptr;
 }
 
-// Copies the block's keys that apply to the type; reports the others the way HF does.
+// Copies the block's keys that apply to the type; reports the others the way HF does. The
+// multimodal keys are read by import_mrope (families with `mrope`), refused elsewhere.
 void copy_keys(const json& block, const std::string& block_key, const HfRopeType& row,
-               HfContext& ctx, json& rope) {
+               const ModelFamily& family, HfContext& ctx, json& rope) {
   std::vector<std::string_view> type_keys = row.required;
   type_keys.insert(type_keys.end(), row.optional.begin(), row.optional.end());
   type_keys.push_back("rope_theta");
@@ -132,7 +132,10 @@ void copy_keys(const json& block, const std::string& block_key, const HfRopeType
     if (key == "rope_type" || key == "type" || key == "rope_theta" || key == "partial_rotary_factor")
       continue;  // read by the caller
     if (std::find(std::begin(kMropeKeys), std::end(kMropeKeys), key) != std::end(kMropeKeys)) {
-      ctx.error(key_path, "/rope", "multimodal RoPE (mrope) is not implemented by ropejit");
+      if (!family.mrope)
+        ctx.error(key_path, "/rope",
+                  fmt::format("multimodal RoPE is imported for model_type {} only (a {} model has one "
+                              "position stream)", mrope_model_types(), family.model_type.empty() ? "generic" : family.model_type));
       continue;
     }
     if (item.value().is_object()) {  // v5 per-layer-type blocks: {"full_attention": {...}}
@@ -239,6 +242,29 @@ void warn_like_hf(const json& rope, const std::string& block_key, RopeType type,
   }
 }
 
+// Multimodal RoPE (Qwen2-VL's mrope_section, Qwen3-VL's mrope_interleaved): [3, T] positions.
+// A section with the "mrope" type is required; without either key the model takes one stream.
+void import_mrope(const json& block, const std::string& block_key, const HfRopeType& row, HfContext& ctx,
+                  json& spec) {
+  const json* section = HfContext::member(block, "mrope_section");
+  const json* interleaved = HfContext::member(block, "mrope_interleaved");
+  if (!section) {
+    if (row.name == "mrope" || interleaved)
+      ctx.error(block_key + ".mrope_section", "/io/mrope_section",
+                "missing required key: multimodal RoPE needs the pairs of each position stream");
+    return;
+  }
+  json& io = spec["io"];
+  io["positions"] = "mrope";
+  io["mrope_section"] = *section;
+  ctx.source("/io/mrope_section", block_key + ".mrope_section");
+  ctx.source("/io/positions", block_key + ".mrope_section");
+  if (interleaved) {
+    io["mrope_interleaved"] = *interleaved;
+    ctx.source("/io/mrope_interleaved", block_key + ".mrope_interleaved");
+  }
+}
+
 }  // namespace
 
 const json* rope_block_fraction(const json& text) {
@@ -272,11 +298,18 @@ void import_rope(const json& text, const ModelFamily& family, std::optional<int6
     ctx.cover("/rope");
     return;
   }
+  const std::string type_key = block_key + (HfContext::member(*block, "rope_type") ? ".rope_type" : ".type");
+  if (row->name == "mrope" && !family.mrope) {
+    ctx.error(type_key, "/rope/rope_type",
+              fmt::format("\"mrope\" is not allowed: multimodal RoPE is imported for model_type {} only",
+                          mrope_model_types()));
+    return;
+  }
   json rope = json::object();
   rope["rope_type"] = std::string(to_string(row->type));
-  ctx.source("/rope/rope_type",
-             block_key + (HfContext::member(*block, "rope_type") ? ".rope_type" : ".type"));
-  copy_keys(*block, block_key, *row, ctx, rope);
+  ctx.source("/rope/rope_type", type_key);
+  copy_keys(*block, block_key, *row, family, ctx, rope);
+  if (family.mrope) import_mrope(*block, block_key, *row, ctx, spec);
   import_original_length(text, block_key, row->type, max_positions, max_key, ctx, rope);
   for (std::string_view key : row->required)
     if (!rope.contains(std::string(key)) && !HfContext::member(*block, key) &&

@@ -1,0 +1,91 @@
+// HF import of multimodal RoPE: Qwen2-VL / Qwen2.5-VL rope_scaling.mrope_section (contiguous
+// sections) and Qwen3-VL text_config.rope_scaling.mrope_interleaved, each error named by its
+// config key. The configs below are shaped like transformers' Qwen2_5_VLConfig / Qwen3VLConfig
+// (members that do not affect RoPE left out); their sizes are the 7B / 8B models'.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "hf_import.h"
+#include "support/repo_paths.h"
+#include "ropejit/spec.h"
+
+namespace ropejit {
+namespace {
+
+using nlohmann::json;
+
+json qwen2_5_vl() {
+  return json::parse(R"({"model_type": "qwen2_5_vl", "hidden_size": 3584, "num_attention_heads": 28,
+    "num_key_value_heads": 4, "max_position_embeddings": 128000, "rope_theta": 1000000.0,
+    "rope_scaling": {"type": "mrope", "mrope_section": [16, 24, 24]}})");
+}
+
+json qwen3_vl() {
+  return json::parse(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text",
+    "head_dim": 128, "hidden_size": 4096, "num_attention_heads": 32, "num_key_value_heads": 8,
+    "max_position_embeddings": 262144, "rope_theta": 5000000, "attention_bias": false,
+    "rope_scaling": {"mrope_interleaved": true, "mrope_section": [24, 20, 20], "rope_type": "default"}}})");
+}
+
+/// The config key and message of the first issue of an import that must fail.
+std::pair<std::string, std::string> first_issue(const json& config) {
+  try {
+    spec_from_hf(config, HfImportOptions{});
+  } catch (const SpecError& e) {
+    return {e.issues().front().pointer, e.issues().front().message};
+  }
+  return {"(accepted)", ""};
+}
+
+TEST(HfImportMrope, Qwen25VlContiguousSectionsWithFusedBias) {
+  const Spec spec = spec_from_hf(qwen2_5_vl(), HfImportOptions{"qwen2.5-vl-7b", DType::bf16, std::nullopt});
+  EXPECT_EQ(spec.io.positions, PositionsForm::mrope);
+  EXPECT_EQ(spec.io.mrope_section, (std::vector<int>{16, 24, 24}));
+  EXPECT_FALSE(spec.io.mrope_interleaved);
+  EXPECT_EQ(spec.rope.type, RopeType::default_);  // HF: type "mrope" is default RoPE with sections
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_TRUE(spec.io.qkv_bias);  // Qwen2 attention: q/k/v_proj with bias, fused with the sections
+  EXPECT_EQ(spec.io.input, InputForm::packed_qkv);
+  // The shipped spec is this import.
+  EXPECT_EQ(spec_hash(spec), spec_hash(load_spec_file(test::source_dir() + "/specs/qwen2.5-vl-7b.json")));
+}
+
+TEST(HfImportMrope, Qwen3VlInterleavedInTextConfig) {
+  const Spec spec = spec_from_hf(qwen3_vl(), HfImportOptions{});
+  EXPECT_EQ(spec.io.positions, PositionsForm::mrope);
+  EXPECT_EQ(spec.io.mrope_section, (std::vector<int>{24, 20, 20}));
+  EXPECT_TRUE(spec.io.mrope_interleaved);
+  EXPECT_EQ(spec.num_q_heads, 32);
+  EXPECT_EQ(spec.num_kv_heads, 8);
+  EXPECT_EQ(spec.rope.theta, 5e6);
+  EXPECT_FALSE(spec.io.qkv_bias);
+}
+
+TEST(HfImportMrope, ErrorsNameTheConfigKey) {
+  json no_section = qwen2_5_vl();
+  no_section["rope_scaling"].erase("mrope_section");
+  auto [key, message] = first_issue(no_section);
+  EXPECT_EQ(key, "rope_scaling.mrope_section");
+  EXPECT_NE(message.find("missing required key"), std::string::npos) << message;
+
+  json wrong_sum = qwen2_5_vl();
+  wrong_sum["rope_scaling"]["mrope_section"] = {16, 24, 25};
+  std::tie(key, message) = first_issue(wrong_sum);
+  EXPECT_EQ(key, "rope_scaling.mrope_section");
+  EXPECT_NE(message.find("summing to rotary_dim / 2 = 64"), std::string::npos) << message;
+
+  json bad_flag = qwen3_vl();
+  bad_flag["text_config"]["rope_scaling"]["mrope_interleaved"] = "yes";
+  std::tie(key, message) = first_issue(bad_flag);
+  EXPECT_EQ(key, "text_config.rope_scaling.mrope_interleaved");
+
+  // A one-stream family refuses the keys, naming the families that take them.
+  json llama = qwen2_5_vl();
+  llama["model_type"] = "llama";
+  std::tie(key, message) = first_issue(llama);
+  EXPECT_EQ(key, "rope_scaling.type");
+  EXPECT_NE(message.find("qwen2_vl, qwen2_5_vl, qwen3_vl"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace ropejit
