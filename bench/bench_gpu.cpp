@@ -45,6 +45,8 @@ constexpr Shape kShapes[] = {
     {"gpt-neox-20b", "gpt-neox-20b"},           // partial: 24 of 96
     {"gemma-2", "gemma-2-2b"},                  // head_dim 256
     {"qwen2.5-vl-7b-mrope", "qwen2.5-vl-7b"},   // [3, T] mrope positions + packed qkv + bias
+    {"qwen3-8b-qknorm", "qwen3-8b"},            // per-head RMSNorm of q and k, then RoPE
+    {"gemma-3-12b-qknorm", "gemma-3-12b"},      // head_dim 256, (1 + w) norm, linear x8
 };
 constexpr int64_t kTokens[] = {1, 8, 64, 512, 4096, 16384, 65536};
 constexpr const char* kDTypes[] = {"bf16", "fp16"};

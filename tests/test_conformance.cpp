@@ -60,6 +60,23 @@ class Conformance : public ::testing::TestWithParam<BackendKind> {
   }
 };
 
+// The fields every matrix case varies: shape, layout, dtype; GQA ratio and angle mode rotate
+// with the case index.
+SpecFields case_fields(const char* name, const char* layout, const char* dtype, int head_dim, int rotary_dim,
+                       int index, int kv_choices) {
+  SpecFields f;
+  f.name = name;
+  f.layout = layout;
+  f.dtype = dtype;
+  f.head_dim = head_dim;
+  f.rotary_dim = rotary_dim;
+  f.num_kv_heads = 1 + index % kv_choices;
+  f.num_q_heads = f.num_kv_heads * kGqaRatios[index % 4];
+  f.angle = index % 2 ? "exact" : "fp32";
+  f.max_position_embeddings = 4096;
+  return f;
+}
+
 }  // namespace
 
 // Every rope_type × layout × dtype, with head shape, GQA ratio, angle mode and positions form
@@ -71,16 +88,7 @@ TEST_P(Conformance, Matrix) {
     for (const char* layout : {"neox", "interleaved"})
       for (const char* dtype : kDtypes) {
         const Shape shape = kShapes[index % std::size(kShapes)];
-        SpecFields f;
-        f.name = "matrix";
-        f.layout = layout;
-        f.dtype = dtype;
-        f.head_dim = shape.head_dim;
-        f.rotary_dim = shape.rotary_dim;
-        f.num_kv_heads = 1 + index % 3;
-        f.num_q_heads = f.num_kv_heads * kGqaRatios[index % 4];
-        f.angle = index % 2 ? "exact" : "fp32";
-        f.max_position_embeddings = 4096;
+        SpecFields f = case_fields("matrix", layout, dtype, shape.head_dim, shape.rotary_dim, index, 3);
         f.rope = ropejit::test::rope_blocks_for_every_type(shape.rotary_dim, f.max_position_embeddings)[rope_index];
         const int positions_form = index % 4;  // int32, int64, varlen, offset
         f.positions = positions_form == 2 ? "varlen" : positions_form == 3 ? "offset" : "explicit";
@@ -166,19 +174,10 @@ TEST_P(Conformance, MropePositions) {
     for (const char* layout : {"neox", "interleaved"})
       for (const char* dtype : kDtypes) {
         const MropeShape& shape = shapes[(index + round) % std::size(shapes)];
-        SpecFields f;
-        f.name = "mrope";
+        SpecFields f = case_fields("mrope", layout, dtype, shape.head_dim, shape.rotary_dim, index, 2);
         f.positions = "mrope";
         f.mrope_section = interleaved ? shape.interleaved : shape.contiguous;
         f.mrope_interleaved = interleaved;
-        f.layout = layout;
-        f.dtype = dtype;
-        f.head_dim = shape.head_dim;
-        f.rotary_dim = shape.rotary_dim;
-        f.num_kv_heads = 1 + index % 2;
-        f.num_q_heads = f.num_kv_heads * kGqaRatios[index % 4];
-        f.angle = index % 3 ? "fp32" : "exact";
-        f.max_position_embeddings = 4096;
         const std::string rope_type = rope_types[index % std::size(rope_types)];
         for (const auto& block : ropejit::test::rope_blocks_for_every_type(shape.rotary_dim, f.max_position_embeddings))
           if (block["rope_type"] == rope_type) f.rope = block;
@@ -202,6 +201,53 @@ TEST_P(Conformance, MropePositions) {
         ++index;
       }
   EXPECT_EQ(index, 24);
+}
+
+// QK-norm (RMSNorm of each q and k head, then RoPE; Qwen3 weights, Gemma's 1 + w, no weight)
+// crossed with layout, dtype, head_dim, partial rotary (the tail is normalized too), GQA, bias,
+// packed and separate inputs, every output form and positions form, and mrope.
+TEST_P(Conformance, QkNorm) {
+  struct NormShape {
+    int head_dim, rotary_dim;
+  };
+  const NormShape shapes[] = {{128, 128}, {256, 256}, {64, 32}, {80, 80}, {96, 48}};
+  const nlohmann::json norms[] = {
+      {{"type", "rmsnorm"}, {"eps", 1e-6}},                                        // Qwen3
+      {{"type", "rmsnorm"}, {"eps", 1e-6}, {"weight_offset", 1.0}},                // Gemma 3
+      {{"type", "rmsnorm"}, {"eps", 1e-5}, {"weight", "none"}, {"scope", "head"}}};  // unweighted
+  const char* const outputs[] = {"inplace", "separate", "padded_bhsd"};
+  const char* const positions[] = {"explicit", "varlen", "offset", "mrope"};
+  int index = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const char* layout : {"neox", "interleaved"})
+      for (const char* dtype : kDtypes)
+        for (const auto& norm : norms) {
+          const NormShape& shape = shapes[(index + round) % std::size(shapes)];
+          SpecFields f = case_fields("qk-norm", layout, dtype, shape.head_dim, shape.rotary_dim, index, 3);
+          f.qk_norm = norm;
+          f.output = outputs[index % 3];
+          f.positions = f.output == std::string("padded_bhsd") ? "varlen" : positions[(index / 3) % 4];
+          if (f.positions == "mrope") {
+            const int half = shape.rotary_dim / 2;
+            f.mrope_section = {half - 2 * (half / 4), half / 4, half / 4};
+          }
+          f.input = index % 2 ? "packed_qkv" : "separate";
+          f.qkv_bias = index % 4 >= 2;
+          f.copy_v = f.input == "packed_qkv" && (f.output != "inplace" || f.qkv_bias);
+          f.rope = index % 3 ? nlohmann::json{{"rope_type", "default"}, {"rope_theta", 1000000.0}}
+                             : nlohmann::json{{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0},
+                                              {"original_max_position_embeddings", 2048}};
+          const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
+          for (int64_t tokens : {int64_t(1), int64_t(6), int64_t(200)}) {
+            check::CaseOptions o;
+            o.tokens = tokens;
+            o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
+            expect_case(kernel, o, fmt::format("qk_norm {} {} {} D{} {} {} {}", norm.dump(), layout, dtype,
+                                               shape.head_dim, f.input, f.output, f.positions));
+          }
+          ++index;
+        }
+  EXPECT_EQ(index, 36);
 }
 
 // Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.

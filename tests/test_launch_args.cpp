@@ -242,6 +242,43 @@ TEST(LaunchArgs, MropePositionsAreThreeStreams) {
   EXPECT_EQ(bytes_moved(spec, 10, 0, 0) - bytes_moved(ropejit::test::make_spec(g), 10, 0, 0), 2 * 10 * 4);
 }
 
+TEST(LaunchArgs, QkNormWeights) {
+  Storage s;
+  SpecFields f;
+  f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
+  const Spec spec = ropejit::test::make_spec(f);
+  std::vector<int32_t> positions = {0, 1};
+  Args a;
+  a.num_tokens = 2;
+  a.q = s.at(0);
+  a.k = s.at(1 << 16);
+  a.positions = positions.data();
+  a.q_norm_weight = s.at(2 << 16);
+  a.k_norm_weight = s.at(3 << 16);
+  const CheckedLaunch ok = check_launch(spec, 8, a, true);
+  EXPECT_EQ(ok.params.norm_weight[0], a.q_norm_weight);
+  EXPECT_EQ(ok.params.norm_weight[1], a.k_norm_weight);
+  Args b = a;
+  b.k_norm_weight = nullptr;
+  expect_rejected(spec, b, "k_norm_weight", "qk_norm has weight per_head");
+  b = a;
+  b.q_norm_weight = s.at((2 << 16) + 4);
+  expect_rejected(spec, b, "q_norm_weight", "16-byte aligned");
+  // Without a weighted norm the pointers must stay null.
+  expect_rejected(ropejit::test::make_spec({}), a, "q_norm_weight", "unless the spec's qk_norm has weight per_head");
+  SpecFields unweighted = f;
+  unweighted.qk_norm["weight"] = "none";
+  expect_rejected(ropejit::test::make_spec(unweighted), a, "q_norm_weight", "must be null");
+  // bytes_moved: the two [D] weight vectors once, and the tail of a partial rotary head moves.
+  SpecFields plain;
+  EXPECT_EQ(bytes_moved(spec, 10, 0, 0) - bytes_moved(ropejit::test::make_spec(plain), 10, 0, 0), 2 * 128 * 2);
+  SpecFields partial = f, partial_plain;
+  partial.rotary_dim = partial_plain.rotary_dim = 64;
+  EXPECT_EQ(bytes_moved(ropejit::test::make_spec(partial), 10, 0, 0) -
+                bytes_moved(ropejit::test::make_spec(partial_plain), 10, 0, 0),
+            2 * 128 * 2 + 2 * 10 * (8 + 2) * 64 * 2);
+}
+
 TEST(LaunchArgs, RunTimeLengthRequiredWhereFrequenciesDependOnIt) {
   Storage s;
   std::vector<int32_t> positions = {0, 1, 5000};

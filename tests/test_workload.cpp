@@ -56,12 +56,14 @@ std::vector<Spec> every_spec_and_io_form() {
 // bytes_moved as the spec documents it, written out independently of the buffer rows.
 int64_t documented_bytes(const Spec& spec, int64_t tokens, int batch, int64_t S) {
   const int64_t D = spec.head_dim, esize = dtype_size(spec.dtype);
-  const bool tail = spec.io.output != OutputForm::inplace || spec.io.qkv_bias;
+  // The tail [d, D) moves when it leaves the buffer or changes (bias, QK-norm of the whole head).
+  const bool tail = spec.io.output != OutputForm::inplace || spec.io.qkv_bias || spec.qk_norm.enabled;
   const int64_t row = (spec.num_q_heads + spec.num_kv_heads) * (tail ? D : spec.rotary_dim) +
                       (spec.io.copy_v ? spec.num_kv_heads * D : 0);
   const int64_t out_rows = spec.io.output == OutputForm::padded_bhsd ? batch * S : tokens;
   int64_t bytes = (tokens + out_rows) * row * esize;
   if (spec.io.qkv_bias) bytes += (spec.num_q_heads + 2 * spec.num_kv_heads) * D * esize;
+  if (spec.qk_norm.enabled && spec.qk_norm.weight == NormWeight::per_head) bytes += 2 * D * esize;  // q, k weights
   switch (spec.io.positions) {
     case PositionsForm::explicit_: bytes += tokens * 4; break;  // int32
     case PositionsForm::varlen: bytes += (batch + 1) * 4 + batch * 8; break;

@@ -77,6 +77,8 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
                                     {"v", &problem.v}, {"qkv", &problem.qkv}})
     if (const HostBuffer* b = host.find(name)) *input = ref_input(*b, D);
   if (const HostBuffer* b = host.find("bias")) problem.bias = b->bytes.data();
+  if (const HostBuffer* b = host.find("q_norm_weight")) problem.q_norm_weight = b->bytes.data();
+  if (const HostBuffer* b = host.find("k_norm_weight")) problem.k_norm_weight = b->bytes.data();
 
   const Args args = device.args(0);
   kernel.launch(args, nullptr);

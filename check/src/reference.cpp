@@ -98,6 +98,19 @@ std::vector<int> pair_streams(const Spec& spec) {
   return stream;
 }
 
+/// RMSNorm of one biased head row (Qwen3 / Gemma 3 q_norm, k_norm): x / sqrt(mean(x^2) + eps)
+/// times (weight_offset + w) per element, in float64.
+void normalize_head(const Spec& spec, const void* weight, std::vector<double>& row) {
+  const QkNorm& norm = spec.qk_norm;
+  const bool weighted = norm.weight == NormWeight::per_head;
+  if (weighted && !weight) bad_problem("qk_norm with weight per_head needs problem.q_norm_weight and k_norm_weight");
+  double squares = 0.0;
+  for (double x : row) squares += x * x;
+  const double inv_rms = 1.0 / std::sqrt(squares / static_cast<double>(row.size()) + norm.eps);
+  for (size_t e = 0; e < row.size(); ++e)
+    row[e] *= inv_rms * (weighted ? norm.weight_offset + load_value(spec.dtype, weight, static_cast<int64_t>(e)) : 1.0);
+}
+
 /// Reads head rows of one role (q, k or v) from either input form.
 struct RoleReader {
   DType dtype;
@@ -257,6 +270,7 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
           row[e] = readers[role].at(t, h, e);
           if (touched && problem.bias) row[e] += load_value(spec.dtype, problem.bias, bias_offset[role] + h * D + e);
         }
+        if (role < 2 && spec.qk_norm.enabled) normalize_head(spec, role == 0 ? problem.q_norm_weight : problem.k_norm_weight, row);
         const int64_t base = to.element_index(seqs, t, h);
         RefTensor& tensor = *to.tensor;
         for (int e = 0; e < D; ++e) {

@@ -11,7 +11,7 @@ namespace ropejit {
 namespace {
 
 bool rotary_tail_moves(const Spec& spec) {
-  return tail_moves(spec.io.output == OutputForm::inplace, spec.io.qkv_bias);
+  return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec));
 }
 
 int enum_index_count(std::string_view name) {
@@ -90,6 +90,9 @@ Config default_config(const Spec& spec) {
   // Reuse each sin/cos over a few heads, keeping enough threads for short batches.
   const int heads = total_heads(spec);
   c.heads_per_thread = heads >= 16 ? 4 : (heads >= 4 ? 2 : 1);
+  // A QK-norm thread already owns whole heads (every lane of them): one head keeps its norm
+  // pass and lanes in registers (4 spill at the 64-register cap).
+  if (spec.qk_norm.enabled) c.heads_per_thread = 1;
   return c;
 }
 
@@ -101,8 +104,8 @@ std::string config_name(const Config& c) {
 WorkShape work_shape(const Spec& spec, const Config& c) {
   return make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
                          spec.layout == Layout::interleaved, spec.io.copy_v,
-                         spec.io.output == OutputForm::inplace, spec.io.qkv_bias, c.vec,
-                         c.heads_per_thread);
+                         spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
+                         c.heads_per_thread, spec.qk_norm.enabled);
 }
 
 LaunchDims launch_dims(const Spec& spec, const Config& c, int64_t rows, int sm_count, int blocks_per_sm) {

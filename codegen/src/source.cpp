@@ -110,6 +110,12 @@ Source generate_source(const Plan& plan) {
     line("int", "kMropeWidth", s.io.mrope_section.at(2));
     line("bool", "kMropeInterleaved", s.io.mrope_interleaved);
   }
+  line("bool", "kQkNorm", s.qk_norm.enabled);
+  if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)
+    t += fmt::format("  static constexpr float kNormEps = {};\n", float_literal(s.qk_norm.eps));
+    line("bool", "kNormWeight", s.qk_norm.weight == NormWeight::per_head);
+    t += fmt::format("  static constexpr float kNormWeightOffset = {};\n", float_literal(s.qk_norm.weight_offset));
+  }
   line("bool", "kAngleExact", s.angle == AnglePrecision::exact);
   form_flags(t, "Rope", s.rope.type);  // kRopeDynamic, kRopeLongrope, ...: run-time frequency hooks
   t += fmt::format("  static constexpr float kAttentionFactor = {};\n",

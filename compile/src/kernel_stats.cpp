@@ -90,7 +90,10 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   s.heads_per_thread = config.heads_per_thread;
   s.occupancy = occupancy(arch_limits(binary.arch), config.block_threads, binary.registers, binary.shared_bytes);
 
-  const int trips = config.heads_per_thread;
+  // Trips of the loops inside the grid-stride loop: the heads; with a QK-norm also every lane of
+  // a whole head (the norm pass, by vectors, runs as often) - one weight for all inner loops.
+  const WorkShape shape = work_shape(spec, config);
+  const int trips = config.heads_per_thread * (spec.qk_norm.enabled ? shape.rot_lanes + shape.tail_lanes : 1);
   std::optional<std::string> tool;
   if (!binary.is_ptx && want != StatsSource::ptx) tool = find_disassembler();
   if (binary.is_ptx) {
@@ -115,7 +118,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
 
   // Per token row: threads (work items), and the 16-byte vectors of q/k/v read (each is also written).
   const WorkShape w = work_shape(spec, config);
-  const bool tail = tail_moves(spec.io.output == OutputForm::inplace, spec.io.qkv_bias);
+  const bool tail = tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec));
   const int64_t elements = int64_t(w.rot_heads) * (tail ? spec.head_dim : spec.rotary_dim) +
                            int64_t(w.heads - w.rot_heads) * spec.head_dim;
   s.items_per_row = w.head_groups * w.lanes;

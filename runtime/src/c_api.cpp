@@ -104,6 +104,8 @@ void check_struct_size(size_t got, size_t ours, const char* type, std::initializ
 /// ropejit_runtime_options as 0.1.0 shipped it ended before on_warning; the next header's
 /// before programmatic_dependent_launch.
 constexpr size_t kOptionsSizeV010 = offsetof(ropejit_runtime_options, on_warning);
+/// ropejit_args before the QK-norm weights.
+constexpr size_t kArgsSizeBeforeNorm = offsetof(ropejit_args, q_norm_weight);
 constexpr size_t kOptionsSizeBeforePdl = offsetof(ropejit_runtime_options, programmatic_dependent_launch);
 
 /// The caller's options (struct_size bytes of them: an older caller's struct is shorter) with
@@ -199,6 +201,7 @@ constexpr FieldInfo kArgsFields[] = {
     ROPEJIT_FIELD(ropejit_args, positions_type), ROPEJIT_FIELD(ropejit_args, cu_seqlens),
     ROPEJIT_FIELD(ropejit_args, start_pos),    ROPEJIT_FIELD(ropejit_args, batch),
     ROPEJIT_FIELD(ropejit_args, max_seq_len),  ROPEJIT_FIELD(ropejit_args, seq_len),
+    ROPEJIT_FIELD(ropejit_args, q_norm_weight), ROPEJIT_FIELD(ropejit_args, k_norm_weight),
 };
 #undef ROPEJIT_FIELD
 
@@ -263,8 +266,12 @@ ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel, const ropejit
   return guarded("ropejit_kernel_launch", [&] {
     require_non_null(kernel, "kernel");
     require_non_null(args, "args");
-    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args");
-    kernel->kernel.launch(to_args(*args), stream);
+    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args", {kArgsSizeBeforeNorm});
+    // An older caller's struct is shorter: the fields past it keep their defaults (null).
+    ropejit_args complete;
+    ropejit_args_init(&complete);
+    std::memcpy(&complete, args, args->struct_size);
+    kernel->kernel.launch(to_args(complete), stream);
   });
 }
 

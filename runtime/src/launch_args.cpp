@@ -250,7 +250,7 @@ using Bind = void (*)(Args&, const LaunchShape&, void*, int64_t);
 
 // Elements of one q/k head a launch moves: the rotated part, plus the tail when it is copied.
 int64_t qk_moved_per_head(const Spec& spec) {
-  return tail_moves(spec.io.output == OutputForm::inplace, spec.io.qkv_bias) ? spec.head_dim : spec.rotary_dim;
+  return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec)) ? spec.head_dim : spec.rotary_dim;
 }
 
 // A storage-dtype buffer of `rows` dense rows.
@@ -389,6 +389,32 @@ void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
   p.bias[kRoleV] = b ? b + (c.Hq + c.Hkv) * c.D * c.esize : nullptr;
 }
 
+// QK-norm weights (qk_norm with weight per_head): one [D] vector each for q and k, in the
+// storage dtype, read as vectors like the data.
+void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) {
+  const QkNorm& norm = c.spec.qk_norm;
+  const bool wanted = norm.enabled && norm.weight == NormWeight::per_head;
+  for (int role = 0; role < 2; ++role) {
+    const void* weight = role == 0 ? a.q_norm_weight : a.k_norm_weight;
+    const char* name = role == 0 ? "q_norm_weight" : "k_norm_weight";
+    if (!wanted) {
+      check_null(weight, name, "unless the spec's qk_norm has weight per_head");
+      continue;
+    }
+    if (c.any) check_present(weight, name, "when the spec's qk_norm has weight per_head ([head_dim])");
+    check_aligned(weight, c.align, name);
+    p.norm_weight[role] = weight;
+  }
+}
+
+void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
+  if (!s.qk_norm.enabled || s.qk_norm.weight != NormWeight::per_head) return;
+  out.push_back(data_buffer(s, "q_norm_weight", BufferKind::norm_weight, 1, s.head_dim, s.head_dim, false,
+                            bind_to<&ropejit_args::q_norm_weight>));
+  out.push_back(data_buffer(s, "k_norm_weight", BufferKind::norm_weight, 1, s.head_dim, s.head_dim, false,
+                            bind_to<&ropejit_args::k_norm_weight>));
+}
+
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
   const Spec& spec = c.spec;
@@ -418,6 +444,7 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   p.num_tokens = a.num_tokens;
   find_form(kInputForms, spec.io.input).bind(c, a, p);
   bind_bias(c, a, p);
+  bind_norm_weights(c, a, p);
   const PositionsFormOps& positions = find_form(kPositionsForms, spec.io.positions);
   positions.bind(c, a, p);
   out.rows = find_form(kOutputForms, spec.io.output).bind(c, a, p);
@@ -431,6 +458,7 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
   std::vector<BufferDesc> out;
   find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
   buffers_bias(spec, out);
+  buffers_norm_weights(spec, out);
   find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
   find_form(kOutputForms, spec.io.output).buffers(spec, shape, out);
   return out;

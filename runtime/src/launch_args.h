@@ -35,6 +35,7 @@ enum class BufferKind {
   inout,       ///< q, k, v or qkv, read and rewritten (inplace output)
   output,      ///< q_out, k_out, v_out, written only
   bias,        ///< the QKV bias row
+  norm_weight, ///< a QK-norm weight vector [D]
   positions,   ///< explicit positions
   cu_seqlens,  ///< varlen sequence boundaries
   start_pos,   ///< varlen tokens already cached per sequence

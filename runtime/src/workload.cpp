@@ -98,6 +98,7 @@ std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkl
     case BufferKind::input:
     case BufferKind::inout: return random_values(spec.dtype, b.rows * b.row_stride, o.distinct_elements, 1.0, rng);
     case BufferKind::bias: return random_values(spec.dtype, b.rows * b.row_stride, o.distinct_elements, 0.5, rng);
+    case BufferKind::norm_weight: return random_values(spec.dtype, b.rows * b.row_stride, 0, 1.0, rng);
     case BufferKind::output: return std::string(static_cast<size_t>(b.bytes()), '\xff');
     case BufferKind::positions:
       if (w.shape.positions_type == PositionsType::int64) return raw_bytes(w.positions);

@@ -44,6 +44,8 @@ struct ModelFamily {
   std::string_view no_rope_key;                       ///< boolean: true means no RoPE (ALiBi)
   std::string_view not_rope;                          ///< non-empty: why there is no RoPE at all
   bool mrope = false;  ///< the rope block may hold mrope_section / mrope_interleaved (VL models)
+  bool qk_rmsnorm = false;           ///< per-head RMSNorm of q and k before RoPE: imported as qk_norm
+  double qk_norm_weight_offset = 0;  ///< Gemma: (1 + w)
 };
 
 /// The model_types whose rope block may carry multimodal RoPE keys, for messages.

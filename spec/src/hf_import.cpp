@@ -186,7 +186,7 @@ void import_bias(const json& text, const ModelFamily& family, HfContext& ctx, js
   const json* norm = family.qk_norm_key.empty() ? nullptr : HfContext::member(text, family.qk_norm_key);
   const bool normed = family.qk_norm_always ||
                       (norm && ctx.boolean(*norm, ctx.path(family.qk_norm_key), "").value_or(false));
-  if (normed) {  // the norm sits between the bias and the rotation: keep the separate form
+  if (normed && !family.qk_rmsnorm) {  // a LayerNorm between the bias and the rotation: keep the separate form
     ctx.warn(bias_path, fmt::format("the QKV bias is not fused: a QK-norm ({}) runs between the "
                                     "bias and RoPE, so q and k must arrive biased and normalized",
                                     family.qk_norm_always ? "always" : ctx.path(family.qk_norm_key)));
@@ -203,6 +203,28 @@ struct Imported {
   json spec;
   HfContext context;
 };
+
+// The per-head RMSNorm of q and k (Qwen3, Gemma 3): eps from rms_norm_eps (HF's default 1e-6),
+// a head_dim weight for q and one for k, Gemma's (1 + w). Gemma 3's local layers also use
+// rope_local_base_freq: said in a warning, since one spec holds one theta.
+void import_qk_norm(const json& text, const ModelFamily& family, HfContext& ctx, json& spec) {
+  if (!family.qk_rmsnorm) return;
+  json norm = {{"type", "rmsnorm"}, {"eps", 1e-6}, {"weight", "per_head"},
+               {"weight_offset", family.qk_norm_weight_offset}, {"scope", "head"}};
+  ctx.source("/qk_norm", ctx.path("model_type"));
+  if (const json* eps = HfContext::member(text, "rms_norm_eps")) {
+    if (auto v = ctx.positive(*eps, ctx.path("rms_norm_eps"), "/qk_norm/eps")) {
+      norm["eps"] = *v;
+      ctx.source("/qk_norm/eps", ctx.path("rms_norm_eps"));
+    }
+  }
+  spec["qk_norm"] = norm;
+  if (const json* local = HfContext::member(text, "rope_local_base_freq"))
+    ctx.warn(ctx.path("rope_local_base_freq"),
+             fmt::format("{}: the sliding-window layers rotate with this base and no scaling; this spec is "
+                         "the global layers' (write the local layers' spec with rope_theta {} and "
+                         "rope_type default)", show_json(*local), show_json(*local)));
+}
 
 Imported import_config(const json& config, const HfImportOptions& options) {
   if (!config.is_object())
@@ -258,6 +280,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);
   import_rope(*text, family, max_positions, max_key, ctx, spec);
   import_bias(*text, family, ctx, spec);
+  import_qk_norm(*text, family, ctx, spec);
   return out;
 }
 

@@ -139,6 +139,19 @@ std::string spec_schema_json() {
   properties["angle"] = enum_schema<AnglePrecision>("angle precision (default fp32)");
   properties["rope"] = {{"$ref", "#/$defs/rope"}};
   properties["io"] = {{"$ref", "#/$defs/io"}};
+  properties["qk_norm"] = {
+      {"description", "RMSNorm of each q and k head before the rotation (after the bias); absent: none"},
+      {"type", "object"},
+      {"required", ordered_json::array({"type"})},
+      {"properties",
+       {{"type", {{"const", "rmsnorm"}}},
+        {"eps", {{"description", "added to mean(x^2) (default 1e-6)"}, {"type", "number"}, {"exclusiveMinimum", 0},
+                 {"maximum", 1}}},
+        {"weight", enum_schema<NormWeight>("per_head: one head_dim vector for q and one for k, given at launch (default)")},
+        {"weight_offset", {{"description", "scale by (weight_offset + w): Gemma uses 1.0 (default 0)"},
+                           {"type", "number"}, {"minimum", -16}, {"maximum", 16}}},
+        {"scope", {{"const", "head"}}}}},
+      {"additionalProperties", false}};
   ordered_json schema{{"$schema", "https://json-schema.org/draft/2020-12/schema"},
                       {"title", "ropejit spec"},
                       {"description", "One RoPE operator; see docs/spec.md"},

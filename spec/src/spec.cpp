@@ -128,6 +128,12 @@ ordered_json spec_to_json(const Spec& spec) {
     io["mrope_interleaved"] = spec.io.mrope_interleaved;
   }
   out["io"] = std::move(io);
+  if (spec.qk_norm.enabled)
+    out["qk_norm"] = {{"type", "rmsnorm"},
+                      {"eps", spec.qk_norm.eps},
+                      {"weight", std::string(to_string(spec.qk_norm.weight))},
+                      {"weight_offset", spec.qk_norm.weight_offset},
+                      {"scope", "head"}};
   return out;
 }
 

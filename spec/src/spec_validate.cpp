@@ -112,7 +112,7 @@ const RopeTypeParams& rope_type_params(RopeType type) {
 const std::vector<std::string_view>& spec_top_level_keys() {
   static const std::vector<std::string_view> keys{
       "name",   "head_dim", "rotary_dim", "partial_rotary_factor", "num_q_heads", "num_kv_heads",
-      "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io"};
+      "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io", "qk_norm"};
   return keys;
 }
 
@@ -487,6 +487,35 @@ void read_mrope(const json& block, const std::string& base, int rotary_dim, Rope
   io.mrope_section = counts;
 }
 
+// qk_norm: {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head" | "none", "weight_offset": 0,
+// "scope": "head"}; type and scope have one value each today (a norm over all heads, OLMo 2's,
+// would be another scope).
+QkNorm read_qk_norm(const json& block, Reader& reader) {
+  const std::string base = "/qk_norm";
+  QkNorm norm;
+  if (!block.is_object()) {
+    reader.not_allowed(base, block, "an object such as {\"type\": \"rmsnorm\", \"eps\": 1e-6}");
+    return norm;
+  }
+  static const std::vector<std::string_view> keys{"type", "eps", "weight", "weight_offset", "scope"};
+  reader.check_keys(block, base, keys);
+  norm.enabled = true;
+  const json* type = member(block, "type");
+  if (!type) reader.add(base + "/type", "missing required key \"type\" (must be \"rmsnorm\")");
+  else if (*type != "rmsnorm") reader.not_allowed(base + "/type", *type, "\"rmsnorm\"");
+  if (const json* v = member(block, "scope"); v && *v != "head")
+    reader.not_allowed(base + "/scope", *v, "\"head\" (each head normalized over its head_dim)");
+  if (const json* v = member(block, "eps")) norm.eps = reader.number(*v, base + "/eps", 0, true, 1.0).value_or(norm.eps);
+  if (const json* v = member(block, "weight"))
+    norm.weight = reader.enumeration<NormWeight>(*v, base + "/weight").value_or(norm.weight);
+  if (const json* v = member(block, "weight_offset")) {
+    norm.weight_offset = reader.number(*v, base + "/weight_offset", -16.0, false, 16.0).value_or(0.0);
+    if (norm.weight == NormWeight::none && norm.weight_offset != 0.0)
+      reader.not_allowed(base + "/weight_offset", *v, "0 when weight is \"none\" (there is no weight to offset)");
+  }
+  return norm;
+}
+
 IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_type) {
   const std::string base = "/io";
   IoSpec io;
@@ -614,6 +643,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   if (const json* v = required("rope"))
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings);
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type);
+  if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
   return spec;
 }
 

@@ -34,10 +34,11 @@ struct KernelParams {
   int use_long_table;       // longrope: 1 selects the long table
   const float* cos_sin_table;  // SinCosMode::table: [rows][d] (d/2 cos, then d/2 sin), or null
   i64 cos_sin_table_rows;   // rows in cos_sin_table
+  const void* norm_weight[2];  // qk_norm per_head: q and k weights [D] in storage type, or null
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 296, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 312, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

@@ -21,8 +21,8 @@ namespace ropejit {
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
   return make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
-                         T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias, T::kVec,
-                         T::kHeadsPerThread);
+                         T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm, T::kVec,
+                         T::kHeadsPerThread, T::kQkNorm);
 }
 
 // Rows of this launch: tokens, or every (sequence, slot) of the padded output.
@@ -205,12 +205,44 @@ __device__ __forceinline__ void add_bias(const void* bias, int element, float (&
   }
 }
 
-// Vector `element` + kOffset of a head row with its bias added, or zeros for a padding row
-// (src null). Returns whether it was loaded: zeros are stored as they are, never rotated.
-// kOffset is separate so that the constant folds into the load's address.
+// The QK-norm of one head row: 1 / sqrt(mean(x^2) + eps) over its head_dim biased elements,
+// in fp32, summed in element order with explicit fmaf (the same bits on the host backend),
+// and its weight vector. `apply` is false for v heads, padding rows and specs without it.
+struct HeadNorm {
+  float inv_rms;
+  const void* weight;
+  bool apply;
+};
+
+template <class T>
+__device__ __forceinline__ HeadNorm head_norm(const KernelParams& p, const typename T::Storage::raw* src,
+                                              const void* bias, int role) {
+  HeadNorm n{1.0f, nullptr, false};
+  if constexpr (T::kQkNorm) {
+    if (src && role != kRoleV) {
+      float sum = 0.0f;
+#pragma unroll 4
+      for (int j = 0; j < T::kHeadDim / T::kVec; ++j) {
+        float x[T::kVec];
+        load_vec<typename T::Storage, T::kVec>(src + j * T::kVec, x);
+        add_bias<T>(bias, j * T::kVec, x);
+#pragma unroll
+        for (int i = 0; i < T::kVec; ++i) sum = fmaf(x[i], x[i], sum);
+      }
+      n.inv_rms = 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps);
+      n.weight = p.norm_weight[role];
+      n.apply = true;
+    }
+  }
+  return n;
+}
+
+// Vector `element` + kOffset of a head row with its bias added (and normalized, for a QK-norm),
+// or zeros for a padding row (src null). Returns whether it was loaded: zeros are stored as
+// they are, never rotated. kOffset is separate so that the constant folds into the address.
 template <class T, int kOffset = 0>
 __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, const void* bias,
-                                           int element, float (&x)[T::kVec]) {
+                                           const HeadNorm& norm, int element, float (&x)[T::kVec]) {
   if constexpr (T::kOutputPaddedBhsd) {
     if (!src) {
 #pragma unroll
@@ -220,6 +252,140 @@ __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, 
   }
   load_vec<typename T::Storage, T::kVec>(src + element + kOffset, x);
   add_bias<T>(bias, element + kOffset, x);
+  if constexpr (T::kQkNorm) {
+    if (norm.apply) {
+      float w[T::kVec];
+      if constexpr (T::kNormWeight) {
+        load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)norm.weight + element + kOffset, w);
+      } else {
+#pragma unroll
+        for (int i = 0; i < T::kVec; ++i) w[i] = 1.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < T::kVec; ++i) {
+        const float scaled = x[i] * norm.inv_rms;
+        x[i] = scaled * (T::kNormWeight ? w[i] + T::kNormWeightOffset : 1.0f);
+      }
+    }
+  }
+  return true;
+}
+
+// Where one head of a row is read from and written to.
+template <class T>
+struct HeadIo {
+  int role;                            // kRoleQ, kRoleK or kRoleV
+  const typename T::Storage::raw* src; // null for a padding row
+  typename T::Storage::raw* dst;
+  const void* bias;                    // this head's bias row, or null
+};
+
+template <class T>
+__device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef& ref, int head) {
+  constexpr WorkShape W = rope_shape<T>();
+  typedef typename T::Storage::raw raw;
+  HeadIo<T> io;
+  io.role = head < T::kNumQHeads ? kRoleQ : (head < W.rot_heads ? kRoleK : kRoleV);
+  const int head_in_role = head - (io.role == kRoleQ ? 0 : io.role == kRoleK ? T::kNumQHeads : W.rot_heads);
+  const TensorRef in = p.in[io.role], out = p.out[io.role];
+  io.dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
+           head_in_role * out.head_stride;
+  io.src = has_token<T>(ref) ? (const raw*)in.ptr + ref.token * in.token_stride + head_in_role * in.head_stride
+                             : nullptr;
+  io.bias = nullptr;
+  if constexpr (T::kHasBias) io.bias = (const raw*)p.bias[io.role] + head_in_role * T::kHeadDim;
+  return io;
+}
+
+// One lane's vectors of one head: loaded (bias added, normalized), rotated with the lane's
+// angles, stored. Lanes [0, rot_lanes) rotate pairs, the others copy the tail [d, D).
+template <class T>
+__device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm& norm, int lane,
+                                             const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                             const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  typedef typename T::Storage S;
+  constexpr int V = T::kVec;
+  const auto* src = io.src;
+  auto* dst = io.dst;
+  // A copied v head takes the same lane-to-vector map as q and k, unrotated: the rotating
+  // lanes cover [0, d) and the tail lanes [d, D) whenever the tail changes (in place
+  // without a bias or norm, an untouched tail is already the copy).
+  const bool rotate = !T::kCopyV || io.role != kRoleV;
+  if constexpr (W.tail_lanes > 0) {
+    if (lane >= W.rot_lanes) {  // pass-through tail element vector
+      const int e = T::kRotaryDim + (lane - W.rot_lanes) * V;
+      float x[V];
+      load_input<T>(src, io.bias, norm, e, x);
+      store_vec<S, V>(dst + e, x);
+      return;
+    }
+  }
+  const int e = lane * V;
+  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+    float x[V];
+    if (load_input<T>(src, io.bias, norm, e, x) && rotate) {
+#pragma unroll
+      for (int i = 0; i < V / 2; ++i) {
+        const float a = x[2 * i], b = x[2 * i + 1];
+        x[2 * i] = fmaf(a, cos_v[i], -b * sin_v[i]);
+        x[2 * i + 1] = fmaf(b, cos_v[i], a * sin_v[i]);
+      }
+    }
+    store_vec<S, V>(dst + e, x);
+  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
+    constexpr int kVectors = T::kRotaryDim / V;
+    float x[T::kRotaryDim];
+    bool loaded = true;
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+      loaded = load_input<T>(src, io.bias, norm, j * V, part);
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
+    }
+    if (loaded && rotate) {
+#pragma unroll
+      for (int i = 0; i < W.half; ++i) {
+        const float a = x[i], b = x[i + W.half];
+        x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
+        x[i + W.half] = fmaf(b, cos_v[i], a * sin_v[i]);
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
+      store_vec<S, V>(dst + j * V, part);
+    }
+  } else {  // neox: the two halves of V pairs are vectors d/2 apart
+    float x[V], y[V];
+    if (load_input<T>(src, io.bias, norm, e, x)) {
+      load_input<T, W.half>(src, io.bias, norm, e, y);
+      if (rotate) {
+#pragma unroll
+        for (int i = 0; i < V; ++i) {
+          const float a = x[i], b = y[i];
+          x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
+          y[i] = fmaf(b, cos_v[i], a * sin_v[i]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) y[i] = 0.0f;
+    }
+    store_vec<S, V>(dst + e, x);
+    store_vec<S, V>(dst + e + W.half, y);
+  }
+}
+
+// The row's heads `group + k * head_groups` that this thread owns, k < kHeadsPerThread.
+template <class T>
+__device__ __forceinline__ bool owned_head(int group, int k, int& head) {
+  constexpr WorkShape W = rope_shape<T>();
+  head = group + k * W.head_groups;
+  if constexpr (W.head_groups * T::kHeadsPerThread != W.heads) return head < W.heads;  // the last group is short
   return true;
 }
 
@@ -227,9 +393,6 @@ template <class T>
 __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* inv_freq,
                                             const float* inv_freq_long) {
   constexpr WorkShape W = rope_shape<T>();
-  typedef typename T::Storage S;
-  typedef typename S::raw raw;
-  constexpr int V = T::kVec;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // Programmatic dependent launch (a no-op when not launched with it): let the next kernel in
   // the stream start launching now, and wait for the previous one's results before any read.
@@ -242,103 +405,47 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
     // item = (row * head_groups + group) * lanes + lane: neighbouring threads take neighbouring
     // vectors of one head row (coalesced); a thread's heads are group + k * head_groups.
     const WorkItem at = decode_item(W, item);
-    const int lane = at.lane, group = at.group;
+    const int group = at.group;
     const RowRef ref = locate_row<T>(p, at.row);
-    const bool rotating_lane = lane < W.rot_lanes;
-    const int first_pair = rotating_lane ? lane * W.pairs_per_lane : 0;
-
     float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
-    if (rotating_lane && group < W.rot_heads && has_token<T>(ref))
-      pair_angles<T>(p, inv_freq, inv_freq_long, ref, first_pair, cos_v, sin_v);
+    const bool angles_needed = group < W.rot_heads && has_token<T>(ref);
 
-    // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
-    // compile time, while the stores below already order the heads.
+    if constexpr (T::kQkNorm) {
+      // One thread owns its heads whole (W.lanes == 1): each head's norm reads the whole row
+      // before any of its vectors is written, which in place no other thread could promise.
+      // Unrolled: the per-head norms must stay in registers (a dynamic index would put them
+      // in local memory).
+      HeadNorm norms[T::kHeadsPerThread];
+#pragma unroll
+      for (int k = 0; k < T::kHeadsPerThread; ++k) {
+        int head;
+        if (!owned_head<T>(group, k, head)) break;
+        const HeadIo<T> io = head_io<T>(p, ref, head);
+        norms[k] = head_norm<T>(p, io.src, io.bias, io.role);
+      }
 #pragma unroll 1
-    for (int k = 0; k < T::kHeadsPerThread; ++k) {
-      const int head = group + k * W.head_groups;
-      if constexpr (W.head_groups * T::kHeadsPerThread != W.heads) {
-        if (head >= W.heads) break;  // the last group is short
-      }
-      const int role = head < T::kNumQHeads ? kRoleQ : (head < W.rot_heads ? kRoleK : kRoleV);
-      const int head_in_role = head - (role == kRoleQ ? 0 : role == kRoleK ? T::kNumQHeads : W.rot_heads);
-      const TensorRef in = p.in[role], out = p.out[role];
-      raw* dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
-                 head_in_role * out.head_stride;
-      const raw* src = has_token<T>(ref)
-                           ? (const raw*)in.ptr + ref.token * in.token_stride + head_in_role * in.head_stride
-                           : nullptr;
-      const void* bias = nullptr;
-      if constexpr (T::kHasBias) bias = (const raw*)p.bias[role] + head_in_role * T::kHeadDim;
-
-      // A copied v head takes the same lane-to-vector map as q and k, unrotated: the rotating
-      // lanes cover [0, d) and the tail lanes [d, D) whenever the tail changes (in place
-      // without a bias, an untouched tail is already the copy).
-      const bool rotate = !T::kCopyV || role != kRoleV;
-      if constexpr (W.tail_lanes > 0) {
-        if (!rotating_lane) {  // pass-through tail element vector
-          const int e = T::kRotaryDim + (lane - W.rot_lanes) * V;
-          float x[V];
-          load_input<T>(src, bias, e, x);
-          store_vec<S, V>(dst + e, x);
-          continue;
+      for (int lane = 0; lane < W.rot_lanes + W.tail_lanes; ++lane) {
+        if (lane < W.rot_lanes && angles_needed)
+          pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
+#pragma unroll
+        for (int k = 0; k < T::kHeadsPerThread; ++k) {
+          int head;
+          if (!owned_head<T>(group, k, head)) break;
+          process_lane<T>(head_io<T>(p, ref, head), norms[k], lane, cos_v, sin_v);
         }
       }
-      const int e = lane * V;
-      if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
-        float x[V];
-        if (load_input<T>(src, bias, e, x) && rotate) {
-#pragma unroll
-          for (int i = 0; i < V / 2; ++i) {
-            const float a = x[2 * i], b = x[2 * i + 1];
-            x[2 * i] = fmaf(a, cos_v[i], -b * sin_v[i]);
-            x[2 * i + 1] = fmaf(b, cos_v[i], a * sin_v[i]);
-          }
-        }
-        store_vec<S, V>(dst + e, x);
-      } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
-        constexpr int kVectors = T::kRotaryDim / V;
-        float x[T::kRotaryDim];
-        bool loaded = true;
-#pragma unroll
-        for (int j = 0; j < kVectors; ++j) {
-          float part[V];
-          loaded = load_input<T>(src, bias, j * V, part);
-#pragma unroll
-          for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
-        }
-        if (loaded && rotate) {
-#pragma unroll
-          for (int i = 0; i < W.half; ++i) {
-            const float a = x[i], b = x[i + W.half];
-            x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
-            x[i + W.half] = fmaf(b, cos_v[i], a * sin_v[i]);
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < kVectors; ++j) {
-          float part[V];
-#pragma unroll
-          for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
-          store_vec<S, V>(dst + j * V, part);
-        }
-      } else {  // neox: the two halves of V pairs are vectors d/2 apart
-        float x[V], y[V];
-        if (load_input<T>(src, bias, e, x)) {
-          load_input<T, W.half>(src, bias, e, y);
-          if (rotate) {
-#pragma unroll
-            for (int i = 0; i < V; ++i) {
-              const float a = x[i], b = y[i];
-              x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
-              y[i] = fmaf(b, cos_v[i], a * sin_v[i]);
-            }
-          }
-        } else {
-#pragma unroll
-          for (int i = 0; i < V; ++i) y[i] = 0.0f;
-        }
-        store_vec<S, V>(dst + e, x);
-        store_vec<S, V>(dst + e + W.half, y);
+    } else {
+      const int lane = at.lane;
+      if (lane < W.rot_lanes && angles_needed)
+        pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
+      const HeadNorm no_norm{1.0f, nullptr, false};
+      // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
+      // compile time, while the stores below already order the heads.
+#pragma unroll 1
+      for (int k = 0; k < T::kHeadsPerThread; ++k) {
+        int head;
+        if (!owned_head<T>(group, k, head)) break;
+        process_lane<T>(head_io<T>(p, ref, head), no_norm, lane, cos_v, sin_v);
       }
     }
   }

@@ -13,10 +13,10 @@
 
 namespace ropejit {
 
-/// True when the pass-through tail [d, D) is touched: it moves (output not in place) or gains
-/// a bias; in place without bias it is left as it is.
-ROPEJIT_HOST_DEVICE constexpr bool tail_moves(bool inplace, bool has_bias) {
-  return !inplace || has_bias;
+/// True when the pass-through tail [d, D) is touched: it moves (output not in place) or
+/// changes (a bias, a QK-norm); in place and unchanged it is left as it is.
+ROPEJIT_HOST_DEVICE constexpr bool tail_moves(bool inplace, bool tail_changes) {
+  return !inplace || tail_changes;
 }
 
 /// Most vectors one lane may hold when it takes a whole neox rotary slice (registers: the
@@ -31,7 +31,7 @@ struct WorkShape {
   int pairs_per_lane = 0;    ///< pairs whose angles one rotating lane needs
   int rot_lanes = 0;         ///< lanes rotating pairs of one head
   int tail_lanes = 0;        ///< lanes moving the pass-through tail [d, D)
-  int lanes = 0;             ///< rot_lanes + tail_lanes
+  int lanes = 0;             ///< rot_lanes + tail_lanes, or 1 when a thread owns whole heads
   int rot_heads = 0;         ///< q + k heads per row (rotated)
   int heads = 0;             ///< heads per row the kernel touches (+ v when copied)
   int head_groups = 0;       ///< ceil(heads / heads_per_thread)
@@ -42,16 +42,17 @@ struct WorkShape {
 ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary_dim,
                                                         int num_q_heads, int num_kv_heads,
                                                         bool interleaved, bool copy_v, bool inplace,
-                                                        bool has_bias, int vec,
-                                                        int heads_per_thread) {
+                                                        bool tail_changes, int vec,
+                                                        int heads_per_thread, bool whole_heads) {
   WorkShape w;
   w.half = rotary_dim / 2;
   // A half of 12 bf16 (GPT-NeoX-20B) takes no 16-byte vector; the 24-element slice takes 3.
   w.whole_slice = !interleaved && w.half % vec != 0;
   w.pairs_per_lane = interleaved ? vec / 2 : w.whole_slice ? w.half : vec;
   w.rot_lanes = interleaved ? rotary_dim / vec : w.whole_slice ? 1 : w.half / vec;
-  w.tail_lanes = tail_moves(inplace, has_bias) ? (head_dim - rotary_dim) / vec : 0;
-  w.lanes = w.rot_lanes + w.tail_lanes;
+  w.tail_lanes = tail_moves(inplace, tail_changes) ? (head_dim - rotary_dim) / vec : 0;
+  // whole_heads (QK-norm): one thread walks every lane of its heads.
+  w.lanes = whole_heads ? 1 : w.rot_lanes + w.tail_lanes;
   w.rot_heads = num_q_heads + num_kv_heads;
   w.heads = w.rot_heads + (copy_v ? num_kv_heads : 0);
   w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;

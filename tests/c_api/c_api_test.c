@@ -305,6 +305,13 @@ static void check_errors(ropejit_runtime* rt, const ropejit_kernel* kernel) {
   args.struct_size = 0;
   st = ropejit_kernel_launch(kernel, &args, NULL);
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "struct_size 0 gave %s", ropejit_status_string(st));
+  /* The header before the QK-norm weights: accepted, the weights read as NULL (the bytes past
+   * the caller's struct are never read: poison them to be sure). */
+  args.struct_size = offsetof(ropejit_args, q_norm_weight);
+  args.q_norm_weight = (const void*)0x10;
+  st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_OK, "pre-norm struct_size gave %s: %s", ropejit_status_string(st), ropejit_last_error());
+  args.q_norm_weight = NULL;
   args.struct_size = sizeof(ropejit_args);
   args.positions_type = (ropejit_positions_type)5;
   st = ropejit_kernel_launch(kernel, &args, NULL);

@@ -12,17 +12,19 @@ nlohmann::json spec_json(const SpecFields& f) {
   if (f.copy_v || (f.input == "packed_qkv" && f.output != "inplace")) io["copy_v"] = true;
   if (!f.mrope_section.empty()) io["mrope_section"] = f.mrope_section;
   if (f.mrope_interleaved) io["mrope_interleaved"] = true;
-  return {{"name", f.name},
-          {"head_dim", f.head_dim},
-          {"rotary_dim", f.rotary_dim},
-          {"num_q_heads", f.num_q_heads},
-          {"num_kv_heads", f.num_kv_heads},
-          {"layout", f.layout},
-          {"dtype", f.dtype},
-          {"angle", f.angle},
-          {"max_position_embeddings", f.max_position_embeddings},
-          {"rope", f.rope},
-          {"io", io}};
+  nlohmann::json spec = {{"name", f.name},
+                         {"head_dim", f.head_dim},
+                         {"rotary_dim", f.rotary_dim},
+                         {"num_q_heads", f.num_q_heads},
+                         {"num_kv_heads", f.num_kv_heads},
+                         {"layout", f.layout},
+                         {"dtype", f.dtype},
+                         {"angle", f.angle},
+                         {"max_position_embeddings", f.max_position_embeddings},
+                         {"rope", f.rope},
+                         {"io", io}};
+  if (!f.qk_norm.is_null()) spec["qk_norm"] = f.qk_norm;
+  return spec;
 }
 
 Spec make_spec(const SpecFields& f) { return parse_spec(spec_json(f).dump()); }

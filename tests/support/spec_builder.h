@@ -29,6 +29,7 @@ struct SpecFields {
   std::string positions = "explicit";
   std::vector<int> mrope_section;  ///< io.mrope_section when not empty
   bool mrope_interleaved = false;  ///< io.mrope_interleaved when true
+  nlohmann::json qk_norm;          ///< the qk_norm block when not null
 };
 
 /// The spec JSON of the fields.

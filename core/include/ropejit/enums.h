@@ -25,6 +25,9 @@ enum class OutputForm { inplace, separate, padded_bhsd };
 /// (temporal, height, width) whose streams rotate the sections of io.mrope_section.
 enum class PositionsForm { explicit_, varlen, offset, mrope };
 
+/// QK-norm weight: one head_dim vector for q and one for k (shared by the heads), or none.
+enum class NormWeight { per_head, none };
+
 /// One row of an enum table.
 template <class E>
 struct EnumName {
@@ -51,6 +54,9 @@ inline constexpr std::array<EnumName<PositionsForm>, 4> kPositionsNames{{
     {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"},
     {PositionsForm::offset, "offset"}, {PositionsForm::mrope, "mrope"}}};
 
+inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
+    {NormWeight::per_head, "per_head"}, {NormWeight::none, "none"}}};
+
 /// The table for an enum type.
 template <class E> constexpr const auto& enum_table();
 template <> constexpr const auto& enum_table<Layout>() { return kLayoutNames; }
@@ -60,6 +66,7 @@ template <> constexpr const auto& enum_table<AnglePrecision>() { return kAngleNa
 template <> constexpr const auto& enum_table<InputForm>() { return kInputNames; }
 template <> constexpr const auto& enum_table<OutputForm>() { return kOutputNames; }
 template <> constexpr const auto& enum_table<PositionsForm>() { return kPositionsNames; }
+template <> constexpr const auto& enum_table<NormWeight>() { return kNormWeightNames; }
 
 /// Name of an enum value ("neox").
 template <class E>

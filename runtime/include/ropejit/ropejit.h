@@ -129,6 +129,11 @@ typedef struct ropejit_args {
   int batch;                 /**< sequences of varlen positions / padded_bhsd */
   int max_seq_len;           /**< S of padded_bhsd */
   int64_t seq_len;           /**< max(position) + 1; required by dynamic NTK and LongRoPE */
+  /* QK-norm weights (spec qk_norm with weight per_head): [D] each in the storage dtype, shared
+   * by every q (k) head. A caller built against an earlier header (struct_size ending before
+   * them) passes none. */
+  const void* q_norm_weight;
+  const void* k_norm_weight;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

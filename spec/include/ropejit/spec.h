@@ -50,6 +50,15 @@ struct IoSpec {
   bool mrope_interleaved = false;  ///< mrope: Qwen3-VL's interleaved sections
 };
 
+/// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements, in fp32,
+/// after the bias and before the rotation (Qwen3, Gemma 3): x / sqrt(mean(x^2) + eps) * (offset + w).
+struct QkNorm {
+  bool enabled = false;                      ///< the block is present
+  double eps = 1e-6;                         ///< added to mean(x^2)
+  NormWeight weight = NormWeight::per_head;  ///< per_head: q_norm_weight / k_norm_weight at launch
+  double weight_offset = 0.0;                ///< Gemma's (1 + w): 1.0
+};
+
 /// A validated spec. Build one with parse_spec(); every field is checked and canonical.
 struct Spec {
   std::string name;                  ///< free text, part of the hash
@@ -63,6 +72,7 @@ struct Spec {
   AnglePrecision angle = AnglePrecision::fp32;
   RopeParams rope;
   IoSpec io;
+  QkNorm qk_norm;                    ///< absent: no normalization
 };
 
 /// One validation problem: JSON pointer, and a message naming the value and what is allowed.
@@ -112,6 +122,10 @@ Hash128 hash_bytes(std::string_view bytes);
 
 /// Stable content hash of a spec: XXH3-128 of canonical_json (ignores key order, formatting).
 Hash128 spec_hash(const Spec& spec);
+
+/// True when something rewrites the pass-through tail [d, D) of q and k heads even in place:
+/// the QKV bias, or the QK-norm (it normalizes the whole head).
+inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled; }
 
 /// Heads per token that the kernel touches: Hq + Hkv (+ Hkv when v is copied).
 inline int total_heads(const Spec& s) {
