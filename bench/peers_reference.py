@@ -28,6 +28,9 @@ SHAPES = {
     "deepseek-v3-rope": "deepseek-v3",
     "gpt-neox-20b": "gpt-neox-20b",
     "gemma-2": "gemma-2-2b",
+    "qwen2.5-vl-7b-mrope": "qwen2.5-vl-7b",
+    "qwen3-8b-qknorm": "qwen3-8b",
+    "gemma-3-12b-qknorm": "gemma-3-12b",
 }
 MAX_POSITION = 10**6   # positions drawn from [0, 10^6)
 ULPS = 2
@@ -150,6 +153,44 @@ def angles(spec, positions, inv_freq):
     return (positions.astype(np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]).astype(np.float64)
 
 
+def mrope_streams(spec):
+    """Position stream (0 temporal, 1 height, 2 width) of each frequency pair, built as HF
+    builds it: Qwen2-VL takes chunk i of cat(freqs, freqs) split by mrope_section * 2 from
+    stream i % 3; Qwen3-VL overwrites slice(1, 3h, 3) with height and slice(2, 3w, 3) with width."""
+    io = spec.get("io", {})
+    half = spec["rotary_dim"] // 2
+    if io.get("positions") != "mrope":
+        return np.zeros(half, dtype=np.int64)
+    section = io["mrope_section"]
+    if io.get("mrope_interleaved"):
+        streams = np.zeros(half, dtype=np.int64)
+        streams[1:3 * section[1]:3] = 1
+        streams[2:3 * section[2]:3] = 2
+        return streams
+    columns = np.concatenate([np.full(n, i % 3) for i, n in enumerate(section * 2)])
+    assert (columns[:half] == columns[half:]).all(), "rotate_half pairs columns j and j + d/2"
+    return columns[:half].astype(np.int64)
+
+
+def pair_angles(spec, positions, inv_freq):
+    """[n, d/2] angles: positions [n] (one stream), or mrope positions [3, n] (each pair its stream's)."""
+    if positions.ndim == 1:
+        return angles(spec, positions, inv_freq)
+    per_pair = positions[mrope_streams(spec), :].T  # [n, d/2]
+    if spec.get("angle", "fp32") == "exact":
+        return per_pair.astype(np.float64) * inv_freq[None, :]
+    return (per_pair.astype(np.float32) * inv_freq.astype(np.float32)[None, :]).astype(np.float64)
+
+
+def rms_normalize(spec, x, weight):
+    """Qwen3 / Gemma 3 q_norm, k_norm over the last axis (head_dim) in float64."""
+    norm = spec["qk_norm"]
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + norm.get("eps", 1e-6))
+    if norm.get("weight", "per_head") == "per_head":
+        y = y * (norm.get("weight_offset", 0.0) + weight)
+    return y
+
+
 # ------------------------------------------------------------------ problems
 
 class Problem:
@@ -177,6 +218,9 @@ class Problem:
                 self.inputs["v"] = rand(tokens, hkv, d)
         if io.get("qkv_bias"):
             self.inputs["bias"] = encode(self.dtype, 0.5 * rng.standard_normal((hq + 2 * hkv) * d))
+        if spec.get("qk_norm", {}).get("weight", "per_head") == "per_head" and "qk_norm" in spec:
+            self.inputs["q_norm_weight"] = encode(self.dtype, rng.standard_normal(d))
+            self.inputs["k_norm_weight"] = encode(self.dtype, rng.standard_normal(d))
         self.batch = self.max_seq_len = 0
         if self.varlen:
             self.batch = batch_for(tokens)
@@ -188,6 +232,8 @@ class Problem:
             self.seq_index = np.concatenate([np.arange(n) for n in lengths]).astype(np.int64)
             self.seq_of = np.repeat(np.arange(self.batch), lengths)
             self.positions = (self.start_pos[self.seq_of] + self.seq_index).astype(np.int32)
+        elif io.get("positions") == "mrope":  # [3, T]: temporal, height, width
+            self.positions = rng.integers(0, MAX_POSITION, size=(3, tokens)).astype(np.int32)
         else:
             self.positions = rng.integers(0, MAX_POSITION, size=tokens).astype(np.int32)
         self.seq_len = int(self.positions.max()) + 1 if tokens else 0
@@ -216,8 +262,12 @@ def expected(problem, rows):
         b = decode(dt, problem.inputs["bias"]).reshape(hq + 2 * hkv, d)
         bias = {"q": b[:hq], "k": b[hq:hq + hkv], "v": b[hq + hkv:]}
         parts = {n: v + bias[n][None] for n, v in parts.items()}
+    if "qk_norm" in spec:
+        for name in ("q", "k"):
+            w = problem.inputs.get(name + "_norm_weight")
+            parts[name] = rms_normalize(spec, parts[name], None if w is None else decode(dt, w))
     inv, s = inv_freq_and_factor(spec)
-    theta = angles(spec, problem.positions[rows], inv)[:, None, :]  # [n, 1, d/2]
+    theta = pair_angles(spec, problem.positions[..., rows], inv)[:, None, :]  # [n, 1, d/2]
     cos, sin = np.cos(theta), np.sin(theta)
     half = rd // 2
     if spec["layout"] == "interleaved":

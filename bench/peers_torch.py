@@ -92,7 +92,8 @@ class Sets:
 
 def make_ropejit(kernel, problem, sets):
     """fn(i): ropejit on set i, on torch's current stream (prepared ctypes Args per set)."""
-    names = ("q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions", "cu_seqlens", "start_pos")
+    names = ("q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions", "cu_seqlens", "start_pos",
+             "q_norm_weight", "k_norm_weight")
     args = []
     for i in range(sets.count):
         b = sets.get(i)
@@ -152,11 +153,37 @@ def make_torch_rope(spec, cos_half, sin_half):
         x1, x2 = x[..., 0::2], x[..., 1::2]
         return torch.stack((-x2, x1), dim=-1).flatten(-2)
 
+    streams = torch.from_numpy(ref.mrope_streams(spec)).cuda()  # pair -> position stream
+    half_index = torch.arange(rd // 2, device="cuda")
+    mrope = spec.get("io", {}).get("positions") == "mrope"
+    norm = spec.get("qk_norm")
+
+    def tables(pos):
+        """cos, sin [T, 1, rd] of the token positions, or per pair of its stream (mrope [3, T])."""
+        if not mrope:
+            return cos_full[pos].unsqueeze(1).to(dt), sin_full[pos].unsqueeze(1).to(dt)
+        per_pair = pos[streams, :].T  # [T, rd/2]
+        c, s_ = cos_half[per_pair, half_index], sin_half[per_pair, half_index]
+        if neox:
+            c, s_ = torch.cat([c, c], -1), torch.cat([s_, s_], -1)
+        else:
+            c, s_ = c.repeat_interleave(2, -1), s_.repeat_interleave(2, -1)
+        return c.unsqueeze(1).to(dt), s_.unsqueeze(1).to(dt)
+
+    def rms_norm(x, weight):
+        """Qwen3RMSNorm / Gemma3RMSNorm of each head, as HF computes it (float32, then the dtype)."""
+        y = x.float()
+        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + norm.get("eps", 1e-6))
+        if weight is not None:
+            y = y * (norm.get("weight_offset", 0.0) + weight.float())
+        return y.to(dt)
+
     def rope(b, seq_of, seq_index):
-        pos = b["positions64"]
-        cos = cos_full[pos].unsqueeze(1).to(dt)
-        sin = sin_full[pos].unsqueeze(1).to(dt)
+        cos, sin = tables(b["positions64"])
         q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
+        if norm is not None:  # HF: q_norm / k_norm on the projections, then RoPE
+            q[...] = rms_norm(q, b.get("q_norm_weight"))
+            k[...] = rms_norm(k, b.get("k_norm_weight"))
         q_rot = q[..., :rd] * cos + rotate_half(q[..., :rd]) * sin
         k_rot = k[..., :rd] * cos + rotate_half(k[..., :rd]) * sin
         if padded:
@@ -179,6 +206,8 @@ def make_flashinfer(kind, flashinfer, spec, cos_half, sin_half):
     packed, padded, hq, hkv, d = _form(spec)
     interleave = spec["layout"] == "interleaved"
     rope_type = rope_cfg.get("rope_type", "default")
+    if spec.get("qk_norm") or spec.get("io", {}).get("positions") == "mrope":
+        return None  # FlashInfer's rope functions take one position per token and no norm
     if kind == "fi_pos_ids" and rope_type != "default":
         return None
     if kind == "fi_llama31" and rope_type != "llama3":
