@@ -7,7 +7,10 @@
 #      where CMake (cmake/RopejitCuda.cmake) finds them. See docs/install.md;
 #   3. only where no nvdisasm is found (PATH, $CUDA_HOME/bin): nvdisasm and cuobjdump from the
 #      PyPI wheels into ${ROPEJIT_CUDA_TOOLS_PREFIX:-<repo>/.deps/cuda-tools} for the static
-#      kernel report (cmake/RopejitCudaTools.cmake; optional: without them it reads the PTX).
+#      kernel report (cmake/RopejitCudaTools.cmake; optional: without them it reads the PTX);
+#   4. only where the system python lacks numpy: numpy from PyPI into
+#      ${ROPEJIT_PYTHON_DEPS:-<repo>/.deps/python} for the peers dry run (bench/peers.py), which
+#      checks the host backend against bench/peers_reference.py (optional: else it prints SKIPPED).
 set -euo pipefail
 repo="$(cd "$(dirname "$0")/.." && pwd)"
 
@@ -144,6 +147,25 @@ install_tool_wheels() {
   echo "setup: nvdisasm + cuobjdump installed in $TOOLS_PREFIX (bin/ -> pip/$wheel_dir/bin)"
 }
 
+# --- numpy for the peers dry run, when the system python has none (optional) ---
+PYTHON_DEPS="${ROPEJIT_PYTHON_DEPS:-$repo/.deps/python}"
+install_numpy() {
+  if "$PYTHON" -c "import numpy" >/dev/null 2>&1; then
+    echo "setup: numpy in the system python"
+    return 0
+  fi
+  if PYTHONPATH="$PYTHON_DEPS" "$PYTHON" -c "import numpy" >/dev/null 2>&1; then
+    echo "setup: numpy present in $PYTHON_DEPS"
+    return 0
+  fi
+  echo "setup: installing numpy (>= 1.26) from PyPI into $PYTHON_DEPS"
+  require_pip || return 1
+  rm -rf "$PYTHON_DEPS.new"
+  pip_target "$PYTHON_DEPS.new" "numpy>=1.26" || return 1
+  rm -rf "$PYTHON_DEPS"
+  mv "$PYTHON_DEPS.new" "$PYTHON_DEPS"
+}
+
 if [ "$need_wheels" -eq 0 ]; then
   echo "setup: CUDA toolkit at $CUDA_HOME"
 else
@@ -154,4 +176,7 @@ if [ "$need_tools" -eq 0 ]; then
 elif ! install_tool_wheels; then
   # Optional: the static kernel report reads the PTX without a disassembler.
   echo "setup: warning: nvdisasm not installed; the static kernel report (ropejit compile --stats) will read the PTX" >&2
+fi
+if ! install_numpy; then
+  echo "setup: warning: numpy not installed; the peers dry run (ctest peers_dry_run) will print SKIPPED" >&2
 fi
