@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "embedded_templates.h"
@@ -48,8 +50,14 @@ void form_flags(std::string& t, std::string_view prefix, Form chosen) {
                      row.value == chosen);
 }
 
-// Exact float literal (hex): the baked value is the float32 HF computes, bit for bit.
-std::string float_literal(double v) { return fmt::format("{:a}f", static_cast<float>(v)); }
+// Exact float literal (hex): the baked value is the float32 HF computes, bit for bit. A value
+// that is no finite float32 has no literal: refused (validation keeps specs from getting here).
+std::string float_literal(double v) {
+  const float f = static_cast<float>(v);
+  if (!std::isfinite(f))
+    throw Error(Status::internal, fmt::format("generated source: {} is no finite float32 literal", v));
+  return fmt::format("{:a}f", f);
+}
 
 void append_table(std::string& out, const char* name, const std::vector<double>& values) {
   out += fmt::format("__device__ const float {}[{}] = {{", name, values.size());

@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "ropejit/freqs.h"
 #include "spec_json.h"
 
 namespace ropejit {
@@ -553,6 +554,37 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
 
 }  // namespace
 
+// Every value the generator bakes must be a finite, non-zero float32: parameters that pass
+// one by one can still combine into NaN or infinite frequencies (yarn with rope_theta 1 divides
+// by log(1)), which would emit a kernel that does not compile or computes garbage.
+static void check_derived_frequencies(const Spec& spec, Reader& reader) {
+  FreqTable table;
+  try {
+    table = compute_freqs(spec, FreqMode::hf_fp32);
+  } catch (const std::exception& e) {
+    reader.add("/rope", fmt::format("the frequencies of this rope block cannot be computed: {}", e.what()));
+    return;
+  }
+  auto bad = [](double v) {
+    const float f = static_cast<float>(v);
+    return !std::isfinite(v) || !std::isfinite(f) || f <= 0.0f;
+  };
+  const std::string theta = fmt::format("{}", spec.rope.theta);
+  for (const auto* values : {&table.inv_freq, &table.inv_freq_long})
+    for (size_t i = 0; i < values->size(); ++i)
+      if (bad((*values)[i])) {
+        reader.add("/rope", fmt::format("this rope block gives {}[{}] = {} (rope_type {}, rope_theta {}): every "
+                                        "inv_freq must be a finite float32 > 0",
+                                        values == &table.inv_freq ? "inv_freq" : "inv_freq_long", i, (*values)[i],
+                                        to_string(spec.rope.type), theta));
+        return;
+      }
+  if (bad(table.attention_factor))
+    reader.add("/rope", fmt::format("this rope block gives attention factor {} (rope_type {}): it must be a finite "
+                                    "float32 > 0",
+                                    table.attention_factor, to_string(spec.rope.type)));
+}
+
 Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   Reader reader(issues);
   Spec spec;
@@ -644,6 +676,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings);
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
+  if (issues.empty()) check_derived_frequencies(spec, reader);
   return spec;
 }
 
