@@ -1,0 +1,160 @@
+// Spec validation of the io and qk_norm blocks and of the frequencies a spec derives.
+#include <algorithm>
+#include <cmath>
+#include <exception>
+
+#include <fmt/core.h>
+
+#include "ropejit/freqs.h"
+#include "spec_reader.h"
+
+namespace ropejit::spec_detail {
+
+namespace {
+
+// io.mrope_section and io.mrope_interleaved: only with positions mrope, three counts of pairs
+// summing to rotary_dim / 2; interleaved, the height and width streams take pairs 1, 4, ... and
+// 2, 5, ... below 3 x their count, which must fit in the pairs.
+void read_mrope(const json& block, const std::string& base, int rotary_dim, RopeType rope_type, IoSpec& io,
+                Reader& reader) {
+  const json* section = member(block, "mrope_section");
+  const json* interleaved = member(block, "mrope_interleaved");
+  if (io.positions != PositionsForm::mrope) {
+    if (section) reader.not_allowed(base + "/mrope_section", *section, "absent unless io.positions is \"mrope\"");
+    if (interleaved)
+      reader.not_allowed(base + "/mrope_interleaved", *interleaved, "absent unless io.positions is \"mrope\"");
+    return;
+  }
+  if (interleaved) io.mrope_interleaved = reader.boolean(*interleaved, base + "/mrope_interleaved").value_or(false);
+  // dynamic NTK and LongRoPE pick their frequencies from the sequence length, which three
+  // position streams leave undefined (no released model combines them).
+  if (rope_type == RopeType::dynamic || rope_type == RopeType::longrope)
+    reader.not_allowed(base + "/positions", std::string("mrope"),
+                       fmt::format("another form with rope_type {} (its frequencies depend on the sequence "
+                                   "length, which three position streams do not define)",
+                                   to_string(rope_type)));
+  const int pairs = rotary_dim / 2;
+  const std::string must = fmt::format("a list of 3 integers >= 1 (temporal, height, width pairs) summing to "
+                                       "rotary_dim / 2 = {}", pairs);
+  if (!section) {
+    reader.add(base + "/mrope_section", "missing: io.positions \"mrope\" needs it (" + must + ")");
+    return;
+  }
+  if (!section->is_array() || section->size() != 3) {
+    reader.not_allowed(base + "/mrope_section", *section, must);
+    return;
+  }
+  std::vector<int> counts;
+  for (size_t i = 0; i < 3; ++i)
+    if (auto n = reader.integer((*section)[i], fmt::format("{}/mrope_section/{}", base, i), 1, kMaxHeadDim))
+      counts.push_back(static_cast<int>(*n));
+  if (counts.size() != 3) return;
+  if (pairs > 0 && counts[0] + counts[1] + counts[2] != pairs) {
+    reader.not_allowed(base + "/mrope_section", *section, must);
+    return;
+  }
+  if (io.mrope_interleaved && pairs > 0 && 3 * std::max(counts[1], counts[2]) > pairs)
+    reader.not_allowed(base + "/mrope_section", *section,
+                       fmt::format("height and width counts <= rotary_dim / 6 = {} with mrope_interleaved "
+                                   "(every third pair of the {})", pairs / 3, pairs));
+  io.mrope_section = counts;
+}
+
+}  // namespace
+
+// qk_norm: {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head" | "none", "weight_offset": 0,
+// "scope": "head"}; type and scope have one value each today (a norm over all heads, OLMo 2's,
+// would be another scope).
+QkNorm read_qk_norm(const json& block, Reader& reader) {
+  const std::string base = "/qk_norm";
+  QkNorm norm;
+  if (!block.is_object()) {
+    reader.not_allowed(base, block, "an object such as {\"type\": \"rmsnorm\", \"eps\": 1e-6}");
+    return norm;
+  }
+  static const std::vector<std::string_view> keys{"type", "eps", "weight", "weight_offset", "scope"};
+  reader.check_keys(block, base, keys);
+  norm.enabled = true;
+  const json* type = member(block, "type");
+  if (!type) reader.add(base + "/type", "missing required key \"type\" (must be \"rmsnorm\")");
+  else if (*type != "rmsnorm") reader.not_allowed(base + "/type", *type, "\"rmsnorm\"");
+  if (const json* v = member(block, "scope"); v && *v != "head")
+    reader.not_allowed(base + "/scope", *v, "\"head\" (each head normalized over its head_dim)");
+  if (const json* v = member(block, "eps")) norm.eps = reader.number(*v, base + "/eps", 0, true, 1.0).value_or(norm.eps);
+  if (const json* v = member(block, "weight"))
+    norm.weight = reader.enumeration<NormWeight>(*v, base + "/weight").value_or(norm.weight);
+  if (const json* v = member(block, "weight_offset")) {
+    norm.weight_offset = reader.number(*v, base + "/weight_offset", -16.0, false, 16.0).value_or(0.0);
+    if (norm.weight == NormWeight::none && norm.weight_offset != 0.0)
+      reader.not_allowed(base + "/weight_offset", *v, "0 when weight is \"none\" (there is no weight to offset)");
+  }
+  return norm;
+}
+
+IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_type) {
+  const std::string base = "/io";
+  IoSpec io;
+  if (!block) return io;
+  if (!block->is_object()) {
+    reader.not_allowed(base, *block, "an object");
+    return io;
+  }
+  reader.check_keys(*block, base, spec_io_keys());
+  if (const json* v = member(*block, "input"))
+    io.input = reader.enumeration<InputForm>(*v, base + "/input").value_or(io.input);
+  if (const json* v = member(*block, "output"))
+    io.output = reader.enumeration<OutputForm>(*v, base + "/output").value_or(io.output);
+  if (const json* v = member(*block, "qkv_bias"))
+    io.qkv_bias = reader.boolean(*v, base + "/qkv_bias").value_or(io.qkv_bias);
+  if (const json* v = member(*block, "positions"))
+    io.positions = reader.enumeration<PositionsForm>(*v, base + "/positions").value_or(io.positions);
+  io.copy_v = io_requires_copy_v(io);
+  if (const json* v = member(*block, "copy_v")) {
+    auto copy_v = reader.boolean(*v, base + "/copy_v");
+    if (copy_v && !*copy_v && io.copy_v)
+      reader.not_allowed(base + "/copy_v", *v,
+                         io.output != OutputForm::inplace
+                             ? "true when input is packed_qkv and output is not inplace"
+                             : "true when input is packed_qkv with qkv_bias (v gets its bias)");
+    else if (copy_v)
+      io.copy_v = *copy_v;
+  }
+  if (io.output == OutputForm::padded_bhsd && io.positions != PositionsForm::varlen)
+    reader.not_allowed(base + "/positions", std::string(to_string(io.positions)),
+                       "\"varlen\" when output is padded_bhsd");
+  read_mrope(*block, base, rotary_dim, rope_type, io, reader);
+  return io;
+}
+
+// Every value the generator bakes must be a finite, non-zero float32: parameters that pass
+// one by one can still combine into NaN or infinite frequencies (yarn with rope_theta 1 divides
+// by log(1)), which would emit a kernel that does not compile or computes garbage.
+void check_derived_frequencies(const Spec& spec, Reader& reader) {
+  FreqTable table;
+  try {
+    table = compute_freqs(spec, FreqMode::hf_fp32);
+  } catch (const std::exception& e) {
+    reader.add("/rope", fmt::format("the frequencies of this rope block cannot be computed: {}", e.what()));
+    return;
+  }
+  auto bad = [](double v) {
+    const float f = static_cast<float>(v);
+    return !std::isfinite(v) || !std::isfinite(f) || f <= 0.0f;
+  };
+  const std::string theta = fmt::format("{}", spec.rope.theta);
+  for (const auto* values : {&table.inv_freq, &table.inv_freq_long})
+    for (size_t i = 0; i < values->size(); ++i)
+      if (bad((*values)[i])) {
+        reader.add("/rope", fmt::format("this rope block gives {}[{}] = {} (rope_type {}, rope_theta {}): every "
+                                        "inv_freq must be a finite float32 > 0",
+                                        values == &table.inv_freq ? "inv_freq" : "inv_freq_long", i, (*values)[i],
+                                        to_string(spec.rope.type), theta));
+        return;
+      }
+  if (bad(table.attention_factor))
+    reader.add("/rope", fmt::format("this rope block gives attention factor {} (rope_type {}): it must be a finite "
+                                    "float32 > 0",
+                                    table.attention_factor, to_string(spec.rope.type)));
+}
+
+}  // namespace ropejit::spec_detail
