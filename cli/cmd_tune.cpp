@@ -122,20 +122,15 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
       }
     });
     const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
-    // The static report of each compiled source (the disassembler runs once per source; the
-    // configs sharing it differ only in launch fields, which the counts do not see).
-    std::vector<std::optional<ropejit::KernelStats>> source_stats(sources.size());
-    std::vector<size_t> config_of_source(sources.size());
-    for (size_t i = space.configs.size(); i-- > 0;) config_of_source[source_of[i]] = i;
+    // The static report of each compiled, spill-free config (one disassembly per source).
+    std::vector<const ropejit::Binary*> reportable(space.configs.size(), nullptr);
+    for (size_t i = 0; i < space.configs.size(); ++i)
+      if (const auto& b = binaries[source_of[i]]; b && b->spill_bytes == 0) reportable[i] = &*b;
     const auto stats_start = std::chrono::steady_clock::now();
-    if (part && a.static_prune > 0 && arch.rfind("sm_", 0) == 0)
-      ropejit::parallel_for(sources.size(), threads, [&](size_t k) {
-        if (!binaries[k] || binaries[k]->spill_bytes > 0) return;
-        try {
-          source_stats[k] = ropejit::kernel_stats(spec, space.configs[config_of_source[k]], sources[k], *binaries[k]);
-        } catch (const ropejit::Error&) {
-        }
-      });
+    const std::map<std::string, ropejit::KernelStats> stats_by_name =
+        part && a.static_prune > 0 && arch.rfind("sm_", 0) == 0
+            ? ropejit::static_reports(spec, space.configs, reportable, threads)
+            : std::map<std::string, ropejit::KernelStats>{};
     const double stats_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - stats_start).count();
     for (size_t i = 0; i < space.configs.size(); ++i) {
       const Config& c = space.configs[i];
@@ -161,28 +156,18 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
     if (!a.json)
       fmt::print("  compiled {} distinct sources for {} configs in {:.1f} s wall on {} threads\n", sources.size(),
                  space.configs.size(), wall_s, threads);
-    std::map<std::string, ropejit::KernelStats> stats_by_name;
-    for (size_t i = 0; i < space.configs.size(); ++i)
-      if (const auto& st = source_stats[source_of[i]]) {
-        ropejit::KernelStats own = *st;
-        own.config = config_name(space.configs[i]);
-        stats_by_name.emplace(own.config, std::move(own));
-      }
     const bool static_pruning = part && !compiled.empty() && stats_by_name.size() == compiled.size();
     if (!a.json && part && a.static_prune > 0)
-      fmt::print("  static reports of {} configs ({} sources) in {:.1f} s wall; static pruning on {}: {}\n",
-                 stats_by_name.size(), sources.size(), stats_s, part->name, static_pruning ? fmt::format("estimates > {} x the best", a.static_prune)
+      fmt::print("  static reports of {} configs in {:.1f} s wall; static pruning on {}: {}\n",
+                 stats_by_name.size(), stats_s, part->name, static_pruning ? fmt::format("estimates > {} x the best", a.static_prune)
                                                      : std::string("off (a config has no report)"));
     ordered_json buckets = ordered_json::array();
     for (int64_t t : tokens) {
       std::vector<ropejit::PrunedConfig> pruned, static_pruned;
       auto candidates = ropejit::bucket_candidates(spec, compiled, t, sm_count, &pruned);
-      if (static_pruning) {
-        std::vector<ropejit::KernelStats> candidate_stats;
-        for (const auto& c : candidates) candidate_stats.push_back(stats_by_name.at(config_name(c)));
-        candidates = ropejit::static_prune(spec, candidates, candidate_stats, *part, ropejit::workload_shape(spec, t),
+      if (static_pruning)
+        candidates = ropejit::static_prune(spec, candidates, stats_by_name, *part, ropejit::workload_shape(spec, t),
                                            a.static_prune, &static_pruned);
-      }
       ordered_json names = ordered_json::array();
       for (const auto& c : candidates) names.push_back(config_name(c));
       buckets.push_back({{"tokens", t}, {"bucket", ropejit::bucket_name(ropejit::bucket_of(t))},

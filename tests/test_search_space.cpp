@@ -4,6 +4,7 @@
 #include "support/repo_paths.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "ropejit/compile.h"
@@ -237,7 +238,8 @@ TEST(StaticPrune, LeavesOutOnlyWhatTheModelCallsMuchSlower) {
   KernelStats issue_bound = real;
   issue_bound.counts.per_item *= 20;
   const std::vector<Config> candidates = {fallback, tie, slow};
-  const std::vector<KernelStats> stats = {real, real, issue_bound};
+  const std::map<std::string, KernelStats> stats = {
+      {config_name(fallback), real}, {config_name(tie), real}, {config_name(slow), issue_bound}};
   const GpuPart& h100 = find_gpu_part("H100-SXM");
 
   std::vector<PrunedConfig> pruned;
@@ -249,13 +251,31 @@ TEST(StaticPrune, LeavesOutOnlyWhatTheModelCallsMuchSlower) {
   EXPECT_NE(pruned[0].reason.find("issue-bound"), std::string::npos) << pruned[0].reason;
 
   // The default is kept however slow the model calls it.
-  const std::vector<KernelStats> slow_default = {issue_bound, real, real};
+  const std::map<std::string, KernelStats> slow_default = {
+      {config_name(fallback), issue_bound}, {config_name(tie), real}, {config_name(slow), real}};
   EXPECT_EQ(static_prune(spec, candidates, slow_default, h100, workload_shape(spec, 65536), 1.5).size(), 3u);
   // Off at factor 0, and where launch overhead dominates (the modelled memory time is tiny).
   EXPECT_EQ(static_prune(spec, candidates, stats, h100, workload_shape(spec, 65536), 0.0).size(), 3u);
   EXPECT_EQ(static_prune(spec, candidates, stats, h100, workload_shape(spec, 16), 1.5).size(), 3u);
   // One report per candidate, or a clear internal error.
-  EXPECT_THROW(static_prune(spec, candidates, {real}, h100, workload_shape(spec, 65536), 1.5), Error);
+  EXPECT_THROW(static_prune(spec, candidates, {{config_name(fallback), real}}, h100, workload_shape(spec, 65536), 1.5),
+               Error);
+}
+
+TEST(StaticPrune, ReportsOncePerSourceByConfigName) {
+  const Spec spec = load_spec_file(ropejit::test::source_dir() + "/specs/llama-3.1-8b.json");
+  Config blocks = default_config(spec), persistent = blocks, other = blocks;
+  persistent.grid = GridMode::persistent;  // same source as `blocks`
+  other.vec = 4;
+  const Binary shared = compile_nvrtc(generate_source(make_plan(spec, blocks)), "sm_90");
+  const Binary own = compile_nvrtc(generate_source(make_plan(spec, other)), "sm_90");
+  const auto reports = static_reports(spec, {blocks, persistent, other}, {&shared, &shared, &own}, 2);
+  ASSERT_EQ(reports.size(), 3u);
+  EXPECT_EQ(reports.at(config_name(persistent)).config, config_name(persistent));
+  EXPECT_EQ(reports.at(config_name(persistent)).counts.instructions, reports.at(config_name(blocks)).counts.instructions);
+  EXPECT_NE(reports.at(config_name(other)).counts.instructions, reports.at(config_name(blocks)).counts.instructions);
+  // A config without a binary gets no report.
+  EXPECT_EQ(static_reports(spec, {blocks, other}, {&shared, nullptr}, 1).count(config_name(other)), 0u);
 }
 
 TEST(StaticPrune, DeviceNamesMapToTheirRooflinePart) {

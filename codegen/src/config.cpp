@@ -10,10 +10,6 @@ namespace ropejit {
 
 namespace {
 
-bool rotary_tail_moves(const Spec& spec) {
-  return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec));
-}
-
 int enum_index_count(std::string_view name) {
   if (name == "sincos") return static_cast<int>(kSinCosNames.size());
   return static_cast<int>(kGridNames.size());
@@ -99,6 +95,10 @@ Config default_config(const Spec& spec) {
 std::string config_name(const Config& c) {
   return fmt::format("bt{}.v{}.h{}.{}.{}", c.block_threads, c.vec, c.heads_per_thread,
                      to_string(c.sincos), to_string(c.grid));
+}
+
+bool rotary_tail_moves(const Spec& spec) {
+  return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec));
 }
 
 WorkShape work_shape(const Spec& spec, const Config& c) {

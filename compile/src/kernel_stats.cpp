@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "ropejit/compile.h"
 #include "ropejit/error.h"
 
 namespace ropejit {
@@ -30,15 +31,6 @@ const std::map<int, ArchLimits>& limits_table() {
   return t;
 }
 
-// "sm_90a" / "compute_90" → 90.
-int arch_number(const std::string& arch) {
-  const size_t us = arch.find('_');
-  size_t end = us == std::string::npos ? 0 : us + 1;
-  while (end < arch.size() && std::isdigit(static_cast<unsigned char>(arch[end]))) ++end;
-  if (us == std::string::npos || end == us + 1)
-    throw Error(Status::invalid_argument, fmt::format("arch \"{}\" is not allowed: must be sm_XX or compute_XX", arch));
-  return std::stoi(arch.substr(us + 1, end - us - 1));
-}
 
 }  // namespace
 
@@ -118,7 +110,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
 
   // Per token row: threads (work items), and the 16-byte vectors of q/k/v read (each is also written).
   const WorkShape w = work_shape(spec, config);
-  const bool tail = tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec));
+  const bool tail = rotary_tail_moves(spec);
   const int64_t elements = int64_t(w.rot_heads) * (tail ? spec.head_dim : spec.rotary_dim) +
                            int64_t(w.heads - w.rot_heads) * spec.head_dim;
   s.items_per_row = w.head_groups * w.lanes;

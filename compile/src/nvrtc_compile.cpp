@@ -3,6 +3,7 @@
 #include "ropejit/compile.h"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <regex>
 #include <sstream>
@@ -77,6 +78,15 @@ std::string nvrtc_version() {
   int major = 0, minor = 0;
   check_nvrtc(api, api.nvrtcVersion(&major, &minor), "version");
   return fmt::format("{}.{}", major, minor);
+}
+
+int arch_number(const std::string& arch) {
+  const size_t us = arch.find('_');
+  size_t end = us == std::string::npos ? 0 : us + 1;
+  while (end < arch.size() && std::isdigit(static_cast<unsigned char>(arch[end]))) ++end;
+  if (us == std::string::npos || end == us + 1)
+    throw Error(Status::invalid_argument, fmt::format("arch \"{}\" is not allowed: must be sm_XX or compute_XX", arch));
+  return std::stoi(arch.substr(us + 1, end - us - 1));
 }
 
 std::vector<int> nvrtc_supported_archs() {

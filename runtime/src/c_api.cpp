@@ -104,19 +104,26 @@ void check_struct_size(size_t got, size_t ours, const char* type, std::initializ
 /// ropejit_runtime_options as 0.1.0 shipped it ended before on_warning; the next header's
 /// before programmatic_dependent_launch.
 constexpr size_t kOptionsSizeV010 = offsetof(ropejit_runtime_options, on_warning);
+constexpr size_t kOptionsSizeBeforePdl = offsetof(ropejit_runtime_options, programmatic_dependent_launch);
 /// ropejit_args before the QK-norm weights.
 constexpr size_t kArgsSizeBeforeNorm = offsetof(ropejit_args, q_norm_weight);
-constexpr size_t kOptionsSizeBeforePdl = offsetof(ropejit_runtime_options, programmatic_dependent_launch);
+
+/// The caller's struct (its struct_size bytes, already checked: an older caller's is shorter)
+/// with the fields it lacks at the defaults `init` sets.
+template <class Struct>
+Struct completed(const Struct& given, void (*init)(Struct*)) {
+  Struct out;
+  init(&out);
+  std::memcpy(&out, &given, given.struct_size);
+  return out;
+}
 
 /// The caller's options (struct_size bytes of them: an older caller's struct is shorter) with
 /// the fields it lacks at their defaults.
 ropejit_runtime_options complete_options(const ropejit_runtime_options* given) {
   check_struct_size(given->struct_size, sizeof(ropejit_runtime_options), "ropejit_runtime_options",
                     {kOptionsSizeV010, kOptionsSizeBeforePdl});
-  ropejit_runtime_options o;
-  ropejit_runtime_options_init(&o);
-  std::memcpy(&o, given, given->struct_size);
-  return o;
+  return completed(*given, ropejit_runtime_options_init);
 }
 
 ropejit::RuntimeOptions to_options(const ropejit_runtime_options& o) {
@@ -267,11 +274,7 @@ ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel, const ropejit
     require_non_null(kernel, "kernel");
     require_non_null(args, "args");
     check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args", {kArgsSizeBeforeNorm});
-    // An older caller's struct is shorter: the fields past it keep their defaults (null).
-    ropejit_args complete;
-    ropejit_args_init(&complete);
-    std::memcpy(&complete, args, args->struct_size);
-    kernel->kernel.launch(to_args(complete), stream);
+    kernel->kernel.launch(to_args(completed(*args, ropejit_args_init)), stream);
   });
 }
 

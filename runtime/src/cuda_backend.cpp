@@ -18,12 +18,6 @@ namespace ropejit {
 
 namespace {
 
-/// 90 for "sm_90" or "compute_90a"; 0 when `arch` names no number.
-int target_number(const std::string& arch) {
-  const size_t digits = arch.find_first_of("0123456789");
-  return digits == std::string::npos ? 0 : std::atoi(arch.c_str() + digits);
-}
-
 /// Driver results that mean "this image cannot run here; a PTX the driver JITs may".
 bool image_rejected(CUresult r) {
   return r == CUDA_ERROR_NO_BINARY_FOR_GPU || r == CUDA_ERROR_INVALID_IMAGE ||
@@ -37,7 +31,7 @@ class CudaModule final : public LoadedModule {
              Binary binary, bool from_disk, double load_ms, bool programmatic_dependent_launch)
       : context_(std::move(context)), module_(module), function_(function),
         binary_(std::move(binary)), from_disk_(from_disk), load_ms_(load_ms),
-        pdl_(programmatic_dependent_launch && target_number(binary_.arch) >= 90) {}
+        pdl_(programmatic_dependent_launch && arch_number(binary_.arch) >= 90) {}
 
   ~CudaModule() override {
     // Errors are ignored: at process exit the driver may already be deinitialized.
@@ -252,8 +246,8 @@ class CudaBackend final : public Backend {
     const std::vector<int> archs = nvrtc_supported_archs();
     int wanted = device_arch_;
     try {
-      wanted = std::stoi(arch_.substr(3));  // "sm_90a" -> 90
-    } catch (const std::exception&) {
+      wanted = arch_number(arch_);
+    } catch (const Error&) {
     }
     int target = wanted;
     if (!archs.empty() && std::find(archs.begin(), archs.end(), target) == archs.end()) {

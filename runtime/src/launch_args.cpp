@@ -250,7 +250,7 @@ using Bind = void (*)(Args&, const LaunchShape&, void*, int64_t);
 
 // Elements of one q/k head a launch moves: the rotated part, plus the tail when it is copied.
 int64_t qk_moved_per_head(const Spec& spec) {
-  return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec)) ? spec.head_dim : spec.rotary_dim;
+  return rotary_tail_moves(spec) ? spec.head_dim : spec.rotary_dim;
 }
 
 // A storage-dtype buffer of `rows` dense rows.

@@ -68,18 +68,11 @@ void draw_sequences(const Spec& spec, const WorkloadOptions& o, std::mt19937_64&
   w.seq_len = run_length;
 }
 
-void draw_positions(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
+// Explicit positions [T], or mrope [3, T] (`streams` 3, stream-major; each stream drawn on its
+// own, as a vision token's height and width differ from its temporal position).
+void draw_positions(const WorkloadOptions& o, int streams, std::mt19937_64& rng, HostWorkload& w) {
   std::uniform_int_distribution<int64_t> position(0, std::max<int64_t>(o.max_position - 1, 0));
-  w.positions.resize(static_cast<size_t>(o.tokens));
-  for (auto& p : w.positions) p = position(rng);
-  w.seq_len = 1 + (o.tokens ? *std::max_element(w.positions.begin(), w.positions.end()) : 0);
-}
-
-// mrope: [3, T] positions, stream-major; each stream drawn on its own (a vision token's height
-// and width differ from its temporal position).
-void draw_mrope(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
-  std::uniform_int_distribution<int64_t> position(0, std::max<int64_t>(o.max_position - 1, 0));
-  w.positions.resize(static_cast<size_t>(3 * o.tokens));
+  w.positions.resize(static_cast<size_t>(streams * o.tokens));
   for (auto& p : w.positions) p = position(rng);
   w.seq_len = 1 + (o.tokens ? *std::max_element(w.positions.begin(), w.positions.end()) : 0);
 }
@@ -129,10 +122,10 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
   w.shape.tokens = o.tokens;
   w.shape.positions_type = o.positions_type;
   switch (spec.io.positions) {
-    case PositionsForm::explicit_: draw_positions(o, rng, w); break;
+    case PositionsForm::explicit_: draw_positions(o, 1, rng, w); break;
     case PositionsForm::varlen: draw_sequences(spec, o, rng, w); break;
     case PositionsForm::offset: draw_offset(o, rng, w); break;
-    case PositionsForm::mrope: draw_mrope(o, rng, w); break;
+    case PositionsForm::mrope: draw_positions(o, 3, rng, w); break;
   }
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows: a kernel must leave them untouched.

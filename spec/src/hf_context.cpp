@@ -8,21 +8,11 @@
 
 #include <fmt/core.h>
 
+#include "spec_json.h"
+
 namespace ropejit {
 
 using nlohmann::json;
-
-std::string show_json(const json& value) {
-  if (value.is_number_float()) {
-    const double d = value.get<double>();
-    if (std::isnan(d)) return "nan";
-    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  }
-  if (value.is_array() && value.size() > 4) return fmt::format("a list of {} items", value.size());
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
 
 void HfContext::error(const std::string& key_path, const std::string& spec_pointer,
                       std::string message) {

@@ -72,9 +72,6 @@ class HfContext {
   std::vector<std::string> covered_;
 };
 
-/// A JSON value as messages show it (non-finite numbers by name, long values cut).
-std::string show_json(const nlohmann::json& value);
-
 /// Imports the rope block (v5 rope_parameters / v4 rope_scaling) and the base of the text
 /// model `text` into spec["rope"], checked against HF v5's per-type rules (hf_rope.cpp).
 /// `max_positions` is M when known, read from `max_key` (longrope's O defaults to it).

@@ -60,6 +60,18 @@ ModelFamily deepseek(std::string_view type, std::string_view source) {
   });
 }
 
+// Qwen3 and Gemma 3 families: a per-head RMSNorm of q and k before RoPE (imported as qk_norm),
+// scaled by (weight_offset + w); VL rows keep the text model in text_config, with mrope.
+ModelFamily qk_rmsnorm(std::string_view type, std::string_view source, double weight_offset,
+                       std::string_view text_config = "", bool mrope = false) {
+  return row(type, source, [&](ModelFamily& f) {
+    f.qk_rmsnorm = true;
+    f.qk_norm_weight_offset = weight_offset;
+    f.text_config = text_config;
+    f.mrope = mrope;
+  });
+}
+
 ModelFamily not_rope(std::string_view type, std::string_view source, std::string_view why) {
   return row(type, source, [&](ModelFamily& f) { f.not_rope = why; });
 }
@@ -78,10 +90,8 @@ const std::vector<ModelFamily>& model_families() {
         f.bias_keys = {};  // q/k/v_proj are always built with bias=True
         f.bias_default = true;
       }),
-      row("qwen3", "models/qwen3/modeling_qwen3.py", [](ModelFamily& f) {
-        f.qk_norm_always = true;
-        f.qk_rmsnorm = true;  // Qwen3RMSNorm(head_dim) on q and k
-      }),
+      qk_rmsnorm("qwen3", "models/qwen3/modeling_qwen3.py", 0.0),  // Qwen3RMSNorm(head_dim)
+      qk_rmsnorm("qwen3_moe", "models/qwen3_moe/modeling_qwen3_moe.py", 0.0),
       // Vision-language models: the text model's rope block carries the multimodal sections.
       row("qwen2_vl", "models/qwen2_vl/modeling_qwen2_vl.py", [](ModelFamily& f) {
         f.bias_keys = {};
@@ -93,37 +103,14 @@ const std::vector<ModelFamily>& model_families() {
         f.bias_default = true;
         f.mrope = true;
       }),
-      row("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", [](ModelFamily& f) {
-        f.text_config = "text_config";
-        f.qk_norm_always = true;
-        f.qk_rmsnorm = true;
-        f.mrope = true;
-      }),
-      row("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", [](ModelFamily& f) {
-        f.text_config = "text_config";
-        f.qk_norm_always = true;
-        f.qk_rmsnorm = true;
-        f.mrope = true;
-      }),
-      row("qwen3_moe", "models/qwen3_moe/modeling_qwen3_moe.py", [](ModelFamily& f) {
-        f.qk_norm_always = true;
-        f.qk_rmsnorm = true;
-      }),
+      qk_rmsnorm("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", 0.0, "text_config", true),
+      qk_rmsnorm("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", 0.0, "text_config", true),
       row("gemma", "models/gemma/modeling_gemma.py"),
       row("gemma2", "models/gemma2/modeling_gemma2.py"),
       // Gemma 3: Gemma3RMSNorm(head_dim) scales by (1 + w); its local (sliding) layers rotate
       // with rope_local_base_freq and no scaling: the import gives the global layers' spec.
-      row("gemma3_text", "models/gemma3/modeling_gemma3.py", [](ModelFamily& f) {
-        f.qk_norm_always = true;
-        f.qk_rmsnorm = true;
-        f.qk_norm_weight_offset = 1.0;
-      }),
-      row("gemma3", "models/gemma3/modeling_gemma3.py", [](ModelFamily& f) {
-        f.text_config = "text_config";
-        f.qk_norm_always = true;
-        f.qk_rmsnorm = true;
-        f.qk_norm_weight_offset = 1.0;
-      }),
+      qk_rmsnorm("gemma3_text", "models/gemma3/modeling_gemma3.py", 1.0),
+      qk_rmsnorm("gemma3", "models/gemma3/modeling_gemma3.py", 1.0, "text_config"),
       row("phi", "models/phi/modeling_phi.py", [](ModelFamily& f) {
         f.bias_keys = {};  // q/k/v always biased; kept unfused (the shipped phi-2 spec)
         f.rotary_fraction_default = 0.5;

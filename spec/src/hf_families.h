@@ -39,12 +39,11 @@ struct ModelFamily {
   std::optional<int64_t> rotary_dim_default;          ///< rotary_dim when none is given
   bool rope_head_only = false;                        ///< MLA: head_dim is the rope part only
   std::string_view text_config;                       ///< sub-config with the text model
-  std::string_view qk_norm_key;                       ///< boolean: a QK-norm before RoPE
-  bool qk_norm_always = false;                        ///< a QK-norm before RoPE, always
+  std::string_view qk_norm_key;                       ///< boolean: a LayerNorm of q and k before RoPE
   std::string_view no_rope_key;                       ///< boolean: true means no RoPE (ALiBi)
   std::string_view not_rope;                          ///< non-empty: why there is no RoPE at all
   bool mrope = false;  ///< the rope block may hold mrope_section / mrope_interleaved (VL models)
-  bool qk_rmsnorm = false;           ///< per-head RMSNorm of q and k before RoPE: imported as qk_norm
+  bool qk_rmsnorm = false;           ///< per-head RMSNorm of q and k before RoPE, always: imported as qk_norm
   double qk_norm_weight_offset = 0;  ///< Gemma: (1 + w)
 };
 

@@ -183,13 +183,13 @@ void import_bias(const json& text, const ModelFamily& family, HfContext& ctx, js
     break;
   }
   if (!bias) return;
+  // A LayerNorm between the bias and the rotation (StableLM, Cohere) is no spec's qk_norm: keep
+  // the separate form. (An RMSNorm family's norm is in the spec, after the bias.)
   const json* norm = family.qk_norm_key.empty() ? nullptr : HfContext::member(text, family.qk_norm_key);
-  const bool normed = family.qk_norm_always ||
-                      (norm && ctx.boolean(*norm, ctx.path(family.qk_norm_key), "").value_or(false));
-  if (normed && !family.qk_rmsnorm) {  // a LayerNorm between the bias and the rotation: keep the separate form
+  if (norm && ctx.boolean(*norm, ctx.path(family.qk_norm_key), "").value_or(false)) {
     ctx.warn(bias_path, fmt::format("the QKV bias is not fused: a QK-norm ({}) runs between the "
                                     "bias and RoPE, so q and k must arrive biased and normalized",
-                                    family.qk_norm_always ? "always" : ctx.path(family.qk_norm_key)));
+                                    ctx.path(family.qk_norm_key)));
     return;
   }
   // Merged into io: the rope block may already have set the positions form (mrope).

@@ -129,4 +129,7 @@ std::string spec_schema_json();
 /// Closest candidate by edit distance if close enough to be a likely typo, else empty.
 std::string nearest_key(std::string_view key, const std::vector<std::string_view>& candidates);
 
+/// A JSON value as messages show it (non-finite numbers by name, long values cut).
+std::string show_json(const nlohmann::json& value);
+
 }  // namespace ropejit

@@ -28,19 +28,6 @@ inline std::string join(const std::vector<std::string_view>& items) {
   return out;
 }
 
-// A value as it appears in a message (non-finite doubles by name; long values cut).
-inline std::string show(const json& value) {
-  if (value.is_number_float()) {
-    double d = value.get<double>();
-    if (std::isnan(d)) return "nan";
-    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  }
-  if (value.is_array() && value.size() > 4) return fmt::format("a list of {} items", value.size());
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
-}
-
 inline std::string bound_text(double min, bool exclusive) {
   return fmt::format("{} {}", exclusive ? ">" : ">=", min);
 }
@@ -54,7 +41,7 @@ class Reader {
     issues_.push_back({std::move(pointer), std::move(message)});
   }
   void not_allowed(const std::string& pointer, const json& value, const std::string& must) {
-    add(pointer, show(value) + " is not allowed: must be " + must);
+    add(pointer, show_json(value) + " is not allowed: must be " + must);
   }
 
   // Reports keys outside `allowed`, suggesting the nearest one.

@@ -153,6 +153,18 @@ size_t edit_distance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
+std::string show_json(const json& value) {
+  if (value.is_number_float()) {
+    const double d = value.get<double>();
+    if (std::isnan(d)) return "nan";
+    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  }
+  if (value.is_array() && value.size() > 4) return fmt::format("a list of {} items", value.size());
+  std::string text = value.dump();
+  if (text.size() > 60) text = text.substr(0, 57) + "...";
+  return text;
+}
+
 std::string nearest_key(std::string_view key, const std::vector<std::string_view>& candidates) {
   std::string best;
   size_t best_distance = std::numeric_limits<size_t>::max();

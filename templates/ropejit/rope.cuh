@@ -155,29 +155,9 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
                                             float (&cos_out)[rope_shape<T>().pairs_per_lane],
                                             float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
   constexpr WorkShape W = rope_shape<T>();
-  if constexpr (T::kPositionsMrope) {  // each pair's own stream position (table rows per pair)
-#pragma unroll
-    for (int i = 0; i < W.pairs_per_lane; ++i) {
-      const int pair = first_pair + i;
-      const i64 position = pair_position<T>(ref, pair);
-      if constexpr (T::kTableSinCos) {
-        if (position >= 0 && position < p.cos_sin_table_rows) {
-          const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
-          cos_out[i] = __ldg(row + pair);
-          sin_out[i] = __ldg(row + W.half + pair);
-          continue;
-        }
-      }
-      const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
-      cos_out[i] = sc.cos * T::kAttentionFactor;
-      sin_out[i] = sc.sin * T::kAttentionFactor;
-    }
-    return;
-  }
-  const i64 position = ref.position;
-  if constexpr (T::kTableSinCos) {
-    if (position >= 0 && position < p.cos_sin_table_rows) {  // else computed, as below
-      const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
+  if constexpr (T::kTableSinCos && !T::kPositionsMrope) {  // one table row serves every pair
+    if (ref.position >= 0 && ref.position < p.cos_sin_table_rows) {  // else computed, as below
+      const float* row = p.cos_sin_table + ref.position * (i64)T::kRotaryDim;
 #pragma unroll
       for (int i = 0; i < W.pairs_per_lane; ++i) {
         cos_out[i] = __ldg(row + first_pair + i);
@@ -188,8 +168,17 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
   }
 #pragma unroll
   for (int i = 0; i < W.pairs_per_lane; ++i) {
-    const float inv = pair_inv_freq<T>(p, inv_freq, inv_freq_long, first_pair + i);
-    const SinCos sc = sincos_reduced(pair_angle<T>(position, inv));
+    const int pair = first_pair + i;
+    const i64 position = pair_position<T>(ref, pair);  // mrope: the pair's own stream
+    if constexpr (T::kTableSinCos && T::kPositionsMrope) {  // a table row per pair
+      if (position >= 0 && position < p.cos_sin_table_rows) {
+        const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
+        cos_out[i] = __ldg(row + pair);
+        sin_out[i] = __ldg(row + W.half + pair);
+        continue;
+      }
+    }
+    const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
     cos_out[i] = sc.cos * T::kAttentionFactor;
     sin_out[i] = sc.sin * T::kAttentionFactor;
   }

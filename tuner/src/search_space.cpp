@@ -1,10 +1,16 @@
-// The tuner's search space: tunables() combined, then pruned per spec and per token count.
+// The tuner's search space: tunables() combined, then pruned per spec and per token count
+// (and, on request, by the static report's estimate).
 #include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
+#include "ropejit/parallel.h"
 #include "ropejit/runtime.h"
+#include "ropejit/source.h"
 #include "ropejit/tuner.h"
 
 namespace ropejit {
@@ -123,15 +129,50 @@ std::vector<Config> bucket_candidates(const Spec& spec, const std::vector<Config
   return out;
 }
 
+std::map<std::string, KernelStats> static_reports(const Spec& spec, const std::vector<Config>& configs,
+                                                  const std::vector<const Binary*>& binaries, unsigned threads) {
+  std::vector<Source> sources;
+  std::vector<size_t> first_config, source_of(configs.size(), SIZE_MAX);
+  std::map<std::string, size_t> by_hash;
+  for (size_t i = 0; i < configs.size() && i < binaries.size(); ++i) {
+    if (!binaries[i]) continue;
+    Source src = generate_source(make_plan(spec, configs[i]));
+    const auto [it, added] = by_hash.emplace(src.hash.hex(), sources.size());
+    if (added) {
+      sources.push_back(std::move(src));
+      first_config.push_back(i);
+    }
+    source_of[i] = it->second;
+  }
+  std::vector<std::optional<KernelStats>> reports(sources.size());
+  parallel_for(sources.size(), threads, [&](size_t j) {
+    try {
+      reports[j] = kernel_stats(spec, configs[first_config[j]], sources[j], *binaries[first_config[j]]);
+    } catch (const Error&) {
+      // No report: the whole set is dropped below.
+    }
+  });
+  std::map<std::string, KernelStats> out;
+  for (size_t i = 0; i < source_of.size(); ++i) {
+    if (source_of[i] == SIZE_MAX) continue;
+    if (!reports[source_of[i]]) return {};
+    KernelStats own = *reports[source_of[i]];
+    own.config = config_name(configs[i]);
+    out.emplace(own.config, std::move(own));
+  }
+  return out;
+}
+
 std::vector<Config> static_prune(const Spec& spec, const std::vector<Config>& candidates,
-                                 const std::vector<KernelStats>& stats, const GpuPart& part,
+                                 const std::map<std::string, KernelStats>& stats, const GpuPart& part,
                                  const WorkloadShape& shape, double factor, std::vector<PrunedConfig>* pruned) {
-  if (stats.size() != candidates.size())
-    throw Error(Status::internal, fmt::format("static_prune: {} stats for {} candidates", stats.size(), candidates.size()));
   std::vector<Roofline> estimates;
   double best_us = 0.0, memory_us = 0.0;
-  for (const KernelStats& s : stats) {
-    estimates.push_back(roofline(s, part, shape.rows, shape.bytes));
+  for (const Config& c : candidates) {
+    const auto it = stats.find(config_name(c));
+    if (it == stats.end())
+      throw Error(Status::internal, fmt::format("static_prune: no static report for {}", config_name(c)));
+    estimates.push_back(roofline(it->second, part, shape.rows, shape.bytes));
     const double us = estimates.back().estimate_us;
     if (us > 0 && (best_us == 0.0 || us < best_us)) best_us = us;
     memory_us = std::max(memory_us, estimates.back().memory_us);

@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include "ropejit/parallel.h"
-#include "ropejit/source.h"
 #include "ropejit/tuner.h"
 
 namespace ropejit {
@@ -61,10 +60,8 @@ class BucketTuner {
     const Config fallback = default_config(spec);
     std::vector<Config> candidates = bucket_candidates(spec, compiled, tokens, m_.sm_count());
     if (const GpuPart* part = m_.gpu_part(); part && !stats.empty()) {
-      std::vector<KernelStats> candidate_stats;
-      for (const Config& c : candidates) candidate_stats.push_back(stats.at(config_name(c)));
       std::vector<PrunedConfig> pruned;
-      candidates = static_prune(spec, candidates, candidate_stats, *part, b.shape, o_.static_prune_factor, &pruned);
+      candidates = static_prune(spec, candidates, stats, *part, b.shape, o_.static_prune_factor, &pruned);
       for (auto& p : pruned) {
         CandidateResult r;
         r.config = p.config;
@@ -173,49 +170,20 @@ class BucketTuner {
   double copy_gbps_;
 };
 
-/// The static report of every compiled candidate, by config name, when static pruning is on
-/// and possible (a known GPU part, CUBINs to read); else empty. Reports are made in parallel:
-/// each runs the disassembler.
-std::map<std::string, KernelStats> static_reports(const Spec& spec, const std::vector<Config>& configs,
-                                                  const std::vector<Measurer::Prepared>& prepared,
-                                                  const std::vector<Config>& compiled, const Measurer& measurer,
-                                                  const TuneOptions& options) {
-  std::map<std::string, KernelStats> out;
-  if (options.static_prune_factor <= 0 || !measurer.gpu_part()) return out;
-  std::vector<size_t> wanted;
+/// The static reports of the compiled candidates when static pruning is on and possible (a
+/// known GPU part, CUBINs to read); else empty.
+std::map<std::string, KernelStats> candidate_reports(const Spec& spec, const std::vector<Config>& configs,
+                                                     const std::vector<Measurer::Prepared>& prepared,
+                                                     const std::vector<Config>& compiled, const Measurer& measurer,
+                                                     const TuneOptions& options) {
+  if (options.static_prune_factor <= 0 || !measurer.gpu_part()) return {};
+  std::vector<const Binary*> binaries(configs.size(), nullptr);
   for (size_t i = 0; i < configs.size() && i < prepared.size(); ++i) {
     if (std::find(compiled.begin(), compiled.end(), configs[i]) == compiled.end()) continue;
     if (!prepared[i].binary || prepared[i].binary->image.empty()) return {};  // nothing to read: no pruning
-    wanted.push_back(i);
+    binaries[i] = &*prepared[i].binary;
   }
-  // One report per distinct source: configs sharing one differ only in launch fields.
-  std::vector<Source> sources;
-  std::vector<size_t> first_config, source_of(wanted.size());
-  std::map<std::string, size_t> by_hash;
-  for (size_t k = 0; k < wanted.size(); ++k) {
-    Source src = generate_source(make_plan(spec, configs[wanted[k]]));
-    const auto [it, added] = by_hash.emplace(src.hash.hex(), sources.size());
-    if (added) {
-      sources.push_back(std::move(src));
-      first_config.push_back(wanted[k]);
-    }
-    source_of[k] = it->second;
-  }
-  std::vector<std::optional<KernelStats>> reports(sources.size());
-  parallel_for(sources.size(), worker_threads(0), [&](size_t j) {
-    try {
-      reports[j] = kernel_stats(spec, configs[first_config[j]], sources[j], *prepared[first_config[j]].binary);
-    } catch (const Error&) {
-      // No report for this one: static pruning is left off for the spec (below).
-    }
-  });
-  for (size_t k = 0; k < wanted.size(); ++k) {
-    if (!reports[source_of[k]]) return {};  // a partial set would rank against a wrong best
-    KernelStats own = *reports[source_of[k]];
-    own.config = config_name(configs[wanted[k]]);
-    out.emplace(own.config, std::move(own));
-  }
-  return out;
+  return static_reports(spec, configs, binaries, worker_threads(0));
 }
 
 }  // namespace
@@ -280,7 +248,7 @@ std::vector<SpecTuneResult> tune(const std::vector<Spec>& specs, Measurer& measu
       else result.compile_rejected.push_back(std::move(r));
     }
     const std::map<std::string, KernelStats> stats =
-        static_reports(specs[si], result.space.configs, prepared, compiled, measurer, options);
+        candidate_reports(specs[si], result.space.configs, prepared, compiled, measurer, options);
     for (size_t ti = 0; ti < token_counts.size(); ++ti) {
       const double unit_index = double(si * token_counts.size() + ti);
       auto on_candidate = [&](int i, int n) {

@@ -59,6 +59,10 @@ std::string config_name(const Config& config);
 /// templates/ropejit/shape.cuh, the function the kernel evaluates on its Traits.
 WorkShape work_shape(const Spec& spec, const Config& config);
 
+/// True when a launch reads and writes the q/k pass-through tail [d, D) (tail_moves of
+/// shape.cuh for the spec): it leaves the buffer, or a bias or QK-norm changes it.
+bool rotary_tail_moves(const Spec& spec);
+
 /// Grid and block of one launch over `rows` rows (tokens, or batch * max_seq_len padded).
 struct LaunchDims {
   unsigned grid = 1;

@@ -31,6 +31,10 @@ Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx = f
 /// "13.0" — part of every cache key. Loads NVRTC like compile_nvrtc().
 std::string nvrtc_version();
 
+/// The number of a target: 90 for "sm_90", "sm_90a" or "compute_90"; Error(invalid_argument)
+/// naming the arch when it is not sm_XX or compute_XX.
+int arch_number(const std::string& arch);
+
 /// Architectures this NVRTC compiles for (75, 80, 86, 89, 90, ...), ascending; empty when NVRTC
 /// cannot be loaded or cannot say.
 std::vector<int> nvrtc_supported_archs();

@@ -6,6 +6,7 @@
 /// deterministic cost model in tests).
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -66,13 +67,20 @@ std::vector<Config> bucket_candidates(const Spec& spec, const std::vector<Config
 /// the model leaves out, dominates there.
 constexpr double kStaticPruneMinMemoryUs = 20.0;
 
+/// The static report of each config, by config name: `binaries[i]` is the CUBIN of `configs[i]`
+/// (null: not compiled or left out, so no report). One disassembly per distinct source (configs
+/// sharing one differ only in launch fields), on `threads` threads. Empty when some non-null
+/// binary yields no report: a partial set would rank candidates against a wrong best.
+std::map<std::string, KernelStats> static_reports(const Spec& spec, const std::vector<Config>& configs,
+                                                  const std::vector<const Binary*>& binaries, unsigned threads);
+
 /// Bucket pruning by the static model (ropejit/roofline.h): each candidate's roofline estimate
 /// on `part` for `shape`; those slower than `factor` x the best estimate are left out, except
 /// the default. Nothing is pruned when `factor` <= 0 or the modelled memory time is below
-/// kStaticPruneMinMemoryUs. `stats[i]` belongs to `candidates[i]`; `pruned` (optional)
-/// receives the reasons.
+/// kStaticPruneMinMemoryUs. `stats` holds every candidate's report by config name (Error
+/// internal when one is missing); `pruned` (optional) receives the reasons.
 std::vector<Config> static_prune(const Spec& spec, const std::vector<Config>& candidates,
-                                 const std::vector<KernelStats>& stats, const GpuPart& part,
+                                 const std::map<std::string, KernelStats>& stats, const GpuPart& part,
                                  const WorkloadShape& shape, double factor,
                                  std::vector<PrunedConfig>* pruned = nullptr);
 
