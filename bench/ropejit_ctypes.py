@@ -20,7 +20,7 @@ HEADER = os.environ.get("ROPEJIT_HEADER") or os.path.join(
 # C types the two structs use -> ctypes. Pointers are mapped by _ctype; anything else is an
 # error, so a new field type must be added here rather than silently mislaid.
 _SCALARS = {
-    "size_t": ctypes.c_size_t, "int": ctypes.c_int, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64,
+    "size_t": ctypes.c_size_t, "int": ctypes.c_int, "float": ctypes.c_float, "int32_t": ctypes.c_int32, "int64_t": ctypes.c_int64,
     "ropejit_backend": ctypes.c_int, "ropejit_positions_type": ctypes.c_int,  # C enums: int-sized
 }
 

@@ -250,6 +250,57 @@ TEST_P(Conformance, QkNorm) {
   EXPECT_EQ(index, 36);
 }
 
+// RoPE + paged KV-cache append: both cache layouts x the spec dtype and both FP8 formats x slot
+// mapping (some tokens -1) and block tables, crossed with layout, dtype, head shape (partial
+// rotary), GQA, page size, bias, QK-norm, packed input, q in place or out, every positions form
+// a cache index allows, rope types and strided rows and pages. The caches start as random bytes:
+// every slot no token maps to, and every page gap, must keep them.
+TEST_P(Conformance, PagedKvCache) {
+  const Shape shapes[] = {{128, 128}, {64, 64}, {96, 24}, {256, 64}, {80, 80}};
+  const int page_sizes[] = {16, 1, 5, 64};
+  const char* const slot_positions[] = {"explicit", "varlen", "offset", "mrope"};
+  const nlohmann::json ropes[] = {
+      {{"rope_type", "default"}, {"rope_theta", 1000000.0}},
+      {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
+       {"high_freq_factor", 4.0}, {"original_max_position_embeddings", 1024}},
+      {{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 1024}}};
+  int index = 0;
+  for (int round = 0; round < 4; ++round)
+    for (const char* cache_layout : {"nhd", "hnd"})
+      for (const char* cache_dtype : {"auto", "fp8_e4m3", "fp8_e5m2"})
+        for (const char* cache_index : {"slot_mapping", "block_tables"}) {
+          const Shape& shape = shapes[(index + round) % std::size(shapes)];
+          const char* layout = (index / 2) % 2 ? "interleaved" : "neox";
+          SpecFields f = case_fields("paged", layout, kDtypes[(index + round) % 3], shape.head_dim, shape.rotary_dim,
+                                     index, 3);
+          f.output = "paged_kv";
+          f.io_extra = {{"cache_layout", cache_layout}, {"cache_dtype", cache_dtype}, {"cache_index", cache_index},
+                        {"page_size", page_sizes[(index + round) % 4]},
+                        {"q_output", (index / 3) % 2 ? "separate" : "inplace"}};
+          f.positions = cache_index == std::string("block_tables") ? "varlen" : slot_positions[(index / 2 + round) % 4];
+          if (f.positions == "mrope") {
+            const int half = shape.rotary_dim / 2;
+            f.mrope_section = {half - 2 * (half / 4), half / 4, half / 4};
+          }
+          f.input = index % 5 < 2 ? "packed_qkv" : "separate";
+          f.qkv_bias = index % 3 == 1;
+          if (round % 2 == 1) f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
+          f.rope = ropes[(index + round) % 3];
+          const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
+          for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(300)}) {
+            check::CaseOptions o;
+            o.tokens = tokens;
+            o.strided = index % 4 == 3;
+            o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
+            expect_case(kernel, o, fmt::format("paged {} {} {} {} {} D{}/{} {} {} {}", cache_layout, cache_dtype,
+                                               cache_index, layout, f.dtype, shape.head_dim, shape.rotary_dim,
+                                               f.input, f.positions, f.io_extra.dump()));
+          }
+          ++index;
+        }
+  EXPECT_EQ(index, 48);
+}
+
 // Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.
 TEST_P(Conformance, FusedForms) {
   int index = 0;

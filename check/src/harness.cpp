@@ -13,17 +13,31 @@ namespace ropejit::check {
 
 namespace {
 
-// Counts bytes of `after` that differ from `before` outside the [rows, row_elements) region
-// of each `stride`-element row.
-int64_t changed_outside_rows(const std::string& before, const std::string& after, int64_t rows, int64_t stride,
-                             int64_t row_elements, int esize) {
+// Bytes of `after` that differ from `before` outside the elements the launch must write: row
+// gaps, cache slots no token maps to, the k and v part of a packed buffer rotated in place.
+int64_t changed_outside_written(const std::string& before, const std::string& after, const ref::RefTensor& expected,
+                                const ref::ActualTensor& actual, int esize) {
+  std::vector<uint8_t> written(before.size(), 0);
+  for (int64_t index = 0; index < expected.size(); ++index) {
+    if (!expected.untouched.empty() && expected.untouched[index]) continue;
+    const size_t at = static_cast<size_t>(ref::actual_offset(expected, actual, index) * esize);
+    for (int b = 0; b < esize && at + b < written.size(); ++b) written[at + b] = 1;
+  }
   int64_t changed = 0;
-  for (int64_t t = 0; t < rows; ++t)
-    for (int64_t byte = row_elements * esize; byte < stride * esize; ++byte) {
-      const size_t at = static_cast<size_t>(t * stride * esize + byte);
-      if (at < before.size() && before[at] != after[at]) ++changed;
-    }
+  for (size_t at = 0; at < before.size(); ++at) changed += !written[at] && before[at] != after[at];
   return changed;
+}
+
+// Where a written buffer's elements are: token rows at their stride, dense padded tensors, or
+// cache pages at their stride in the spec's cache layout.
+ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const std::string& bytes) {
+  const int64_t D = spec.head_dim;
+  if (desc.kind == BufferKind::cache) {
+    const bool hnd = spec.io.cache_layout == CacheLayout::hnd;
+    return {bytes.data(), hnd ? D : spec.num_kv_heads * D, hnd ? int64_t(spec.io.page_size) * D : D, desc.row_stride};
+  }
+  if (desc.token_rows) return {bytes.data(), desc.row_stride, D, 0};
+  return {bytes.data(), 0, 0, 0};  // padded: dense
 }
 
 // The reference's view of a token-major input buffer.
@@ -73,6 +87,12 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   problem.start_pos = host.start_pos;
   problem.max_seq_len = host.shape.max_seq_len;
   problem.run_length = host.seq_len;
+  problem.slot_mapping = host.slot_mapping;
+  problem.block_tables = host.block_tables;
+  problem.max_blocks_per_seq = host.shape.max_blocks_per_seq;
+  problem.cache_pages = host.shape.cache_pages;
+  problem.k_scale = host.shape.k_scale;
+  problem.v_scale = host.shape.v_scale;
   for (const auto& [name, input] : {std::pair<const char*, ref::RefInput*>{"q", &problem.q}, {"k", &problem.k},
                                     {"v", &problem.v}, {"qkv", &problem.qkv}})
     if (const HostBuffer* b = host.find(name)) *input = ref_input(*b, D);
@@ -89,12 +109,11 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   if (o.timing_repeats > 0)
     report.time_us = backend.time_calls([&](void* stream) { kernel.launch(args, stream); }, o.timing_repeats);
 
-  // Every written buffer against the reference (its tensor: the name without "_out"); for
-  // strided rows, the gaps must be untouched; read-only inputs must be unchanged.
+  // Every written buffer against the reference (its tensor: the name without "_out"), and
+  // nothing written beyond what it expects; read-only inputs must be unchanged.
   const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
   // Baked and run-time (dynamic NTK) inv_freq must equal the reference's bit for bit.
   const ref::Tolerance tolerance;
-  const int esize = dtype_size(spec.dtype);
   for (size_t i = 0; i < host.buffers.size(); ++i) {
     const HostBuffer& buf = host.buffers[i];
     if (buf.desc.kind == BufferKind::input && buf.bytes != after[i]) ++report.untouched_violations;
@@ -103,12 +122,9 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
     name = name.substr(0, name.find("_out"));
     const ref::RefTensor* t = expected.find(name);
     if (!t) throw Error(Status::internal, "reference has no tensor " + name);
-    const int64_t token_stride = buf.desc.token_rows ? buf.desc.row_stride : 0;  // 0: padded layout
-    const ref::ActualTensor actual{after[i].data(), token_stride, token_stride ? D : 0, 0};
+    const ref::ActualTensor actual = actual_view(spec, buf.desc, after[i]);
     report.checks.emplace_back(name, ref::compare(spec, *t, actual, tolerance));
-    if (token_stride)
-      report.untouched_violations +=
-          changed_outside_rows(buf.bytes, after[i], o.tokens, token_stride, t->heads * D, esize);
+    report.untouched_violations += changed_outside_written(buf.bytes, after[i], *t, actual, buf.desc.element_bytes);
   }
   return report;
 }

@@ -148,17 +148,46 @@ RefTensor make_tensor(const std::string& name, RefLayout layout, int64_t batch, 
   return t;
 }
 
-/// Where token t, head h of a role lands in an output tensor.
+/// Where token t, head h of a role lands in an output tensor (-1: nowhere).
 struct Destination {
   RefTensor* tensor;
   int64_t head_offset;  // packed in place: the role's first head
+  const std::vector<int64_t>* slots = nullptr;  // a paged cache: each token's slot (-1: none)
   int64_t element_index(const Sequences& seqs, int64_t token, int64_t head) const {
     const int64_t h = head_offset + head;
+    if (slots) {  // page = slot / page_size is the cache's "batch", offset its "row"
+      const int64_t slot = (*slots)[static_cast<size_t>(token)];
+      if (slot < 0) return -1;
+      return (((slot / tensor->rows) * tensor->heads + h) * tensor->rows + slot % tensor->rows) * tensor->head_dim;
+    }
     if (tensor->layout == RefLayout::token_major) return (token * tensor->heads + h) * tensor->head_dim;
     const int64_t b = seqs.sequence_of_token[token], s = seqs.row_of_token[token];
     return ((b * tensor->heads + h) * tensor->rows + s) * tensor->head_dim;
   }
 };
+
+/// paged_kv: the cache slot of every token, from the slot mapping, or from its sequence's block
+/// table at its position; checked against the caches' size.
+std::vector<int64_t> cache_slots(const Spec& spec, const RefProblem& problem, const Sequences& seqs,
+                                 const std::vector<int64_t>& positions) {
+  const int64_t T = problem.num_tokens, page_size = spec.io.page_size;
+  std::vector<int64_t> slots(static_cast<size_t>(T), -1);
+  for (int64_t t = 0; t < T; ++t) {
+    if (spec.io.cache_index == CacheIndex::slot_mapping) {
+      if (static_cast<int64_t>(problem.slot_mapping.size()) != T) bad_problem("slot_mapping needs num_tokens entries");
+      slots[t] = problem.slot_mapping[t];
+    } else {
+      if (seqs.batch == 0) bad_problem("block_tables needs varlen sequences (cu_seqlens)");
+      const int64_t block = positions[t] / page_size;
+      const size_t at = static_cast<size_t>(seqs.sequence_of_token[t] * problem.max_blocks_per_seq + block);
+      if (block >= problem.max_blocks_per_seq || at >= problem.block_tables.size())
+        bad_problem("block_tables has no entry for a token's block");
+      slots[t] = int64_t{problem.block_tables[at]} * page_size + positions[t] % page_size;
+    }
+    if (slots[t] < -1 || slots[t] >= problem.cache_pages * page_size) bad_problem("a cache slot lies outside the caches");
+  }
+  return slots;
+}
 
 }  // namespace
 
@@ -219,7 +248,34 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   // In place, an untouched v must stay as it was: it is expected unchanged.
   const bool emit_v = spec.io.copy_v || (inplace && have_v);
   Destination dest[3] = {};
-  if (spec.io.output == OutputForm::padded_bhsd) {
+  const bool paged = spec.io.output == OutputForm::paged_kv;
+  std::vector<int64_t> slots;
+  if (paged) {
+    slots = cache_slots(spec, problem, seqs, out.token_positions);
+    if (spec.io.q_output == QOutput::inplace && packed) {  // q rotated in place; k and v stay as they are
+      out.tensors.push_back(make_tensor("qkv", RefLayout::token_major, 1, T, Hq + 2 * Hkv, D));
+      RefTensor& qkv = out.tensors.back();
+      qkv.untouched.assign(qkv.value.size(), 0);
+      for (int64_t t = 0; t < T; ++t)
+        std::fill(qkv.untouched.begin() + ((t * (Hq + 2 * Hkv) + Hq) * D),
+                  qkv.untouched.begin() + ((t + 1) * (Hq + 2 * Hkv) * D), 1);
+    } else {
+      out.tensors.push_back(make_tensor("q", RefLayout::token_major, 1, T, Hq, D));
+    }
+    for (int role = 1; role < 3; ++role) {
+      out.tensors.push_back(make_tensor(role == 1 ? "k_cache" : "v_cache", RefLayout::padded_bhsd,
+                                        problem.cache_pages, spec.io.page_size, Hkv, D));
+      RefTensor& cache = out.tensors.back();
+      std::fill(cache.padding.begin(), cache.padding.end(), 0);
+      cache.untouched.assign(cache.value.size(), 1);  // until a token's slot writes it
+      cache.cache_dtype = spec.io.cache_dtype;
+      cache.quant_scale = spec.io.cache_dtype == CacheDType::auto_ ? 1.0 : role == 1 ? problem.k_scale : problem.v_scale;
+      if (!(cache.quant_scale > 0.0)) bad_problem("FP8 caches need k_scale and v_scale > 0");
+    }
+    dest[0] = Destination{&out.tensors[0], 0};
+    dest[1] = Destination{&out.tensors[1], 0, &slots};
+    dest[2] = Destination{&out.tensors[2], 0, &slots};
+  } else if (spec.io.output == OutputForm::padded_bhsd) {
     if (seqs.batch == 0) bad_problem("padded_bhsd output needs cu_seqlens");
     int64_t longest = 0;
     for (int64_t b = 0; b < seqs.batch; ++b)
@@ -239,7 +295,7 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
     for (int role = 0; role < 3; ++role)
       if (role < 2 || emit_v) out.tensors.push_back(make_tensor(role_names[role], RefLayout::token_major, 1, T, role_heads[role], D));
   }
-  for (int role = 0; role < 3; ++role) {
+  for (int role = 0; role < 3 && !paged; ++role) {
     if (out.tensors.size() == 1) {
       dest[role] = Destination{&out.tensors[0], role == 0 ? 0 : role == 1 ? Hq : Hq + Hkv};
     } else if (role < static_cast<int>(out.tensors.size())) {
@@ -265,6 +321,7 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
       if (role == 2 && !emit_v) continue;
       const bool touched = role < 2 || spec.io.copy_v;  // an untouched v gets no bias
       const Destination& to = dest[role];
+      if (to.slots && (*to.slots)[static_cast<size_t>(t)] < 0) continue;  // k and v of an uncached token
       for (int64_t h = 0; h < role_heads[role]; ++h) {
         for (int e = 0; e < D; ++e) {
           row[e] = readers[role].at(t, h, e);
@@ -277,6 +334,7 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
           tensor.value[base + e] = row[e];
           tensor.scale[base + e] = std::fabs(row[e]);
           tensor.padding[base + e] = 0;
+          if (!tensor.untouched.empty()) tensor.untouched[base + e] = 0;
         }
         if (role == 2) continue;  // v is never rotated
         for (int i = 0; i < pairs; ++i) {
@@ -329,7 +387,49 @@ std::string describe_location(const RefTensor& t, int64_t index) {
   return text;
 }
 
+Fp8Format fp8_format(CacheDType type) { return type == CacheDType::fp8_e5m2 ? Fp8Format::e5m2 : Fp8Format::e4m3; }
+
+/// The value an FP8 cache element stands for: its code's value times the scale.
+double fp8_value(const RefTensor& expected, uint32_t bits) {
+  return fp8_bits_to_double(fp8_format(expected.cache_dtype), static_cast<uint8_t>(bits)) * expected.quant_scale;
+}
+
+/// An FP8 element: the correctly rounded, saturated code of value / scale, or its neighbour when
+/// that quotient lies within fp32 noise of the midpoint between the two codes.
+bool fp8_matches(const RefTensor& expected, int64_t index, uint8_t bits, const Tolerance& tolerance,
+                 double& reference_value, CheckResult& result) {
+  const Fp8Format format = fp8_format(expected.cache_dtype);
+  const double quotient = expected.value[index] / expected.quant_scale;
+  const uint8_t want = round_to_fp8_bits(format, quotient);
+  reference_value = fp8_bits_to_double(format, want) * expected.quant_scale;
+  const double got = fp8_bits_to_double(format, bits) * expected.quant_scale;
+  if (std::isfinite(got)) result.max_abs_error = std::max(result.max_abs_error, std::fabs(got - reference_value));
+  const int64_t ulps = fp8_ulp_distance(format, bits, want);
+  if (ulps != std::numeric_limits<int64_t>::max()) result.max_ulps = std::max(result.max_ulps, ulps);
+  if (ulps == 0) return true;
+  if (ulps != 1) return false;
+  const double midpoint = (fp8_bits_to_double(format, bits) + fp8_bits_to_double(format, want)) / 2;
+  // fp32 math noise of the value, and the kernel's float32 reciprocal of the scale.
+  const double noise = tolerance.fp32_relative * std::max(std::fabs(expected.value[index]), expected.scale[index]) /
+                           expected.quant_scale + std::fabs(quotient) * std::ldexp(1.0, -22);
+  return std::fabs(quotient - midpoint) <= noise;
+}
+
 }  // namespace
+
+int64_t actual_offset(const RefTensor& expected, const ActualTensor& actual, int64_t index) {
+  const int64_t D = expected.head_dim, H = expected.heads, S = expected.rows;
+  const bool padded = expected.layout == RefLayout::padded_bhsd;
+  const int64_t head_stride = actual.head_stride ? actual.head_stride : (padded ? S * D : D);
+  const int64_t token_stride = actual.token_stride ? actual.token_stride : (padded ? D : H * D);
+  const int64_t batch_stride = actual.batch_stride ? actual.batch_stride : H * S * D;
+  const int64_t e = index % D;
+  int64_t rest = index / D;
+  if (!padded) return (rest / H) * token_stride + (rest % H) * head_stride + e;
+  const int64_t s = rest % S;
+  rest /= S;
+  return (rest / H) * batch_stride + (rest % H) * head_stride + s * token_stride + e;
+}
 
 CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& actual, const Tolerance& tolerance) {
   CheckResult result;
@@ -338,29 +438,19 @@ CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& 
     result.first_failure = expected.name + ": no actual data";
     return result;
   }
-  const int64_t D = expected.head_dim, H = expected.heads, S = expected.rows;
-  const bool padded = expected.layout == RefLayout::padded_bhsd;
-  const int64_t head_stride = actual.head_stride ? actual.head_stride : (padded ? S * D : D);
-  const int64_t token_stride = actual.token_stride ? actual.token_stride : (padded ? D : H * D);
-  const int64_t batch_stride = actual.batch_stride ? actual.batch_stride : H * S * D;
   for (int64_t index = 0; index < expected.size(); ++index) {
-    const int64_t e = index % D;
-    int64_t rest = index / D;
-    int64_t offset;
-    if (!padded) {
-      offset = (rest / H) * token_stride + (rest % H) * head_stride + e;
-    } else {
-      const int64_t s = rest % S;
-      rest /= S;
-      offset = (rest / H) * batch_stride + (rest % H) * head_stride + s * token_stride + e;
-    }
-    const uint32_t bits = load_bits(dtype, actual.data, offset);
-    const double got = dtype_bits_to_double(dtype, bits);
+    const int64_t offset = actual_offset(expected, actual, index);
+    if (!expected.untouched.empty() && expected.untouched[index]) continue;  // the caller's byte check
+    const bool fp8 = expected.cache_dtype != CacheDType::auto_;
+    const uint32_t bits = fp8 ? static_cast<const uint8_t*>(actual.data)[offset] : load_bits(dtype, actual.data, offset);
     const double want = expected.value[index];
+    const double got = fp8 ? fp8_value(expected, bits) : dtype_bits_to_double(dtype, bits);
     ++result.checked;
     bool pass;
     double reference_value = want;
-    if (expected.padding[index]) {
+    if (fp8) {
+      pass = fp8_matches(expected, index, static_cast<uint8_t>(bits), tolerance, reference_value, result);
+    } else if (expected.padding[index]) {
       pass = got == 0.0;  // +0 or -0; NaN compares false
     } else {
       const double error = std::fabs(got - want);

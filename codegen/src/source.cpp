@@ -25,6 +25,15 @@ const char* storage_tag(DType t) {
   return "?";
 }
 
+// The KV cache's element type: the spec's, or an FP8 format.
+const char* cache_storage_tag(const Spec& s) {
+  switch (s.io.cache_dtype) {
+    case CacheDType::auto_: return storage_tag(s.dtype);
+    case CacheDType::fp8_e4m3: return "ropejit::StorageE4M3";
+    case CacheDType::fp8_e5m2: return "ropejit::StorageE5M2";
+  }
+  return "?";
+}
 
 // "padded_bhsd" -> "PaddedBhsd".
 std::string camel_case(std::string_view name) {
@@ -117,6 +126,14 @@ Source generate_source(const Plan& plan) {
     line("int", "kMropeHeight", s.io.mrope_section.at(1));
     line("int", "kMropeWidth", s.io.mrope_section.at(2));
     line("bool", "kMropeInterleaved", s.io.mrope_interleaved);
+  }
+  if (paged_kv(s)) {  // k and v into a paged cache (rope.cuh locate_cache_slot, cache_head)
+    t += fmt::format("  typedef {} CacheStorage;\n", cache_storage_tag(s));
+    line("int", "kPageSize", s.io.page_size);
+    line("bool", "kCacheLayoutHnd", s.io.cache_layout == CacheLayout::hnd);
+    line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_);
+    form_flags(t, "CacheIndex", s.io.cache_index);
+    line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }
   line("bool", "kQkNorm", s.qk_norm.enabled);
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)

@@ -1,5 +1,6 @@
 #include "ropejit/fp_convert.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -80,6 +81,43 @@ double bits_to_double(uint32_t bits, const Format& f) {
                            static_cast<int>(exp_field) - f.bias() - f.frac_bits);
   }
   return negative ? -magnitude : magnitude;
+}
+
+/// Every value of an FP8 format, decoded once from its definition. The positive finite codes
+/// 0..max_code are contiguous and increasing, so rounding is a search among them.
+struct Fp8Table {
+  double value[256];
+  uint8_t max_code;  // the largest finite positive code
+};
+
+Fp8Table make_fp8_table(int exp_bits, int mant_bits, bool has_inf) {
+  Fp8Table t{};
+  const int bias = (1 << (exp_bits - 1)) - 1;
+  const int exp_max = (1 << exp_bits) - 1, mant_max = (1 << mant_bits) - 1;
+  for (int code = 0; code < 256; ++code) {
+    const int exp_field = (code >> mant_bits) & exp_max, mant = code & mant_max;
+    double magnitude;
+    if (has_inf && exp_field == exp_max) {  // IEEE-like (e5m2): top exponent is inf and NaN
+      magnitude = mant ? std::numeric_limits<double>::quiet_NaN()
+                       : std::numeric_limits<double>::infinity();
+    } else if (!has_inf && exp_field == exp_max && mant == mant_max) {  // e4m3 "FN": S.1111.111
+      magnitude = std::numeric_limits<double>::quiet_NaN();
+    } else if (exp_field == 0) {
+      magnitude = std::ldexp(mant, 1 - bias - mant_bits);
+    } else {
+      magnitude = std::ldexp(mant + (1 << mant_bits), exp_field - bias - mant_bits);
+    }
+    t.value[code] = (code & 0x80) ? -magnitude : magnitude;
+  }
+  t.max_code = 0;
+  while (std::isfinite(t.value[t.max_code + 1])) ++t.max_code;
+  return t;
+}
+
+const Fp8Table& fp8_table(Fp8Format format) {
+  static const Fp8Table e4m3 = make_fp8_table(4, 3, false);
+  static const Fp8Table e5m2 = make_fp8_table(5, 2, true);
+  return format == Fp8Format::e4m3 ? e4m3 : e5m2;
 }
 
 }  // namespace
@@ -173,6 +211,40 @@ int64_t ulp_distance(DType dtype, uint32_t a_bits, uint32_t b_bits) {
   auto ordered = [&](uint32_t bits) -> int64_t {
     const int64_t magnitude = static_cast<int64_t>(bits & (f.sign_bit() - 1));
     return (bits & f.sign_bit()) ? -magnitude : magnitude;
+  };
+  const int64_t diff = ordered(a_bits) - ordered(b_bits);
+  return diff < 0 ? -diff : diff;
+}
+
+uint8_t round_to_fp8_bits(Fp8Format format, double value) {
+  const Fp8Table& t = fp8_table(format);
+  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
+  if (std::isnan(value)) return static_cast<uint8_t>(sign | 0x7f);
+  const double magnitude = std::fabs(value);
+  if (magnitude >= t.value[t.max_code]) return static_cast<uint8_t>(sign | t.max_code);  // saturate
+  // The nearest finite code: `lo` is the largest value <= magnitude, `lo + 1` the next one up.
+  const double* end = t.value + t.max_code + 1;  // the positive finite values
+  const int lo = static_cast<int>(std::upper_bound(t.value, end, magnitude) - t.value) - 1;
+  if (t.value[lo] == magnitude) return static_cast<uint8_t>(sign | lo);
+  // The midpoint of two FP8 values is exact in double (a few significant bits).
+  const double mid = (t.value[lo] + t.value[lo + 1]) / 2;
+  int code = magnitude < mid ? lo : lo + 1;
+  if (magnitude == mid) code = (lo % 2 == 0) ? lo : lo + 1;  // tie: the even mantissa
+  return static_cast<uint8_t>(sign | code);
+}
+
+double fp8_bits_to_double(Fp8Format format, uint8_t bits) { return fp8_table(format).value[bits]; }
+
+int64_t fp8_ulp_distance(Fp8Format format, uint8_t a_bits, uint8_t b_bits) {
+  const Fp8Table& t = fp8_table(format);
+  const double a = t.value[a_bits], b = t.value[b_bits];
+  if (!std::isfinite(a) || !std::isfinite(b)) {
+    return (a_bits == b_bits && !std::isnan(a)) ? 0 : std::numeric_limits<int64_t>::max();
+  }
+  // Sign-magnitude to a signed position on the ordered line; +0 and -0 both map to 0.
+  auto ordered = [](uint8_t bits) -> int64_t {
+    const int64_t magnitude = bits & 0x7f;
+    return (bits & 0x80) ? -magnitude : magnitude;
   };
   const int64_t diff = ordered(a_bits) - ordered(b_bits);
   return diff < 0 ? -diff : diff;

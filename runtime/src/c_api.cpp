@@ -105,8 +105,9 @@ void check_struct_size(size_t got, size_t ours, const char* type, std::initializ
 /// before programmatic_dependent_launch.
 constexpr size_t kOptionsSizeV010 = offsetof(ropejit_runtime_options, on_warning);
 constexpr size_t kOptionsSizeBeforePdl = offsetof(ropejit_runtime_options, programmatic_dependent_launch);
-/// ropejit_args before the QK-norm weights.
+/// ropejit_args before the QK-norm weights, and before the paged KV cache fields.
 constexpr size_t kArgsSizeBeforeNorm = offsetof(ropejit_args, q_norm_weight);
+constexpr size_t kArgsSizeBeforeCache = offsetof(ropejit_args, k_cache);
 
 /// The caller's struct (its struct_size bytes, already checked: an older caller's is shorter)
 /// with the fields it lacks at the defaults `init` sets.
@@ -209,6 +210,11 @@ constexpr FieldInfo kArgsFields[] = {
     ROPEJIT_FIELD(ropejit_args, start_pos),    ROPEJIT_FIELD(ropejit_args, batch),
     ROPEJIT_FIELD(ropejit_args, max_seq_len),  ROPEJIT_FIELD(ropejit_args, seq_len),
     ROPEJIT_FIELD(ropejit_args, q_norm_weight), ROPEJIT_FIELD(ropejit_args, k_norm_weight),
+    ROPEJIT_FIELD(ropejit_args, k_cache),      ROPEJIT_FIELD(ropejit_args, v_cache),
+    ROPEJIT_FIELD(ropejit_args, cache_num_pages), ROPEJIT_FIELD(ropejit_args, k_cache_page_stride),
+    ROPEJIT_FIELD(ropejit_args, v_cache_page_stride), ROPEJIT_FIELD(ropejit_args, slot_mapping),
+    ROPEJIT_FIELD(ropejit_args, block_tables), ROPEJIT_FIELD(ropejit_args, max_blocks_per_seq),
+    ROPEJIT_FIELD(ropejit_args, k_scale),      ROPEJIT_FIELD(ropejit_args, v_scale),
 };
 #undef ROPEJIT_FIELD
 
@@ -273,7 +279,7 @@ ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel, const ropejit
   return guarded("ropejit_kernel_launch", [&] {
     require_non_null(kernel, "kernel");
     require_non_null(args, "args");
-    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args", {kArgsSizeBeforeNorm});
+    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args", {kArgsSizeBeforeNorm, kArgsSizeBeforeCache});
     kernel->kernel.launch(to_args(completed(*args, ropejit_args_init)), stream);
   });
 }

@@ -27,6 +27,9 @@ struct LaunchShape {
   int batch = 0;                                        ///< sequences (varlen positions)
   int64_t max_seq_len = 0;                              ///< S of the padded_bhsd output
   PositionsType positions_type = PositionsType::int32;  ///< explicit positions' element type
+  int64_t cache_pages = 0;                              ///< paged_kv: pages in each cache
+  int64_t max_blocks_per_seq = 0;                       ///< paged_kv block_tables: row length
+  float k_scale = 0.0f, v_scale = 0.0f;                 ///< paged_kv FP8 caches: the scales
 };
 
 /// What a launch does with a buffer.
@@ -39,6 +42,9 @@ enum class BufferKind {
   positions,   ///< explicit positions
   cu_seqlens,  ///< varlen sequence boundaries
   start_pos,   ///< varlen tokens already cached per sequence
+  cache,       ///< a paged K or V cache: the launch writes the slots of its tokens only
+  slot_mapping,  ///< paged_kv: each token's cache slot
+  block_tables,  ///< paged_kv: each sequence's pages
 };
 
 /// One buffer of one launch: its size, what a launch moves of it and where it goes in Args.
@@ -53,18 +59,27 @@ struct BufferDesc {
   bool token_rows;              ///< rows are tokens, so a wider row stride is allowed
   /// Stores `ptr` (and the stride, 0 when dense) and the shape fields the buffer implies.
   void (*bind)(Args& args, const LaunchShape& shape, void* ptr, int64_t stride);
+  int64_t moved_rows = -1;      ///< rows a launch moves, when not all (a cache: one slot per token)
+  /// inout: elements of a moved row written back, when fewer than read (packed q in place with
+  /// the k and v parts only read); -1: all of moved_row_elements.
+  int64_t written_row_elements = -1;
 
   /// True for q, k, v / qkv and the outputs: the per-launch data (others are shared tables).
   bool is_data() const {
-    return kind == BufferKind::input || kind == BufferKind::inout || kind == BufferKind::output;
+    return kind == BufferKind::input || kind == BufferKind::inout || kind == BufferKind::output ||
+           kind == BufferKind::cache;
   }
   /// True when a launch writes the buffer.
-  bool is_written() const { return kind == BufferKind::inout || kind == BufferKind::output; }
+  bool is_written() const {
+    return kind == BufferKind::inout || kind == BufferKind::output || kind == BufferKind::cache;
+  }
   /// Allocation size: every row at its stride.
   int64_t bytes() const { return rows * row_stride * element_bytes; }
   /// Bytes one launch moves through memory: read, written, or both (inout).
   int64_t moved_bytes() const {
-    return rows * moved_row_elements * element_bytes * (kind == BufferKind::inout ? 2 : 1);
+    const int64_t written = kind != BufferKind::inout ? 0
+                            : written_row_elements < 0 ? moved_row_elements : written_row_elements;
+    return (moved_rows < 0 ? rows : moved_rows) * (moved_row_elements + written) * element_bytes;
   }
 };
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "ropejit/fp_convert.h"
 
@@ -84,6 +85,56 @@ void draw_offset(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w
   w.seq_len = start + std::max<int64_t>(o.tokens, 1);
 }
 
+// paged_kv: where each token's k and v go, on caches with a few pages no token writes. slot
+// mapping: a random distinct slot per token, about one token in eight not cached (-1). block
+// tables: fresh pages for the blocks each sequence writes (the first partly filled already:
+// its earlier slots must stay untouched), other entries on a page nobody may write. FP8 scales:
+// one case in four saturates every |x| > 1.75, the others scale by a number in [0.01, 0.1].
+void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
+  const int64_t page_size = spec.io.page_size;
+  if (spec.io.cache_index == CacheIndex::slot_mapping) {
+    w.shape.cache_pages = o.tokens / page_size + 1 + static_cast<int64_t>(rng() % 3);
+    std::vector<int64_t> slots(static_cast<size_t>(w.shape.cache_pages * page_size));
+    for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    for (int64_t t = 0; t < o.tokens; ++t) w.slot_mapping.push_back(t > 0 && rng() % 8 == 0 ? -1 : slots[static_cast<size_t>(t)]);  // one token always cached: something to check
+  } else {
+    std::vector<std::pair<int64_t, int64_t>> blocks;  // per sequence: first and last block written
+    int64_t pages = 0, max_blocks = 1;
+    for (int b = 0; b < w.shape.batch; ++b) {
+      const int64_t len = w.cu_seqlens[b + 1] - w.cu_seqlens[b], start = w.start_pos[b];
+      blocks.emplace_back(start / page_size, len ? (start + len - 1) / page_size : start / page_size - 1);  // empty: none
+      pages += blocks.back().second - blocks.back().first + 1;
+      max_blocks = std::max(max_blocks, blocks.back().second + 1);
+    }
+    const int64_t foreign = pages;  // the page no entry written to may be
+    w.shape.cache_pages = pages + 1;
+    w.shape.max_blocks_per_seq = max_blocks + static_cast<int64_t>(rng() % 2);
+    std::vector<int32_t> order(static_cast<size_t>(pages));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int32_t>(i);
+    std::shuffle(order.begin(), order.end(), rng);
+    w.block_tables.assign(static_cast<size_t>(w.shape.batch * w.shape.max_blocks_per_seq), static_cast<int32_t>(foreign));
+    size_t next = 0;
+    for (int b = 0; b < w.shape.batch; ++b)
+      for (int64_t block = blocks[b].first; block <= blocks[b].second; ++block)
+        w.block_tables[static_cast<size_t>(b * w.shape.max_blocks_per_seq + block)] = order[next++];
+  }
+  if (spec.io.cache_dtype != CacheDType::auto_) {
+    const double saturating = 1.75 / (spec.io.cache_dtype == CacheDType::fp8_e4m3 ? 448.0 : 57344.0);
+    for (float* scale : {&w.shape.k_scale, &w.shape.v_scale})
+      *scale = static_cast<float>(rng() % 4 == 0 ? saturating : std::uniform_real_distribution<double>(0.01, 0.1)(rng));
+  }
+}
+
+std::string random_bytes(int64_t count, std::mt19937_64& rng) {
+  std::string bytes(static_cast<size_t>(count), '\0');
+  for (size_t at = 0; at < bytes.size(); at += 8) {
+    const uint64_t word = rng();
+    std::memcpy(&bytes[at], &word, std::min<size_t>(8, bytes.size() - at));
+  }
+  return bytes;
+}
+
 // Contents of one buffer before the launch.
 std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkload& w, const BufferDesc& b,
                      std::mt19937_64& rng) {
@@ -98,6 +149,9 @@ std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkl
       return raw_bytes(std::vector<int32_t>(w.positions.begin(), w.positions.end()));
     case BufferKind::cu_seqlens: return raw_bytes(w.cu_seqlens);
     case BufferKind::start_pos: return raw_bytes(w.start_pos);
+    case BufferKind::cache: return random_bytes(b.bytes(), rng);
+    case BufferKind::slot_mapping: return raw_bytes(w.slot_mapping);
+    case BufferKind::block_tables: return raw_bytes(w.block_tables);
   }
   return {};
 }
@@ -127,9 +181,11 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
     case PositionsForm::offset: draw_offset(o, rng, w); break;
     case PositionsForm::mrope: draw_positions(o, 3, rng, w); break;
   }
+  if (paged_kv(spec)) draw_cache(spec, o, rng, w);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
-    // Gaps between token rows: a kernel must leave them untouched.
-    if (desc.token_rows && o.stride_vec > 0) desc.row_stride += o.stride_vec * (1 + static_cast<int64_t>(rng() % 2));
+    // Gaps between token rows and cache pages: a kernel must leave them untouched.
+    if ((desc.token_rows || desc.kind == BufferKind::cache) && o.stride_vec > 0)
+      desc.row_stride += o.stride_vec * (1 + static_cast<int64_t>(rng() % 2));
     std::string bytes = contents(spec, o, w, desc, rng);
     w.buffers.push_back({desc, std::move(bytes)});
   }

@@ -30,7 +30,8 @@ struct WorkloadOptions {
 struct HostBuffer {
   BufferDesc desc;
   std::string bytes;  ///< inputs and bias: random storage values, never zero; outputs: 0xff
-                      ///< (NaN in every dtype) so every element a launch must write is proven written
+                      ///< (NaN in every dtype) so every element a launch must write is proven written;
+                      ///< caches: random bytes, so a slot written that should not be shows
 };
 
 /// Everything one launch reads and writes, on the host.
@@ -41,6 +42,8 @@ struct HostWorkload {
   std::vector<int32_t> cu_seqlens;  ///< varlen [batch + 1]
   std::vector<int64_t> start_pos;   ///< varlen [batch]
   int64_t seq_len = 1;              ///< run length: max(position) + 1 (at least 1)
+  std::vector<int64_t> slot_mapping;  ///< paged_kv slot_mapping [T] (-1: not cached)
+  std::vector<int32_t> block_tables;  ///< paged_kv block_tables [batch, max_blocks_per_seq]
 
   /// The buffer named `name`, or null.
   const HostBuffer* find(const std::string& name) const;

@@ -85,7 +85,8 @@ ordered_json rope_schema() {
 ordered_json io_schema() {
   ordered_json properties;
   properties["input"] = enum_schema<InputForm>("separate q/k(/v) tensors or packed QKV (default separate)");
-  properties["output"] = enum_schema<OutputForm>("in place, token-major separate, or head-major padded (default inplace)");
+  properties["output"] = enum_schema<OutputForm>(
+      "in place, token-major separate, head-major padded, or q out and k, v into a paged KV cache (default inplace)");
   properties["qkv_bias"] = {{"description", "add the QKV bias before rotating (default false)"},
                             {"type", "boolean"}};
   properties["copy_v"] = {{"description",
@@ -103,6 +104,26 @@ ordered_json io_schema() {
   properties["mrope_interleaved"] = {
       {"description", "positions mrope: Qwen3-VL interleaving (height and width take every third pair; default false)"},
       {"type", "boolean"}};
+  properties["cache_layout"] =
+      enum_schema<CacheLayout>("paged_kv: nhd [pages, page_size, Hkv, D] or hnd [pages, Hkv, page_size, D] (default nhd)");
+  properties["cache_dtype"] =
+      enum_schema<CacheDType>("paged_kv: the spec dtype (auto, default) or FP8 with k_scale / v_scale at launch");
+  properties["cache_index"] = enum_schema<CacheIndex>(
+      "paged_kv: slot_mapping [T] (-1 skips a token) or block_tables [B, max_blocks] with varlen positions "
+      "(default slot_mapping)");
+  properties["page_size"] = integer_schema(1, 1 << 16, "paged_kv: tokens per cache page (required there)");
+  properties["q_output"] = enum_schema<QOutput>("paged_kv: rotated q into q (inplace, default) or q_out");
+  ordered_json paged_keys = ordered_json::array();
+  for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output"})
+    paged_keys.push_back({{"required", ordered_json::array({key})}});
+  ordered_json paged_needs_page_size{
+      {"if", {{"properties", {{"output", {{"const", "paged_kv"}}}}}, {"required", ordered_json::array({"output"})}}},
+      {"then", {{"required", ordered_json::array({"page_size"})}}},
+      {"else", {{"not", {{"anyOf", paged_keys}}}}}};
+  ordered_json block_tables_need_varlen{
+      {"if", {{"properties", {{"cache_index", {{"const", "block_tables"}}}}},
+              {"required", ordered_json::array({"cache_index"})}}},
+      {"then", {{"properties", {{"positions", {{"const", "varlen"}}}}}, {"required", ordered_json::array({"positions"})}}}};
   ordered_json padded_needs_varlen{
       {"if", {{"properties", {{"output", {{"const", "padded_bhsd"}}}}}, {"required", ordered_json::array({"output"})}}},
       {"then", {{"properties", {{"positions", {{"const", "varlen"}}}}}, {"required", ordered_json::array({"positions"})}}}};
@@ -115,7 +136,8 @@ ordered_json io_schema() {
           {"type", "object"},
           {"properties", properties},
           {"additionalProperties", false},
-          {"allOf", ordered_json::array({padded_needs_varlen, mrope_needs_section})}};
+          {"allOf", ordered_json::array({padded_needs_varlen, mrope_needs_section, paged_needs_page_size,
+                                          block_tables_need_varlen})}};
 }
 
 }  // namespace

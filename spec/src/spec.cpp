@@ -127,6 +127,13 @@ ordered_json spec_to_json(const Spec& spec) {
     io["mrope_section"] = spec.io.mrope_section;
     io["mrope_interleaved"] = spec.io.mrope_interleaved;
   }
+  if (paged_kv(spec)) {
+    io["cache_layout"] = std::string(to_string(spec.io.cache_layout));
+    io["cache_dtype"] = std::string(to_string(spec.io.cache_dtype));
+    io["cache_index"] = std::string(to_string(spec.io.cache_index));
+    io["page_size"] = spec.io.page_size;
+    io["q_output"] = std::string(to_string(spec.io.q_output));
+  }
   out["io"] = std::move(io);
   if (spec.qk_norm.enabled)
     out["qk_norm"] = {{"type", "rmsnorm"},

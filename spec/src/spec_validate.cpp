@@ -125,12 +125,15 @@ const std::vector<std::string_view>& spec_required_keys() {
 }
 
 const std::vector<std::string_view>& spec_io_keys() {
-  static const std::vector<std::string_view> keys{"input", "output", "qkv_bias", "copy_v",
-                                                  "positions", "mrope_section", "mrope_interleaved"};
+  static const std::vector<std::string_view> keys{"input",        "output",       "qkv_bias",    "copy_v",
+                                                  "positions",    "mrope_section", "mrope_interleaved",
+                                                  "cache_layout", "cache_dtype",  "cache_index", "page_size",
+                                                  "q_output"};
   return keys;
 }
 
 bool io_requires_copy_v(const IoSpec& io) {
+  if (io.output == OutputForm::paged_kv) return true;  // v goes into the V cache
   return io.input == InputForm::packed_qkv && (io.output != OutputForm::inplace || io.qkv_bias);
 }
 

@@ -60,6 +60,38 @@ void read_mrope(const json& block, const std::string& base, int rotary_dim, Rope
   io.mrope_section = counts;
 }
 
+// The paged_kv keys: only with output paged_kv; page_size required there. block_tables finds
+// a token's page from its sequence and position, which only varlen positions give.
+constexpr int kMaxPageSize = 1 << 16;
+
+void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reader& reader) {
+  static const char* const kKeys[] = {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output"};
+  if (io.output != OutputForm::paged_kv) {
+    for (const char* key : kKeys)
+      if (const json* v = member(block, key))
+        reader.not_allowed(base + "/" + key, *v, "absent unless io.output is \"paged_kv\"");
+    return;
+  }
+  if (const json* v = member(block, "cache_layout"))
+    io.cache_layout = reader.enumeration<CacheLayout>(*v, base + "/cache_layout").value_or(io.cache_layout);
+  if (const json* v = member(block, "cache_dtype"))
+    io.cache_dtype = reader.enumeration<CacheDType>(*v, base + "/cache_dtype").value_or(io.cache_dtype);
+  if (const json* v = member(block, "cache_index"))
+    io.cache_index = reader.enumeration<CacheIndex>(*v, base + "/cache_index").value_or(io.cache_index);
+  if (const json* v = member(block, "q_output"))
+    io.q_output = reader.enumeration<QOutput>(*v, base + "/q_output").value_or(io.q_output);
+  if (const json* v = member(block, "page_size"))
+    io.page_size = static_cast<int>(reader.integer(*v, base + "/page_size", 1, kMaxPageSize).value_or(0));
+  else
+    reader.add(base + "/page_size",
+               fmt::format("missing: io.output \"paged_kv\" needs it (tokens per cache page, an integer in [1, {}])",
+                           kMaxPageSize));
+  if (io.cache_index == CacheIndex::block_tables && io.positions != PositionsForm::varlen)
+    reader.not_allowed(base + "/positions", std::string(to_string(io.positions)),
+                       "\"varlen\" when cache_index is block_tables (a token's page comes from its sequence "
+                       "and position; use cache_index slot_mapping with other positions)");
+}
+
 }  // namespace
 
 // qk_norm: {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head" | "none", "weight_offset": 0,
@@ -113,7 +145,8 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
     auto copy_v = reader.boolean(*v, base + "/copy_v");
     if (copy_v && !*copy_v && io.copy_v)
       reader.not_allowed(base + "/copy_v", *v,
-                         io.output != OutputForm::inplace
+                         io.output == OutputForm::paged_kv ? "true when output is paged_kv (v goes into the V cache)"
+                         : io.output != OutputForm::inplace
                              ? "true when input is packed_qkv and output is not inplace"
                              : "true when input is packed_qkv with qkv_bias (v gets its bias)");
     else if (copy_v)
@@ -123,6 +156,7 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
     reader.not_allowed(base + "/positions", std::string(to_string(io.positions)),
                        "\"varlen\" when output is padded_bhsd");
   read_mrope(*block, base, rotary_dim, rope_type, io, reader);
+  read_paged_kv(*block, base, io, reader);
   return io;
 }
 

@@ -5,6 +5,7 @@
 
 namespace ropejit {
 
+typedef unsigned char u8;
 typedef unsigned short u16;
 typedef unsigned int u32;
 
@@ -12,6 +13,9 @@ typedef unsigned int u32;
 struct StorageF32 { typedef float raw; };
 struct StorageF16 { typedef u16 raw; };
 struct StorageBF16 { typedef u16 raw; };
+// FP8 KV-cache elements (OCP): e4m3 (max 448, no inf) and e5m2 (max 57344); store only.
+struct StorageE4M3 { typedef u8 raw; };
+struct StorageE5M2 { typedef u8 raw; };
 
 __device__ __forceinline__ float bf16_bits_to_float(u32 bits) { return __uint_as_float(bits << 16); }
 
@@ -76,18 +80,48 @@ __device__ __forceinline__ u16 float_to_f16_bits(float f) {
 #endif
 }
 
+// float -> FP8 bits with E exponent and M mantissa bits: round to nearest even, saturating
+// (finite values beyond the largest, and infinities, become the largest: PTX's satfinite);
+// NaN stays NaN. `max_bits` is the float bits of the largest finite FP8 value.
+template <int E, int M>
+__device__ __forceinline__ u8 float_to_fp8_bits(float f, u32 max_bits, u8 nan) {
+  const u32 x = __float_as_uint(f);
+  const u32 sign = (x >> 24) & 0x80u;
+  u32 absx = x & 0x7fffffffu;
+  if (absx > 0x7f800000u) return (u8)(sign | nan);
+  if (absx > max_bits) absx = max_bits;  // exact in FP8: rounding cannot pass it
+  constexpr int kBias = (1 << (E - 1)) - 1;
+  if (absx < (u32)(127 - kBias + 1) << 23) {  // below the smallest normal: multiples of 2^(1-bias-M)
+    // The product is exact (a power of two) and below 2^M; adding 2^23 rounds it to an integer
+    // half to even in the default rounding mode (an fma of the two is the same single rounding).
+    const float quanta = __uint_as_float(absx) * __uint_as_float((u32)(127 + kBias - 1 + M) << 23);
+    const u32 q = __float_as_uint(quanta + 8388608.0f) - 0x4b000000u;
+    return (u8)(sign | q);  // q == 2^M is the smallest normal's encoding
+  }
+  constexpr int kDrop = 23 - M;
+  const u32 r = (absx + ((1u << (kDrop - 1)) - 1u) + ((absx >> kDrop) & 1u)) >> kDrop;
+  return (u8)(sign | (r - ((u32)(127 - kBias) << M)));
+}
+
+__device__ __forceinline__ u8 float_to_e4m3_bits(float f) { return float_to_fp8_bits<4, 3>(f, 0x43e00000u, 0x7fu); }
+__device__ __forceinline__ u8 float_to_e5m2_bits(float f) { return float_to_fp8_bits<5, 2>(f, 0x47600000u, 0x7fu); }
+
 __device__ __forceinline__ float to_float(StorageF32, float v) { return v; }
 __device__ __forceinline__ float to_float(StorageF16, u16 v) { return f16_bits_to_float(v); }
 __device__ __forceinline__ float to_float(StorageBF16, u16 v) { return bf16_bits_to_float(v); }
 __device__ __forceinline__ float from_float(StorageF32, float v) { return v; }
 __device__ __forceinline__ u16 from_float(StorageF16, float v) { return float_to_f16_bits(v); }
 __device__ __forceinline__ u16 from_float(StorageBF16, float v) { return float_to_bf16_bits(v); }
+__device__ __forceinline__ u8 from_float(StorageE4M3, float v) { return float_to_e4m3_bits(v); }
+__device__ __forceinline__ u8 from_float(StorageE5M2, float v) { return float_to_e5m2_bits(v); }
 
-// N elements of storage S as one aligned access of kBytes in {2, 4, 8, 16}; 16-bit elements are
-// packed into 32-bit words with shifts (a union makes NVRTC split the vector stores).
+// N elements of storage S as one aligned access of kBytes in {1, 2, 4, 8, 16}; 8- and 16-bit
+// elements are packed into 32-bit words with shifts (a union makes NVRTC split the vector stores).
 template <class S, int N>
 struct VecTraits {
-  static constexpr bool kWide = sizeof(typename S::raw) == 4;
+  static constexpr int kElementBits = 8 * (int)sizeof(typename S::raw);
+  static constexpr bool kWide = kElementBits == 32;
+  static constexpr int kPerWord = 32 / kElementBits;
   static constexpr int kBytes = N * (int)sizeof(typename S::raw);
   static constexpr int kWords = kBytes >= 4 ? kBytes / 4 : 1;
 };
@@ -103,12 +137,13 @@ __device__ __forceinline__ void words_to_floats(const u32 (&w)[VecTraits<S, N>::
 
 template <class S, int N>
 __device__ __forceinline__ void floats_to_words(const float (&in)[N], u32 (&w)[VecTraits<S, N>::kWords]) {
+  typedef VecTraits<S, N> V;
 #pragma unroll
-  for (int j = 0; j < VecTraits<S, N>::kWords; ++j) w[j] = 0u;
+  for (int j = 0; j < V::kWords; ++j) w[j] = 0u;
 #pragma unroll
   for (int i = 0; i < N; ++i) {
-    if constexpr (VecTraits<S, N>::kWide) w[i] = __float_as_uint(in[i]);
-    else w[i / 2] |= (u32)from_float(S(), in[i]) << (16 * (i % 2));
+    if constexpr (V::kWide) w[i] = __float_as_uint(in[i]);
+    else w[i / V::kPerWord] |= (u32)from_float(S(), in[i]) << (V::kElementBits * (i % V::kPerWord));
   }
 }
 
@@ -149,8 +184,10 @@ __device__ __forceinline__ void store_vec(void* ptr, const float (&in)[N]) {
     *reinterpret_cast<uint2*>(ptr) = make_uint2(w[0], w[1]);
   } else if constexpr (bytes == 4) {
     *reinterpret_cast<u32*>(ptr) = w[0];
-  } else {
+  } else if constexpr (bytes == 2) {
     *reinterpret_cast<u16*>(ptr) = (u16)w[0];
+  } else {
+    *reinterpret_cast<u8*>(ptr) = (u8)w[0];
   }
 }
 

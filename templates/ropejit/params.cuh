@@ -35,10 +35,16 @@ struct KernelParams {
   const float* cos_sin_table;  // SinCosMode::table: [rows][d] (d/2 cos, then d/2 sin), or null
   i64 cos_sin_table_rows;   // rows in cos_sin_table
   const void* norm_weight[2];  // qk_norm per_head: q and k weights [D] in storage type, or null
+  // paged_kv: out[kRoleK] and out[kRoleV] are the K and V caches; batch_stride is the page stride.
+  const i64* slot_mapping;  // cache_index slot_mapping: [num_tokens] page * page_size + offset, -1 skips
+  const int* block_tables;  // cache_index block_tables: [batch][max_blocks_per_seq] pages
+  i64 max_blocks_per_seq;   // block_tables row length
+  i64 cache_pages;          // pages in each cache: a slot past them is never written
+  float cache_inv_scale[2]; // FP8 caches: 1 / k_scale and 1 / v_scale (stored = fp8(x * inv_scale))
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 312, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 352, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

@@ -49,6 +49,9 @@ struct RowRef {
   i64 out_batch; // output sequence index (padded) or 0
   i64 out_row;   // output row: token (token-major) or slot within the sequence (padded)
   i64 stream_position[3];  // mrope only: temporal, height, width positions
+  int sequence;  // varlen: the token's sequence
+  i64 cache_page;    // paged_kv: the page k and v go to, or -1 (not cached)
+  i64 cache_offset;  // paged_kv: the slot within the page
 };
 
 // mrope: the position stream rotating frequency pair `pair`. Contiguous sections (Qwen2-VL's
@@ -77,6 +80,32 @@ __device__ __forceinline__ i64 pair_position(const RowRef& ref, int pair) {
   }
 }
 
+// paged_kv: the cache page and offset of a token's k and v, from its slot_mapping entry or from
+// its sequence's block table at its position. Out-of-range entries (the host checks them on the
+// host backend) give page -1: nothing is written, so a bad table cannot write past the caches.
+template <class T>
+__device__ __forceinline__ void locate_cache_slot(const KernelParams& p, i64 row, RowRef& r) {
+  i64 page = -1, offset = 0;
+  if constexpr (T::kCacheIndexSlotMapping) {
+    const i64 slot = __ldg(p.slot_mapping + row);
+    if (slot >= 0 && slot < p.cache_pages * T::kPageSize) {
+      page = slot / T::kPageSize;
+      offset = slot - page * T::kPageSize;
+    }
+  } else {  // block_tables: varlen positions (validation requires them)
+    const i64 block = r.position / T::kPageSize;
+    if (block < p.max_blocks_per_seq) {
+      const i64 entry = __ldg(p.block_tables + r.sequence * p.max_blocks_per_seq + block);
+      if (entry >= 0 && entry < p.cache_pages) {
+        page = entry;
+        offset = r.position - block * T::kPageSize;
+      }
+    }
+  }
+  r.cache_page = page;
+  r.cache_offset = offset;
+}
+
 template <class T>
 __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
   RowRef r;
@@ -95,6 +124,7 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
     r.out_row = row;
     if constexpr (T::kPositionsVarlen) {
       const int b = find_sequence(p.cu_seqlens, p.batch, row);
+      r.sequence = b;
       r.position = (p.start_pos ? __ldg(p.start_pos + b) : 0) + (row - __ldg(p.cu_seqlens + b));
     } else if constexpr (T::kPositionsOffset) {
       r.position = (p.start_pos ? __ldg(p.start_pos) : 0) + row;
@@ -111,6 +141,7 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
                                          : (i64)__ldg((const int*)p.positions + row);
     }
   }
+  if constexpr (T::kOutputPagedKv) locate_cache_slot<T>(p, row, r);
   return r;
 }
 
@@ -265,9 +296,24 @@ template <class T>
 struct HeadIo {
   int role;                            // kRoleQ, kRoleK or kRoleV
   const typename T::Storage::raw* src; // null for a padding row
-  typename T::Storage::raw* dst;
+  void* dst;                           // Storage elements, or CacheStorage ones for a cache head;
+                                       // null for a k/v head of a token with no cache slot
   const void* bias;                    // this head's bias row, or null
+  float store_scale;                   // FP8 cache heads: multiplies each value before rounding
 };
+
+// paged_kv: where head `head` of a k or v row starts in its cache (nhd: [page][offset][head],
+// hnd: [page][head][offset]; pages batch_stride apart), and its FP8 scale; null when not cached.
+template <class T>
+__device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef& ref, int role, int head,
+                                            float& scale) {
+  typedef typename T::CacheStorage::raw cache_raw;
+  if (ref.cache_page < 0) return nullptr;
+  const i64 in_page = T::kCacheLayoutHnd ? ((i64)head * T::kPageSize + ref.cache_offset) * T::kHeadDim
+                                         : (ref.cache_offset * T::kNumKvHeads + head) * (i64)T::kHeadDim;
+  if constexpr (T::kCacheFp8) scale = p.cache_inv_scale[role - kRoleK];
+  return (cache_raw*)p.out[role].ptr + ref.cache_page * p.out[role].batch_stride + in_page;
+}
 
 template <class T>
 __device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef& ref, int head) {
@@ -279,11 +325,33 @@ __device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef
   const TensorRef in = p.in[io.role], out = p.out[io.role];
   io.dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
            head_in_role * out.head_stride;
+  io.store_scale = 1.0f;
+  if constexpr (T::kOutputPagedKv) {
+    if (io.role != kRoleQ) io.dst = cache_head<T>(p, ref, io.role, head_in_role, io.store_scale);
+  }
   io.src = has_token<T>(ref) ? (const raw*)in.ptr + ref.token * in.token_stride + head_in_role * in.head_stride
                              : nullptr;
   io.bias = nullptr;
   if constexpr (T::kHasBias) io.bias = (const raw*)p.bias[io.role] + head_in_role * T::kHeadDim;
   return io;
+}
+
+// Stores kVec values at element `element` of a head's destination: in the storage type, or in
+// the cache's (FP8: scaled first, then rounded with saturation).
+template <class T>
+__device__ __forceinline__ void store_head(const HeadIo<T>& io, int element, const float (&x)[T::kVec]) {
+  if constexpr (T::kOutputPagedKv) {
+    if constexpr (T::kCacheFp8) {
+      if (io.role != kRoleQ) {
+        float scaled[T::kVec];
+#pragma unroll
+        for (int i = 0; i < T::kVec; ++i) scaled[i] = x[i] * io.store_scale;
+        store_vec<typename T::CacheStorage, T::kVec>((typename T::CacheStorage::raw*)io.dst + element, scaled);
+        return;
+      }
+    }
+  }
+  store_vec<typename T::Storage, T::kVec>((typename T::Storage::raw*)io.dst + element, x);
 }
 
 // One lane's vectors of one head: loaded (bias added, normalized), rotated with the lane's
@@ -293,20 +361,27 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
                                              const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                              const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
   constexpr WorkShape W = rope_shape<T>();
-  typedef typename T::Storage S;
   constexpr int V = T::kVec;
   const auto* src = io.src;
-  auto* dst = io.dst;
+  if constexpr (T::kOutputPagedKv) {
+    if (!io.dst) return;  // a k or v head of a token with no cache slot
+  }
   // A copied v head takes the same lane-to-vector map as q and k, unrotated: the rotating
   // lanes cover [0, d) and the tail lanes [d, D) whenever the tail changes (in place
   // without a bias or norm, an untouched tail is already the copy).
   const bool rotate = !T::kCopyV || io.role != kRoleV;
   if constexpr (W.tail_lanes > 0) {
     if (lane >= W.rot_lanes) {  // pass-through tail element vector
+      if constexpr (T::kOutputPagedKv) {
+        // The cache takes whole k and v heads; q in place keeps an unchanged tail where it is.
+        if constexpr (T::kQOutputInplace && !(T::kHasBias || T::kQkNorm)) {
+          if (io.role == kRoleQ) return;
+        }
+      }
       const int e = T::kRotaryDim + (lane - W.rot_lanes) * V;
       float x[V];
       load_input<T>(src, io.bias, norm, e, x);
-      store_vec<S, V>(dst + e, x);
+      store_head<T>(io, e, x);
       return;
     }
   }
@@ -321,7 +396,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
         x[2 * i + 1] = fmaf(b, cos_v[i], a * sin_v[i]);
       }
     }
-    store_vec<S, V>(dst + e, x);
+    store_head<T>(io, e, x);
   } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
     constexpr int kVectors = T::kRotaryDim / V;
     float x[T::kRotaryDim];
@@ -346,7 +421,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       float part[V];
 #pragma unroll
       for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
-      store_vec<S, V>(dst + j * V, part);
+      store_head<T>(io, j * V, part);
     }
   } else {  // neox: the two halves of V pairs are vectors d/2 apart
     float x[V], y[V];
@@ -364,8 +439,8 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
 #pragma unroll
       for (int i = 0; i < V; ++i) y[i] = 0.0f;
     }
-    store_vec<S, V>(dst + e, x);
-    store_vec<S, V>(dst + e + W.half, y);
+    store_head<T>(io, e, x);
+    store_head<T>(io, e + W.half, y);
   }
 }
 
@@ -410,7 +485,7 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
         int head;
         if (!owned_head<T>(group, k, head)) break;
         const HeadIo<T> io = head_io<T>(p, ref, head);
-        norms[k] = head_norm<T>(p, io.src, io.bias, io.role);
+        norms[k] = head_norm<T>(p, io.dst ? io.src : nullptr, io.bias, io.role);  // no slot: no norm
       }
 #pragma unroll 1
       for (int lane = 0; lane < W.rot_lanes + W.tail_lanes; ++lane) {

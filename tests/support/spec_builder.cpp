@@ -12,6 +12,7 @@ nlohmann::json spec_json(const SpecFields& f) {
   if (f.copy_v || (f.input == "packed_qkv" && f.output != "inplace")) io["copy_v"] = true;
   if (!f.mrope_section.empty()) io["mrope_section"] = f.mrope_section;
   if (f.mrope_interleaved) io["mrope_interleaved"] = true;
+  if (!f.io_extra.is_null()) io.update(f.io_extra);
   nlohmann::json spec = {{"name", f.name},
                          {"head_dim", f.head_dim},
                          {"rotary_dim", f.rotary_dim},

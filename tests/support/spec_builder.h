@@ -30,6 +30,7 @@ struct SpecFields {
   std::vector<int> mrope_section;  ///< io.mrope_section when not empty
   bool mrope_interleaved = false;  ///< io.mrope_interleaved when true
   nlohmann::json qk_norm;          ///< the qk_norm block when not null
+  nlohmann::json io_extra;         ///< more io keys (paged_kv's) when not null
 };
 
 /// The spec JSON of the fields.

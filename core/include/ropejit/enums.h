@@ -18,12 +18,23 @@ enum class RopeType { default_, linear, ntk, dynamic, yarn, longrope, llama3 };
 enum class AnglePrecision { fp32, exact };
 /// Input form: separate q/k(/v) tensors, or the packed QKV projection output.
 enum class InputForm { separate, packed_qkv };
-/// Output form: rotate in place, token-major separate outputs, or head-major padded.
-enum class OutputForm { inplace, separate, padded_bhsd };
+/// Output form: rotate in place, token-major separate outputs, head-major padded, or q out and
+/// the rotated k and v written into a paged KV cache.
+enum class OutputForm { inplace, separate, padded_bhsd, paged_kv };
 /// How positions arrive: an explicit per-token array, varlen cu_seqlens + start positions,
 /// one sequence at an offset (token t at start_pos[0] + t), or multimodal [3, T] positions
 /// (temporal, height, width) whose streams rotate the sections of io.mrope_section.
 enum class PositionsForm { explicit_, varlen, offset, mrope };
+
+/// paged_kv: page memory order, NHD [pages, page_size, Hkv, D] or HND [pages, Hkv, page_size, D].
+enum class CacheLayout { nhd, hnd };
+/// paged_kv: cache element type: the spec's dtype (auto), or FP8 with a per-tensor scale.
+enum class CacheDType { auto_, fp8_e4m3, fp8_e5m2 };
+/// paged_kv: how a token finds its cache slot: slot_mapping [T] (slot = page * page_size +
+/// offset, -1 = not cached), or block_tables [B, max_blocks] with the varlen sequences.
+enum class CacheIndex { slot_mapping, block_tables };
+/// paged_kv: where rotated q goes: back into q, or q_out.
+enum class QOutput { inplace, separate };
 
 /// QK-norm weight: one head_dim vector for q and one for k (shared by the heads), or none.
 enum class NormWeight { per_head, none };
@@ -47,13 +58,20 @@ inline constexpr std::array<EnumName<AnglePrecision>, 2> kAngleNames{{
     {AnglePrecision::fp32, "fp32"}, {AnglePrecision::exact, "exact"}}};
 inline constexpr std::array<EnumName<InputForm>, 2> kInputNames{{
     {InputForm::separate, "separate"}, {InputForm::packed_qkv, "packed_qkv"}}};
-inline constexpr std::array<EnumName<OutputForm>, 3> kOutputNames{{
+inline constexpr std::array<EnumName<OutputForm>, 4> kOutputNames{{
     {OutputForm::inplace, "inplace"}, {OutputForm::separate, "separate"},
-    {OutputForm::padded_bhsd, "padded_bhsd"}}};
+    {OutputForm::padded_bhsd, "padded_bhsd"}, {OutputForm::paged_kv, "paged_kv"}}};
 inline constexpr std::array<EnumName<PositionsForm>, 4> kPositionsNames{{
     {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"},
     {PositionsForm::offset, "offset"}, {PositionsForm::mrope, "mrope"}}};
-
+inline constexpr std::array<EnumName<CacheLayout>, 2> kCacheLayoutNames{{
+    {CacheLayout::nhd, "nhd"}, {CacheLayout::hnd, "hnd"}}};
+inline constexpr std::array<EnumName<CacheDType>, 3> kCacheDTypeNames{{
+    {CacheDType::auto_, "auto"}, {CacheDType::fp8_e4m3, "fp8_e4m3"}, {CacheDType::fp8_e5m2, "fp8_e5m2"}}};
+inline constexpr std::array<EnumName<CacheIndex>, 2> kCacheIndexNames{{
+    {CacheIndex::slot_mapping, "slot_mapping"}, {CacheIndex::block_tables, "block_tables"}}};
+inline constexpr std::array<EnumName<QOutput>, 2> kQOutputNames{{
+    {QOutput::inplace, "inplace"}, {QOutput::separate, "separate"}}};
 inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
     {NormWeight::per_head, "per_head"}, {NormWeight::none, "none"}}};
 
@@ -67,6 +85,10 @@ template <> constexpr const auto& enum_table<InputForm>() { return kInputNames; 
 template <> constexpr const auto& enum_table<OutputForm>() { return kOutputNames; }
 template <> constexpr const auto& enum_table<PositionsForm>() { return kPositionsNames; }
 template <> constexpr const auto& enum_table<NormWeight>() { return kNormWeightNames; }
+template <> constexpr const auto& enum_table<CacheLayout>() { return kCacheLayoutNames; }
+template <> constexpr const auto& enum_table<CacheDType>() { return kCacheDTypeNames; }
+template <> constexpr const auto& enum_table<CacheIndex>() { return kCacheIndexNames; }
+template <> constexpr const auto& enum_table<QOutput>() { return kQOutputNames; }
 
 /// Name of an enum value ("neox").
 template <class E>
@@ -97,5 +119,9 @@ std::string allowed_names() {
 
 /// Bytes per element of a storage type.
 constexpr int dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
+/// Bytes per element of a KV cache of `cache` type for q/k/v of `dtype`.
+constexpr int cache_dtype_size(CacheDType cache, DType dtype) {
+  return cache == CacheDType::auto_ ? dtype_size(dtype) : 1;
+}
 
 }  // namespace ropejit

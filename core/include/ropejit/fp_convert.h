@@ -1,6 +1,6 @@
 #pragma once
-/// Host storage-type conversions: float64 <-> fp32/fp16/bf16 bit patterns with
-/// round-to-nearest-even, written from the IEEE formats alone. The one host converter: the
+/// Host storage-type conversions: float64 <-> fp32/fp16/bf16/fp8 bit patterns with
+/// round-to-nearest-even, written from the format definitions alone. The one host converter: the
 /// check harness, the tuner, the benchmarks and the tests build inputs, compute correctly
 /// rounded expected values and measure distances in ulps with it.
 /// Deliberately separate from templates/ropejit/numeric.cuh (the kernel's conversion, the code
@@ -50,5 +50,15 @@ int64_t ulp_distance(DType dtype, uint32_t a_bits, uint32_t b_bits);
 
 /// True when the bit pattern is NaN or inf in `dtype`.
 bool is_nonfinite_bits(DType dtype, uint32_t bits);
+
+/// OCP FP8 formats: e4m3 "FN" (bias 7, max 448, no inf, NaN 0x7f) and e5m2 (bias 15, max 57344).
+enum class Fp8Format { e4m3, e5m2 };
+
+/// Rounds a double to FP8, half to even, saturating (inf too) to +-max finite; NaN is 0x7f | sign.
+uint8_t round_to_fp8_bits(Fp8Format format, double value);
+/// Exact value of an FP8 bit pattern (inf and NaN included).
+double fp8_bits_to_double(Fp8Format format, uint8_t bits);
+/// Ulps between two FP8 patterns as ulp_distance counts them (INT64_MAX for NaN or unequal inf).
+int64_t fp8_ulp_distance(Fp8Format format, uint8_t a_bits, uint8_t b_bits);
 
 }  // namespace ropejit::ref

@@ -134,6 +134,23 @@ typedef struct ropejit_args {
    * them) passes none. */
   const void* q_norm_weight;
   const void* k_norm_weight;
+  /* Paged KV cache (spec io.output paged_kv): rotated k and v go to separate K and V caches of
+   * cache_num_pages pages, laid out as the spec's cache_layout (nhd [pages, page_size, Hkv, D],
+   * hnd [pages, Hkv, page_size, D]) in the cache dtype; pages are *_cache_page_stride elements
+   * apart (0: dense, page_size * Hkv * D). A token's slot comes from slot_mapping [T] (int64,
+   * page * page_size + offset; -1: k and v not written) or from block_tables [batch,
+   * max_blocks_per_seq] (int32 pages; the page of position p of sequence b is
+   * block_tables[b][p / page_size]). FP8 caches store fp8(x * (1 / scale)), saturating; k_scale
+   * and v_scale must be finite and > 0 for them, and 0 otherwise. A caller built against an
+   * earlier header (struct_size ending before them) passes none. */
+  void* k_cache;
+  void* v_cache;
+  int64_t cache_num_pages;
+  int64_t k_cache_page_stride, v_cache_page_stride;
+  const int64_t* slot_mapping;
+  const int32_t* block_tables;
+  int64_t max_blocks_per_seq;
+  float k_scale, v_scale;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

@@ -48,6 +48,12 @@ struct IoSpec {
   /// take every third pair from pair 1 and 2 (Qwen3-VL). Empty unless positions is mrope.
   std::vector<int> mrope_section;
   bool mrope_interleaved = false;  ///< mrope: Qwen3-VL's interleaved sections
+  /// paged_kv only (defaults elsewhere): k and v go to separate K and V caches of pages.
+  CacheLayout cache_layout = CacheLayout::nhd;  ///< page memory order
+  CacheDType cache_dtype = CacheDType::auto_;   ///< cache element type (fp8: scaled, saturating)
+  CacheIndex cache_index = CacheIndex::slot_mapping;  ///< how a token finds its slot
+  int page_size = 0;                            ///< tokens per page (paged_kv: >= 1)
+  QOutput q_output = QOutput::inplace;          ///< rotated q back into q, or into q_out
 };
 
 /// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements, in fp32,
@@ -126,6 +132,15 @@ Hash128 spec_hash(const Spec& spec);
 /// True when something rewrites the pass-through tail [d, D) of q and k heads even in place:
 /// the QKV bias, or the QK-norm (it normalizes the whole head).
 inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled; }
+
+/// True when the spec writes k and v into a paged KV cache.
+inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }
+
+/// True when rotated q is written back where it was read (inplace output, or paged_kv with
+/// q_output inplace).
+inline bool q_inplace(const Spec& s) {
+  return s.io.output == OutputForm::inplace || (paged_kv(s) && s.io.q_output == QOutput::inplace);
+}
 
 /// Heads per token that the kernel touches: Hq + Hkv (+ Hkv when v is copied).
 inline int total_heads(const Spec& s) {

@@ -24,6 +24,10 @@
 ///  - both: tolerance.inv_freq_ulps * inv_freq_slack is added to the allowed error (0 unless
 ///    asked for: a baked inv_freq table must equal reference_freqs bit for bit).
 ///  - padding elements must be +0 or -0; NaN or inf never passes.
+///  - FP8 cache elements: the code is fp8(expected / quant_scale) rounded to nearest even with
+///    saturation, or its neighbour when expected / quant_scale lies within fp32 noise
+///    (fp32_relative * scale / quant_scale) of the midpoint between the two.
+///  - untouched elements are skipped (the caller compares their bytes with the input's).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -101,12 +105,21 @@ struct RefProblem {
   std::vector<int64_t> start_pos;     ///< [B] tokens already cached per sequence, or empty
   int64_t max_seq_len = 0;            ///< padded_bhsd S (0: the longest sequence)
   int64_t run_length = 0;             ///< L for dynamic/longrope (0: max(position) + 1)
+  // paged_kv: k and v of token t go to cache slot slot_mapping[t] (-1: nowhere), or with
+  // block_tables to page block_tables[b][p / page_size], offset p % page_size, for position p
+  // of sequence b. Slot s is page s / page_size, offset s % page_size.
+  std::vector<int64_t> slot_mapping;  ///< cache_index slot_mapping: [T]
+  std::vector<int32_t> block_tables;  ///< cache_index block_tables: [B, max_blocks_per_seq]
+  int64_t max_blocks_per_seq = 0;     ///< block_tables row length
+  int64_t cache_pages = 0;            ///< pages of each cache
+  double k_scale = 1.0, v_scale = 1.0;  ///< FP8 caches: stored value = fp8(x / scale)
 };
 
 /// Memory order of an expected output tensor.
 enum class RefLayout {
   token_major,  ///< [T, H, D]: element (t, h, e) at (t H + h) D + e
-  padded_bhsd   ///< [B, H, S, D]: element (b, h, s, e) at ((b H + h) S + s) D + e
+  padded_bhsd   ///< [B, H, S, D]: element (b, h, s, e) at ((b H + h) S + s) D + e; a paged
+                ///< cache is one too, with B = pages and S = page_size (its strides say nhd/hnd)
 };
 
 /// Expected contents of one output tensor, dense in its layout.
@@ -124,6 +137,14 @@ struct RefTensor {
   std::vector<double> inv_freq_slack;
   std::vector<uint8_t> padding;   ///< 1: a padding element that must be exactly zero
   std::vector<int64_t> row_token; ///< padded_bhsd: token of each (b, s) row, -1 for padding
+  /// 1: an element the launch must not write (a cache slot no token maps to, the k and v part
+  /// of a packed buffer whose q is rotated in place); compare skips it, the caller checks its
+  /// bytes are unchanged. Empty: none.
+  std::vector<uint8_t> untouched;
+  /// paged_kv caches: the cache element type (auto: the spec's dtype) and, for FP8, the scale:
+  /// the stored code must be fp8(value / quant_scale), correctly rounded and saturated.
+  CacheDType cache_dtype = CacheDType::auto_;
+  double quant_scale = 1.0;
   /// Number of elements.
   int64_t size() const { return static_cast<int64_t>(value.size()); }
 };
@@ -157,6 +178,9 @@ struct ActualTensor {
   int64_t head_stride = 0;
   int64_t batch_stride = 0;
 };
+
+/// Element offset of expected element `index` in the actual tensor (ActualTensor's strides).
+int64_t actual_offset(const RefTensor& expected, const ActualTensor& actual, int64_t index);
 
 /// Tolerance policy knobs (meaning at the top of this file).
 struct Tolerance {
