@@ -47,6 +47,7 @@ constexpr Shape kShapes[] = {
     {"qwen2.5-vl-7b-mrope", "qwen2.5-vl-7b"},   // [3, T] mrope positions + packed qkv + bias
     {"qwen3-8b-qknorm", "qwen3-8b"},            // per-head RMSNorm of q and k, then RoPE
     {"gemma-3-12b-qknorm", "gemma-3-12b"},      // head_dim 256, (1 + w) norm, linear x8
+    {"qwen3-8b-paged-fp8", "qwen3-8b-paged-fp8"},  // QK-norm + RoPE + k, v into an FP8 e4m3 paged cache
 };
 constexpr int64_t kTokens[] = {1, 8, 64, 512, 4096, 16384, 65536};
 constexpr const char* kDTypes[] = {"bf16", "fp16"};

@@ -286,6 +286,7 @@ struct GateRow {
   std::string what;
   KernelStats stats;
   Roofline h100;
+  int cache_store_bits;  // paged_kv: bits of one vector store into the cache (FP8: vec bytes), else 128
 };
 
 // Every spec with its default config on sm_80 and sm_90, H100 at 16384 tokens (computed once).
@@ -300,7 +301,8 @@ const std::vector<GateRow>& gate_rows() {
       for (const char* arch : {"sm_80", "sm_90"}) {
         const KernelStats s = kernel_stats(spec, config, source, compile_nvrtc(source, arch));
         const Roofline r = roofline(s, find_gpu_part("H100-SXM"), kTokens, bytes_moved(spec, kTokens, 1, kTokens));
-        out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r});
+        const int cache_bits = paged_kv(spec) ? 8 * config.vec * cache_dtype_size(spec.io.cache_dtype, spec.dtype) : 128;
+        out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits});
       }
     }
     return out;
@@ -349,6 +351,9 @@ constexpr IssueWaiver kIssueWaivers[] = {
                        "a warp-cooperative norm is owed (docs/PERF.md)"},
     {"gemma-3-12b", 1.25, "QK-norm, as qwen3-8b"},
     {"gemma-3-12b-local", 1.25, "QK-norm, as qwen3-8b"},
+    {"qwen3-8b-paged-fp8", 2.1, "QK-norm as qwen3-8b, plus FP8 rounding of k and v: sm_90 converts pairs in one "
+                                "cvt.satfinite (SASS 99%, PTX 134%), sm_80 has no FP8 instructions and rounds in "
+                                "integer code (SASS 148%, PTX 206%)"},
 };
 
 // The CI performance gate (issue 14 part 3): every spec's default kernel on sm_80 and sm_90
@@ -365,7 +370,10 @@ TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
     ASSERT_GT(c.data_stores.total() + c.generic_stores.total(), 0) << g.what << ": no q/k/v stores found";
     EXPECT_EQ(c.data_loads.other_than(128) + c.generic_loads.total(), 0)
         << g.what << ": q/k/v loads" << widths(c.data_loads) << ", generic" << widths(c.generic_loads);
-    EXPECT_EQ(c.data_stores.other_than(128) + c.generic_stores.total(), 0)
+    // An FP8 cache takes vec bytes per store (64 bits for bf16's 8-element vectors).
+    EXPECT_EQ(c.data_stores.other_than(128) - (g.cache_store_bits != 128 ? c.data_stores.of(g.cache_store_bits) : 0) +
+                  c.generic_stores.total(),
+              0)
         << g.what << ": q/k/v stores" << widths(c.data_stores) << ", generic" << widths(c.generic_stores);
     EXPECT_EQ(g.stats.stack_bytes, 0) << g.what << ": local memory (stack) bytes";
     EXPECT_EQ(c.local_accesses, 0) << g.what << ": local loads/stores";

@@ -9,30 +9,15 @@
 
 #include "host/host_jit.h"
 #include "launch_args.h"
+#include "support/launch_test_util.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
+using ropejit::test::expect_rejected;
 using ropejit::test::SpecFields;
+using ropejit::test::Storage;
 
 namespace {
-
-// 16-byte aligned host storage large enough for any tensor in these tests.
-struct Storage {
-  alignas(16) std::vector<uint8_t> bytes = std::vector<uint8_t>(1 << 20, 0x3c);
-  void* at(size_t offset) { return bytes.data() + offset; }
-};
-
-void expect_rejected(const Spec& spec, const Args& args, const std::string& field, const std::string& fragment,
-                     bool host_memory = true) {
-  try {
-    check_launch(spec, default_config(spec).vec, args, host_memory);
-    FAIL() << "accepted; expected an error naming " << field;
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), Status::invalid_argument) << e.what();
-    EXPECT_EQ(e.field(), field) << e.what();
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
-  }
-}
 
 Spec fused_spec(const std::string& output, bool bias) {
   SpecFields f;

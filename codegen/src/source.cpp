@@ -154,11 +154,14 @@ Source generate_source(const Plan& plan) {
   if (has_long) append_table(t, "kInvFreqLong", plan.freqs.inv_freq_long);
   t += "\n}  // namespace\n\n";
   // Min blocks per SM caps registers at 64 (half occupancy): without it ptxas aims for full
-  // occupancy (32 registers at 256 threads) and spills.
+  // occupancy (32 registers at 256 threads) and spills. A QK-norm kernel that also rounds to
+  // FP8 in software (before sm_89) needs more: 80 registers, 3/8 occupancy, no spill.
+  const bool wide = s.qk_norm.enabled && paged_kv(s) && s.io.cache_dtype != CacheDType::auto_;
+  const int threads_per_sm = wide ? 768 : 1024;
   t += fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const ropejit::KernelParams p) {{\n"
       "  ropejit::rope_kernel<Traits>(p, kInvFreq, {});\n}}\n",
-      c.block_threads, std::max(1, 1024 / c.block_threads), kEntryName, has_long ? "kInvFreqLong" : "kInvFreq");
+      c.block_threads, std::max(1, threads_per_sm / c.block_threads), kEntryName, has_long ? "kInvFreqLong" : "kInvFreq");
   Source out;
   out.entry = kEntryName;
   // The text only #includes the templates: hash what they are too.

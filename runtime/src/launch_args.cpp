@@ -1,6 +1,7 @@
 // Launch argument checks (docs/architecture.md §9): bad input never reaches a kernel; and
 // each io form's buffers, so the workload builders and bytes_moved follow the same rows.
 #include "launch_args.h"
+#include "launch_checks.h"
 
 #include <algorithm>
 #include <array>
@@ -18,33 +19,9 @@ namespace ropejit {
 
 namespace {
 
+using namespace launch_detail;
+
 constexpr int64_t kMaxTokens = int64_t(1) << 40;
-constexpr int64_t kMaxPosition = (int64_t(1) << 31) - 1;
-
-[[noreturn]] void fail(const std::string& argument, const std::string& message) {
-  throw Error(Status::invalid_argument, fmt::format("Args::{}: {}", argument, message), argument);
-}
-
-void require(bool ok, const std::string& argument, const std::string& message) {
-  if (!ok) fail(argument, message);
-}
-
-std::string ptr_text(const void* p) { return p ? fmt::format("{}", p) : "null"; }
-
-void check_aligned(const void* p, int bytes, const char* name) {
-  if (p && reinterpret_cast<uintptr_t>(p) % bytes != 0)
-    fail(name, fmt::format("{} is not allowed: must be {}-byte aligned (vector access of this kernel)",
-                           ptr_text(p), bytes));
-}
-
-void check_null(const void* p, const char* name, const char* why) {
-  if (p) fail(name, fmt::format("{} is not allowed: must be null {}", ptr_text(p), why));
-}
-
-void check_present(const void* p, const char* name, const char* why) {
-  if (!p) fail(name, fmt::format("null is not allowed: required {}", why));
-}
-
 // One side's q, k, v pointers: q and k present when `required` (v too when the spec copies
 // it), v null when it does not, each aligned for the kernel's vector accesses.
 void check_qkv(const std::array<const void*, 3>& ptrs, const std::array<const char*, 3>& names, bool required,
@@ -56,19 +33,6 @@ void check_qkv(const std::array<const void*, 3>& ptrs, const std::array<const ch
   }
   if (!copy_v) check_null(ptrs[2], names[2], "when the spec does not copy v (io.copy_v false)");
   for (int r = 0; r < 3; ++r) check_aligned(ptrs[r], align, names[r]);
-}
-
-// Token stride: 0 means dense; otherwise at least a row and a multiple of the vector width.
-int64_t resolve_stride(int64_t stride, int64_t dense, int vec, const char* name) {
-  if (stride == 0) return dense;
-  if (stride < dense || stride % vec != 0)
-    fail(name, fmt::format("{} is not allowed: must be 0 (dense) or >= {} and a multiple of {}",
-                           stride, dense, vec));
-  return stride;
-}
-
-TensorRef token_major(void* ptr, int64_t token_stride, int64_t head_dim) {
-  return TensorRef{ptr, token_stride, head_dim, 0};
 }
 
 void check_varlen_host(const Spec& spec, const Args& a) {
@@ -105,16 +69,6 @@ void check_positions_host(const Args& a, int64_t count) {
   }
 }
 
-
-// What every form's check needs: the spec, the launch's vector width and element size.
-struct FormContext {
-  const Spec& spec;
-  int vec;
-  int esize;
-  int align;  // bytes of one vector access
-  bool any;   // num_tokens > 0
-  int64_t D, Hq, Hkv;
-};
 
 // ---------------------------------------------------------------- input forms
 
@@ -222,129 +176,8 @@ int64_t bind_output_padded(const FormContext& c, const Args& a, KernelParams& p)
   return int64_t(a.batch) * S;
 }
 
-// paged_kv: q back into q or into q_out; k and v (rotated k, copied v) into the K and V caches.
-constexpr int64_t kMaxCachePages = int64_t(1) << 40;
-
-// One cache: present, aligned for the kernel's stores, pages at least a page apart, and its
-// bytes within int64 (pages * page stride * element size).
-TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg, const char* name,
-                     const char* stride_name, int64_t pages) {
-  const IoSpec& io = c.spec.io;
-  const int esize = cache_dtype_size(io.cache_dtype, c.spec.dtype);
-  if (c.any) check_present(cache, name, "when the spec's io.output is paged_kv");
-  check_aligned(cache, c.vec * esize, name);
-  const int64_t page_elements = int64_t(io.page_size) * c.Hkv * c.D;
-  const int64_t page_stride = resolve_stride(page_stride_arg, page_elements, c.vec, stride_name);
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(pages, page_stride, &bytes) || __builtin_mul_overflow(bytes, int64_t{esize}, &bytes))
-    fail(stride_name, fmt::format("{} is not allowed: cache_num_pages {} pages of it overflow a 64-bit size",
-                                  page_stride, pages));
-  const bool hnd = io.cache_layout == CacheLayout::hnd;
-  return TensorRef{cache, hnd ? c.D : c.Hkv * c.D, hnd ? int64_t(io.page_size) * c.D : c.D, page_stride};
-}
-
-// FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others none.
-float inverse_scale(const FormContext& c, float scale, const char* name) {
-  if (c.spec.io.cache_dtype == CacheDType::auto_) {
-    require(scale == 0.0f, name, fmt::format("{} is not allowed: must be 0 unless the spec's io.cache_dtype is fp8", scale));
-    return 1.0f;
-  }
-  const float inverse = 1.0f / scale;
-  require(std::isfinite(scale) && scale > 0.0f && std::isfinite(inverse), name,
-          fmt::format("{} is not allowed: must be a finite number > 0 (FP8 {} stores fp8(x / {}))", scale,
-                      to_string(c.spec.io.cache_dtype), name));
-  return inverse;
-}
-
-int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) {
-  const IoSpec& io = c.spec.io;
-  check_null(a.k_out, "k_out", "when the spec's io.output is paged_kv (rotated k goes to k_cache)");
-  check_null(a.v_out, "v_out", "when the spec's io.output is paged_kv (v goes to v_cache)");
-  if (io.q_output == QOutput::inplace) {
-    check_null(a.q_out, "q_out", "when the spec's io.q_output is inplace (q is rotated in place)");
-    p.out[kRoleQ] = p.in[kRoleQ];
-  } else {
-    if (c.any) check_present(a.q_out, "q_out", "when the spec's io.q_output is separate");
-    check_aligned(a.q_out, c.align, "q_out");
-    p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride"), c.D);
-  }
-  require(a.cache_num_pages >= (c.any ? 1 : 0) && a.cache_num_pages <= kMaxCachePages, "cache_num_pages",
-          fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each of k_cache and v_cache)",
-                      a.cache_num_pages));
-  p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
-  p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
-  p.cache_pages = a.cache_num_pages;
-  if (io.cache_index == CacheIndex::slot_mapping) {
-    check_null(a.block_tables, "block_tables", "when the spec's io.cache_index is slot_mapping");
-    require(a.max_blocks_per_seq == 0, "max_blocks_per_seq",
-            fmt::format("{} is not allowed: must be 0 when the spec's io.cache_index is slot_mapping", a.max_blocks_per_seq));
-    if (c.any) check_present(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is slot_mapping ([num_tokens])");
-    check_aligned(a.slot_mapping, 8, "slot_mapping");
-    p.slot_mapping = reinterpret_cast<const i64*>(a.slot_mapping);
-  } else {
-    check_null(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is block_tables");
-    if (c.any) check_present(a.block_tables, "block_tables", "when the spec's io.cache_index is block_tables");
-    require(a.max_blocks_per_seq >= (c.any ? 1 : 0) && a.max_blocks_per_seq <= kMaxPosition, "max_blocks_per_seq",
-            fmt::format("{} is not allowed: must be in [1, 2^31) (block_tables is [batch, max_blocks_per_seq])",
-                        a.max_blocks_per_seq));
-    check_aligned(a.block_tables, 4, "block_tables");
-    p.block_tables = a.block_tables;
-    p.max_blocks_per_seq = a.max_blocks_per_seq;
-  }
-  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
-  p.cache_inv_scale[1] = inverse_scale(c, a.v_scale, "v_scale");
-  return a.num_tokens;
-}
-
-// The slot each token writes (host arrays): every one -1 (slot_mapping only) or inside the
-// caches, and no two tokens on one slot (their writes would race).
-void check_paged_host(const Spec& spec, const Args& a) {
-  const int64_t page_size = spec.io.page_size, slots = a.cache_num_pages * page_size;
-  std::vector<std::pair<int64_t, int64_t>> taken;  // (slot, token)
-  for (int64_t t = 0; t < a.num_tokens; ++t) {
-    int64_t slot;
-    if (spec.io.cache_index == CacheIndex::slot_mapping) {
-      slot = a.slot_mapping[t];
-      if (slot == -1) continue;
-      if (slot < 0 || slot >= slots)
-        fail("slot_mapping", fmt::format("slot_mapping[{}] = {} is not allowed: must be -1 (not cached) or in [0, "
-                                         "cache_num_pages * page_size = {})", t, slot, slots));
-    } else {
-      int b = 0;
-      while (a.cu_seqlens[b + 1] <= t) ++b;  // host check: linear is fine, cu_seqlens was checked
-      const int64_t position = (a.start_pos ? a.start_pos[b] : 0) + (t - a.cu_seqlens[b]);
-      const int64_t block = position / page_size;
-      if (block >= a.max_blocks_per_seq)
-        fail("max_blocks_per_seq", fmt::format("{} is not allowed: sequence {} reaches position {}, in block {} of "
-                                               "page_size {}", a.max_blocks_per_seq, b, position, block, page_size));
-      const int64_t page = a.block_tables[b * a.max_blocks_per_seq + block];
-      if (page < 0 || page >= a.cache_num_pages)
-        fail("block_tables", fmt::format("block_tables[{}][{}] = {} is not allowed: sequence {} writes position {} "
-                                         "there; must be in [0, cache_num_pages = {})",
-                                         b, block, page, b, position, a.cache_num_pages));
-      slot = page * page_size + position % page_size;
-    }
-    taken.emplace_back(slot, t);
-  }
-  std::sort(taken.begin(), taken.end());
-  for (size_t i = 1; i < taken.size(); ++i)
-    if (taken[i].first == taken[i - 1].first)
-      fail(spec.io.cache_index == CacheIndex::slot_mapping ? "slot_mapping" : "block_tables",
-           fmt::format("tokens {} and {} both write cache slot {} (page {}, offset {}): each token needs its own slot",
-                       taken[i - 1].second, taken[i].second, taken[i].first, taken[i].first / page_size,
-                       taken[i].first % page_size));
-}
-
 // ---------------------------------------------------------------- buffers of one launch, per form
 
-// Stores a buffer's pointer (and token stride) into its Args fields.
-template <auto Ptr, auto Stride = nullptr>
-void bind_to(Args& a, const LaunchShape&, void* ptr, int64_t stride) {
-  a.*Ptr = static_cast<std::remove_reference_t<decltype(a.*Ptr)>>(ptr);
-  if constexpr (!std::is_null_pointer_v<decltype(Stride)>) a.*Stride = stride;
-}
-
-// A padded output also carries S.
 template <auto Ptr>
 void bind_padded(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
   a.*Ptr = ptr;
@@ -361,24 +194,6 @@ void bind_cu_seqlens_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) 
   a.batch = shape.batch;
 }
 
-using Bind = void (*)(Args&, const LaunchShape&, void*, int64_t);
-
-// Elements of one q (k) head a launch moves: the rotated part, plus the tail when it is copied.
-// paged_kv: the caches take whole k heads; q in place keeps an unchanged tail.
-int64_t q_moved_per_head(const Spec& spec) {
-  return tail_moves(q_inplace(spec), tail_changes(spec)) ? spec.head_dim : spec.rotary_dim;
-}
-int64_t k_moved_per_head(const Spec& spec) {
-  return rotary_tail_moves(spec) ? spec.head_dim : spec.rotary_dim;
-}
-
-// A storage-dtype buffer of `rows` dense rows.
-BufferDesc data_buffer(const Spec& spec, const char* name, BufferKind kind, int64_t rows, int64_t row_elements,
-                       int64_t moved, bool token_rows, Bind bind) {
-  return {name, kind, rows, row_elements, row_elements, dtype_size(spec.dtype), moved, token_rows, bind};
-}
-
-// q, k(, v) with `rows` rows (tokens, or padded slots) each.
 void qkv_buffers(const Spec& s, BufferKind kind, int64_t rows, bool token_rows, const char* const (&names)[3],
                  Bind q, Bind k, Bind v, std::vector<BufferDesc>& out) {
   const int64_t D = s.head_dim;
@@ -442,50 +257,6 @@ void buffers_output_padded(const Spec& s, const LaunchShape& shape, std::vector<
   qkv_buffers(s, BufferKind::output, int64_t(shape.batch) * shape.max_seq_len, false, kOutputNames,
               bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>, bind_padded<&ropejit_args::v_out>,
               out);
-}
-
-// paged_kv: q rewritten in place (packed: only its q part) or q_out; the two caches (each token
-// writes one slot); the slot mapping or the block tables.
-void bind_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride, bool k) {
-  (k ? a.k_cache : a.v_cache) = ptr;
-  (k ? a.k_cache_page_stride : a.v_cache_page_stride) = stride;
-  (k ? a.k_scale : a.v_scale) = k ? shape.k_scale : shape.v_scale;
-  a.cache_num_pages = shape.cache_pages;
-}
-
-void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
-  a.block_tables = static_cast<const int32_t*>(ptr);
-  a.max_blocks_per_seq = shape.max_blocks_per_seq;
-}
-
-void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
-  if (s.io.q_output == QOutput::inplace) {
-    for (BufferDesc& b : out)
-      if (b.kind == BufferKind::input && (b.name == std::string_view("q") || b.name == std::string_view("qkv"))) {
-        b.kind = BufferKind::inout;
-        b.written_row_elements = Hq * q_moved_per_head(s);
-      }
-  } else {
-    out.push_back(data_buffer(s, "q_out", BufferKind::output, shape.tokens, Hq * D, Hq * D, true,
-                              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>));
-  }
-  const int esize = cache_dtype_size(s.io.cache_dtype, s.dtype);
-  const int64_t page_elements = int64_t(s.io.page_size) * Hkv * D;
-  for (bool k : {true, false}) {
-    BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
-                     esize, Hkv * D, false,
-                     k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }
-                       : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); }};
-    cache.moved_rows = shape.tokens;  // one slot per token
-    out.push_back(cache);
-  }
-  if (s.io.cache_index == CacheIndex::slot_mapping)
-    out.push_back({"slot_mapping", BufferKind::slot_mapping, shape.tokens, 1, 1, 8, 1, false,
-                   bind_to<&ropejit_args::slot_mapping>});
-  else  // moved: about one entry per sequence (a page's tokens share theirs)
-    out.push_back({"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq,
-                   shape.max_blocks_per_seq, 4, 1, false, bind_block_tables_ptr});
 }
 
 void buffers_bias(const Spec& s, std::vector<BufferDesc>& out) {
@@ -616,6 +387,7 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   const PositionsFormOps& positions = find_form(kPositionsForms, spec.io.positions);
   positions.bind(c, a, p);
   const OutputFormOps& output = find_form(kOutputForms, spec.io.output);
+  if (!paged_kv(spec)) check_no_cache(a);
   out.rows = output.bind(c, a, p);
   bind_run_length(c, a, p);
   // On the host backend the pointers are host memory: the arrays' contents are checked too.

@@ -14,8 +14,8 @@ struct StorageF32 { typedef float raw; };
 struct StorageF16 { typedef u16 raw; };
 struct StorageBF16 { typedef u16 raw; };
 // FP8 KV-cache elements (OCP): e4m3 (max 448, no inf) and e5m2 (max 57344); store only.
-struct StorageE4M3 { typedef u8 raw; };
-struct StorageE5M2 { typedef u8 raw; };
+struct StorageE4M3 { typedef u8 raw; static constexpr bool kE4M3 = true; };
+struct StorageE5M2 { typedef u8 raw; static constexpr bool kE4M3 = false; };
 
 __device__ __forceinline__ float bf16_bits_to_float(u32 bits) { return __uint_as_float(bits << 16); }
 
@@ -115,6 +115,23 @@ __device__ __forceinline__ u16 from_float(StorageBF16, float v) { return float_t
 __device__ __forceinline__ u8 from_float(StorageE4M3, float v) { return float_to_e4m3_bits(v); }
 __device__ __forceinline__ u8 from_float(StorageE5M2, float v) { return float_to_e5m2_bits(v); }
 
+// Two FP8 values in 16 bits, `lo` in the low byte. sm_89+ converts both in one instruction
+// (cvt.satfinite: the same rounding and saturation); elsewhere, and on the host backend, the
+// integer conversion above.
+template <class S>
+__device__ __forceinline__ u32 fp8x2_bits(float lo, float hi) {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u16 r;  // cvt puts its first source in the upper byte
+  if constexpr (S::kE4M3)
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  else
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+  return r;
+#else
+  return (u32)from_float(S(), lo) | ((u32)from_float(S(), hi) << 8);
+#endif
+}
+
 // N elements of storage S as one aligned access of kBytes in {1, 2, 4, 8, 16}; 8- and 16-bit
 // elements are packed into 32-bit words with shifts (a union makes NVRTC split the vector stores).
 template <class S, int N>
@@ -140,10 +157,15 @@ __device__ __forceinline__ void floats_to_words(const float (&in)[N], u32 (&w)[V
   typedef VecTraits<S, N> V;
 #pragma unroll
   for (int j = 0; j < V::kWords; ++j) w[j] = 0u;
+  if constexpr (V::kElementBits == 8 && N % 2 == 0) {  // FP8: converted in pairs
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (V::kWide) w[i] = __float_as_uint(in[i]);
-    else w[i / V::kPerWord] |= (u32)from_float(S(), in[i]) << (V::kElementBits * (i % V::kPerWord));
+    for (int i = 0; i < N; i += 2) w[i / 4] |= fp8x2_bits<S>(in[i], in[i + 1]) << (8 * (i % 4));
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if constexpr (V::kWide) w[i] = __float_as_uint(in[i]);
+      else w[i / V::kPerWord] |= (u32)from_float(S(), in[i]) << (V::kElementBits * (i % V::kPerWord));
+    }
   }
 }
 

@@ -312,7 +312,18 @@ static void check_errors(ropejit_runtime* rt, const ropejit_kernel* kernel) {
   st = ropejit_kernel_launch(kernel, &args, NULL);
   CHECK(st == ROPEJIT_STATUS_OK, "pre-norm struct_size gave %s: %s", ropejit_status_string(st), ropejit_last_error());
   args.q_norm_weight = NULL;
+  /* The header before the paged KV cache fields: accepted, the caches read as NULL. */
+  args.struct_size = offsetof(ropejit_args, k_cache);
+  args.k_cache = (void*)0x10;
+  args.k_scale = 3.0f;
+  st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_OK, "pre-cache struct_size gave %s: %s", ropejit_status_string(st), ropejit_last_error());
   args.struct_size = sizeof(ropejit_args);
+  st = ropejit_kernel_launch(kernel, &args, NULL);  /* the full struct: a cache on an inplace spec is refused */
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && strstr(ropejit_last_error(), "k_cache") != NULL,
+        "k_cache on an inplace spec gave %s: %s", ropejit_status_string(st), ropejit_last_error());
+  args.k_cache = NULL;
+  args.k_scale = 0.0f;
   args.positions_type = (ropejit_positions_type)5;
   st = ropejit_kernel_launch(kernel, &args, NULL);
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "positions_type 5 gave %s", ropejit_status_string(st));

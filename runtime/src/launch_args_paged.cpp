@@ -1,0 +1,192 @@
+// The paged_kv output form's launch arguments and buffers (docs/spec.md "RoPE + paged KV-cache
+// append"): q in place or q_out, rotated k and v into K and V caches through a slot mapping or
+// block tables, FP8 scales.
+#include <algorithm>
+#include <cmath>
+#include <string_view>
+#include <utility>
+
+#include "launch_checks.h"
+
+namespace ropejit::launch_detail {
+
+namespace {
+
+// paged_kv: q back into q or into q_out; k and v (rotated k, copied v) into the K and V caches.
+constexpr int64_t kMaxCachePages = int64_t(1) << 40;
+
+// One cache: present, aligned for the kernel's stores, pages at least a page apart, and its
+// bytes within int64 (pages * page stride * element size).
+TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg, const char* name,
+                     const char* stride_name, int64_t pages) {
+  const IoSpec& io = c.spec.io;
+  const int esize = cache_dtype_size(io.cache_dtype, c.spec.dtype);
+  if (c.any) check_present(cache, name, "when the spec's io.output is paged_kv");
+  check_aligned(cache, c.vec * esize, name);
+  const int64_t page_elements = int64_t(io.page_size) * c.Hkv * c.D;
+  const int64_t page_stride = resolve_stride(page_stride_arg, page_elements, c.vec, stride_name);
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(pages, page_stride, &bytes) || __builtin_mul_overflow(bytes, int64_t{esize}, &bytes))
+    fail(stride_name, fmt::format("{} is not allowed: cache_num_pages {} pages of it overflow a 64-bit size",
+                                  page_stride, pages));
+  const bool hnd = io.cache_layout == CacheLayout::hnd;
+  return TensorRef{cache, hnd ? c.D : c.Hkv * c.D, hnd ? int64_t(io.page_size) * c.D : c.D, page_stride};
+}
+
+// FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others none.
+float inverse_scale(const FormContext& c, float scale, const char* name) {
+  if (c.spec.io.cache_dtype == CacheDType::auto_) {
+    require(scale == 0.0f, name, fmt::format("{} is not allowed: must be 0 unless the spec's io.cache_dtype is fp8", scale));
+    return 1.0f;
+  }
+  const float inverse = 1.0f / scale;
+  require(std::isfinite(scale) && scale > 0.0f && std::isfinite(inverse), name,
+          fmt::format("{} is not allowed: must be a finite number > 0 (FP8 {} stores fp8(x / {}))", scale,
+                      to_string(c.spec.io.cache_dtype), name));
+  return inverse;
+}
+
+// Stores a cache's pointer, page stride and scale, and the page count.
+void bind_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride, bool k) {
+  (k ? a.k_cache : a.v_cache) = ptr;
+  (k ? a.k_cache_page_stride : a.v_cache_page_stride) = stride;
+  (k ? a.k_scale : a.v_scale) = k ? shape.k_scale : shape.v_scale;
+  a.cache_num_pages = shape.cache_pages;
+}
+
+void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
+  a.block_tables = static_cast<const int32_t*>(ptr);
+  a.max_blocks_per_seq = shape.max_blocks_per_seq;
+}
+
+}  // namespace
+
+int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) {
+  const IoSpec& io = c.spec.io;
+  check_null(a.k_out, "k_out", "when the spec's io.output is paged_kv (rotated k goes to k_cache)");
+  check_null(a.v_out, "v_out", "when the spec's io.output is paged_kv (v goes to v_cache)");
+  if (io.q_output == QOutput::inplace) {
+    check_null(a.q_out, "q_out", "when the spec's io.q_output is inplace (q is rotated in place)");
+    p.out[kRoleQ] = p.in[kRoleQ];
+  } else {
+    if (c.any) check_present(a.q_out, "q_out", "when the spec's io.q_output is separate");
+    check_aligned(a.q_out, c.align, "q_out");
+    p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride"), c.D);
+  }
+  require(a.cache_num_pages >= (c.any ? 1 : 0) && a.cache_num_pages <= kMaxCachePages, "cache_num_pages",
+          fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each of k_cache and v_cache)",
+                      a.cache_num_pages));
+  p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
+  p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
+  p.cache_pages = a.cache_num_pages;
+  if (io.cache_index == CacheIndex::slot_mapping) {
+    check_null(a.block_tables, "block_tables", "when the spec's io.cache_index is slot_mapping");
+    require(a.max_blocks_per_seq == 0, "max_blocks_per_seq",
+            fmt::format("{} is not allowed: must be 0 when the spec's io.cache_index is slot_mapping", a.max_blocks_per_seq));
+    if (c.any) check_present(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is slot_mapping ([num_tokens])");
+    check_aligned(a.slot_mapping, 8, "slot_mapping");
+    p.slot_mapping = reinterpret_cast<const i64*>(a.slot_mapping);
+  } else {
+    check_null(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is block_tables");
+    if (c.any) check_present(a.block_tables, "block_tables", "when the spec's io.cache_index is block_tables");
+    require(a.max_blocks_per_seq >= (c.any ? 1 : 0) && a.max_blocks_per_seq <= kMaxPosition, "max_blocks_per_seq",
+            fmt::format("{} is not allowed: must be in [1, 2^31) (block_tables is [batch, max_blocks_per_seq])",
+                        a.max_blocks_per_seq));
+    check_aligned(a.block_tables, 4, "block_tables");
+    p.block_tables = a.block_tables;
+    p.max_blocks_per_seq = a.max_blocks_per_seq;
+  }
+  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
+  p.cache_inv_scale[1] = inverse_scale(c, a.v_scale, "v_scale");
+  return a.num_tokens;
+}
+
+// Other output forms: the cache arguments must be unset (a caller who passes them expects them used).
+void check_no_cache(const Args& a) {
+  const char* why = "unless the spec's io.output is paged_kv";
+  check_null(a.k_cache, "k_cache", why);
+  check_null(a.v_cache, "v_cache", why);
+  check_null(a.slot_mapping, "slot_mapping", why);
+  check_null(a.block_tables, "block_tables", why);
+  for (const auto& [value, name] : {std::pair<int64_t, const char*>{a.cache_num_pages, "cache_num_pages"},
+                                    {a.k_cache_page_stride, "k_cache_page_stride"},
+                                    {a.v_cache_page_stride, "v_cache_page_stride"},
+                                    {a.max_blocks_per_seq, "max_blocks_per_seq"}})
+    require(value == 0, name, fmt::format("{} is not allowed: must be 0 {}", value, why));
+  require(a.k_scale == 0.0f, "k_scale", fmt::format("{} is not allowed: must be 0 {}", a.k_scale, why));
+  require(a.v_scale == 0.0f, "v_scale", fmt::format("{} is not allowed: must be 0 {}", a.v_scale, why));
+}
+
+// The slot each token writes (host arrays): every one -1 (slot_mapping only) or inside the
+// caches, and no two tokens on one slot (their writes would race).
+void check_paged_host(const Spec& spec, const Args& a) {
+  const int64_t page_size = spec.io.page_size, slots = a.cache_num_pages * page_size;
+  std::vector<std::pair<int64_t, int64_t>> taken;  // (slot, token)
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    int64_t slot;
+    if (spec.io.cache_index == CacheIndex::slot_mapping) {
+      slot = a.slot_mapping[t];
+      if (slot == -1) continue;
+      if (slot < 0 || slot >= slots)
+        fail("slot_mapping", fmt::format("slot_mapping[{}] = {} is not allowed: must be -1 (not cached) or in [0, "
+                                         "cache_num_pages * page_size = {})", t, slot, slots));
+    } else {
+      int b = 0;
+      while (a.cu_seqlens[b + 1] <= t) ++b;  // host check: linear is fine, cu_seqlens was checked
+      const int64_t position = (a.start_pos ? a.start_pos[b] : 0) + (t - a.cu_seqlens[b]);
+      const int64_t block = position / page_size;
+      if (block >= a.max_blocks_per_seq)
+        fail("max_blocks_per_seq", fmt::format("{} is not allowed: sequence {} reaches position {}, in block {} of "
+                                               "page_size {}", a.max_blocks_per_seq, b, position, block, page_size));
+      const int64_t page = a.block_tables[b * a.max_blocks_per_seq + block];
+      if (page < 0 || page >= a.cache_num_pages)
+        fail("block_tables", fmt::format("block_tables[{}][{}] = {} is not allowed: sequence {} writes position {} "
+                                         "there; must be in [0, cache_num_pages = {})",
+                                         b, block, page, b, position, a.cache_num_pages));
+      slot = page * page_size + position % page_size;
+    }
+    taken.emplace_back(slot, t);
+  }
+  std::sort(taken.begin(), taken.end());
+  for (size_t i = 1; i < taken.size(); ++i)
+    if (taken[i].first == taken[i - 1].first)
+      fail(spec.io.cache_index == CacheIndex::slot_mapping ? "slot_mapping" : "block_tables",
+           fmt::format("tokens {} and {} both write cache slot {} (page {}, offset {}): each token needs its own slot",
+                       taken[i - 1].second, taken[i].second, taken[i].first, taken[i].first / page_size,
+                       taken[i].first % page_size));
+}
+
+// q rewritten in place (packed: only its q part) or q_out; the two caches (each token writes
+// one slot); the slot mapping or the block tables.
+void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
+  if (s.io.q_output == QOutput::inplace) {
+    for (BufferDesc& b : out)
+      if (b.kind == BufferKind::input && (b.name == std::string_view("q") || b.name == std::string_view("qkv"))) {
+        b.kind = BufferKind::inout;
+        b.written_row_elements = Hq * q_moved_per_head(s);
+      }
+  } else {
+    out.push_back(data_buffer(s, "q_out", BufferKind::output, shape.tokens, Hq * D, Hq * D, true,
+                              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>));
+  }
+  const int esize = cache_dtype_size(s.io.cache_dtype, s.dtype);
+  const int64_t page_elements = int64_t(s.io.page_size) * Hkv * D;
+  for (bool k : {true, false}) {
+    BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
+                     esize, Hkv * D, false,
+                     k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }
+                       : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); }};
+    cache.moved_rows = shape.tokens;  // one slot per token
+    out.push_back(cache);
+  }
+  if (s.io.cache_index == CacheIndex::slot_mapping)
+    out.push_back({"slot_mapping", BufferKind::slot_mapping, shape.tokens, 1, 1, 8, 1, false,
+                   bind_to<&ropejit_args::slot_mapping>});
+  else  // moved: about one entry per sequence (a page's tokens share theirs)
+    out.push_back({"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq,
+                   shape.max_blocks_per_seq, 4, 1, false, bind_block_tables_ptr});
+}
+
+
+}  // namespace ropejit::launch_detail

@@ -1,0 +1,100 @@
+#pragma once
+// Internal to the launch argument checks (launch_args.cpp, launch_args_paged.cpp): the checks
+// every io form's binder uses, and the paged_kv form's entry points.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "launch_args.h"
+#include "ropejit/config.h"
+
+namespace ropejit::launch_detail {
+
+inline constexpr int64_t kMaxPosition = (int64_t(1) << 31) - 1;
+
+[[noreturn]] inline void fail(const std::string& argument, const std::string& message) {
+  throw Error(Status::invalid_argument, fmt::format("Args::{}: {}", argument, message), argument);
+}
+
+inline void require(bool ok, const std::string& argument, const std::string& message) {
+  if (!ok) fail(argument, message);
+}
+
+inline std::string ptr_text(const void* p) { return p ? fmt::format("{}", p) : "null"; }
+
+inline void check_aligned(const void* p, int bytes, const char* name) {
+  if (p && reinterpret_cast<uintptr_t>(p) % bytes != 0)
+    fail(name, fmt::format("{} is not allowed: must be {}-byte aligned (vector access of this kernel)",
+                           ptr_text(p), bytes));
+}
+
+inline void check_null(const void* p, const char* name, const char* why) {
+  if (p) fail(name, fmt::format("{} is not allowed: must be null {}", ptr_text(p), why));
+}
+
+inline void check_present(const void* p, const char* name, const char* why) {
+  if (!p) fail(name, fmt::format("null is not allowed: required {}", why));
+}
+
+// Token stride: 0 means dense; otherwise at least a row and a multiple of the vector width.
+inline int64_t resolve_stride(int64_t stride, int64_t dense, int vec, const char* name) {
+  if (stride == 0) return dense;
+  if (stride < dense || stride % vec != 0)
+    fail(name, fmt::format("{} is not allowed: must be 0 (dense) or >= {} and a multiple of {}",
+                           stride, dense, vec));
+  return stride;
+}
+
+inline TensorRef token_major(void* ptr, int64_t token_stride, int64_t head_dim) {
+  return TensorRef{ptr, token_stride, head_dim, 0};
+}
+
+// What every form's check needs: the spec, the launch's vector width and element size.
+struct FormContext {
+  const Spec& spec;
+  int vec;
+  int esize;
+  int align;  // bytes of one vector access
+  bool any;   // num_tokens > 0
+  int64_t D, Hq, Hkv;
+};
+
+// Stores a buffer's pointer (and token stride) into its Args fields.
+template <auto Ptr, auto Stride = nullptr>
+void bind_to(Args& a, const LaunchShape&, void* ptr, int64_t stride) {
+  a.*Ptr = static_cast<std::remove_reference_t<decltype(a.*Ptr)>>(ptr);
+  if constexpr (!std::is_null_pointer_v<decltype(Stride)>) a.*Stride = stride;
+}
+
+using Bind = void (*)(Args&, const LaunchShape&, void*, int64_t);
+
+// Elements of one q (k) head a launch moves: the rotated part, plus the tail when it is copied.
+// paged_kv: the caches take whole k heads; q in place keeps an unchanged tail.
+inline int64_t q_moved_per_head(const Spec& spec) {
+  return tail_moves(q_inplace(spec), tail_changes(spec)) ? spec.head_dim : spec.rotary_dim;
+}
+inline int64_t k_moved_per_head(const Spec& spec) {
+  return rotary_tail_moves(spec) ? spec.head_dim : spec.rotary_dim;
+}
+
+// A storage-dtype buffer of `rows` dense rows.
+inline BufferDesc data_buffer(const Spec& spec, const char* name, BufferKind kind, int64_t rows, int64_t row_elements,
+                       int64_t moved, bool token_rows, Bind bind) {
+  return {name, kind, rows, row_elements, row_elements, dtype_size(spec.dtype), moved, token_rows, bind};
+}
+
+// ---------------------------------------------------------------- paged_kv (launch_args_paged.cpp)
+
+/// Binds q (in place or q_out), the two caches, the slot index and the FP8 scales; returns the rows.
+int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p);
+/// Host arrays: every token's slot inside the caches (or -1), no slot written twice.
+void check_paged_host(const Spec& spec, const Args& a);
+/// Other output forms: every cache argument unset.
+void check_no_cache(const Args& a);
+/// q rewritten in place or q_out, the caches, the slot mapping or block tables.
+void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
+
+}  // namespace ropejit::launch_detail
