@@ -130,8 +130,10 @@ def launch_host(kernel, problem):
         arrays["positions"] = aligned_copy(problem.positions)
     pointers = {name: a.ctypes.data for name, a in arrays.items()}
     args = kernel.make_args(problem.tokens, pointers, problem.batch, problem.max_seq_len, problem.seq_len)
+    for name, value in problem.launch_scalars().items():  # paged_kv: cache_num_pages, k_scale, v_scale
+        setattr(args, name, value)
     kernel.launch(args)
-    return {n: a for n, a in arrays.items() if n in ("q", "k", "v", "qkv", "q_out", "k_out", "v_out")}
+    return {n: a for n, a in arrays.items() if n in ref.OUTPUT_NAMES}
 
 
 def dry_run(library, args, rng):

@@ -9,6 +9,14 @@ cos/sin and the rotation in float64. It shares no code with ropejit.
 Tolerance (a simplified form of check/include/ropejit/check/reference.h): an fp16/bf16 element passes when
 it is finite and within 2 storage ulps of the expected value, or within 1e-2 of the magnitude
 of its rotated pair (s * |(x, y)|; |x| for pass-through and v elements).
+
+paged_kv (docs/spec.md, "RoPE + paged KV-cache append"; slot_mapping, nhd, cache dtype auto or
+fp8_e4m3): q is checked as above; k and v must be left byte-identical; each checked token's
+cache slot holds its k (v): in the storage dtype under the rule above, or for FP8 the code of
+value / scale, correctly rounded (to nearest, ties to even) and saturated to +-448, or its
+neighbour when value / scale lies within fp32 noise of the midpoint between the two (as
+check/src/reference.cpp's fp8_matches; peers, which round through bf16, get the 1e-2 pair
+slack instead); every slot no token maps must keep its bytes.
 """
 import json
 import math
@@ -31,12 +39,21 @@ SHAPES = {
     "qwen2.5-vl-7b-mrope": "qwen2.5-vl-7b",
     "qwen3-8b-qknorm": "qwen3-8b",
     "gemma-3-12b-qknorm": "gemma-3-12b",
+    "qwen3-8b-paged-fp8": "qwen3-8b-paged-fp8",
 }
 MAX_POSITION = 10**6   # positions drawn from [0, 10^6)
 ULPS = 2
 PAIR_RELATIVE = 1e-2
 STORAGE_BITS = {"bf16": 7, "fp16": 10}  # explicit mantissa bits
 MIN_EXPONENT = {"bf16": -126, "fp16": -14}
+FP32_RELATIVE = 2e-6   # fp32 math noise relative to max(|value|, pair), as the conformance suite
+# k_scale, v_scale of FP8 caches (float32 values at launch): small enough that the largest k and v
+# of a few thousand tokens saturate at +-448
+CACHE_SCALES = (0.02, 0.01)
+E4M3_MAX = 448.0
+# Buffers check_outputs reads after a launch: what a system writes, or must leave as it was
+# (k and v of paged_kv, which are only read).
+OUTPUT_NAMES = ("q", "k", "v", "qkv", "q_out", "k_out", "v_out", "k_cache", "v_cache")
 
 
 def load_spec(label, dtype):
@@ -81,6 +98,45 @@ def storage_ulp(dtype, x):
     _, e = np.frexp(np.abs(x))  # |x| = m 2^e, m in [0.5, 1)
     exponent = np.maximum(e - 1, MIN_EXPONENT[dtype])
     return np.ldexp(1.0, exponent - STORAGE_BITS[dtype])
+
+
+def _e4m3_table():
+    """float64 value of each of the 256 OCP e4m3fn codes (0x7f and 0xff: NaN; no infinities)."""
+    codes = np.arange(256)
+    exponent, mantissa = (codes >> 3) & 0xF, (codes & 7).astype(np.float64)
+    magnitude = np.where(exponent == 0, np.ldexp(mantissa / 8, -6), np.ldexp(1 + mantissa / 8, exponent - 7))
+    values = np.where(codes & 0x80, -magnitude, magnitude)
+    values[[0x7F, 0xFF]] = np.nan
+    return values
+
+
+E4M3_VALUES = _e4m3_table()
+_E4M3_POSITIVE = E4M3_VALUES[:0x7F]  # codes 0 .. 0x7e: 0 .. 448, increasing
+
+
+def e4m3_decode(codes):
+    """uint8 codes -> float64 values (NaN codes -> NaN)."""
+    return E4M3_VALUES[np.asarray(codes, dtype=np.uint8)]
+
+
+def e4m3_encode(x):
+    """float values -> uint8 e4m3fn codes: round to nearest, ties to the even code, saturating
+    (beyond +-448, infinities too, -> +-448); NaN -> 0x7f."""
+    x = np.asarray(x, dtype=np.float64)
+    a = np.minimum(np.abs(x), E4M3_MAX)  # NaN stays NaN
+    hi = np.clip(np.searchsorted(_E4M3_POSITIVE, np.nan_to_num(a)), 0, len(_E4M3_POSITIVE) - 1)
+    lo = np.maximum(hi - 1, 0)
+    below, above = a - _E4M3_POSITIVE[lo], _E4M3_POSITIVE[hi] - a
+    take_hi = (above < below) | ((above == below) & (hi % 2 == 0))
+    code = np.where(take_hi, hi, lo).astype(np.uint8)
+    code = np.where(np.signbit(x), code | np.uint8(0x80), code).astype(np.uint8)
+    return np.where(np.isnan(x), np.uint8(0x7F), code).astype(np.uint8)
+
+
+def e4m3_ordinal(codes):
+    """Signed step count from zero (+0 and -0 both 0): ulp distance = difference of ordinals."""
+    codes = np.asarray(codes, dtype=np.int64)
+    return np.where(codes & 0x80, -(codes & 0x7F), codes & 0x7F)
 
 
 # ------------------------------------------------------------------ frequencies
@@ -237,14 +293,58 @@ class Problem:
         else:
             self.positions = rng.integers(0, MAX_POSITION, size=tokens).astype(np.int32)
         self.seq_len = int(self.positions.max()) + 1 if tokens else 0
+        self.paged = io.get("output") == "paged_kv"
+        if self.paged:
+            self._draw_cache(io, rng)
+
+    def _draw_cache(self, io, rng):
+        """paged_kv: caches of ceil(T / page_size) + 1 pages of random bytes (the untouched-slot
+        check needs stale contents), a random permutation of slots for the tokens (every token
+        written, no two alike), the FP8 scales. Caches and slot_mapping join `inputs` under their
+        ropejit_args names; the scalar fields are in launch_scalars()."""
+        refused = [f"{key} {io.get(key, default)}" for key, default, allowed in (
+            ("cache_index", "slot_mapping", ("slot_mapping",)), ("cache_layout", "nhd", ("nhd",)),
+            ("cache_dtype", "auto", ("auto", "fp8_e4m3")), ("input", "separate", ("separate",)))
+            if io.get(key, default) not in allowed]
+        if refused:
+            raise ValueError(f"peers reference: {self.spec['name']}: paged_kv with {', '.join(refused)} is not "
+                             "supported here (only separate input, cache_index slot_mapping, cache_layout nhd, "
+                             "cache_dtype auto or fp8_e4m3)")
+        self.page_size = int(io["page_size"])
+        self.fp8 = io.get("cache_dtype", "auto") == "fp8_e4m3"
+        self.cache_num_pages = -(-self.tokens // self.page_size) + 1
+        page_shape = (self.cache_num_pages, self.page_size, self.heads["k"], self.spec["head_dim"])
+        storage = np.dtype(np.uint8 if self.fp8 else storage_numpy_dtype(self.dtype))
+        for name in ("k_cache", "v_cache"):
+            raw = rng.integers(0, 256, size=int(np.prod(page_shape)) * storage.itemsize, dtype=np.uint8)
+            self.inputs[name] = raw.view(storage).reshape(page_shape)
+        slots = self.cache_num_pages * self.page_size
+        self.inputs["slot_mapping"] = rng.permutation(slots)[:self.tokens].astype(np.int64)
+        self.k_scale, self.v_scale = cache_scales(self.spec)
+
+    def launch_scalars(self):
+        """Non-pointer ropejit_args fields of the launch (paged_kv): name -> value."""
+        if not self.paged:
+            return {}
+        return {"cache_num_pages": self.cache_num_pages, "k_scale": self.k_scale, "v_scale": self.v_scale}
 
     def output_shapes(self):
-        """Separate outputs of the padded form: name -> shape [B, H, S, D]."""
+        """Separate outputs: padded form name -> shape [B, H, S, D]; paged_kv with q_output
+        separate: q_out [T, Hq, D]."""
+        d = self.spec["head_dim"]
+        if self.paged and self.spec["io"].get("q_output", "inplace") == "separate":
+            return {"q_out": (self.tokens, self.heads["q"], d)}
         if not self.padded:
             return {}
-        d = self.spec["head_dim"]
         names = ["q", "k"] + (["v"] if self.copy_v else [])
         return {n + "_out": (self.batch, self.heads[n], self.max_seq_len, d) for n in names}
+
+
+def cache_scales(spec):
+    """(k_scale, v_scale) of a paged_kv launch: float32 values for FP8 caches, 0 otherwise."""
+    if spec.get("io", {}).get("cache_dtype", "auto") == "auto":
+        return 0.0, 0.0
+    return tuple(float(np.float32(x)) for x in CACHE_SCALES)
 
 
 def expected(problem, rows):
@@ -296,13 +396,81 @@ def compare(dtype, actual, value, scale):
     return bool(good.all()), worst, int(err.size - good.sum())
 
 
-def check_outputs(problem, outputs, rows):
+def compare_fp8(codes, value, scale, quant_scale, strict=True):
+    """FP8 e4m3 cache elements against float64 values: (ok, worst distance in codes, count of
+    failing elements). A code passes when it is the correctly rounded, saturated code of
+    value / quant_scale, or (strict) its neighbour across the midpoint when value / quant_scale
+    lies within fp32 noise of that midpoint (noise: FP32_RELATIVE * max(|value|, pair) /
+    quant_scale, plus 2^-22 relative for the kernel's float32 reciprocal of the scale). Not
+    strict (peers, which round through the storage dtype first): any code no farther from the
+    quotient than the right one plus twice that noise and the pair slack PAIR_RELATIVE * pair /
+    quant_scale. NaN codes never pass."""
+    quotient = value / quant_scale
+    want = e4m3_encode(quotient)
+    got_value, want_value = e4m3_decode(codes), e4m3_decode(want)
+    clamped = np.clip(quotient, -E4M3_MAX, E4M3_MAX)  # saturation: beyond 448 the right code is 448
+    ulps = np.abs(e4m3_ordinal(codes) - e4m3_ordinal(want))
+    noise = FP32_RELATIVE * np.maximum(np.abs(value), scale) / quant_scale + np.abs(quotient) * 2.0**-22
+    if not strict:
+        noise = noise + PAIR_RELATIVE * scale / quant_scale
+    finite = np.isfinite(got_value)
+    near = finite & (np.abs(got_value - clamped) - np.abs(want_value - clamped) <= 2 * noise)
+    good = finite & ((ulps == 0) | (near & ((ulps <= 1) | (not strict))))
+    worst = int(ulps[finite].max()) if finite.any() else 0
+    return bool(good.all()), worst, int(good.size - good.sum())
+
+
+def _check_paged(problem, outputs, rows, expect, strict):
+    """paged_kv beyond q: k/v (and q when q_out is separate) left as they were, each checked
+    token's K and V cache slot, every slot no token maps byte-identical. (ok, notes)."""
+    dt, hkv, d = problem.dtype, problem.heads["k"], problem.spec["head_dim"]
+    ok, notes = True, []
+    read_only = ["k", "v"] + (["q"] if "q_out" in outputs else [])
+    for name in read_only:
+        if name in outputs and not np.array_equal(np.asarray(outputs[name]).view(np.uint8),
+                                                  problem.inputs[name].view(np.uint8)):
+            ok = False
+            notes.append(f"input {name} changed (FAILED: it is only read)")
+    slots = problem.inputs["slot_mapping"]
+    written = slots[rows]
+    mapped = written >= 0
+    unmapped = np.ones(problem.cache_num_pages * problem.page_size, dtype=bool)
+    unmapped[slots[slots >= 0]] = False
+    for name, quant_scale in (("k", problem.k_scale), ("v", problem.v_scale)):
+        cache = outputs.get(name + "_cache")
+        if cache is None:
+            ok = False
+            notes.append(f"{name}_cache missing (FAILED)")
+            continue
+        after = np.asarray(cache).reshape(-1, hkv, d)
+        before = problem.inputs[name + "_cache"].reshape(-1, hkv, d)
+        value, scale = expect[name]
+        got = after[written[mapped]]
+        if problem.fp8:
+            good, worst, bad = compare_fp8(got, value[mapped], scale[mapped], quant_scale, strict)
+            note = f"{name}_cache {worst} code"
+        else:
+            good, worst, bad = compare(dt, decode(dt, got), value[mapped], scale[mapped])
+            note = f"{name}_cache {worst:.1f} ulp"
+        changed = int(np.count_nonzero(after[unmapped].view(np.uint8) != before[unmapped].view(np.uint8)))
+        ok &= good and not changed
+        notes.append(note + ("" if good else f" ({bad} FAILED)")
+                     + (f", {changed} unmapped-slot bytes changed (FAILED)" if changed else ""))
+    if ok:
+        notes.append(f"{int(unmapped.sum())} unmapped slots kept")
+    return ok, notes
+
+
+def check_outputs(problem, outputs, rows, strict=True):
     """Checks a system's outputs (name -> numpy storage array after the launch: q/k/v, qkv, or
-    q_out/k_out/v_out) at token indices `rows` plus, for padded_bhsd, every padding element.
-    Returns (ok, message)."""
+    q_out/k_out/v_out; paged_kv: q (or q_out), k, v, k_cache, v_cache) at token indices `rows`
+    plus, for padded_bhsd, every padding element and, for paged_kv, every unmapped cache slot.
+    strict=False gives FP8 cache elements the peers' pair slack (compare_fp8). Returns (ok, message)."""
     dt, d = problem.dtype, problem.spec["head_dim"]
     hq, hkv = problem.heads["q"], problem.heads["k"]
-    if problem.padded:
+    if problem.paged:  # k and v live in the caches; q in place or in q_out
+        got = {"q": decode(dt, outputs["q_out" if "q_out" in outputs else "q"][rows])}
+    elif problem.padded:
         got = {n: decode(dt, outputs[n + "_out"][problem.seq_of[rows], :, problem.seq_index[rows], :])
                for n in ("q", "k", "v") if n + "_out" in outputs}
     elif problem.packed:
@@ -320,6 +488,10 @@ def check_outputs(problem, outputs, rows):
         good, worst, bad = compare(dt, got[name], value, scale)
         ok &= good
         notes.append(f"{name} {worst:.1f} ulp" + ("" if good else f" ({bad} FAILED)"))
+    if problem.paged:
+        good, more = _check_paged(problem, outputs, rows, cached[1], strict)
+        ok &= good
+        notes += more
     if problem.padded:
         lengths = np.diff(problem.cu_seqlens)
         pad = np.arange(problem.max_seq_len)[None, :] >= lengths[:, None]  # [B, S]

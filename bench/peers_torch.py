@@ -12,9 +12,14 @@ Systems, each on identical inputs (copies of one random problem, positions up to
   copy             a device-to-device copy of bytes_moved / 2 bytes (read + write = bytes_moved)
 Packed/padded forms: the peers do the bias add and the padded scatter in torch around their
 rotation (what an engine without a fused kernel does); positions of varlen tokens are given to
-peers precomputed (not timed). Timing: T <= 64 as CUDA-graph replays of 20 launches (and an
-empty-kernel baseline the same way); larger T with triton.testing.do_bench (median; it also
-flushes L2), else CUDA events. Inputs rotate over sets whose total exceeds max(3 x L2, 256 MiB).
+peers precomputed (not timed). paged_kv (slot_mapping, nhd): torch rotates q in place (or into
+q_out), k out of place, then scatters k and v into the caches' slots, FP8 as vLLM's
+reshape_and_cache does it: float32 x * (1 / scale), clamped to +-448, cast to float8_e4m3fn
+(the torch peers' FP8 codes are checked with the pair slack: their k went through bf16 first).
+FlashInfer has no op for this form (see FI_PAGED_REASON): SKIPPED with the reason.
+Timing: T <= 64 as CUDA-graph replays of 20 launches (and an empty-kernel baseline the same
+way); larger T with triton.testing.do_bench (median; it also flushes L2), else CUDA events.
+Inputs rotate over sets whose total exceeds max(3 x L2, 256 MiB).
 """
 import math
 
@@ -79,8 +84,7 @@ class Sets:
             t[i].copy_(self.base[n])
 
     def outputs_numpy(self, i):
-        names = ("q", "k", "v", "qkv", "q_out", "k_out", "v_out")
-        return {n: _to_numpy(t[i]) for n, t in self.tensors.items() if n in names}
+        return {n: _to_numpy(t[i]) for n, t in self.tensors.items() if n in ref.OUTPUT_NAMES}
 
     def rotate(self):
         i = self.next_index
@@ -93,14 +97,17 @@ class Sets:
 def make_ropejit(kernel, problem, sets):
     """fn(i): ropejit on set i, on torch's current stream (prepared ctypes Args per set)."""
     names = ("q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions", "cu_seqlens", "start_pos",
-             "q_norm_weight", "k_norm_weight")
+             "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping")
     args = []
     for i in range(sets.count):
         b = sets.get(i)
         pointers = {n: b[n].data_ptr() for n in names if n in b}
         if problem.varlen:
             pointers.pop("positions", None)
-        args.append(kernel.make_args(problem.tokens, pointers, problem.batch, problem.max_seq_len, problem.seq_len))
+        a = kernel.make_args(problem.tokens, pointers, problem.batch, problem.max_seq_len, problem.seq_len)
+        for name, value in problem.launch_scalars().items():  # paged_kv: cache_num_pages, k_scale, v_scale
+            setattr(a, name, value)
+        args.append(a)
 
     def fn(i):
         kernel.launch(args[i], torch.cuda.current_stream().cuda_stream)
@@ -157,6 +164,10 @@ def make_torch_rope(spec, cos_half, sin_half):
     half_index = torch.arange(rd // 2, device="cuda")
     mrope = spec.get("io", {}).get("positions") == "mrope"
     norm = spec.get("qk_norm")
+    paged = spec.get("io", {}).get("output") == "paged_kv"
+    fp8 = spec.get("io", {}).get("cache_dtype", "auto") != "auto"
+    # float32 reciprocals of the FP8 scales (the value ropejit multiplies by)
+    inv_scales = [float(np.float32(1) / np.float32(x)) if x else 0.0 for x in ref.cache_scales(spec)]
 
     def tables(pos):
         """cos, sin [T, 1, rd] of the token positions, or per pair of its stream (mrope [3, T])."""
@@ -178,8 +189,34 @@ def make_torch_rope(spec, cos_half, sin_half):
             y = y * (norm.get("weight_offset", 0.0) + weight.float())
         return y.to(dt)
 
+    def rotated(x, cos, sin):
+        """A new tensor: x with its first rotary_dim elements rotated (the tail as it is)."""
+        x_rot = x[..., :rd] * cos + rotate_half(x[..., :rd]) * sin
+        return torch.cat([x_rot, x[..., rd:]], -1) if rd < d else x_rot
+
+    def append(cache, x, inv_scale, slots):
+        """vLLM reshape_and_cache: x [T, Hkv, D] into cache slots (page * page_size + offset)."""
+        rows = cache.view(-1, hkv, d)
+        if fp8:
+            rows[slots] = (x.float() * inv_scale).clamp(-ref.E4M3_MAX, ref.E4M3_MAX).to(
+                torch.float8_e4m3fn).view(torch.uint8)
+        else:
+            rows[slots] = x.to(dt)
+
+    def paged_rope(b, cos, sin):
+        """q rotated in place (or into q_out); k (normalized, rotated) and v appended to the caches;
+        the inputs k and v only read."""
+        q, k = b["q"], b["k"]
+        if norm is not None:
+            q, k = rms_norm(q, b.get("q_norm_weight")), rms_norm(k, b.get("k_norm_weight"))
+        b.get("q_out", b["q"])[...] = rotated(q, cos, sin)
+        append(b["k_cache"], rotated(k, cos, sin), inv_scales[0], b["slot_mapping"])
+        append(b["v_cache"], b["v"], inv_scales[1], b["slot_mapping"])
+
     def rope(b, seq_of, seq_index):
         cos, sin = tables(b["positions64"])
+        if paged:
+            return paged_rope(b, cos, sin)
         q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
         if norm is not None:  # HF: q_norm / k_norm on the projections, then RoPE
             q[...] = rms_norm(q, b.get("q_norm_weight"))
@@ -200,6 +237,13 @@ def make_torch_rope(spec, cos_half, sin_half):
     return rope
 
 
+# Why no FlashInfer op runs the paged_kv shapes (spec: q back in place in the model dtype, k
+# QK-normalized, FP8 k and v at slot_mapping slots, one per-tensor scale each).
+FI_PAGED_REASON = ("no FlashInfer op for this form: its RoPE ops have no QK-norm, and "
+                   "rope_quantize_fp8_append_paged_kv_cache quantizes q to FP8 too and indexes pages by "
+                   "kv_indices/kv_indptr, not slot_mapping")
+
+
 def make_flashinfer(kind, flashinfer, spec, cos_half, sin_half):
     """fn(b, seq_of, seq_index) with a FlashInfer rotation, or None when it cannot express the spec."""
     rope_cfg, rd = spec["rope"], spec["rotary_dim"]
@@ -208,6 +252,8 @@ def make_flashinfer(kind, flashinfer, spec, cos_half, sin_half):
     rope_type = rope_cfg.get("rope_type", "default")
     if spec.get("qk_norm") or spec.get("io", {}).get("positions") == "mrope":
         return None  # FlashInfer's rope functions take one position per token and no norm
+    if spec.get("io", {}).get("output") == "paged_kv":
+        return None  # FI_PAGED_REASON
     if kind == "fi_pos_ids" and rope_type != "default":
         return None
     if kind == "fi_llama31" and rope_type != "llama3":
@@ -372,7 +418,9 @@ def run(library, args, rng, Row, Result, wheel_problem):
                         sets.reset(0)
                         call(0)
                         torch.cuda.synchronize()
-                        ok, note = ref.check_outputs(problem, sets.outputs_numpy(0), check_rows)
+                        # FP8 caches: ropejit exact to fp32 noise; peers round k through bf16 first
+                        ok, note = ref.check_outputs(problem, sets.outputs_numpy(0), check_rows,
+                                                     strict=name == "ropejit")
                         if name == "ropejit":
                             row.check = ("ok: " if ok else "FAILED: ") + note
                             if not ok:
@@ -393,6 +441,8 @@ def run(library, args, rng, Row, Result, wheel_problem):
                 for kind, fn in fi_fns.items():
                     if flashinfer is None:
                         row.results[kind] = Result(skipped=fi_problem)
+                    elif problem.paged:
+                        row.results[kind] = Result(skipped=FI_PAGED_REASON)
                     elif fn is not None:  # None: this method cannot express the spec (n/a)
                         measure(kind, lambda i, f=fn: f(sets.get(i), seq_of, seq_index))
                 copy_bytes = row.nbytes // 2
