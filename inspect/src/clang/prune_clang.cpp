@@ -1,0 +1,333 @@
+// emit_standalone's pruning pass with Clang libTooling: parse the inlined source as C++ under the
+// host shim (the host backend's view of CUDA), then remove by source range what this one kernel
+// never uses. Only removals: the text left is the original text, comments and macros included.
+#include <algorithm>
+#include <cctype>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <clang/AST/ASTContext.h>
+#include <clang/AST/DeclTemplate.h>
+#include <clang/AST/RawCommentList.h>
+#include <clang/AST/RecursiveASTVisitor.h>
+#include <clang/Basic/SourceManager.h>
+#include <clang/Format/Format.h>
+#include <clang/Frontend/ASTUnit.h>
+#include <clang/Frontend/TextDiagnosticPrinter.h>
+#include <clang/Lex/Lexer.h>
+#include <clang/Lex/PreprocessingRecord.h>
+#include <clang/Lex/Preprocessor.h>
+#include <clang/Tooling/Core/Replacement.h>
+#include <clang/Tooling/Tooling.h>
+#include <fmt/format.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include "embedded_templates.h"
+#include "prune.h"
+#include "ropejit/error.h"
+
+namespace ropejit::inspect_detail {
+
+namespace {
+
+constexpr const char* kMainFile = "/ropejit-inspect/standalone.cu";
+constexpr const char* kShimFile = "/ropejit-inspect/host_shim.cuh";
+
+std::string shim_text() {
+  for (const EmbeddedFile& f : embedded_templates())
+    if (f.name == "ropejit/host_shim.cuh") return std::string(f.text);
+  throw Error(Status::internal, "emit_standalone: the host shim is not embedded");
+}
+
+struct Cut {
+  unsigned begin, end;  // byte offsets in the main file, end exclusive
+};
+
+// What one pass finds: constexpr-if decisions (per `if` location: 1 = true seen, 2 = false seen)
+// with their uninstantiated statements, and declarations nothing uses.
+class Collector : public clang::RecursiveASTVisitor<Collector> {
+ public:
+  // `inactive` is the text of the preprocessor branches this parse skipped (the CUDA side of
+  // `#if __CUDA_ARCH__`): a name used there is kept though this parse sees no use of it.
+  Collector(clang::ASTContext& ctx, std::string keep, std::string inactive)
+      : ctx_(ctx), sm_(ctx.getSourceManager()), keep_(std::move(keep)), inactive_(std::move(inactive)) {}
+
+  bool shouldVisitTemplateInstantiations() const { return true; }
+
+  bool VisitIfStmt(clang::IfStmt* s) {
+    if (!s->isConstexpr()) return true;
+    const auto at = offset(s->getIfLoc());
+    if (!at) return true;
+    const clang::Expr* cond = s->getCond();
+    const bool dependent = !cond || cond->isValueDependent() || cond->isInstantiationDependent();
+    // The template's own statement keeps both branches: its ranges are the ones to cut.
+    if (dependent || !in_instantiation_) patterns_[*at] = s;
+    bool value = false;
+    if (!dependent && cond->EvaluateAsBooleanCondition(value, ctx_)) seen_[*at] |= value ? 1 : 2;
+    return true;
+  }
+
+  bool TraverseFunctionDecl(clang::FunctionDecl* f) {
+    const bool saved = in_instantiation_;
+    in_instantiation_ = saved || f->isTemplateInstantiation();
+    const bool ok = clang::RecursiveASTVisitor<Collector>::TraverseFunctionDecl(f);
+    in_instantiation_ = saved;
+    return ok;
+  }
+
+  bool VisitFunctionDecl(clang::FunctionDecl* f) {
+    if (f->isTemplateInstantiation() || f->getDescribedFunctionTemplate() || llvm::isa<clang::CXXMethodDecl>(f)) return true;
+    if (f->getName() == keep_ || !f->isThisDeclarationADefinition()) return true;
+    if (!f->isUsed() && !f->isReferenced()) cut_decl(f);
+    return true;
+  }
+
+  bool VisitFunctionTemplateDecl(clang::FunctionTemplateDecl* t) {
+    if (llvm::isa<clang::CXXRecordDecl>(t->getDeclContext())) return true;
+    for (const clang::FunctionDecl* spec : t->specializations())
+      if (spec->isUsed() || spec->isReferenced()) return true;
+    if (!t->isReferenced()) cut_decl(t);
+    return true;
+  }
+
+  bool VisitClassTemplateDecl(clang::ClassTemplateDecl* t) {
+    if (t->specializations().empty() && !t->isReferenced()) cut_decl(t);
+    return true;
+  }
+
+  bool VisitCXXRecordDecl(clang::CXXRecordDecl* r) {
+    if (r->isImplicit() || r->getDescribedClassTemplate() || llvm::isa<clang::ClassTemplateSpecializationDecl>(r) ||
+        !r->isThisDeclarationADefinition() || r->isLambda())
+      return true;
+    if (!r->isReferenced()) cut_decl(r);
+    return true;
+  }
+
+  bool VisitVarDecl(clang::VarDecl* v) {
+    // A constexpr local nothing reads any more (the `bytes` of a vector access whose width
+    // branches went): cut in the template itself, not per instantiation.
+    if (v->isLocalVarDecl() && v->isConstexpr() && !in_instantiation_ && !v->isReferenced()) {
+      cut_decl(v);
+      return true;
+    }
+    if (llvm::isa<clang::ParmVarDecl>(v) || v->isLocalVarDeclOrParm() || v->isTemplated() ||
+        v->getTemplateSpecializationKind() != clang::TSK_Undeclared)
+      return true;
+    if (!v->isReferenced() && !v->isUsed()) cut_decl(v);
+    return true;
+  }
+
+  bool VisitTypedefNameDecl(clang::TypedefNameDecl* t) {
+    if (!t->getDeclContext()->isFunctionOrMethod() && !t->isReferenced()) cut_decl(t);
+    return true;
+  }
+
+  // The cuts of this pass: dead branches, then unused declarations.
+  std::vector<Cut> cuts() {
+    std::vector<Cut> out = decl_cuts_;
+    for (const auto& [at, seen] : seen_) {
+      if (seen == 3) continue;  // both values in different instantiations: keep the `if`
+      const auto pattern = patterns_.find(at);
+      if (pattern == patterns_.end()) continue;
+      branch_cuts(pattern->second, seen == 1, out);
+    }
+    return out;
+  }
+
+ private:
+  std::optional<unsigned> offset(clang::SourceLocation loc) const {
+    if (loc.isInvalid()) return std::nullopt;
+    loc = sm_.getExpansionLoc(loc);
+    if (sm_.getFileID(loc) != sm_.getMainFileID()) return std::nullopt;
+    return sm_.getFileOffset(loc);
+  }
+
+  // Offset just past the token at `loc`.
+  std::optional<unsigned> token_end(clang::SourceLocation loc) const {
+    const auto end = clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(loc), 0, sm_, ctx_.getLangOpts());
+    return offset(end);
+  }
+
+  // Offset past a statement's last token, and its `;` when the statement is not a block.
+  std::optional<unsigned> stmt_end(const clang::Stmt* s) const {
+    const clang::SourceLocation last = sm_.getExpansionLoc(s->getEndLoc());
+    if (!llvm::isa<clang::CompoundStmt>(s)) {
+      const auto semi = clang::Lexer::findLocationAfterToken(last, clang::tok::semi, sm_, ctx_.getLangOpts(), false);
+      if (semi.isValid()) return offset(semi);
+    }
+    return token_end(last);
+  }
+
+  void branch_cuts(const clang::IfStmt* s, bool taken, std::vector<Cut>& out) const {
+    const auto begin = offset(s->getIfLoc());
+    const auto then_begin = offset(s->getThen()->getBeginLoc());
+    const auto then_end = stmt_end(s->getThen());
+    if (!begin || !then_begin || !then_end) return;
+    const clang::Stmt* otherwise = s->getElse();
+    if (taken) {  // keep the then-branch, drop `if constexpr (...)` and `else ...`
+      out.push_back({*begin, *then_begin});
+      if (otherwise)
+        if (const auto else_end = stmt_end(otherwise)) out.push_back({*then_end, *else_end});
+    } else if (otherwise) {  // keep the else-branch
+      if (const auto else_begin = offset(otherwise->getBeginLoc())) out.push_back({*begin, *else_begin});
+    } else {
+      out.push_back({*begin, *then_end});
+    }
+  }
+
+  // A declaration with its attached comment, its `;`, and the CUDA keywords before it (macros
+  // the shim expands to nothing, so outside the declaration's range).
+  void cut_decl(const clang::Decl* d) {
+    if (const auto* named = llvm::dyn_cast<clang::NamedDecl>(d); named && used_in_inactive(named->getName().str()))
+      return;
+    auto begin = offset(d->getBeginLoc());
+    auto end = token_end(d->getEndLoc());
+    if (!begin || !end) return;
+    const auto semi =
+        clang::Lexer::findLocationAfterToken(sm_.getExpansionLoc(d->getEndLoc()), clang::tok::semi, sm_, ctx_.getLangOpts(), false);
+    if (const auto after = offset(semi); semi.isValid() && after) end = after;
+    if (const clang::RawComment* c = ctx_.getRawCommentForDeclNoCache(d))
+      if (const auto comment = offset(c->getBeginLoc()); comment && *comment < *begin) begin = comment;
+    decl_cuts_.push_back({*begin, *end});
+  }
+
+  bool used_in_inactive(const std::string& name) const {
+    if (name.empty()) return false;
+    for (size_t at = inactive_.find(name); at != std::string::npos; at = inactive_.find(name, at + 1)) {
+      const auto word = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+      const bool starts = at == 0 || !word(inactive_[at - 1]);
+      const bool ends = at + name.size() >= inactive_.size() || !word(inactive_[at + name.size()]);
+      if (starts && ends) return true;
+    }
+    return false;
+  }
+
+  clang::ASTContext& ctx_;
+  clang::SourceManager& sm_;
+  std::string keep_;
+  std::string inactive_;
+  bool in_instantiation_ = false;
+  std::map<unsigned, const clang::IfStmt*> patterns_;
+  std::map<unsigned, int> seen_;
+  std::vector<Cut> decl_cuts_;
+};
+
+bool is_keyword_before(const std::string& word) {
+  return word == "__device__" || word == "__host__" || word == "__forceinline__" || word == "ROPEJIT_HOST_DEVICE" ||
+         word == "static" || word == "inline" || word == "constexpr";
+}
+
+// Widens a cut over the CUDA keywords just before it and to whole lines where it covers them.
+Cut widen(const std::string& text, Cut c) {
+  for (;;) {  // words before the cut on its line: `__device__ __forceinline__`
+    size_t at = c.begin;
+    while (at > 0 && (text[at - 1] == ' ' || text[at - 1] == '\t')) --at;
+    size_t word = at;
+    while (word > 0 && (std::isalnum(static_cast<unsigned char>(text[word - 1])) || text[word - 1] == '_')) --word;
+    if (word == at || !is_keyword_before(text.substr(word, at - word))) break;
+    c.begin = static_cast<unsigned>(word);
+  }
+  size_t line_begin = c.begin;
+  while (line_begin > 0 && (text[line_begin - 1] == ' ' || text[line_begin - 1] == '\t')) --line_begin;
+  if (line_begin == 0 || text[line_begin - 1] == '\n') {
+    size_t after = c.end;
+    while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
+    if (after == text.size() || text[after] == '\n') {
+      c.begin = static_cast<unsigned>(line_begin);
+      c.end = static_cast<unsigned>(after < text.size() ? after + 1 : after);
+    }
+  }
+  return c;
+}
+
+std::string apply_cuts(const std::string& text, std::vector<Cut> cuts) {
+  for (Cut& c : cuts) c = widen(text, c);
+  std::sort(cuts.begin(), cuts.end(), [](const Cut& a, const Cut& b) { return a.begin < b.begin; });
+  std::string out;
+  size_t at = 0;
+  for (const Cut& c : cuts) {
+    if (c.end <= at) continue;  // inside a cut already made
+    if (c.begin > at) out.append(text, at, c.begin - at);
+    at = std::max<size_t>(at, c.end);
+  }
+  out.append(text, at, std::string::npos);
+  // No runs of blank lines where declarations went.
+  std::string tidy;
+  int newlines = 0;
+  for (char ch : out) {
+    newlines = ch == '\n' ? newlines + 1 : (ch == ' ' || ch == '\t' ? newlines : 0);
+    if (ch == '\n' && newlines > 2) continue;
+    tidy += ch;
+  }
+  return tidy;
+}
+
+// One parse and one round of cuts; nullopt when nothing is left to cut.
+std::optional<std::string> prune_once(const std::string& text, const std::string& keep) {
+  std::string log;
+  llvm::raw_string_ostream log_stream(log);
+  auto diag_options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
+  clang::TextDiagnosticPrinter printer(log_stream, diag_options.get());
+  const std::vector<std::string> args = {"-x", "c++", "-std=c++17", "-fparse-all-comments", "-nostdinc",
+                                         "-Wno-everything", "-Xclang", "-detailed-preprocessing-record",
+                                         "-include", kShimFile};
+  clang::tooling::FileContentMappings files = {{kShimFile, shim_text()}};
+  std::unique_ptr<clang::ASTUnit> ast = clang::tooling::buildASTFromCodeWithArgs(
+      text, args, kMainFile, "ropejit-inspect", std::make_shared<clang::PCHContainerOperations>(),
+      clang::tooling::getClangStripDependencyFileAdjuster(), files, &printer);
+  log_stream.flush();
+  if (!ast || ast->getDiagnostics().hasErrorOccurred())
+    throw Error(Status::internal, "emit_standalone: Clang cannot parse the inlined source:\n" + log);
+  std::string inactive;
+  if (clang::PreprocessingRecord* record = ast->getPreprocessor().getPreprocessingRecord()) {
+    const clang::SourceManager& sm = ast->getSourceManager();
+    for (const clang::SourceRange& r : record->getSkippedRanges())
+      if (sm.getFileID(r.getBegin()) == sm.getMainFileID())
+        inactive += text.substr(sm.getFileOffset(r.getBegin()), sm.getFileOffset(r.getEnd()) - sm.getFileOffset(r.getBegin())) + "\n";
+  }
+  Collector collector(ast->getASTContext(), keep, inactive);
+  collector.TraverseDecl(ast->getASTContext().getTranslationUnitDecl());
+  const std::vector<Cut> cuts = collector.cuts();
+  if (cuts.empty()) return std::nullopt;
+  std::string next = apply_cuts(text, cuts);
+  if (next == text) return std::nullopt;
+  return next;
+}
+
+}  // namespace
+
+bool pruner_available() noexcept { return true; }
+
+std::string prune_source(const std::string& text, const std::string& keep) {
+  std::string current = text;
+  // Each round can leave more unused (a function only its removed caller called): repeat.
+  for (int round = 0; round < 8; ++round) {
+    auto next = prune_once(current, keep);
+    if (!next) break;
+    current = std::move(*next);
+  }
+  return current;
+}
+
+std::string format_source(const std::string& text) {
+  clang::format::FormatStyle style = clang::format::getGoogleStyle(clang::format::FormatStyle::LK_Cpp);
+  style.ColumnLimit = 110;
+  style.IndentWidth = 2;
+  style.SortIncludes = clang::format::FormatStyle::SI_Never;
+  style.ReflowComments = false;
+  style.DerivePointerAlignment = false;
+  style.Standard = clang::format::FormatStyle::LS_Cpp17;
+  const clang::tooling::Replacements replacements =
+      clang::format::reformat(style, text, {clang::tooling::Range(0, static_cast<unsigned>(text.size()))}, "standalone.cu");
+  auto formatted = clang::tooling::applyAllReplacements(text, replacements);
+  if (!formatted) {
+    std::string message = llvm::toString(formatted.takeError());
+    throw Error(Status::internal, "emit_standalone: clang-format failed: " + message);
+  }
+  return *formatted;
+}
+
+}  // namespace ropejit::inspect_detail
