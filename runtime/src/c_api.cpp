@@ -19,6 +19,7 @@
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/spec.h"
+#include "c_api_guard.h"
 
 // A kernel keeps its backend alive and may outlive the Runtime that made it (ropejit/runtime.h),
 // so each handle owns just its object: ropejit_runtime_destroy never invalidates a kernel.
@@ -49,37 +50,8 @@ static_assert(int(ropejit::BackendKind::auto_) == ROPEJIT_BACKEND_AUTO &&
 
 thread_local std::string last_error;
 
-ropejit_status fail(Status code, std::string message) {
-  try {
-    last_error = std::move(message);
-  } catch (...) {
-    // Out of memory while recording the message: keep the code, lose the text.
-  }
-  return static_cast<ropejit_status>(code);
-}
-
-/// Runs `body`, mapping every exception to a status and a message.
-template <class Body>
-ropejit_status guarded(const char* function, Body&& body) noexcept {
-  try {
-    body();
-    return ROPEJIT_STATUS_OK;
-  } catch (const Error& e) {
-    std::string message = e.what();
-    if (!e.log().empty()) message += "\n" + e.log();
-    return fail(e.code(), std::move(message));
-  } catch (const std::bad_alloc&) {
-    return fail(Status::internal, std::string(function) + ": out of memory");
-  } catch (const std::exception& e) {
-    return fail(Status::internal, std::string(function) + ": internal error: " + e.what());
-  } catch (...) {
-    return fail(Status::internal, std::string(function) + ": internal error: unknown exception");
-  }
-}
-
-void require_non_null(const void* p, const char* name) {
-  if (!p) throw Error(Status::invalid_argument, fmt::format("{} is null: must be a valid pointer", name));
-}
+using ropejit::c_api::guarded;
+using ropejit::c_api::require_non_null;
 
 /// Checks the caller's struct_size: `ours` (sizeof in this library) or, for a struct that grew,
 /// one of `older` (the sizes of its earlier releases; the fields past them keep their defaults).
@@ -219,6 +191,15 @@ constexpr FieldInfo kArgsFields[] = {
 #undef ROPEJIT_FIELD
 
 }  // namespace
+
+ropejit_status ropejit::c_api::fail(Status code, std::string message) {
+  try {
+    last_error = std::move(message);
+  } catch (...) {
+    // Out of memory while recording the message: keep the code, lose the text.
+  }
+  return static_cast<ropejit_status>(code);
+}
 
 extern "C" {
 

@@ -85,6 +85,35 @@ static int check_head(const float* in, const float* out, int32_t position, const
   return bad;
 }
 
+/* ropejit_emit_source: the generated source includes the kernel headers; the standalone one
+ * has none and names the entry point; bad input is refused by name with *source NULL. */
+static void check_emit_source(void) {
+  char* source = (char*)1;
+  ropejit_status st = ropejit_emit_source(kSpec, NULL, 0, &source);
+  CHECK(st == ROPEJIT_STATUS_OK && source && strstr(source, "#include \"ropejit/rope.cuh\""), "emit: %s: %s",
+        ropejit_status_string(st), ropejit_last_error());
+  free(source);
+  st = ropejit_emit_source(kSpec, "{\"vec\": 4}", 1, &source);
+  if (st == ROPEJIT_STATUS_UNSUPPORTED) {
+    CHECK(source == NULL, "unsupported standalone left a source");
+  } else {
+    CHECK(st == ROPEJIT_STATUS_OK && source && !strstr(source, "#include \"ropejit/") &&
+              strstr(source, "ropejit_rope(") && strstr(source, "bt256.v4."),
+          "standalone: %s: %s", ropejit_status_string(st), ropejit_last_error());
+    free(source);
+  }
+  st = ropejit_emit_source("{\"head_dim\": 0}", NULL, 0, &source);
+  CHECK(st == ROPEJIT_STATUS_INVALID_SPEC && source == NULL, "bad spec gave %s", ropejit_status_string(st));
+  st = ropejit_emit_source(kSpec, "{\"vec\": 3}", 0, &source);
+  CHECK(st != ROPEJIT_STATUS_OK && source == NULL && strstr(ropejit_last_error(), "vec"), "vec 3 gave %s: %s",
+        ropejit_status_string(st), ropejit_last_error());
+  st = ropejit_emit_source(kSpec, NULL, 2, &source);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && strstr(ropejit_last_error(), "standalone"), "standalone 2 gave %s",
+        ropejit_status_string(st));
+  st = ropejit_emit_source(kSpec, NULL, 0, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null output gave %s", ropejit_status_string(st));
+}
+
 static void check_without_runtime(void) {
   CHECK(strlen(ropejit_version()) > 0, "version is empty");
   CHECK(strcmp(ropejit_status_string(ROPEJIT_STATUS_INVALID_SPEC), "invalid_spec") == 0, "%s",
@@ -355,6 +384,7 @@ int main(void) {
 
   check_without_runtime();
   check_layout();
+  check_emit_source();
 
   ropejit_runtime_options options;
   ropejit_runtime_options_init(&options);

@@ -230,6 +230,12 @@ Cut widen(const std::string& text, Cut c) {
     if (word == at || !is_keyword_before(text.substr(word, at - word))) break;
     c.begin = static_cast<unsigned>(word);
   }
+  {  // a trailing `// ...` on the cut's last line belonged to what went
+    size_t after = c.end;
+    while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
+    if (text.compare(after, 2, "//") == 0) c.end = static_cast<unsigned>(text.find('\n', after) == std::string::npos
+                                                                             ? text.size() : text.find('\n', after));
+  }
   size_t line_begin = c.begin;
   while (line_begin > 0 && (text[line_begin - 1] == ' ' || text[line_begin - 1] == '\t')) --line_begin;
   if (line_begin == 0 || text[line_begin - 1] == '\n') {

@@ -186,6 +186,15 @@ ROPEJIT_C_API ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel,
 ROPEJIT_C_API ropejit_status ropejit_kernel_bytes_moved(const ropejit_kernel* kernel, int64_t num_tokens,
                                                         int batch, int64_t max_seq_len, int64_t* bytes);
 
+/** The CUDA source of the kernel of `spec_json` with launch config `config_json` (a JSON object
+ *  of tunables, as `ropejit emit --config`; NULL: the heuristic default) in `*source`, a
+ *  NUL-terminated string the caller releases with free(). `standalone` 0: the generated source
+ *  (it includes ropejit's kernel headers); 1: one self-contained file, the headers inlined and
+ *  pruned to this spec, annotated (`ropejit emit --standalone`; ROPEJIT_STATUS_UNSUPPORTED in a
+ *  build without Clang). `*source` is NULL on failure. */
+ROPEJIT_C_API ropejit_status ropejit_emit_source(const char* spec_json, const char* config_json, int standalone,
+                                                 char** source);
+
 /** Layout of a public struct as this library was compiled, for bindings that copy a struct
  *  (bench/ropejit_ctypes.py) to check their copy: the name of field number `index` (0-based,
  *  in declaration order) of `type` ("ropejit_args" or "ropejit_runtime_options") and its byte

@@ -1,0 +1,42 @@
+#pragma once
+// The C API's exception barrier, shared by every file that defines C entry points (c_api.cpp,
+// inspect/src/c_api_emit.cpp): no exception crosses the ABI; the message goes to the
+// thread-local ropejit_last_error().
+#include <new>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "ropejit/error.h"
+#include "ropejit/ropejit.h"
+
+namespace ropejit::c_api {
+
+/// Records `message` as this thread's last error and returns `code` as a C status.
+ropejit_status fail(Status code, std::string message);
+
+/// Runs `body`, mapping every exception to a status and a message.
+template <class Body>
+ropejit_status guarded(const char* function, Body&& body) noexcept {
+  try {
+    body();
+    return ROPEJIT_STATUS_OK;
+  } catch (const Error& e) {
+    std::string message = e.what();
+    if (!e.log().empty()) message += "\n" + e.log();
+    return fail(e.code(), std::move(message));
+  } catch (const std::bad_alloc&) {
+    return fail(Status::internal, std::string(function) + ": out of memory");
+  } catch (const std::exception& e) {
+    return fail(Status::internal, std::string(function) + ": internal error: " + e.what());
+  } catch (...) {
+    return fail(Status::internal, std::string(function) + ": internal error: unknown exception");
+  }
+}
+
+/// Error(invalid_argument) naming `name` when `p` is null.
+inline void require_non_null(const void* p, const char* name) {
+  if (!p) throw Error(Status::invalid_argument, fmt::format("{} is null: must be a valid pointer", name));
+}
+
+}  // namespace ropejit::c_api
