@@ -13,6 +13,9 @@ bool pruner_available() noexcept;
 /// Throws Error(internal) when Clang cannot parse the text (the log in the message).
 std::string prune_source(const std::string& text, const std::string& keep);
 
+/// Templates instantiated only for `Traits` (which must come before them) as plain code.
+std::string detemplate_source(const std::string& text);
+
 /// clang-format with ropejit's fixed style.
 std::string format_source(const std::string& text);
 

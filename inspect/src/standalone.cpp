@@ -89,6 +89,25 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
   return commented(h);
 }
 
+// The generated source with its Traits struct moved ahead of rope.cuh's own code (after the
+// headers rope.cuh includes), so that code can name Traits once it is no template.
+std::string traits_first(const std::string& generated) {
+  const size_t begin = generated.find("struct Traits {");
+  const size_t end = generated.find("\n};\n", begin);
+  const EmbeddedFile* rope = find_template("ropejit/rope.cuh");
+  if (begin == std::string::npos || end == std::string::npos || !rope)
+    throw Error(Status::internal, "emit_standalone: the generated source has no Traits struct");
+  const std::string traits = generated.substr(begin, end + 4 - begin);
+  std::string out;
+  std::istringstream lines{std::string(rope->text)};
+  std::string line;
+  while (std::getline(lines, line))  // rope.cuh's own includes first: Traits names their types
+    if (line.rfind("#include \"ropejit/", 0) == 0) out += line + "\n";
+  out += "\nnamespace {\n\n// This spec's compile-time facts: every `Traits::k...` below reads one.\n" + traits +
+         "\n}  // namespace\n\n";
+  return out + generated.substr(0, begin) + generated.substr(end + 4);
+}
+
 }  // namespace
 
 bool standalone_available() noexcept { return inspect_detail::pruner_available(); }
@@ -104,7 +123,8 @@ std::string emit_standalone(const Spec& spec, const Config& config, const Standa
   if (!standalone_available())
     return inspect_detail::prune_source("", "");  // throws the unsupported error
   const Source source = generate_source(make_plan(spec, config));
-  std::string body = inspect_detail::prune_source(inline_templates(source.text), source.entry);
+  std::string body = inspect_detail::prune_source(inline_templates(traits_first(source.text)), source.entry);
+  body = inspect_detail::detemplate_source(body);
   if (options.format) body = inspect_detail::format_source(body);
   return header_comment(spec, config, source, options) + "\n" + body;
 }

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -271,8 +272,14 @@ std::string apply_cuts(const std::string& text, std::vector<Cut> cuts) {
   return tidy;
 }
 
-// One parse and one round of cuts; nullopt when nothing is left to cut.
-std::optional<std::string> prune_once(const std::string& text, const std::string& keep) {
+// The inlined text parsed as the host backend sees it, and the text of the preprocessor branches
+// that parse skipped.
+struct Parsed {
+  std::unique_ptr<clang::ASTUnit> ast;
+  std::string inactive;
+};
+
+Parsed parse(const std::string& text) {
   std::string log;
   llvm::raw_string_ostream log_stream(log);
   auto diag_options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
@@ -281,19 +288,27 @@ std::optional<std::string> prune_once(const std::string& text, const std::string
                                          "-Wno-everything", "-Xclang", "-detailed-preprocessing-record",
                                          "-include", kShimFile};
   clang::tooling::FileContentMappings files = {{kShimFile, shim_text()}};
-  std::unique_ptr<clang::ASTUnit> ast = clang::tooling::buildASTFromCodeWithArgs(
+  Parsed out;
+  out.ast = clang::tooling::buildASTFromCodeWithArgs(
       text, args, kMainFile, "ropejit-inspect", std::make_shared<clang::PCHContainerOperations>(),
       clang::tooling::getClangStripDependencyFileAdjuster(), files, &printer);
   log_stream.flush();
-  if (!ast || ast->getDiagnostics().hasErrorOccurred())
-    throw Error(Status::internal, "emit_standalone: Clang cannot parse the inlined source:\n" + log);
-  std::string inactive;
-  if (clang::PreprocessingRecord* record = ast->getPreprocessor().getPreprocessingRecord()) {
-    const clang::SourceManager& sm = ast->getSourceManager();
+  if (!out.ast || out.ast->getDiagnostics().hasErrorOccurred())
+    throw Error(Status::internal, "emit_standalone: Clang cannot parse the source:\n" + log);
+  if (clang::PreprocessingRecord* record = out.ast->getPreprocessor().getPreprocessingRecord()) {
+    const clang::SourceManager& sm = out.ast->getSourceManager();
     for (const clang::SourceRange& r : record->getSkippedRanges())
       if (sm.getFileID(r.getBegin()) == sm.getMainFileID())
-        inactive += text.substr(sm.getFileOffset(r.getBegin()), sm.getFileOffset(r.getEnd()) - sm.getFileOffset(r.getBegin())) + "\n";
+        out.inactive += text.substr(sm.getFileOffset(r.getBegin()), sm.getFileOffset(r.getEnd()) - sm.getFileOffset(r.getBegin())) + "\n";
   }
+  return out;
+}
+
+// One parse and one round of cuts; nullopt when nothing is left to cut.
+std::optional<std::string> prune_once(const std::string& text, const std::string& keep) {
+  Parsed parsed = parse(text);
+  std::unique_ptr<clang::ASTUnit>& ast = parsed.ast;
+  const std::string& inactive = parsed.inactive;
   Collector collector(ast->getASTContext(), keep, inactive);
   collector.TraverseDecl(ast->getASTContext().getTranslationUnitDecl());
   const std::vector<Cut> cuts = collector.cuts();
@@ -301,6 +316,155 @@ std::optional<std::string> prune_once(const std::string& text, const std::string
   std::string next = apply_cuts(text, cuts);
   if (next == text) return std::nullopt;
   return next;
+}
+
+
+// An edit of the main file: [begin, end) becomes `text`.
+struct Edit {
+  unsigned begin, end;
+  std::string text;
+};
+
+// Templates instantiated only for the generated `Traits` become plain code: their `template <class T>`
+// goes, each `T` in them reads `Traits`, and every `<T>` / `<Traits>` naming one of them goes.
+class Detemplater : public clang::RecursiveASTVisitor<Detemplater> {
+ public:
+  explicit Detemplater(clang::ASTContext& ctx) : ctx_(ctx), sm_(ctx.getSourceManager()) {}
+
+  // Pass 1: which templates qualify.
+  void collect(clang::TranslationUnitDecl* tu) {
+    collecting_ = true;
+    TraverseDecl(tu);
+    collecting_ = false;
+  }
+
+  bool VisitFunctionTemplateDecl(clang::FunctionTemplateDecl* t) {
+    if (collecting_) {
+      bool only_traits = !t->specializations().empty();
+      for (const clang::FunctionDecl* f : t->specializations()) only_traits = only_traits && traits_args(f->getTemplateSpecializationArgs());
+      consider(t, only_traits);
+    } else if (targets_.count(t)) {
+      cut_header(t);
+    }
+    return true;
+  }
+
+  bool VisitClassTemplateDecl(clang::ClassTemplateDecl* t) {
+    if (collecting_) {
+      bool only_traits = !t->specializations().empty();
+      for (const clang::ClassTemplateSpecializationDecl* r : t->specializations())
+        only_traits = only_traits && traits_args(&r->getTemplateArgs());
+      consider(t, only_traits);
+    } else if (targets_.count(t)) {
+      cut_header(t);
+    }
+    return true;
+  }
+
+  bool VisitTemplateTypeParmTypeLoc(clang::TemplateTypeParmTypeLoc tl) {
+    if (!collecting_ && params_.count(tl.getDecl())) replace_token(tl.getNameLoc(), "Traits");
+    return true;
+  }
+
+  bool VisitDeclRefExpr(clang::DeclRefExpr* e) {
+    if (collecting_ || !e->hasExplicitTemplateArgs()) return true;
+    if (const auto* f = llvm::dyn_cast<clang::FunctionDecl>(e->getDecl()))
+      if (f->getPrimaryTemplate() && targets_.count(f->getPrimaryTemplate())) cut_angles(e->getLAngleLoc(), e->getRAngleLoc());
+    return true;
+  }
+
+  bool VisitUnresolvedLookupExpr(clang::UnresolvedLookupExpr* e) {
+    if (collecting_ || !e->hasExplicitTemplateArgs()) return true;
+    for (const clang::NamedDecl* d : e->decls())
+      if (targets_.count(d)) {
+        cut_angles(e->getLAngleLoc(), e->getRAngleLoc());
+        break;
+      }
+    return true;
+  }
+
+  bool VisitTemplateSpecializationTypeLoc(clang::TemplateSpecializationTypeLoc tl) {
+    if (collecting_) return true;
+    if (const clang::TemplateDecl* t = tl.getTypePtr()->getTemplateName().getAsTemplateDecl(); t && targets_.count(t))
+      cut_angles(tl.getLAngleLoc(), tl.getRAngleLoc());
+    return true;
+  }
+
+  const std::vector<Edit>& edits() const { return edits_; }
+
+ private:
+  static bool traits_args(const clang::TemplateArgumentList* args) {
+    if (!args || args->size() != 1 || args->get(0).getKind() != clang::TemplateArgument::Type) return false;
+    const auto* record = args->get(0).getAsType()->getAsCXXRecordDecl();
+    return record && record->getName() == "Traits";
+  }
+
+  void consider(clang::TemplateDecl* t, bool only_traits) {
+    const clang::TemplateParameterList* list = t->getTemplateParameters();
+    if (!only_traits || list->size() != 1 || !main_file(list->getTemplateLoc())) return;
+    const auto* param = llvm::dyn_cast<clang::TemplateTypeParmDecl>(list->getParam(0));
+    if (!param || param->hasDefaultArgument()) return;
+    targets_.insert(t);
+    params_.insert(param);
+  }
+
+  bool main_file(clang::SourceLocation loc) const {
+    return loc.isValid() && sm_.getFileID(sm_.getExpansionLoc(loc)) == sm_.getMainFileID();
+  }
+
+  std::optional<unsigned> offset(clang::SourceLocation loc) const {
+    if (!main_file(loc)) return std::nullopt;
+    return sm_.getFileOffset(sm_.getExpansionLoc(loc));
+  }
+
+  std::optional<unsigned> token_end(clang::SourceLocation loc) const {
+    return offset(clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(loc), 0, sm_, ctx_.getLangOpts()));
+  }
+
+  void cut_header(const clang::TemplateDecl* t) {
+    const clang::TemplateParameterList* list = t->getTemplateParameters();
+    const auto begin = offset(list->getTemplateLoc());
+    auto end = token_end(list->getRAngleLoc());
+    if (!begin || !end) return;
+    const llvm::StringRef text = sm_.getBufferData(sm_.getMainFileID());
+    size_t after = *end;  // the header's own line goes with it
+    while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
+    if (after < text.size() && text[after] == '\n') end = static_cast<unsigned>(after + 1);
+    edits_.push_back({*begin, *end, ""});
+  }
+
+  void cut_angles(clang::SourceLocation l, clang::SourceLocation r) {
+    const auto begin = offset(l), end = token_end(r);
+    if (begin && end) edits_.push_back({*begin, *end, ""});
+  }
+
+  void replace_token(clang::SourceLocation loc, const std::string& text) {
+    const auto begin = offset(loc), end = token_end(loc);
+    if (begin && end) edits_.push_back({*begin, *end, text});
+  }
+
+  clang::ASTContext& ctx_;
+  clang::SourceManager& sm_;
+  bool collecting_ = false;
+  std::set<const clang::Decl*> targets_;
+  std::set<const clang::TemplateTypeParmDecl*> params_;
+  std::vector<Edit> edits_;
+};
+
+// Applies edits; one starting inside an earlier, wider one is dropped (a `T` inside a cut `<T>`).
+std::string apply_edits(const std::string& text, std::vector<Edit> edits) {
+  std::sort(edits.begin(), edits.end(),
+            [](const Edit& a, const Edit& b) { return a.begin != b.begin ? a.begin < b.begin : a.end > b.end; });
+  std::string out;
+  size_t at = 0;
+  for (const Edit& e : edits) {
+    if (e.begin < at) continue;
+    out.append(text, at, e.begin - at);
+    out += e.text;
+    at = e.end;
+  }
+  out.append(text, at, std::string::npos);
+  return out;
 }
 
 }  // namespace
@@ -316,6 +480,15 @@ std::string prune_source(const std::string& text, const std::string& keep) {
     current = std::move(*next);
   }
   return current;
+}
+
+std::string detemplate_source(const std::string& text) {
+  Parsed parsed = parse(text);
+  clang::ASTContext& ctx = parsed.ast->getASTContext();
+  Detemplater detemplater(ctx);
+  detemplater.collect(ctx.getTranslationUnitDecl());
+  detemplater.TraverseDecl(ctx.getTranslationUnitDecl());
+  return apply_edits(text, detemplater.edits());
 }
 
 std::string format_source(const std::string& text) {

@@ -11,6 +11,8 @@ std::string prune_source(const std::string&, const std::string&) {
                                    "(configure with -DROPEJIT_HOST_BACKEND=ON)");
 }
 
+std::string detemplate_source(const std::string& text) { return text; }
+
 std::string format_source(const std::string& text) { return text; }
 
 }  // namespace ropejit::inspect_detail
