@@ -12,6 +12,7 @@
 
 #include <clang/AST/ASTContext.h>
 #include <clang/AST/DeclTemplate.h>
+#include <clang/AST/ParentMapContext.h>
 #include <clang/AST/RawCommentList.h>
 #include <clang/AST/RecursiveASTVisitor.h>
 #include <clang/Basic/SourceManager.h>
@@ -45,6 +46,7 @@ std::string shim_text() {
 
 struct Cut {
   unsigned begin, end;  // byte offsets in the main file, end exclusive
+  bool brace = false;   // one brace of an unwrapped block: a comment after it stays
 };
 
 // What one pass finds: constexpr-if decisions (per `if` location: 1 = true seen, 2 = false seen)
@@ -172,11 +174,28 @@ class Collector : public clang::RecursiveASTVisitor<Collector> {
       out.push_back({*begin, *then_begin});
       if (otherwise)
         if (const auto else_end = stmt_end(otherwise)) out.push_back({*then_end, *else_end});
+      unwrap(s, s->getThen(), out);
     } else if (otherwise) {  // keep the else-branch
       if (const auto else_begin = offset(otherwise->getBeginLoc())) out.push_back({*begin, *else_begin});
+      unwrap(s, otherwise, out);
     } else {
       out.push_back({*begin, *then_end});
     }
+  }
+
+  // The braces of a kept branch go too when that cannot change meaning: the `if` sat directly in
+  // a block, and the branch declares nothing its enclosing block could see.
+  void unwrap(const clang::IfStmt* s, const clang::Stmt* branch, std::vector<Cut>& out) const {
+    const auto* block = llvm::dyn_cast<clang::CompoundStmt>(branch);
+    if (!block) return;
+    for (const clang::Stmt* child : block->body())
+      if (llvm::isa<clang::DeclStmt>(child)) return;
+    const auto parents = ctx_.getParents(*s);
+    if (parents.size() != 1 || !parents[0].get<clang::CompoundStmt>()) return;
+    const auto open = offset(block->getLBracLoc()), close = offset(block->getRBracLoc());
+    if (!open || !close) return;
+    out.push_back({*open, *open + 1, true});
+    out.push_back({*close, *close + 1, true});
   }
 
   // A declaration with its attached comment, its `;`, and the CUDA keywords before it (macros
@@ -231,7 +250,7 @@ Cut widen(const std::string& text, Cut c) {
     if (word == at || !is_keyword_before(text.substr(word, at - word))) break;
     c.begin = static_cast<unsigned>(word);
   }
-  {  // a trailing `// ...` on the cut's last line belonged to what went
+  if (!c.brace) {  // a trailing `// ...` on the cut's last line belonged to what went
     size_t after = c.end;
     while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
     if (text.compare(after, 2, "//") == 0) c.end = static_cast<unsigned>(text.find('\n', after) == std::string::npos
@@ -251,8 +270,20 @@ Cut widen(const std::string& text, Cut c) {
 }
 
 std::string apply_cuts(const std::string& text, std::vector<Cut> cuts) {
-  for (Cut& c : cuts) c = widen(text, c);
-  std::sort(cuts.begin(), cuts.end(), [](const Cut& a, const Cut& b) { return a.begin < b.begin; });
+  const auto by_begin = [](const Cut& a, const Cut& b) { return a.begin < b.begin; };
+  std::sort(cuts.begin(), cuts.end(), by_begin);
+  std::vector<Cut> merged;  // touching cuts as one (`if constexpr (c) ` and its `{`), then widened
+  for (const Cut& c : cuts) {
+    if (!merged.empty() && c.begin <= merged.back().end) {
+      if (c.end >= merged.back().end) merged.back().brace = c.brace;
+      merged.back().end = std::max(merged.back().end, c.end);
+    } else {
+      merged.push_back(c);
+    }
+  }
+  cuts.clear();
+  for (const Cut& c : merged) cuts.push_back(widen(text, c));
+  std::sort(cuts.begin(), cuts.end(), by_begin);
   std::string out;
   size_t at = 0;
   for (const Cut& c : cuts) {
