@@ -33,8 +33,8 @@ int64_t changed_outside_written(const std::string& before, const std::string& af
 ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const std::string& bytes) {
   const int64_t D = spec.head_dim;
   if (desc.kind == BufferKind::cache) {
-    const bool hnd = spec.io.cache_layout == CacheLayout::hnd;
-    return {bytes.data(), hnd ? D : spec.num_kv_heads * D, hnd ? int64_t(spec.io.page_size) * D : D, desc.row_stride};
+    const TensorRef cache = cache_tensor(spec, nullptr, desc.row_stride);
+    return {bytes.data(), cache.token_stride, cache.head_stride, cache.batch_stride};
   }
   if (desc.token_rows) return {bytes.data(), desc.row_stride, D, 0};
   return {bytes.data(), 0, 0, 0};  // padded: dense

@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <cctype>
-
 #include <cmath>
 
 #include <fmt/format.h>
@@ -130,7 +129,6 @@ Source generate_source(const Plan& plan) {
   if (paged_kv(s)) {  // k and v into a paged cache (rope.cuh locate_cache_slot, cache_head)
     t += fmt::format("  typedef {} CacheStorage;\n", cache_storage_tag(s));
     line("int", "kPageSize", s.io.page_size);
-    line("bool", "kCacheLayoutHnd", s.io.cache_layout == CacheLayout::hnd);
     line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_);
     form_flags(t, "CacheIndex", s.io.cache_index);
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);

@@ -218,14 +218,11 @@ void buffers_input_packed(const Spec& s, const LaunchShape& shape, std::vector<B
                             bind_to<&ropejit_args::qkv, &ropejit_args::qkv_stride>));
 }
 
-void buffers_positions_explicit(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+// A positions array of kStreams entries per token: explicit [T] (1), mrope [3, T] (3).
+template <int kStreams>
+void buffers_positions_array(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
   const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
-  out.push_back({"positions", BufferKind::positions, shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr});
-}
-
-void buffers_positions_mrope(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
-  out.push_back({"positions", BufferKind::positions, 3 * shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr});
+  out.push_back({"positions", BufferKind::positions, kStreams * shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr});
 }
 
 void buffers_positions_varlen(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
@@ -285,21 +282,20 @@ struct OutputFormOps {
   void (*check_host)(const Spec&, const Args&);  // reads host arrays (host backend only), or null
 };
 
-void check_positions_host_form(const Spec&, const Args& a) {
-  if (a.num_tokens > 0) check_positions_host(a, a.num_tokens);
-}
-
-void check_mrope_host(const Spec&, const Args& a) {
-  if (a.num_tokens > 0) check_positions_host(a, 3 * a.num_tokens);
+template <int kStreams>
+void check_positions_array_host(const Spec&, const Args& a) {
+  if (a.num_tokens > 0) check_positions_host(a, kStreams * a.num_tokens);
 }
 
 constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separate, buffers_input_separate},
                                         {InputForm::packed_qkv, bind_input_packed, buffers_input_packed}};
 constexpr PositionsFormOps kPositionsForms[] = {
-    {PositionsForm::explicit_, bind_positions_array<PositionsForm::explicit_>, check_positions_host_form, buffers_positions_explicit},
+    {PositionsForm::explicit_, bind_positions_array<PositionsForm::explicit_>, check_positions_array_host<1>,
+     buffers_positions_array<1>},
     {PositionsForm::varlen, bind_positions_varlen, check_varlen_host, buffers_positions_varlen},
     {PositionsForm::offset, bind_positions_offset, check_offset_host, buffers_positions_offset},
-    {PositionsForm::mrope, bind_positions_array<PositionsForm::mrope>, check_mrope_host, buffers_positions_mrope}};
+    {PositionsForm::mrope, bind_positions_array<PositionsForm::mrope>, check_positions_array_host<3>,
+     buffers_positions_array<3>}};
 constexpr OutputFormOps kOutputForms[] = {
     {OutputForm::inplace, bind_output_inplace, buffers_output_inplace, nullptr},
     {OutputForm::separate, bind_output_separate, buffers_output_separate, nullptr},

@@ -21,6 +21,12 @@ struct CheckedLaunch {
 /// `host_memory`: the pointers are host memory, so array contents are checked too.
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& args, bool host_memory);
 
+/// A paged K or V cache as the kernel addresses it: element (page, offset, head, e) at
+/// page * batch_stride + offset * token_stride + head * head_stride + e, in the spec's
+/// cache_layout (nhd [pages, page_size, Hkv, D], hnd [pages, Hkv, page_size, D]), pages
+/// `page_stride` elements apart.
+TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride);
+
 /// The sizes one launch's buffers follow beyond the spec.
 struct LaunchShape {
   int64_t tokens = 0;                                   ///< T

@@ -29,8 +29,7 @@ TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg,
   if (__builtin_mul_overflow(pages, page_stride, &bytes) || __builtin_mul_overflow(bytes, int64_t{esize}, &bytes))
     fail(stride_name, fmt::format("{} is not allowed: cache_num_pages {} pages of it overflow a 64-bit size",
                                   page_stride, pages));
-  const bool hnd = io.cache_layout == CacheLayout::hnd;
-  return TensorRef{cache, hnd ? c.D : c.Hkv * c.D, hnd ? int64_t(io.page_size) * c.D : c.D, page_stride};
+  return cache_tensor(c.spec, cache, page_stride);
 }
 
 // FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others none.
@@ -60,6 +59,20 @@ void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t
 }
 
 }  // namespace
+
+}  // namespace ropejit::launch_detail
+
+namespace ropejit {
+
+TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
+  const int64_t D = spec.head_dim, page_size = spec.io.page_size;
+  if (spec.io.cache_layout == CacheLayout::hnd) return TensorRef{cache, D, page_size * D, page_stride};
+  return TensorRef{cache, spec.num_kv_heads * D, D, page_stride};
+}
+
+}  // namespace ropejit
+
+namespace ropejit::launch_detail {
 
 int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) {
   const IoSpec& io = c.spec.io;

@@ -97,13 +97,15 @@ void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
     std::vector<int64_t> slots(static_cast<size_t>(w.shape.cache_pages * page_size));
     for (size_t i = 0; i < slots.size(); ++i) slots[i] = static_cast<int64_t>(i);
     std::shuffle(slots.begin(), slots.end(), rng);
-    for (int64_t t = 0; t < o.tokens; ++t) w.slot_mapping.push_back(t > 0 && rng() % 8 == 0 ? -1 : slots[static_cast<size_t>(t)]);  // one token always cached: something to check
+    for (int64_t t = 0; t < o.tokens; ++t)  // token 0 always cached: every case has a slot to check
+      w.slot_mapping.push_back(t > 0 && rng() % 8 == 0 ? -1 : slots[static_cast<size_t>(t)]);
   } else {
     std::vector<std::pair<int64_t, int64_t>> blocks;  // per sequence: first and last block written
     int64_t pages = 0, max_blocks = 1;
     for (int b = 0; b < w.shape.batch; ++b) {
       const int64_t len = w.cu_seqlens[b + 1] - w.cu_seqlens[b], start = w.start_pos[b];
-      blocks.emplace_back(start / page_size, len ? (start + len - 1) / page_size : start / page_size - 1);  // empty: none
+      // An empty sequence writes no block: last = first - 1.
+      blocks.emplace_back(start / page_size, len ? (start + len - 1) / page_size : start / page_size - 1);
       pages += blocks.back().second - blocks.back().first + 1;
       max_blocks = std::max(max_blocks, blocks.back().second + 1);
     }

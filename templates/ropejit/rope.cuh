@@ -302,17 +302,16 @@ struct HeadIo {
   float store_scale;                   // FP8 cache heads: multiplies each value before rounding
 };
 
-// paged_kv: where head `head` of a k or v row starts in its cache (nhd: [page][offset][head],
-// hnd: [page][head][offset]; pages batch_stride apart), and its FP8 scale; null when not cached.
+// paged_kv: where head `head` of a k or v row starts in its cache (the host's cache_tensor
+// strides: page, offset within it, head), and its FP8 scale; null when not cached.
 template <class T>
 __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef& ref, int role, int head,
                                             float& scale) {
-  typedef typename T::CacheStorage::raw cache_raw;
   if (ref.cache_page < 0) return nullptr;
-  const i64 in_page = T::kCacheLayoutHnd ? ((i64)head * T::kPageSize + ref.cache_offset) * T::kHeadDim
-                                         : (ref.cache_offset * T::kNumKvHeads + head) * (i64)T::kHeadDim;
   if constexpr (T::kCacheFp8) scale = p.cache_inv_scale[role - kRoleK];
-  return (cache_raw*)p.out[role].ptr + ref.cache_page * p.out[role].batch_stride + in_page;
+  const TensorRef cache = p.out[role];
+  return (typename T::CacheStorage::raw*)cache.ptr + ref.cache_page * cache.batch_stride +
+         ref.cache_offset * cache.token_stride + head * cache.head_stride;
 }
 
 template <class T>

@@ -49,14 +49,47 @@ struct Cut {
   bool brace = false;   // one brace of an unwrapped block: a comment after it stays
 };
 
+// Byte offsets in the main file (the inlined source) of Clang source locations; nullopt for
+// locations elsewhere (the host shim). Both visitors below locate their edits through it.
+class MainFile {
+ public:
+  explicit MainFile(clang::ASTContext& ctx) : ctx_(ctx), sm_(ctx.getSourceManager()) {}
+
+  bool contains(clang::SourceLocation loc) const {
+    return loc.isValid() && sm_.getFileID(sm_.getExpansionLoc(loc)) == sm_.getMainFileID();
+  }
+
+  std::optional<unsigned> offset(clang::SourceLocation loc) const {
+    if (!contains(loc)) return std::nullopt;
+    return sm_.getFileOffset(sm_.getExpansionLoc(loc));
+  }
+
+  // Offset just past the token at `loc`.
+  std::optional<unsigned> token_end(clang::SourceLocation loc) const {
+    return offset(clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(loc), 0, sm_, ctx_.getLangOpts()));
+  }
+
+  // The location just past the `;` that follows the token at `loc`, or an invalid one.
+  clang::SourceLocation after_semicolon(clang::SourceLocation loc) const {
+    return clang::Lexer::findLocationAfterToken(sm_.getExpansionLoc(loc), clang::tok::semi, sm_, ctx_.getLangOpts(),
+                                                false);
+  }
+
+  llvm::StringRef text() const { return sm_.getBufferData(sm_.getMainFileID()); }
+
+ protected:
+  clang::ASTContext& ctx_;
+  clang::SourceManager& sm_;
+};
+
 // What one pass finds: constexpr-if decisions (per `if` location: 1 = true seen, 2 = false seen)
 // with their uninstantiated statements, and declarations nothing uses.
-class Collector : public clang::RecursiveASTVisitor<Collector> {
+class Collector : public clang::RecursiveASTVisitor<Collector>, MainFile {
  public:
   // `inactive` is the text of the preprocessor branches this parse skipped (the CUDA side of
   // `#if __CUDA_ARCH__`): a name used there is kept though this parse sees no use of it.
   Collector(clang::ASTContext& ctx, std::string keep, std::string inactive)
-      : ctx_(ctx), sm_(ctx.getSourceManager()), keep_(std::move(keep)), inactive_(std::move(inactive)) {}
+      : MainFile(ctx), keep_(std::move(keep)), inactive_(std::move(inactive)) {}
 
   bool shouldVisitTemplateInstantiations() const { return true; }
 
@@ -141,27 +174,11 @@ class Collector : public clang::RecursiveASTVisitor<Collector> {
   }
 
  private:
-  std::optional<unsigned> offset(clang::SourceLocation loc) const {
-    if (loc.isInvalid()) return std::nullopt;
-    loc = sm_.getExpansionLoc(loc);
-    if (sm_.getFileID(loc) != sm_.getMainFileID()) return std::nullopt;
-    return sm_.getFileOffset(loc);
-  }
-
-  // Offset just past the token at `loc`.
-  std::optional<unsigned> token_end(clang::SourceLocation loc) const {
-    const auto end = clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(loc), 0, sm_, ctx_.getLangOpts());
-    return offset(end);
-  }
-
   // Offset past a statement's last token, and its `;` when the statement is not a block.
   std::optional<unsigned> stmt_end(const clang::Stmt* s) const {
-    const clang::SourceLocation last = sm_.getExpansionLoc(s->getEndLoc());
-    if (!llvm::isa<clang::CompoundStmt>(s)) {
-      const auto semi = clang::Lexer::findLocationAfterToken(last, clang::tok::semi, sm_, ctx_.getLangOpts(), false);
-      if (semi.isValid()) return offset(semi);
-    }
-    return token_end(last);
+    if (!llvm::isa<clang::CompoundStmt>(s))
+      if (const auto semi = after_semicolon(s->getEndLoc()); semi.isValid()) return offset(semi);
+    return token_end(s->getEndLoc());
   }
 
   void branch_cuts(const clang::IfStmt* s, bool taken, std::vector<Cut>& out) const {
@@ -206,8 +223,7 @@ class Collector : public clang::RecursiveASTVisitor<Collector> {
     auto begin = offset(d->getBeginLoc());
     auto end = token_end(d->getEndLoc());
     if (!begin || !end) return;
-    const auto semi =
-        clang::Lexer::findLocationAfterToken(sm_.getExpansionLoc(d->getEndLoc()), clang::tok::semi, sm_, ctx_.getLangOpts(), false);
+    const auto semi = after_semicolon(d->getEndLoc());
     if (const auto after = offset(semi); semi.isValid() && after) end = after;
     if (const clang::RawComment* c = ctx_.getRawCommentForDeclNoCache(d))
       if (const auto comment = offset(c->getBeginLoc()); comment && *comment < *begin) begin = comment;
@@ -225,8 +241,6 @@ class Collector : public clang::RecursiveASTVisitor<Collector> {
     return false;
   }
 
-  clang::ASTContext& ctx_;
-  clang::SourceManager& sm_;
   std::string keep_;
   std::string inactive_;
   bool in_instantiation_ = false;
@@ -358,9 +372,9 @@ struct Edit {
 
 // Templates instantiated only for the generated `Traits` become plain code: their `template <class T>`
 // goes, each `T` in them reads `Traits`, and every `<T>` / `<Traits>` naming one of them goes.
-class Detemplater : public clang::RecursiveASTVisitor<Detemplater> {
+class Detemplater : public clang::RecursiveASTVisitor<Detemplater>, MainFile {
  public:
-  explicit Detemplater(clang::ASTContext& ctx) : ctx_(ctx), sm_(ctx.getSourceManager()) {}
+  explicit Detemplater(clang::ASTContext& ctx) : MainFile(ctx) {}
 
   // Pass 1: which templates qualify.
   void collect(clang::TranslationUnitDecl* tu) {
@@ -432,24 +446,11 @@ class Detemplater : public clang::RecursiveASTVisitor<Detemplater> {
 
   void consider(clang::TemplateDecl* t, bool only_traits) {
     const clang::TemplateParameterList* list = t->getTemplateParameters();
-    if (!only_traits || list->size() != 1 || !main_file(list->getTemplateLoc())) return;
+    if (!only_traits || list->size() != 1 || !contains(list->getTemplateLoc())) return;
     const auto* param = llvm::dyn_cast<clang::TemplateTypeParmDecl>(list->getParam(0));
     if (!param || param->hasDefaultArgument()) return;
     targets_.insert(t);
     params_.insert(param);
-  }
-
-  bool main_file(clang::SourceLocation loc) const {
-    return loc.isValid() && sm_.getFileID(sm_.getExpansionLoc(loc)) == sm_.getMainFileID();
-  }
-
-  std::optional<unsigned> offset(clang::SourceLocation loc) const {
-    if (!main_file(loc)) return std::nullopt;
-    return sm_.getFileOffset(sm_.getExpansionLoc(loc));
-  }
-
-  std::optional<unsigned> token_end(clang::SourceLocation loc) const {
-    return offset(clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(loc), 0, sm_, ctx_.getLangOpts()));
   }
 
   void cut_header(const clang::TemplateDecl* t) {
@@ -457,7 +458,7 @@ class Detemplater : public clang::RecursiveASTVisitor<Detemplater> {
     const auto begin = offset(list->getTemplateLoc());
     auto end = token_end(list->getRAngleLoc());
     if (!begin || !end) return;
-    const llvm::StringRef text = sm_.getBufferData(sm_.getMainFileID());
+    const llvm::StringRef text = this->text();
     size_t after = *end;  // the header's own line goes with it
     while (after < text.size() && (text[after] == ' ' || text[after] == '\t')) ++after;
     if (after < text.size() && text[after] == '\n') end = static_cast<unsigned>(after + 1);
@@ -474,8 +475,6 @@ class Detemplater : public clang::RecursiveASTVisitor<Detemplater> {
     if (begin && end) edits_.push_back({*begin, *end, text});
   }
 
-  clang::ASTContext& ctx_;
-  clang::SourceManager& sm_;
   bool collecting_ = false;
   std::set<const clang::Decl*> targets_;
   std::set<const clang::TemplateTypeParmDecl*> params_;
