@@ -122,3 +122,30 @@ TEST(Compile, VersionAndOptionsArePartOfTheKey) {
   const auto a = nvrtc_options("sm_80", false), b = nvrtc_options("sm_90", false);
   EXPECT_NE(a, b);
 }
+
+// A malformed or unsupported arch fails before NVRTC, naming the arch and the allowed set.
+TEST(Compile, ArchNamesAreCheckedBeforeNvrtc) {
+  const Spec spec = test::make_spec({});
+  const Source source = generate_source(make_plan(spec, default_config(spec)));
+  for (const char* bad : {"sm_9x", "compute_", "sm_", "sm90", "sm_90ab", "sm_123456"}) {
+    try {
+      compile_nvrtc(source, bad);
+      ADD_FAILURE() << "compiled for " << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Status::invalid_argument) << bad;
+      EXPECT_NE(std::string(e.what()).find(std::string("arch \"") + bad + "\" is not allowed"), std::string::npos)
+          << e.what();
+    }
+  }
+  const std::vector<int> supported = nvrtc_supported_archs();
+  ASSERT_FALSE(supported.empty());
+  try {
+    compile_nvrtc(source, "sm_91");
+    ADD_FAILURE() << "compiled for sm_91";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("not supported by NVRTC"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(std::to_string(supported.front())), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(compile_nvrtc(source, "sm_90a").image.empty());
+}

@@ -125,6 +125,11 @@ TEST(Standalone, NoRopejitIncludeAndAnnotated) {
   if (!spec.qk_norm.enabled) EXPECT_EQ(text.find("head_norm"), std::string::npos);
   if (!paged_kv(spec)) EXPECT_EQ(text.find("locate_cache_slot"), std::string::npos);
   EXPECT_LT(text.size(), inline_templates(generate_source(make_plan(spec, c.config)).text).size() * 3 / 4);
+  // Folded: the work shape is this kernel's numbers, the general formula is gone.
+  const WorkShape w = work_shape(spec, c.config);
+  EXPECT_NE(text.find("/*half=*/" + std::to_string(w.half)), std::string::npos);
+  EXPECT_NE(text.find("/*head_groups=*/" + std::to_string(w.head_groups)), std::string::npos);
+  EXPECT_EQ(text.find("make_work_shape"), std::string::npos);
 }
 
 TEST(Standalone, SamePtxAsTheRegularSourceForEverySpecAndForm) {

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "embedded_templates.h"
 #include "nvrtc_api.h"
@@ -99,6 +100,29 @@ std::vector<int> nvrtc_supported_archs() {
   return archs;
 }
 
+namespace {
+
+// sm_XX or compute_XX (an `a`/`f` suffix allowed) with XX one NVRTC supports: a bad name fails
+// here with the allowed set, not inside NVRTC with "invalid option".
+void check_arch_name(const std::string& arch) {
+  const bool is_virtual = arch.rfind("compute_", 0) == 0;
+  const size_t digits = is_virtual ? 8 : 3;
+  size_t end = digits;
+  while (end < arch.size() && std::isdigit(static_cast<unsigned char>(arch[end]))) ++end;
+  const bool suffix_ok = end == arch.size() || (end + 1 == arch.size() && (arch[end] == 'a' || arch[end] == 'f'));
+  if ((!is_virtual && arch.rfind("sm_", 0) != 0) || end == digits || end - digits > 4 || !suffix_ok)
+    throw Error(Status::invalid_argument,
+                fmt::format("arch \"{}\" is not allowed: must be sm_XX (CUBIN) or compute_XX (PTX)", arch));
+  const std::vector<int> supported = nvrtc_supported_archs();
+  const int number = std::stoi(arch.substr(digits, end - digits));
+  if (!supported.empty() && std::find(supported.begin(), supported.end(), number) == supported.end())
+    throw Error(Status::invalid_argument,
+                fmt::format("arch \"{}\" is not supported by NVRTC {}: allowed {}_{{{}}}", arch, nvrtc_version(),
+                            is_virtual ? "compute" : "sm", fmt::join(supported, ",")));
+}
+
+}  // namespace
+
 std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx) {
   // --fmad=false: the templates place every FMA explicitly, so GPU and host results agree.
   // 177 (member never referenced): Traits carries one flag per io form; a kernel reads a few.
@@ -110,9 +134,7 @@ std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx) {
 
 Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
   const bool arch_is_virtual = arch.rfind("compute_", 0) == 0;
-  if (!arch_is_virtual && arch.rfind("sm_", 0) != 0)
-    throw Error(Status::invalid_argument,
-                fmt::format("arch \"{}\" is not allowed: must be sm_XX (CUBIN) or compute_XX (PTX)", arch));
+  check_arch_name(arch);
   ptx = ptx || arch_is_virtual;
   const NvrtcApi& api = nvrtc();
   const std::string target = ptx && !arch_is_virtual ? "compute_" + arch.substr(3) : arch;

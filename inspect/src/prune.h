@@ -16,6 +16,9 @@ std::string prune_source(const std::string& text, const std::string& keep);
 /// Templates instantiated only for `Traits` (which must come before them) as plain code.
 std::string detemplate_source(const std::string& text);
 
+/// Constexpr functions of no arguments returning a struct (rope_shape) return literals instead.
+std::string fold_constants(const std::string& text);
+
 /// clang-format with ropejit's fixed style.
 std::string format_source(const std::string& text);
 

@@ -27,7 +27,7 @@
 #include <fmt/format.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "embedded_templates.h"
+#include "clang_source.h"
 #include "prune.h"
 #include "ropejit/error.h"
 
@@ -35,51 +35,9 @@ namespace ropejit::inspect_detail {
 
 namespace {
 
-constexpr const char* kMainFile = "/ropejit-inspect/standalone.cu";
-constexpr const char* kShimFile = "/ropejit-inspect/host_shim.cuh";
-
-std::string shim_text() {
-  for (const EmbeddedFile& f : embedded_templates())
-    if (f.name == "ropejit/host_shim.cuh") return std::string(f.text);
-  throw Error(Status::internal, "emit_standalone: the host shim is not embedded");
-}
-
 struct Cut {
   unsigned begin, end;  // byte offsets in the main file, end exclusive
   bool brace = false;   // one brace of an unwrapped block: a comment after it stays
-};
-
-// Byte offsets in the main file (the inlined source) of Clang source locations; nullopt for
-// locations elsewhere (the host shim). Both visitors below locate their edits through it.
-class MainFile {
- public:
-  explicit MainFile(clang::ASTContext& ctx) : ctx_(ctx), sm_(ctx.getSourceManager()) {}
-
-  bool contains(clang::SourceLocation loc) const {
-    return loc.isValid() && sm_.getFileID(sm_.getExpansionLoc(loc)) == sm_.getMainFileID();
-  }
-
-  std::optional<unsigned> offset(clang::SourceLocation loc) const {
-    if (!contains(loc)) return std::nullopt;
-    return sm_.getFileOffset(sm_.getExpansionLoc(loc));
-  }
-
-  // Offset just past the token at `loc`.
-  std::optional<unsigned> token_end(clang::SourceLocation loc) const {
-    return offset(clang::Lexer::getLocForEndOfToken(sm_.getExpansionLoc(loc), 0, sm_, ctx_.getLangOpts()));
-  }
-
-  // The location just past the `;` that follows the token at `loc`, or an invalid one.
-  clang::SourceLocation after_semicolon(clang::SourceLocation loc) const {
-    return clang::Lexer::findLocationAfterToken(sm_.getExpansionLoc(loc), clang::tok::semi, sm_, ctx_.getLangOpts(),
-                                                false);
-  }
-
-  llvm::StringRef text() const { return sm_.getBufferData(sm_.getMainFileID()); }
-
- protected:
-  clang::ASTContext& ctx_;
-  clang::SourceManager& sm_;
 };
 
 // What one pass finds: constexpr-if decisions (per `if` location: 1 = true seen, 2 = false seen)
@@ -317,38 +275,6 @@ std::string apply_cuts(const std::string& text, std::vector<Cut> cuts) {
   return tidy;
 }
 
-// The inlined text parsed as the host backend sees it, and the text of the preprocessor branches
-// that parse skipped.
-struct Parsed {
-  std::unique_ptr<clang::ASTUnit> ast;
-  std::string inactive;
-};
-
-Parsed parse(const std::string& text) {
-  std::string log;
-  llvm::raw_string_ostream log_stream(log);
-  auto diag_options = llvm::makeIntrusiveRefCnt<clang::DiagnosticOptions>();
-  clang::TextDiagnosticPrinter printer(log_stream, diag_options.get());
-  const std::vector<std::string> args = {"-x", "c++", "-std=c++17", "-fparse-all-comments", "-nostdinc",
-                                         "-Wno-everything", "-Xclang", "-detailed-preprocessing-record",
-                                         "-include", kShimFile};
-  clang::tooling::FileContentMappings files = {{kShimFile, shim_text()}};
-  Parsed out;
-  out.ast = clang::tooling::buildASTFromCodeWithArgs(
-      text, args, kMainFile, "ropejit-inspect", std::make_shared<clang::PCHContainerOperations>(),
-      clang::tooling::getClangStripDependencyFileAdjuster(), files, &printer);
-  log_stream.flush();
-  if (!out.ast || out.ast->getDiagnostics().hasErrorOccurred())
-    throw Error(Status::internal, "emit_standalone: Clang cannot parse the source:\n" + log);
-  if (clang::PreprocessingRecord* record = out.ast->getPreprocessor().getPreprocessingRecord()) {
-    const clang::SourceManager& sm = out.ast->getSourceManager();
-    for (const clang::SourceRange& r : record->getSkippedRanges())
-      if (sm.getFileID(r.getBegin()) == sm.getMainFileID())
-        out.inactive += text.substr(sm.getFileOffset(r.getBegin()), sm.getFileOffset(r.getEnd()) - sm.getFileOffset(r.getBegin())) + "\n";
-  }
-  return out;
-}
-
 // One parse and one round of cuts; nullopt when nothing is left to cut.
 std::optional<std::string> prune_once(const std::string& text, const std::string& keep) {
   Parsed parsed = parse(text);
@@ -363,12 +289,6 @@ std::optional<std::string> prune_once(const std::string& text, const std::string
   return next;
 }
 
-
-// An edit of the main file: [begin, end) becomes `text`.
-struct Edit {
-  unsigned begin, end;
-  std::string text;
-};
 
 // Templates instantiated only for the generated `Traits` become plain code: their `template <class T>`
 // goes, each `T` in them reads `Traits`, and every `<T>` / `<Traits>` naming one of them goes.
@@ -480,22 +400,6 @@ class Detemplater : public clang::RecursiveASTVisitor<Detemplater>, MainFile {
   std::set<const clang::TemplateTypeParmDecl*> params_;
   std::vector<Edit> edits_;
 };
-
-// Applies edits; one starting inside an earlier, wider one is dropped (a `T` inside a cut `<T>`).
-std::string apply_edits(const std::string& text, std::vector<Edit> edits) {
-  std::sort(edits.begin(), edits.end(),
-            [](const Edit& a, const Edit& b) { return a.begin != b.begin ? a.begin < b.begin : a.end > b.end; });
-  std::string out;
-  size_t at = 0;
-  for (const Edit& e : edits) {
-    if (e.begin < at) continue;
-    out.append(text, at, e.begin - at);
-    out += e.text;
-    at = e.end;
-  }
-  out.append(text, at, std::string::npos);
-  return out;
-}
 
 }  // namespace
 
