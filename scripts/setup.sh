@@ -45,6 +45,7 @@ PACKAGES=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   llvm-19-dev libclang-cpp19-dev libclang-19-dev clang-19
+  python3 python3-venv python3-dev
 )
 # pip from Debian, never a user's or pyenv's: it installs with --target, outside any environment.
 if [ "$need_wheels" -eq 1 ] || [ "$need_tools" -eq 1 ]; then PACKAGES+=(python3 python3-pip); fi

@@ -1,7 +1,4 @@
 // ropejit_emit_source: the C door to generate_source and emit_standalone (ropejit/ropejit.h).
-#include <cstdlib>
-#include <cstring>
-
 #include "c_api_guard.h"
 #include "ropejit/ropejit.h"
 #include "ropejit/source.h"
@@ -19,9 +16,6 @@ ropejit_status ropejit_emit_source(const char* spec_json, const char* config_jso
     const ropejit::Config config = config_json ? ropejit::config_from_json(config_json) : ropejit::default_config(spec);
     const std::string text = standalone ? ropejit::emit_standalone(spec, config)
                                         : ropejit::generate_source(ropejit::make_plan(spec, config)).text;
-    char* out = static_cast<char*>(std::malloc(text.size() + 1));
-    if (!out) throw std::bad_alloc();
-    std::memcpy(out, text.c_str(), text.size() + 1);
-    *source = out;
+    *source = ropejit::c_api::malloc_copy(text);
   });
 }

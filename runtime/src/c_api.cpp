@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <initializer_list>
 #include <iterator>
@@ -50,28 +51,9 @@ static_assert(int(ropejit::BackendKind::auto_) == ROPEJIT_BACKEND_AUTO &&
 
 thread_local std::string last_error;
 
+using ropejit::c_api::check_struct_size;
 using ropejit::c_api::guarded;
 using ropejit::c_api::require_non_null;
-
-/// Checks the caller's struct_size: `ours` (sizeof in this library) or, for a struct that grew,
-/// one of `older` (the sizes of its earlier releases; the fields past them keep their defaults).
-void check_struct_size(size_t got, size_t ours, const char* type, std::initializer_list<size_t> older = {}) {
-  if (got == ours || std::find(older.begin(), older.end(), got) != older.end()) return;
-  if (got == 0)
-    throw Error(Status::invalid_argument,
-                fmt::format("{}.struct_size is 0: initialize it with {}_init() or set it to sizeof({})", type, type,
-                            type));
-  if (got > ours)
-    throw Error(Status::unsupported,
-                fmt::format("{}.struct_size {} is not allowed: this library's {} has {} bytes (the header is newer "
-                            "than the library)",
-                            type, got, type, ours));
-  throw Error(Status::invalid_argument,
-              older.size() ? fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({})) or an earlier "
-                                         "release's size ({})",
-                                         type, got, ours, type, fmt::join(older, ", "))
-                           : fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({}))", type, got, ours, type));
-}
 
 /// ropejit_runtime_options as 0.1.0 shipped it ended before on_warning; the next header's
 /// before programmatic_dependent_launch.
@@ -153,8 +135,9 @@ ropejit::Args to_args(const ropejit_args& a) {
 }
 
 /// One public struct's fields for ropejit_struct_field. The offsets come from the compiler; a
-/// field missing here is caught by tests/c_api/check_ctypes_layout.py (it compares this table
-/// with the fields the header declares), a field that no longer exists fails to compile.
+/// field missing here is caught by tests/c_api/check_ctypes_layout.py (it compares the args and
+/// options tables with the fields the header declares; tests/test_introspect.cpp checks the
+/// introspection structs' ends), a field that no longer exists fails to compile.
 struct FieldInfo {
   const char* name;
   size_t offset;
@@ -188,7 +171,41 @@ constexpr FieldInfo kArgsFields[] = {
     ROPEJIT_FIELD(ropejit_args, block_tables), ROPEJIT_FIELD(ropejit_args, max_blocks_per_seq),
     ROPEJIT_FIELD(ropejit_args, k_scale),      ROPEJIT_FIELD(ropejit_args, v_scale),
 };
+constexpr FieldInfo kSpecInfoFields[] = {
+    ROPEJIT_FIELD(ropejit_spec_info, struct_size),  ROPEJIT_FIELD(ropejit_spec_info, head_dim),
+    ROPEJIT_FIELD(ropejit_spec_info, rotary_dim),   ROPEJIT_FIELD(ropejit_spec_info, num_q_heads),
+    ROPEJIT_FIELD(ropejit_spec_info, num_kv_heads), ROPEJIT_FIELD(ropejit_spec_info, max_position_embeddings),
+    ROPEJIT_FIELD(ropejit_spec_info, rope_theta),   ROPEJIT_FIELD(ropejit_spec_info, layout),
+    ROPEJIT_FIELD(ropejit_spec_info, dtype),        ROPEJIT_FIELD(ropejit_spec_info, angle),
+    ROPEJIT_FIELD(ropejit_spec_info, rope_type),    ROPEJIT_FIELD(ropejit_spec_info, input),
+    ROPEJIT_FIELD(ropejit_spec_info, output),       ROPEJIT_FIELD(ropejit_spec_info, positions),
+    ROPEJIT_FIELD(ropejit_spec_info, cache_layout), ROPEJIT_FIELD(ropejit_spec_info, cache_dtype),
+    ROPEJIT_FIELD(ropejit_spec_info, cache_index),  ROPEJIT_FIELD(ropejit_spec_info, q_output),
+    ROPEJIT_FIELD(ropejit_spec_info, page_size),    ROPEJIT_FIELD(ropejit_spec_info, qkv_bias),
+    ROPEJIT_FIELD(ropejit_spec_info, copy_v),       ROPEJIT_FIELD(ropejit_spec_info, mrope_section),
+    ROPEJIT_FIELD(ropejit_spec_info, mrope_interleaved), ROPEJIT_FIELD(ropejit_spec_info, qk_norm),
+    ROPEJIT_FIELD(ropejit_spec_info, qk_norm_weight), ROPEJIT_FIELD(ropejit_spec_info, spec_hash),
+};
+constexpr FieldInfo kLaunchFieldFields[] = {
+    ROPEJIT_FIELD(ropejit_launch_field, struct_size), ROPEJIT_FIELD(ropejit_launch_field, name),
+    ROPEJIT_FIELD(ropejit_launch_field, use),         ROPEJIT_FIELD(ropejit_launch_field, dtype),
+    ROPEJIT_FIELD(ropejit_launch_field, rank),        ROPEJIT_FIELD(ropejit_launch_field, dims),
+};
 #undef ROPEJIT_FIELD
+
+/// Every struct ropejit_struct_field describes: its name, fields and size.
+struct StructInfo {
+  const char* type;
+  const FieldInfo* fields;
+  size_t count;
+  size_t size;
+};
+#define ROPEJIT_STRUCT(type, fields) StructInfo{#type, fields, std::size(fields), sizeof(type)}
+constexpr StructInfo kStructs[] = {
+    ROPEJIT_STRUCT(ropejit_args, kArgsFields), ROPEJIT_STRUCT(ropejit_runtime_options, kOptionsFields),
+    ROPEJIT_STRUCT(ropejit_spec_info, kSpecInfoFields), ROPEJIT_STRUCT(ropejit_launch_field, kLaunchFieldFields),
+};
+#undef ROPEJIT_STRUCT
 
 }  // namespace
 
@@ -199,6 +216,31 @@ ropejit_status ropejit::c_api::fail(Status code, std::string message) {
     // Out of memory while recording the message: keep the code, lose the text.
   }
   return static_cast<ropejit_status>(code);
+}
+
+void ropejit::c_api::check_struct_size(size_t got, size_t ours, const char* type, std::initializer_list<size_t> older) {
+  if (got == ours || std::find(older.begin(), older.end(), got) != older.end()) return;
+  if (got == 0)
+    throw Error(Status::invalid_argument,
+                fmt::format("{}.struct_size is 0: initialize it with {}_init() or set it to sizeof({})", type, type,
+                            type));
+  if (got > ours)
+    throw Error(Status::unsupported,
+                fmt::format("{}.struct_size {} is not allowed: this library's {} has {} bytes (the header is newer "
+                            "than the library)",
+                            type, got, type, ours));
+  throw Error(Status::invalid_argument,
+              older.size() ? fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({})) or an earlier "
+                                         "release's size ({})",
+                                         type, got, ours, type, fmt::join(older, ", "))
+                           : fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({}))", type, got, ours, type));
+}
+
+char* ropejit::c_api::malloc_copy(const std::string& text) {
+  char* out = static_cast<char*>(std::malloc(text.size() + 1));
+  if (!out) throw std::bad_alloc();
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return out;
 }
 
 extern "C" {
@@ -283,14 +325,11 @@ ropejit_status ropejit_kernel_bytes_moved(const ropejit_kernel* kernel, int64_t 
 const char* ropejit_struct_field(const char* type, size_t index, size_t* offset) {
   const char* name = nullptr;
   size_t at = 0;
-  auto pick = [&](const auto& fields, size_t size) {
-    const size_t count = std::size(fields);
-    name = index < count ? fields[index].name : nullptr;
-    at = index < count ? fields[index].offset : size;
-  };
-  if (type && std::strcmp(type, "ropejit_args") == 0) pick(kArgsFields, sizeof(ropejit_args));
-  else if (type && std::strcmp(type, "ropejit_runtime_options") == 0)
-    pick(kOptionsFields, sizeof(ropejit_runtime_options));
+  for (const StructInfo& s : kStructs)
+    if (type && std::strcmp(type, s.type) == 0) {
+      name = index < s.count ? s.fields[index].name : nullptr;
+      at = index < s.count ? s.fields[index].offset : s.size;
+    }
   if (offset) *offset = at;
   return name;
 }

@@ -1,7 +1,9 @@
 #pragma once
 // The C API's exception barrier, shared by every file that defines C entry points (c_api.cpp,
-// inspect/src/c_api_emit.cpp): no exception crosses the ABI; the message goes to the
+// c_api_introspect.cpp, inspect/src/c_api_emit.cpp): no exception crosses the ABI; the message goes to the
 // thread-local ropejit_last_error().
+#include <cstddef>
+#include <initializer_list>
 #include <new>
 #include <string>
 
@@ -33,6 +35,13 @@ ropejit_status guarded(const char* function, Body&& body) noexcept {
     return fail(Status::internal, std::string(function) + ": internal error: unknown exception");
   }
 }
+
+/// Checks the caller's struct_size: `ours` (sizeof in this library) or, for a struct that grew,
+/// one of `older` (the sizes of its earlier releases; the fields past them keep their defaults).
+void check_struct_size(size_t got, size_t ours, const char* type, std::initializer_list<size_t> older = {});
+
+/// `text` as a NUL-terminated copy the C caller releases with free().
+char* malloc_copy(const std::string& text);
 
 /// Error(invalid_argument) naming `name` when `p` is null.
 inline void require_non_null(const void* p, const char* name) {

@@ -194,46 +194,66 @@ void bind_cu_seqlens_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) 
   a.batch = shape.batch;
 }
 
-void qkv_buffers(const Spec& s, BufferKind kind, int64_t rows, bool token_rows, const char* const (&names)[3],
-                 Bind q, Bind k, Bind v, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim;
-  out.push_back(data_buffer(s, names[0], kind, rows, s.num_q_heads * D, s.num_q_heads * q_moved_per_head(s),
-                            token_rows, q));
-  out.push_back(data_buffer(s, names[1], kind, rows, s.num_kv_heads * D, s.num_kv_heads * k_moved_per_head(s),
-                            token_rows, k));
-  if (s.io.copy_v)
-    out.push_back(data_buffer(s, names[2], kind, rows, s.num_kv_heads * D, s.num_kv_heads * D, token_rows, v));
+// q, k and v (when copied) of one side: token-major [T, H, D] with the optional token strides
+// `strides`, or (`strides` null) padded [B, H, S, D], which needs max_seq_len.
+void qkv_buffers(const Spec& s, BufferKind kind, int64_t rows, const char* const (&names)[3],
+                 const char* const* strides, const std::array<Bind, 3>& binds, std::vector<BufferDesc>& out) {
+  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
+  const int64_t heads[3] = {Hq, Hkv, Hkv};
+  const int64_t moved[3] = {Hq * q_moved_per_head(s), Hkv * k_moved_per_head(s), Hkv * D};
+  const char* const head_dims[3] = {"Hq", "Hkv", "Hkv"};
+  const bool token_rows = strides != nullptr;
+  for (int r = 0; r < (s.io.copy_v ? 3 : 2); ++r) {
+    const std::array<const char*, 4> dims = token_rows ? std::array<const char*, 4>{"T", head_dims[r], "D"}
+                                                       : std::array<const char*, 4>{"B", head_dims[r], "S", "D"};
+    BufferDesc b = data_buffer(s, names[r], kind, rows, heads[r] * D, moved[r], token_rows, binds[r], dims,
+                               token_rows ? strides[r] : nullptr);
+    if (!token_rows) b.bound[0] = {"max_seq_len", FieldUse::required};
+    out.push_back(b);
+  }
 }
 
 void buffers_input_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  qkv_buffers(s, BufferKind::input, shape.tokens, true, {"q", "k", "v"},
-              bind_to<&ropejit_args::q, &ropejit_args::q_stride>, bind_to<&ropejit_args::k, &ropejit_args::k_stride>,
-              bind_to<&ropejit_args::v, &ropejit_args::v_stride>, out);
+  constexpr const char* kStrides[3] = {"q_stride", "k_stride", "v_stride"};
+  qkv_buffers(s, BufferKind::input, shape.tokens, {"q", "k", "v"}, kStrides,
+              {bind_to<&ropejit_args::q, &ropejit_args::q_stride>, bind_to<&ropejit_args::k, &ropejit_args::k_stride>,
+               bind_to<&ropejit_args::v, &ropejit_args::v_stride>},
+              out);
 }
 
 void buffers_input_packed(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
   const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
   const int64_t moved = Hq * q_moved_per_head(s) + Hkv * k_moved_per_head(s) + (s.io.copy_v ? Hkv * D : 0);
   out.push_back(data_buffer(s, "qkv", BufferKind::input, shape.tokens, (Hq + 2 * Hkv) * D, moved, true,
-                            bind_to<&ropejit_args::qkv, &ropejit_args::qkv_stride>));
+                            bind_to<&ropejit_args::qkv, &ropejit_args::qkv_stride>, {"T", "Hq+2Hkv", "D"},
+                            "qkv_stride"));
 }
 
 // A positions array of kStreams entries per token: explicit [T] (1), mrope [3, T] (3).
 template <int kStreams>
 void buffers_positions_array(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
   const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
-  out.push_back({"positions", BufferKind::positions, kStreams * shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr});
+  const std::array<const char*, 4> dims = kStreams == 1 ? std::array<const char*, 4>{"T"}
+                                                        : std::array<const char*, 4>{"3", "T"};
+  out.push_back({"positions", BufferKind::positions, kStreams * shape.tokens, 1, 1, bytes, 1, false, bind_positions_ptr,
+                 dims, {BoundField{"positions_type", FieldUse::optional}}});
+}
+
+// start_pos: optional (null: every sequence starts at position 0).
+BufferDesc start_pos_buffer(int64_t rows, const char* dim) {
+  BufferDesc b{"start_pos", BufferKind::start_pos, rows, 1, 1, 8, 1, false, bind_to<&ropejit_args::start_pos>, {dim}};
+  b.use = FieldUse::optional;
+  return b;
 }
 
 void buffers_positions_varlen(const Spec&, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  out.push_back(
-      {"cu_seqlens", BufferKind::cu_seqlens, int64_t(shape.batch) + 1, 1, 1, 4, 1, false, bind_cu_seqlens_ptr});
-  out.push_back({"start_pos", BufferKind::start_pos, shape.batch, 1, 1, 8, 1, false,
-                 bind_to<&ropejit_args::start_pos>});
+  out.push_back({"cu_seqlens", BufferKind::cu_seqlens, int64_t(shape.batch) + 1, 1, 1, 4, 1, false,
+                 bind_cu_seqlens_ptr, {"B+1"}, {BoundField{"batch", FieldUse::required}}});
+  out.push_back(start_pos_buffer(shape.batch, "B"));
 }
 
 void buffers_positions_offset(const Spec&, const LaunchShape&, std::vector<BufferDesc>& out) {
-  out.push_back({"start_pos", BufferKind::start_pos, 1, 1, 1, 8, 1, false, bind_to<&ropejit_args::start_pos>});
+  out.push_back(start_pos_buffer(1, "1"));
 }
 
 void buffers_output_inplace(const Spec&, const LaunchShape&, std::vector<BufferDesc>& out) {
@@ -244,22 +264,25 @@ void buffers_output_inplace(const Spec&, const LaunchShape&, std::vector<BufferD
 constexpr const char* kOutputNames[3] = {"q_out", "k_out", "v_out"};
 
 void buffers_output_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  qkv_buffers(s, BufferKind::output, shape.tokens, true, kOutputNames,
-              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>,
-              bind_to<&ropejit_args::k_out, &ropejit_args::k_out_stride>,
-              bind_to<&ropejit_args::v_out, &ropejit_args::v_out_stride>, out);
+  constexpr const char* kStrides[3] = {"q_out_stride", "k_out_stride", "v_out_stride"};
+  qkv_buffers(s, BufferKind::output, shape.tokens, kOutputNames, kStrides,
+              {bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>,
+               bind_to<&ropejit_args::k_out, &ropejit_args::k_out_stride>,
+               bind_to<&ropejit_args::v_out, &ropejit_args::v_out_stride>},
+              out);
 }
 
 void buffers_output_padded(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  qkv_buffers(s, BufferKind::output, int64_t(shape.batch) * shape.max_seq_len, false, kOutputNames,
-              bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>, bind_padded<&ropejit_args::v_out>,
+  qkv_buffers(s, BufferKind::output, int64_t(shape.batch) * shape.max_seq_len, kOutputNames, nullptr,
+              {bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>, bind_padded<&ropejit_args::v_out>},
               out);
 }
 
 void buffers_bias(const Spec& s, std::vector<BufferDesc>& out) {
   if (!s.io.qkv_bias) return;
   const int64_t row = int64_t(s.num_q_heads + 2 * s.num_kv_heads) * s.head_dim;
-  out.push_back(data_buffer(s, "bias", BufferKind::bias, 1, row, row, false, bind_to<&ropejit_args::bias>));
+  out.push_back(data_buffer(s, "bias", BufferKind::bias, 1, row, row, false, bind_to<&ropejit_args::bias>,
+                            {"Hq+2Hkv", "D"}));
 }
 
 // One descriptor per form, indexed by the spec's enum: a new form is one row and its binder.
@@ -345,17 +368,16 @@ void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) {
 void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
   if (!s.qk_norm.enabled || s.qk_norm.weight != NormWeight::per_head) return;
   out.push_back(data_buffer(s, "q_norm_weight", BufferKind::norm_weight, 1, s.head_dim, s.head_dim, false,
-                            bind_to<&ropejit_args::q_norm_weight>));
+                            bind_to<&ropejit_args::q_norm_weight>, {"D"}));
   out.push_back(data_buffer(s, "k_norm_weight", BufferKind::norm_weight, 1, s.head_dim, s.head_dim, false,
-                            bind_to<&ropejit_args::k_norm_weight>));
+                            bind_to<&ropejit_args::k_norm_weight>, {"D"}));
 }
 
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
   const Spec& spec = c.spec;
   const RopeType type = spec.rope.type;
-  const bool needs_length = (type == RopeType::dynamic && !spec.rope.seq_len) || type == RopeType::longrope;
-  if (needs_length && c.any)
+  if (needs_seq_len(spec) && c.any)
     require(a.seq_len >= 1 && a.seq_len <= kMaxPosition + 1, "seq_len",
             fmt::format("{} is not allowed: rope_type {} needs seq_len = max(position) + 1 in [1, 2^31]",
                         a.seq_len, to_string(type)));
@@ -367,6 +389,10 @@ void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
 }
 
 }  // namespace
+
+bool needs_seq_len(const Spec& spec) {
+  return (spec.rope.type == RopeType::dynamic && !spec.rope.seq_len) || spec.rope.type == RopeType::longrope;
+}
 
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {
   require(a.num_tokens >= 0 && a.num_tokens <= kMaxTokens, "num_tokens",

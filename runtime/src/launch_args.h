@@ -1,10 +1,12 @@
 #pragma once
 // Args → KernelParams: every argument checked against the spec before any launch; and the
 // buffers one launch has, per io form (the harness, tuner and benchmark build from them).
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "ropejit/introspect.h"
 #include "ropejit/params.cuh"
 #include "ropejit/runtime.h"
 
@@ -27,17 +29,6 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& args, bool hos
 /// `page_stride` elements apart.
 TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride);
 
-/// The sizes one launch's buffers follow beyond the spec.
-struct LaunchShape {
-  int64_t tokens = 0;                                   ///< T
-  int batch = 0;                                        ///< sequences (varlen positions)
-  int64_t max_seq_len = 0;                              ///< S of the padded_bhsd output
-  PositionsType positions_type = PositionsType::int32;  ///< explicit positions' element type
-  int64_t cache_pages = 0;                              ///< paged_kv: pages in each cache
-  int64_t max_blocks_per_seq = 0;                       ///< paged_kv block_tables: row length
-  float k_scale = 0.0f, v_scale = 0.0f;                 ///< paged_kv FP8 caches: the scales
-};
-
 /// What a launch does with a buffer.
 enum class BufferKind {
   input,       ///< q, k, v or qkv, read only (outputs elsewhere)
@@ -53,6 +44,13 @@ enum class BufferKind {
   block_tables,  ///< paged_kv: each sequence's pages
 };
 
+/// An Args field a buffer's binder fills beside the pointer (a stride, a size, a scale), and
+/// how a launch uses it.
+struct BoundField {
+  const char* name = nullptr;  ///< the ropejit_args field; null: no entry
+  FieldUse use = FieldUse::unused;
+};
+
 /// One buffer of one launch: its size, what a launch moves of it and where it goes in Args.
 struct BufferDesc {
   const char* name;             ///< "q", "k", "v", "qkv", "q_out", ..., "bias", "positions", ...
@@ -65,10 +63,14 @@ struct BufferDesc {
   bool token_rows;              ///< rows are tokens, so a wider row stride is allowed
   /// Stores `ptr` (and the stride, 0 when dense) and the shape fields the buffer implies.
   void (*bind)(Args& args, const LaunchShape& shape, void* ptr, int64_t stride);
+  /// The dense shape in the dim symbols of ropejit/introspect.h ({"T", "Hq", "D"}); null: past the rank.
+  std::array<const char*, 4> dims{};
+  std::array<BoundField, 3> bound{};  ///< the other fields `bind` fills
   int64_t moved_rows = -1;      ///< rows a launch moves, when not all (a cache: one slot per token)
   /// inout: elements of a moved row written back, when fewer than read (packed q in place with
   /// the k and v parts only read); -1: all of moved_row_elements.
   int64_t written_row_elements = -1;
+  FieldUse use = FieldUse::required;  ///< the pointer: required, or optional (null allowed)
 
   /// True for q, k, v / qkv and the outputs: the per-launch data (others are shared tables).
   bool is_data() const {
@@ -88,6 +90,10 @@ struct BufferDesc {
     return (moved_rows < 0 ? rows : moved_rows) * (moved_row_elements + written) * element_bytes;
   }
 };
+
+/// True when launches of `spec` need Args::seq_len (dynamic NTK without a fixed rope.seq_len,
+/// LongRoPE): their frequencies depend on the run-time length.
+bool needs_seq_len(const Spec& spec);
 
 /// Every buffer of one launch of `spec` at `shape`, dense (row_stride = row_elements), in the
 /// order: inputs, bias, positions arrays, outputs. Built from one row per io form.

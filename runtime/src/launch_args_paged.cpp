@@ -2,6 +2,7 @@
 // append"): q in place or q_out, rotated k and v into K and V caches through a slot mapping or
 // block tables, FP8 scales.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <string_view>
 #include <utility>
@@ -181,24 +182,35 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
       }
   } else {
     out.push_back(data_buffer(s, "q_out", BufferKind::output, shape.tokens, Hq * D, Hq * D, true,
-                              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>));
+                              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>, {"T", "Hq", "D"},
+                              "q_out_stride"));
   }
   const int esize = cache_dtype_size(s.io.cache_dtype, s.dtype);
   const int64_t page_elements = int64_t(s.io.page_size) * Hkv * D;
+  const std::array<const char*, 4> page_dims = s.io.cache_layout == CacheLayout::hnd
+                                                   ? std::array<const char*, 4>{"pages", "Hkv", "page_size", "D"}
+                                                   : std::array<const char*, 4>{"pages", "page_size", "Hkv", "D"};
+  // FP8 caches need their scale; others leave it 0.
+  const FieldUse scale_use = s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required;
   for (bool k : {true, false}) {
     BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
                      esize, Hkv * D, false,
                      k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }
-                       : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); }};
+                       : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); },
+                     page_dims,
+                     {BoundField{"cache_num_pages", FieldUse::required},
+                      {k ? "k_cache_page_stride" : "v_cache_page_stride", FieldUse::optional},
+                      {k ? "k_scale" : "v_scale", scale_use}}};
     cache.moved_rows = shape.tokens;  // one slot per token
     out.push_back(cache);
   }
   if (s.io.cache_index == CacheIndex::slot_mapping)
     out.push_back({"slot_mapping", BufferKind::slot_mapping, shape.tokens, 1, 1, 8, 1, false,
-                   bind_to<&ropejit_args::slot_mapping>});
+                   bind_to<&ropejit_args::slot_mapping>, {"T"}});
   else  // moved: about one entry per sequence (a page's tokens share theirs)
     out.push_back({"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq,
-                   shape.max_blocks_per_seq, 4, 1, false, bind_block_tables_ptr});
+                   shape.max_blocks_per_seq, 4, 1, false, bind_block_tables_ptr, {"B", "max_blocks_per_seq"},
+                   {BoundField{"max_blocks_per_seq", FieldUse::required}}});
 }
 
 

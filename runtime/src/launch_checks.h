@@ -80,10 +80,12 @@ inline int64_t k_moved_per_head(const Spec& spec) {
   return rotary_tail_moves(spec) ? spec.head_dim : spec.rotary_dim;
 }
 
-// A storage-dtype buffer of `rows` dense rows.
+// A storage-dtype buffer of `rows` dense rows, shaped `dims`; `stride`: its optional token stride field.
 inline BufferDesc data_buffer(const Spec& spec, const char* name, BufferKind kind, int64_t rows, int64_t row_elements,
-                       int64_t moved, bool token_rows, Bind bind) {
-  return {name, kind, rows, row_elements, row_elements, dtype_size(spec.dtype), moved, token_rows, bind};
+                              int64_t moved, bool token_rows, Bind bind, std::array<const char*, 4> dims,
+                              const char* stride = nullptr) {
+  return {name, kind, rows, row_elements, row_elements, dtype_size(spec.dtype), moved, token_rows, bind, dims,
+          {BoundField{stride, FieldUse::optional}}};
 }
 
 // ---------------------------------------------------------------- paged_kv (launch_args_paged.cpp)

@@ -1,8 +1,8 @@
 /* The C API from plain C99: a host runtime, a kernel from spec JSON, a launch on random fp32
  * data checked against a double-precision rotate_half RoPE, the error paths (invalid spec,
- * null pointers, bad struct_size), warnings reaching on_warning with its user_data, and C and
- * the C++ library agreeing on the public structs' layout. Exits 77 (ctest: skipped) when this
- * ropejit has no host backend, after the checks that need none. */
+ * null pointers, bad struct_size), warnings reaching on_warning with its user_data, C and
+ * the C++ library agreeing on the public structs' layout, and spec introspection. Exits 77
+ * (ctest: skipped) when this ropejit has no host backend, after the checks that need none. */
 #include <stddef.h>
 #include <math.h>
 #include <stdint.h>
@@ -114,6 +114,51 @@ static void check_emit_source(void) {
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null output gave %s", ropejit_status_string(st));
 }
 
+/* Spec introspection needs no runtime: the validated values (rotary_dim from
+ * partial_rotary_factor), the frequencies, the canonical JSON and one launch field. */
+static void check_spec_introspection(void) {
+  const char* const partial =
+      "{\"name\":\"c-partial\",\"head_dim\":64,\"partial_rotary_factor\":0.5,\"num_q_heads\":4,"
+      "\"num_kv_heads\":2,\"layout\":\"neox\",\"dtype\":\"bf16\",\"max_position_embeddings\":4096,"
+      "\"rope\":{\"rope_type\":\"default\",\"rope_theta\":10000}}";
+  ropejit_spec_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ropejit_status st = ropejit_spec_describe(partial, &info);
+  CHECK(st == ROPEJIT_STATUS_OK && info.rotary_dim == 32 && strcmp(info.layout, "neox") == 0 &&
+            strlen(info.spec_hash) == 32 && info.copy_v == 0,
+        "describe: %s: %s", ropejit_status_string(st), ropejit_last_error());
+
+  double inv_freq[kRotaryDim / 2];
+  size_t count = 0;
+  double attention_factor = 0.0, softmax_scale = 0.0;
+  st = ropejit_spec_freqs(kSpec, 0, inv_freq, kRotaryDim / 2, &count, &attention_factor, &softmax_scale);
+  CHECK(st == ROPEJIT_STATUS_OK && count == kRotaryDim / 2 && fabs(inv_freq[1] / inv_freq_fp32(1) - 1.0) < 1e-6 &&
+            attention_factor == 1.0 && softmax_scale == 1.0,
+        "freqs: %s: %s", ropejit_status_string(st), ropejit_last_error());
+  st = ropejit_spec_freqs(kSpec, 0, inv_freq, 3, &count, NULL, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && count == kRotaryDim / 2, "small capacity gave %s, count %zu",
+        ropejit_status_string(st), count);
+
+  char* json = NULL;
+  st = ropejit_spec_canonical_json(kSpec, &json);
+  CHECK(st == ROPEJIT_STATUS_OK && json && strstr(json, "\"rotary_dim\":64"), "canonical: %s", ropejit_last_error());
+  free(json);
+
+  ropejit_launch_field field;
+  memset(&field, 0, sizeof field);
+  field.struct_size = sizeof field;
+  st = ropejit_spec_launch_field(kSpec, 1, &field); /* index 0 is num_tokens */
+  CHECK(st == ROPEJIT_STATUS_OK && field.name && strcmp(field.name, "q") == 0 && field.use == ROPEJIT_FIELD_REQUIRED &&
+            strcmp(field.dtype, "fp32") == 0 && field.rank == 3 && strcmp(field.dims[1], "Hq") == 0,
+        "launch field 1: %s: %s", ropejit_status_string(st), ropejit_last_error());
+  st = ropejit_spec_launch_field(kSpec, 1000, &field);
+  CHECK(st == ROPEJIT_STATUS_OK && field.name == NULL, "past the last field gave %s", ropejit_status_string(st));
+  st = ropejit_spec_describe("{\"head_dim\": 0}", &info);
+  CHECK(st == ROPEJIT_STATUS_INVALID_SPEC && strstr(ropejit_last_error(), "head_dim"), "bad spec gave %s: %s",
+        ropejit_status_string(st), ropejit_last_error());
+}
+
 static void check_without_runtime(void) {
   CHECK(strlen(ropejit_version()) > 0, "version is empty");
   CHECK(strcmp(ropejit_status_string(ROPEJIT_STATUS_INVALID_SPEC), "invalid_spec") == 0, "%s",
@@ -173,6 +218,9 @@ static void check_layout(void) {
   CHECK_OFFSET(ropejit_runtime_options, device);
   CHECK_OFFSET(ropejit_runtime_options, on_warning);
   CHECK_OFFSET(ropejit_runtime_options, user_data);
+  CHECK_OFFSET(ropejit_spec_info, mrope_section);
+  CHECK_OFFSET(ropejit_spec_info, spec_hash);
+  CHECK_OFFSET(ropejit_launch_field, dims);
 #undef CHECK_OFFSET
   CHECK(sizeof(ropejit_args) == library_offset("ropejit_args", NULL),
         "ropejit_args: %zu bytes here, %zu in the library", sizeof(ropejit_args),
@@ -385,6 +433,7 @@ int main(void) {
   check_without_runtime();
   check_layout();
   check_emit_source();
+  check_spec_introspection();
 
   ropejit_runtime_options options;
   ropejit_runtime_options_init(&options);

@@ -195,11 +195,97 @@ ROPEJIT_C_API ropejit_status ropejit_kernel_bytes_moved(const ropejit_kernel* ke
 ROPEJIT_C_API ropejit_status ropejit_emit_source(const char* spec_json, const char* config_json, int standalone,
                                                  char** source);
 
+/* ---- Spec introspection: what a spec validated to, its frequencies and its launch fields.
+ * Each call parses and validates `spec_json` as ropejit_kernel_get does (the same message on
+ * failure) and needs no runtime. Strings in the output structs are static: never freed. */
+
+/** A validated spec's values, defaults and derived values filled (rotary_dim from
+ *  partial_rotary_factor, copy_v's default). Enum values are their spec names ("neox"). */
+typedef struct ropejit_spec_info {
+  size_t struct_size;        /**< sizeof(ropejit_spec_info); set by the caller, checked */
+  int head_dim;              /**< D */
+  int rotary_dim;            /**< d */
+  int num_q_heads;           /**< Hq */
+  int num_kv_heads;          /**< Hkv */
+  int64_t max_position_embeddings;
+  double rope_theta;
+  const char* layout;        /**< "neox" | "interleaved" */
+  const char* dtype;         /**< "fp32" | "fp16" | "bf16" */
+  const char* angle;         /**< "fp32" | "exact" */
+  const char* rope_type;     /**< "default", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3" */
+  const char* input;         /**< io.input */
+  const char* output;        /**< io.output */
+  const char* positions;     /**< io.positions */
+  const char* cache_layout;  /**< io.cache_layout (paged_kv; its default elsewhere) */
+  const char* cache_dtype;   /**< io.cache_dtype (paged_kv; "auto" elsewhere) */
+  const char* cache_index;   /**< io.cache_index (paged_kv; its default elsewhere) */
+  const char* q_output;      /**< io.q_output (paged_kv; "inplace" elsewhere) */
+  int page_size;             /**< io.page_size (paged_kv; 0 elsewhere) */
+  int qkv_bias;              /**< 1: io.qkv_bias */
+  int copy_v;                /**< 1: v is read and written (after the spec's default rule) */
+  int mrope_section[3];      /**< io.mrope_section (mrope positions; zeros elsewhere) */
+  int mrope_interleaved;     /**< 1: io.mrope_interleaved */
+  int qk_norm;               /**< 1: the qk_norm block is present */
+  const char* qk_norm_weight; /**< "per_head" | "none" (qk_norm only; NULL without it) */
+  char spec_hash[33];        /**< the spec's content hash: 32 lowercase hex digits and a NUL */
+} ropejit_spec_info;
+
+/** Fills `*info` (whose struct_size the caller set) with the values `spec_json` validates to. */
+ROPEJIT_C_API ropejit_status ropejit_spec_describe(const char* spec_json, ropejit_spec_info* info);
+
+/** The canonical JSON of `spec_json` (fixed key order, every default filled, rotary_dim
+ *  explicit) in `*json`, a NUL-terminated string the caller releases with free(); NULL on
+ *  failure. */
+ROPEJIT_C_API ropejit_status ropejit_spec_canonical_json(const char* spec_json, char** json);
+
+/** The frequencies kernels of `spec_json` bake (HF float32 parity, as doubles): the d/2
+ *  inv_freq values into inv_freq[0, count), `*count` = d/2 always. `long_table` 1: LongRoPE's
+ *  long table (longrope only), 0: the table (longrope: the short one; dynamic: the one at
+ *  lengths <= max_position_embeddings, or at rope.seq_len when the spec fixes it).
+ *  `attention_factor` (may be NULL): the factor on cos and sin. `softmax_scale` (may be NULL):
+ *  the factor DeepSeek's yarn (mscale_all_dim) applies to the attention softmax scale, which
+ *  the kernel does not apply; 1.0 when the spec has none. inv_freq NULL with capacity 0 asks
+ *  for the sizes only; a `capacity` below d/2 fails with ROPEJIT_STATUS_INVALID_ARGUMENT,
+ *  `*count` still set. */
+ROPEJIT_C_API ropejit_status ropejit_spec_freqs(const char* spec_json, int long_table, double* inv_freq,
+                                                size_t capacity, size_t* count, double* attention_factor,
+                                                double* softmax_scale);
+
+/** How launches of a spec use a ropejit_args field; the same numbers as ropejit::FieldUse. */
+typedef enum ropejit_field_use {
+  ROPEJIT_FIELD_REQUIRED = 0, /**< must be set (non-NULL, or a value in range) */
+  ROPEJIT_FIELD_OPTIONAL = 1, /**< may be 0 / NULL (a dense stride, no start positions, int32 positions) */
+  ROPEJIT_FIELD_UNUSED = 2    /**< not read: leave it 0 / NULL (set pointers and cache fields are rejected) */
+} ropejit_field_use;
+
+/** One ropejit_args field as launches of a spec use it (ropejit::LaunchField). */
+typedef struct ropejit_launch_field {
+  size_t struct_size;        /**< sizeof(ropejit_launch_field); set by the caller, checked */
+  const char* name;          /**< the ropejit_args field ("q", "q_stride", "seq_len"); NULL past the last */
+  ropejit_field_use use;
+  /** Arrays the spec uses: the element type ("bf16", "fp16", "fp32", "int32", "int64",
+   *  "fp8_e4m3", "fp8_e5m2"; positions: "int32|int64", picked by positions_type); else NULL. */
+  const char* dtype;
+  int rank;                  /**< arrays the spec uses: the number of dims; else 0 */
+  /** dims[0, rank): the dense shape in symbols: "T" (num_tokens), "B" (batch), "B+1", "S"
+   *  (max_seq_len), "Hq", "Hkv", "Hq+2Hkv", "D", "page_size", "pages" (cache_num_pages),
+   *  "max_blocks_per_seq", "1", "3"; the rest NULL. */
+  const char* dims[4];
+} ropejit_launch_field;
+
+/** Field number `index` (0-based, in ropejit_args order, struct_size left out) with how
+ *  launches of `spec_json` use it, in `*field` (whose struct_size the caller set). Past the last
+ *  field: ROPEJIT_STATUS_OK with field->name NULL, which ends an iteration:
+ *    for (i = 0; ropejit_spec_launch_field(spec, i, &f) == ROPEJIT_STATUS_OK && f.name; ++i) */
+ROPEJIT_C_API ropejit_status ropejit_spec_launch_field(const char* spec_json, size_t index,
+                                                       ropejit_launch_field* field);
+
 /** Layout of a public struct as this library was compiled, for bindings that copy a struct
  *  (bench/ropejit_ctypes.py) to check their copy: the name of field number `index` (0-based,
- *  in declaration order) of `type` ("ropejit_args" or "ropejit_runtime_options") and its byte
- *  offset in `*offset`. Past the last field: NULL, and `*offset` = sizeof(type). An unknown
- *  type: NULL, and `*offset` = 0. `offset` may be NULL. */
+ *  in declaration order) of `type` ("ropejit_args", "ropejit_runtime_options",
+ *  "ropejit_spec_info" or "ropejit_launch_field") and its byte offset in `*offset`. Past the
+ *  last field: NULL, and `*offset` = sizeof(type). An unknown type: NULL, and `*offset` = 0.
+ *  `offset` may be NULL. */
 ROPEJIT_C_API const char* ropejit_struct_field(const char* type, size_t index, size_t* offset);
 
 /** Short stable name of a status ("invalid_spec"); "unknown" for other values. */

@@ -1,0 +1,251 @@
+"""ropejit.Runtime and ropejit.Kernel: every array is checked against the spec (element type,
+shape, strides, device, writability) before anything is launched, so a bad call raises
+ArgumentError and leaves every output as it was."""
+from __future__ import annotations
+
+import math
+import warnings
+from typing import Any, Dict, List, Optional, Tuple
+
+from . import _ropejit
+from ._arrays import ArrayView, dense_strides, empty_like, view
+from ._spec import JsonLike, Spec
+
+ArgumentError = _ropejit.ArgumentError
+
+# Array element types a spec element type accepts: numpy has no bf16 or fp8, so raw bits pass.
+_ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_e5m2": ("fp8_e5m2", "uint8")}
+
+# The launch arguments that are arrays, in the order kernel() takes them.
+ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",
+                "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables")
+
+
+def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
+                  max_blocks_per_seq: int) -> List[Dict[str, Any]]:
+    """The C++ library's list of launch arguments of `spec` at these sizes (one source of truth)."""
+    return _ropejit.launch_fields(spec._spec, tokens, batch, max_seq_len, positions_type, cache_pages,
+                                  max_blocks_per_seq)
+
+
+def _stride_field(name: str) -> str:
+    return name + ("_page_stride" if name.endswith("_cache") else "_stride")
+
+
+class Kernel:
+    """A compiled kernel for one spec; call it with arrays (see :meth:`__call__`)."""
+
+    def __init__(self, kernel: "_ropejit.Kernel", spec: Spec, runtime: "Runtime") -> None:
+        self._kernel = kernel
+        self.spec = spec
+        self._device = "cuda" if runtime.backend == "cuda" else "cpu"
+        self._device_id = runtime.device
+
+    @property
+    def backend(self) -> str:
+        """"cuda" or "host"."""
+        return self._kernel.backend
+
+    def config_name(self, tokens: int) -> str:
+        """The launch config used for a token count."""
+        return self._kernel.config_name(tokens)
+
+    def bytes_moved(self, tokens: int, batch: int = 0, max_seq_len: int = 0) -> int:
+        """Bytes one launch moves through memory (int32 positions)."""
+        return _ropejit.bytes_moved(self.spec._spec, tokens, batch, max_seq_len)
+
+    def __call__(self, q: Any = None, k: Any = None, v: Any = None, *, qkv: Any = None, bias: Any = None,
+                 positions: Any = None, cu_seqlens: Any = None, start_pos: Any = None,
+                 seq_len: Optional[int] = None, q_out: Any = None, k_out: Any = None, v_out: Any = None,
+                 max_seq_len: Optional[int] = None, q_norm_weight: Any = None, k_norm_weight: Any = None,
+                 k_cache: Any = None, v_cache: Any = None, slot_mapping: Any = None, block_tables: Any = None,
+                 k_scale: Optional[float] = None, v_scale: Optional[float] = None,
+                 stream: Optional[int] = None) -> Tuple[Any, ...]:
+        """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
+        ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
+        qkv [T, Hq + 2 Hkv, D], positions [T] int32/int64, ...); rows may be strided, each row dense.
+        Outputs of the separate and padded forms are allocated when not given (torch and numpy).
+        ``stream``: a CUstream handle; default torch's current stream for CUDA tensors.
+        Returns the outputs: the rotated (q, k[, v]) or qkv, or (q, k_cache, v_cache) for paged_kv."""
+        given = {name: value for name, value in zip(ARRAY_FIELDS, (
+            q, k, v, qkv, bias, positions, cu_seqlens, start_pos, q_out, k_out, v_out, q_norm_weight,
+            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables)) if value is not None}
+        views = {name: view(value, name) for name, value in given.items()}
+        io = self.spec.io
+        first = "qkv" if io["input"] == "packed_qkv" else "q"
+        if first not in views:
+            raise ArgumentError(f"{first} is required: the spec's io.input is {io['input']}")
+        tokens = views[first].shape[0] if views[first].shape else 0
+        batch, max_seq = self._batch_and_length(views, max_seq_len)
+        positions_type = views["positions"].dtype if "positions" in views else "int32"
+        if positions_type not in ("int32", "int64"):
+            raise ArgumentError(f"positions: element type {positions_type} is not allowed: must be int32 | int64")
+        cache_pages = views["k_cache"].shape[0] if "k_cache" in views and views["k_cache"].shape else 0
+        blocks = views["block_tables"].shape[1] if "block_tables" in views and len(views["block_tables"].shape) == 2 else 0
+        fields = launch_fields(self.spec, tokens, batch, max_seq, positions_type, cache_pages, blocks)
+
+        out = self._allocate_outputs(fields, given, views)
+        args: Dict[str, Any] = {"num_tokens": tokens, "positions_type": positions_type}
+        for field in fields:
+            name = field["name"]
+            if name not in ARRAY_FIELDS:
+                continue
+            self._check(field, views.get(name))
+            if name in views:
+                args[name] = views[name].ptr
+                if field["strided"] and views[name].shape and views[name].shape[0] > 1:
+                    args[_stride_field(name)] = views[name].strides[0]
+        for name in views:
+            if name not in {f["name"] for f in fields}:
+                raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
+        args.update({"batch": batch, "max_seq_len": max_seq, "seq_len": seq_len or 0})
+        if "k_cache" in views:
+            args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
+                         "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
+        self._kernel.launch(args, self._stream(stream, views))
+        return self._results(given, out)
+
+    # ---------------------------------------------------------------- helpers
+
+    def _io_summary(self) -> str:
+        io = self.spec.io
+        return f"input {io['input']}, output {io['output']}, positions {io['positions']}"
+
+    def _batch_and_length(self, views: Dict[str, ArrayView], max_seq_len: Optional[int]) -> Tuple[int, int]:
+        io = self.spec.io
+        batch = 0
+        if "cu_seqlens" in views and views["cu_seqlens"].shape:
+            batch = views["cu_seqlens"].shape[0] - 1
+        elif "block_tables" in views and views["block_tables"].shape:
+            batch = views["block_tables"].shape[0]
+        elif io["positions"] == "offset":
+            batch = 1
+        max_seq = int(max_seq_len or 0)
+        if io["output"] == "padded_bhsd" and "q_out" in views and len(views["q_out"].shape) == 4:
+            batch = batch or views["q_out"].shape[0]
+            max_seq = max_seq or views["q_out"].shape[2]
+        return batch, max_seq
+
+    def _allocate_outputs(self, fields: List[Dict[str, Any]], given: Dict[str, Any],
+                          views: Dict[str, ArrayView]) -> Dict[str, Any]:
+        source = {"q_out": "q", "k_out": "k", "v_out": "v"}
+        if self.spec.io["input"] == "packed_qkv":
+            source = {name: "qkv" for name in source}
+        out: Dict[str, Any] = {}
+        for field in fields:
+            name = field["name"]
+            if name in source and name not in given and field["use"] == "required" and source[name] in given:
+                like = given[source[name]]
+                given[name] = empty_like(like, views[source[name]], tuple(field["shape"]), name)
+                views[name] = view(given[name], name)
+                out[name] = given[name]
+        return out
+
+    def _check(self, field: Dict[str, Any], v: Optional[ArrayView]) -> None:
+        name, use = field["name"], field["use"]
+        if v is None:
+            if use == "required":
+                raise ArgumentError(f"{name} is required for this spec (io {self._io_summary()}), "
+                                    f"shaped {list(field['dims'])} = {list(field['shape'])} of {field['dtype']}")
+            return
+        if use == "unused":
+            raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
+        accepted = tuple(t for d in field["dtype"].split("|") for t in _ACCEPTS.get(d, (d,)))
+        if v.dtype not in accepted:
+            raise ArgumentError(f"{name}: element type {v.dtype} is not allowed: must be {' | '.join(accepted)}")
+        if v.device != self._device or (self._device == "cuda" and v.device_id != self._device_id):
+            where = self._device if self._device == "cpu" else f"cuda:{self._device_id}"
+            here = v.device if v.device == "cpu" else f"{v.device}:{v.device_id}"
+            raise ArgumentError(f"{name} is on {here}, but this kernel runs on the {self.backend} backend ({where})")
+        expected = tuple(field["shape"])
+        if v.shape not in _accepted_shapes(expected, field["strided"]):
+            raise ArgumentError(f"{name}: shape {list(v.shape)} is not allowed: must be {list(field['dims'])} = "
+                                f"{list(expected)}" + (" (or with the dims after the first merged)"
+                                                       if len(expected) > 2 else ""))
+        shape = v.shape
+        dense = dense_strides(shape)
+        for axis in range(1 if field["strided"] else 0, len(shape)):
+            if shape[axis] > 1 and v.strides[axis] != dense[axis]:
+                rows = "each row" if field["strided"] else "the whole array"
+                raise ArgumentError(f"{name}: strides {list(v.strides)} are not allowed: {rows} must be dense "
+                                    f"(strides {list(dense[1:] if field['strided'] else dense)}"
+                                    f"{' after the first' if field['strided'] else ''})")
+        if field["strided"] and len(shape) > 1 and shape[0] > 1 and v.strides[0] < dense[0]:
+            raise ArgumentError(f"{name}: row stride {v.strides[0]} is not allowed: must be >= {dense[0]}")
+        if self._written(name) and not v.writable:
+            raise ArgumentError(f"{name} is read-only, but the kernel writes it")
+
+    def _written(self, name: str) -> bool:
+        io = self.spec.io
+        if name in ("q_out", "k_out", "v_out", "k_cache", "v_cache"):
+            return True
+        if io["output"] == "inplace":
+            return name in ("q", "k", "v", "qkv")
+        return io["output"] == "paged_kv" and io["q_output"] == "inplace" and name in ("q", "qkv")
+
+    def _stream(self, stream: Optional[int], views: Dict[str, ArrayView]) -> int:
+        if stream is not None:
+            return int(stream)
+        if self._device == "cuda" and any(v.library == "torch" for v in views.values()):
+            import torch
+
+            return torch.cuda.current_stream(self._device_id).cuda_stream
+        return 0
+
+    def _results(self, given: Dict[str, Any], allocated: Dict[str, Any]) -> Tuple[Any, ...]:
+        io = self.spec.io
+        with_v = io["copy_v"]
+        if io["output"] == "paged_kv":
+            q_result = given.get("qkv") if io["input"] == "packed_qkv" and io["q_output"] == "inplace" else (
+                given.get("q") if io["q_output"] == "inplace" else given.get("q_out"))
+            return (q_result, given.get("k_cache"), given.get("v_cache"))
+        if io["output"] == "inplace":
+            if io["input"] == "packed_qkv":
+                return (given["qkv"],)
+            return (given.get("q"), given.get("k")) + ((given.get("v"),) if with_v else ())
+        return (given.get("q_out"), given.get("k_out")) + ((given.get("v_out"),) if with_v else ())
+
+
+def _accepted_shapes(shape: Tuple[int, ...], strided: bool) -> Tuple[Tuple[int, ...], ...]:
+    """The spec's shape, or the same with the dims after the first merged ([T, Hq * D] for
+    [T, Hq, D]); an array that is not strided may also be flat."""
+    shapes = [shape]
+    if len(shape) > 2:
+        shapes.append((shape[0], math.prod(shape[1:])))
+    if not strided and len(shape) > 1:
+        shapes.append((math.prod(shape),))
+    return tuple(shapes)
+
+
+class Runtime:
+    """Where kernels run (``backend``: auto | cuda | host), their caches and tuning database."""
+
+    def __init__(self, backend: str = "auto", *, cache_dir: Optional[str] = None, disk_cache: bool = True,
+                 tuning_db: Optional[str] = None, arch: Optional[str] = None, device: int = 0,
+                 programmatic_dependent_launch: bool = False) -> None:
+        self.device = device
+        self._runtime = _ropejit.Runtime(backend, cache_dir or "", disk_cache, tuning_db or "", arch or "", device,
+                                         programmatic_dependent_launch,
+                                         lambda text: warnings.warn(f"ropejit: {text}", RuntimeWarning, 3))
+        self._kernels: Dict[Tuple[str, str], Kernel] = {}
+
+    @property
+    def backend(self) -> str:
+        """"cuda" or "host"."""
+        return self._runtime.backend
+
+    @property
+    def arch(self) -> str:
+        """The compile target ("sm_90"; "host" on the host backend)."""
+        return self._runtime.arch
+
+    def get(self, spec: "Spec | JsonLike", config: Optional[str] = None) -> Kernel:
+        """The kernel of a spec (a Spec, dict, JSON text or path); tuned configs where the database
+        has them, else the default, or one fixed `config` (JSON, as ``ropejit emit --config``).
+        Kernels are cached per spec and config."""
+        if not isinstance(spec, Spec):
+            spec = Spec.from_json(spec)
+        key = (spec.hash, config or "")
+        if key not in self._kernels:
+            self._kernels[key] = Kernel(self._runtime.get(spec._spec, config or ""), spec, self)
+        return self._kernels[key]

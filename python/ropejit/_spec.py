@@ -1,0 +1,110 @@
+"""ropejit.Spec: a validated RoPE spec, from spec JSON or a Hugging Face config."""
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Dict, List, Optional, Union
+
+from . import _ropejit
+
+JsonLike = Union[str, bytes, os.PathLike, Dict[str, Any]]
+
+
+def _text(source: JsonLike, what: str) -> str:
+    """JSON text from a dict, a JSON string, or the path of a JSON file."""
+    if isinstance(source, dict):
+        return json.dumps(source)
+    if isinstance(source, bytes):
+        return source.decode("utf-8")
+    if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("{")):
+        path = os.fspath(source)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read()
+        except OSError as e:
+            raise _ropejit.Error(f"cannot read {what} file {path}: {e.strerror}") from None
+    if isinstance(source, str):
+        return source
+    raise TypeError(f"{what}: expected a dict, JSON text or a path, not {type(source).__name__}")
+
+
+class Spec:
+    """A validated RoPE spec. Build one with :meth:`from_json` or :meth:`from_hf`.
+
+    Every field is the validated, canonical value: derived ones (``rotary_dim`` from
+    ``partial_rotary_factor``, ``io["copy_v"]``) are filled in.
+    """
+
+    __slots__ = ("_spec", "warnings")
+
+    def __init__(self, spec: "_ropejit.Spec", warnings: Optional[List[str]] = None) -> None:
+        self._spec = spec
+        self.warnings: List[str] = list(warnings or [])
+
+    @classmethod
+    def from_json(cls, source: JsonLike) -> "Spec":
+        """Parses and validates a spec: a dict, JSON text, or a path. Raises SpecError."""
+        return cls(_ropejit.parse_spec(_text(source, "spec")))
+
+    @classmethod
+    def from_hf(cls, config: JsonLike, *, dtype: Optional[str] = None, layout: Optional[str] = None,
+                name: str = "") -> "Spec":
+        """The spec of a Hugging Face ``config.json`` (a dict, JSON text, or a path; a model folder
+        works too). ``dtype`` defaults to bf16, ``layout`` to the model type's. Where HF only warns,
+        the warnings are in ``spec.warnings``."""
+        if isinstance(config, (str, os.PathLike)) and os.path.isdir(os.fspath(config)):
+            config = os.path.join(os.fspath(config), "config.json")
+        if not isinstance(config, dict) and hasattr(config, "to_dict"):  # a transformers PretrainedConfig
+            config = config.to_dict()
+        spec, warnings = _ropejit.spec_from_hf(_text(config, "HF config"), name, dtype, layout)
+        return cls(spec, warnings)
+
+    def validate(self) -> "Spec":
+        """Validates again (a Spec is valid once built); returns self."""
+        _ropejit.parse_spec(self._spec.canonical_json())
+        return self
+
+    name = property(lambda self: self._spec.name, doc="Free text, part of the hash.")
+    head_dim = property(lambda self: self._spec.head_dim, doc="D: elements per head.")
+    rotary_dim = property(lambda self: self._spec.rotary_dim, doc="d: rotated elements per head (<= D).")
+    num_q_heads = property(lambda self: self._spec.num_q_heads, doc="Hq.")
+    num_kv_heads = property(lambda self: self._spec.num_kv_heads, doc="Hkv.")
+    layout = property(lambda self: self._spec.layout, doc='"neox" or "interleaved".')
+    dtype = property(lambda self: self._spec.dtype, doc='"bf16", "fp16" or "fp32".')
+    angle = property(lambda self: self._spec.angle, doc="Angle precision.")
+    rope_type = property(lambda self: self._spec.rope_type, doc='"default", "llama3", "yarn", ...')
+    max_position_embeddings = property(lambda self: self._spec.max_position_embeddings, doc="M.")
+    io = property(lambda self: self._spec.io, doc="The io block, defaults filled.")
+    qk_norm = property(lambda self: self._spec.qk_norm, doc="The qk_norm block, or None.")
+    hash = property(lambda self: self._spec.hash, doc="32 hex digits: the spec's content hash.")
+
+    def to_json(self, indent: bool = False) -> str:
+        """Canonical JSON (fixed key order, defaults filled); indented for people with indent=True."""
+        return self._spec.pretty_json() if indent else self._spec.canonical_json()
+
+    def to_dict(self) -> Dict[str, Any]:
+        """Canonical JSON as a dict."""
+        return json.loads(self._spec.canonical_json())
+
+    def freqs(self, mode: str = "hf_fp32") -> Dict[str, Any]:
+        """inv_freq (and inv_freq_long for longrope) as the kernels bake them, the attention factor
+        that scales cos and sin, and ``softmax_scale``: the DeepSeek YaRN factor HF reports for the
+        attention kernel but does not apply (None for other specs). mode: hf_fp32 | float64."""
+        return self._spec.freqs(mode)
+
+    def launch_fields(self, tokens: int = 1, batch: int = 1, max_seq_len: int = 1, cache_pages: int = 1,
+                      max_blocks_per_seq: int = 1) -> List[Dict[str, Any]]:
+        """Every launch argument of this spec: name, use (required | optional | unused), element type,
+        symbolic and concrete shape at the given sizes."""
+        from ._kernel import launch_fields
+
+        return launch_fields(self, tokens, batch, max_seq_len, "int32", cache_pages, max_blocks_per_seq)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Spec) and other.hash == self.hash
+
+    def __hash__(self) -> int:
+        return hash(self.hash)
+
+    def __repr__(self) -> str:
+        return f"ropejit.Spec({self.to_json()})"

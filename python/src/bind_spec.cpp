@@ -1,0 +1,156 @@
+// Spec for Python: parsed and validated by the C++ code, so every rule and message is the library's.
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "hf_import.h"
+#include "ropejit/freqs.h"
+#include "ropejit/introspect.h"
+#include "ropejit/spec.h"
+
+namespace nb = nanobind;
+
+namespace ropejit::python {
+
+namespace {
+
+template <class E>
+std::string name_of(E value) {
+  return std::string(to_string(value));
+}
+
+// The validated io block, every field with its default filled.
+nb::dict io_dict(const Spec& s) {
+  nb::dict io;
+  io["input"] = name_of(s.io.input);
+  io["output"] = name_of(s.io.output);
+  io["qkv_bias"] = s.io.qkv_bias;
+  io["copy_v"] = s.io.copy_v;
+  io["positions"] = name_of(s.io.positions);
+  io["mrope_section"] = s.io.mrope_section;
+  io["mrope_interleaved"] = s.io.mrope_interleaved;
+  if (paged_kv(s)) {
+    io["page_size"] = s.io.page_size;
+    io["cache_layout"] = name_of(s.io.cache_layout);
+    io["cache_dtype"] = name_of(s.io.cache_dtype);
+    io["cache_index"] = name_of(s.io.cache_index);
+    io["q_output"] = name_of(s.io.q_output);
+  }
+  return io;
+}
+
+nb::object qk_norm_dict(const Spec& s) {
+  if (!s.qk_norm.enabled) return nb::none();
+  nb::dict d;
+  d["eps"] = s.qk_norm.eps;
+  d["weight"] = name_of(s.qk_norm.weight);
+  d["weight_offset"] = s.qk_norm.weight_offset;
+  return d;
+}
+
+// Frequencies as the kernels bake them (HF float32 parity), and the scales beside them.
+nb::dict freqs_dict(const Spec& s, const std::string& mode) {
+  const auto parsed = enum_from_string<FreqMode>(mode);
+  if (!parsed)
+    throw Error(Status::invalid_argument,
+                "mode \"" + mode + "\" is not allowed: must be one of " + allowed_names<FreqMode>());
+  const FreqTable t = compute_freqs(s, *parsed);
+  nb::dict d;
+  d["rotary_dim"] = t.rotary_dim;
+  d["inv_freq"] = t.inv_freq;
+  d["inv_freq_long"] = t.inv_freq_long;
+  d["attention_factor"] = t.attention_factor;
+  d["softmax_scale"] = t.yarn_attention_softmax_scale ? nb::cast(*t.yarn_attention_softmax_scale) : nb::none();
+  return d;
+}
+
+// launch_fields at concrete sizes: each field's name, use, element type, dims and shape, and
+// whether its first dim may be strided (a stride field for it is in use).
+nb::list fields_list(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len,
+                     const std::string& positions_type, int64_t cache_pages, int64_t max_blocks_per_seq) {
+  LaunchShape shape;
+  shape.tokens = tokens;
+  shape.batch = batch;
+  shape.max_seq_len = max_seq_len;
+  shape.positions_type = positions_type == "int64" ? PositionsType::int64 : PositionsType::int32;
+  shape.cache_pages = cache_pages;
+  shape.max_blocks_per_seq = max_blocks_per_seq;
+  const std::vector<LaunchField> fields = launch_fields(spec);
+  std::set<std::string> used;
+  for (const LaunchField& f : fields)
+    if (f.use != FieldUse::unused) used.insert(std::string(f.name));
+  nb::list out;
+  for (const LaunchField& f : fields) {
+    nb::dict d;
+    const std::string name(f.name);
+    d["name"] = name;
+    d["use"] = name_of(f.use);
+    d["dtype"] = std::string(f.dtype);
+    nb::list dims;
+    for (std::string_view dim : f.dims) dims.append(std::string(dim));
+    d["dims"] = dims;
+    d["shape"] = f.dims.empty() ? std::vector<int64_t>{} : field_shape(f, spec, shape);
+    d["strided"] = used.count(name + "_stride") > 0 || used.count(name + "_page_stride") > 0;
+    out.append(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+void bind_spec(nb::module_& m) {
+  nb::class_<Spec>(m, "Spec", "A validated RoPE spec (the C++ ropejit::Spec).")
+      .def_ro("name", &Spec::name)
+      .def_ro("head_dim", &Spec::head_dim)
+      .def_ro("rotary_dim", &Spec::rotary_dim)
+      .def_ro("num_q_heads", &Spec::num_q_heads)
+      .def_ro("num_kv_heads", &Spec::num_kv_heads)
+      .def_ro("max_position_embeddings", &Spec::max_position_embeddings)
+      .def_prop_ro("layout", [](const Spec& s) { return name_of(s.layout); })
+      .def_prop_ro("dtype", [](const Spec& s) { return name_of(s.dtype); })
+      .def_prop_ro("angle", [](const Spec& s) { return name_of(s.angle); })
+      .def_prop_ro("rope_type", [](const Spec& s) { return name_of(s.rope.type); })
+      .def_prop_ro("io", &io_dict)
+      .def_prop_ro("qk_norm", &qk_norm_dict)
+      .def_prop_ro("hash", [](const Spec& s) { return spec_hash(s).hex(); })
+      .def("canonical_json", &canonical_json)
+      .def("pretty_json", &pretty_json)
+      .def("freqs", &freqs_dict, nb::arg("mode") = "hf_fp32");
+
+  m.def("launch_fields", &fields_list, nb::arg("spec"), nb::arg("tokens"), nb::arg("batch"), nb::arg("max_seq_len"),
+        nb::arg("positions_type"), nb::arg("cache_pages"), nb::arg("max_blocks_per_seq"),
+        "Every ropejit_args field with how launches of the spec use it, at these sizes.");
+  m.def("parse_spec", &parse_spec, nb::arg("json_text"), "Parses and validates spec JSON text.");
+  m.def(
+      "spec_from_hf",
+      [](const std::string& config_text, const std::string& name, const std::optional<std::string>& dtype,
+         const std::optional<std::string>& layout) {
+        HfImportOptions options;
+        options.name = name;
+        if (dtype) {
+          options.dtype = enum_from_string<DType>(*dtype);
+          if (!options.dtype)
+            throw Error(Status::invalid_argument,
+                        "dtype \"" + *dtype + "\" is not allowed: must be one of " + allowed_names<DType>());
+        }
+        if (layout) {
+          options.layout = enum_from_string<Layout>(*layout);
+          if (!options.layout)
+            throw Error(Status::invalid_argument,
+                        "layout \"" + *layout + "\" is not allowed: must be one of " + allowed_names<Layout>());
+        }
+        std::vector<std::string> warnings;
+        Spec spec = spec_from_hf(parse_hf_config(config_text), options, &warnings);
+        return nb::make_tuple(spec, warnings);
+      },
+      nb::arg("config_text"), nb::arg("name") = "", nb::arg("dtype") = nb::none(), nb::arg("layout") = nb::none(),
+      "A spec from HF config.json text; returns (spec, warnings).");
+}
+
+}  // namespace ropejit::python

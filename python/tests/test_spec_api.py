@@ -1,0 +1,67 @@
+"""Spec introspection, HF import and frequencies from Python."""
+import numpy as np
+import pytest
+
+import ropejit
+from reference import inv_freq_default
+from ropejit import _ropejit
+
+LLAMA_CONFIG = {"model_type": "llama", "hidden_size": 2048, "num_attention_heads": 32,
+                "num_key_value_heads": 8, "max_position_embeddings": 131072,
+                "rope_scaling": {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192},
+                "rope_theta": 500000.0}
+
+
+def test_from_hf_derives_what_the_config_implies(tmp_path):
+    spec = ropejit.Spec.from_hf(LLAMA_CONFIG, dtype="fp16")
+    assert (spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads) == (64, 64, 32, 8)
+    assert (spec.dtype, spec.layout, spec.rope_type) == ("fp16", "neox", "llama3")
+    assert spec.io["copy_v"] is False and spec.io["positions"] == "explicit"
+    phi = dict(LLAMA_CONFIG, model_type="phi", partial_rotary_factor=0.5, rope_scaling=None)
+    assert ropejit.Spec.from_hf(phi).rotary_dim == 32
+    (tmp_path / "config.json").write_text(ropejit.Spec.from_hf(LLAMA_CONFIG).to_json())  # not a config: fails
+    with pytest.raises(ropejit.SpecError):
+        ropejit.Spec.from_hf(tmp_path)
+
+
+def test_from_hf_error_names_the_config_key():
+    with pytest.raises(ropejit.SpecError, match=r"rope_scaling.factor"):
+        ropejit.Spec.from_hf(dict(LLAMA_CONFIG, rope_scaling=dict(LLAMA_CONFIG["rope_scaling"], factor=-2.0)))
+    with pytest.raises(ropejit.ArgumentError, match=r'dtype "fp64" is not allowed'):
+        ropejit.Spec.from_hf(LLAMA_CONFIG, dtype="fp64")
+
+
+def test_freqs_default_and_deepseek_softmax_scale():
+    spec = ropejit.Spec.from_json({"name": "f", "head_dim": 64, "num_q_heads": 2, "num_kv_heads": 2,
+                                   "layout": "neox", "dtype": "fp32", "max_position_embeddings": 4096,
+                                   "rope": {"rope_type": "default", "rope_theta": 10000.0}})
+    freqs = spec.freqs()
+    np.testing.assert_array_equal(np.asarray(freqs["inv_freq"], np.float32), inv_freq_default(10000.0, 64))
+    assert freqs["attention_factor"] == 1.0 and freqs["softmax_scale"] is None
+    yarn = ropejit.Spec.from_json({"name": "ds", "head_dim": 64, "num_q_heads": 2, "num_kv_heads": 2,
+                                   "layout": "interleaved", "dtype": "bf16", "max_position_embeddings": 163840,
+                                   "rope": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 40.0,
+                                            "original_max_position_embeddings": 4096, "mscale": 1.0,
+                                            "mscale_all_dim": 1.0, "beta_fast": 32.0, "beta_slow": 1.0}})
+    # DeepSeek: m = 0.1 * mscale_all_dim * ln(factor) + 1, reported squared for the softmax.
+    m = 0.1 * np.log(40.0) + 1.0
+    assert yarn.freqs()["softmax_scale"] == pytest.approx(m * m, rel=1e-12)
+    assert yarn.freqs()["attention_factor"] == pytest.approx(1.0, rel=1e-12)
+
+
+def test_launch_fields_describe_the_arrays():
+    spec = ropejit.Spec.from_hf(LLAMA_CONFIG)
+    fields = {f["name"]: f for f in spec.launch_fields(tokens=5)}
+    assert fields["q"]["use"] == "required" and fields["q"]["dims"] == ["T", "Hq", "D"]
+    assert fields["q"]["shape"] == [5, 32, 64] and fields["q"]["strided"]
+    assert fields["positions"]["use"] == "required" and fields["positions"]["shape"] == [5]
+    assert fields["qkv"]["use"] == "unused" and fields["bias"]["use"] == "unused"
+
+
+def test_every_args_field_is_bound():
+    names, index = [], 1  # field 0 is struct_size
+    while (name := _ropejit.struct_field("ropejit_args", index)) is not None:
+        names.append(name)
+        index += 1
+    assert sorted(names) == sorted(_ropejit.args_fields())

@@ -1,0 +1,97 @@
+// launch_fields (ropejit/introspect.h): the ropejit_args fields a spec's launches use, read off
+// the buffers launch_buffers binds, so the list cannot drift from the launch checks.
+#include "ropejit/introspect.h"
+
+#include <algorithm>
+#include <string>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "launch_args.h"
+
+namespace ropejit {
+
+namespace {
+
+/// One dim symbol of BufferDesc::dims and the number it stands for.
+struct DimSymbol {
+  std::string_view symbol;
+  int64_t (*value)(const Spec& spec, const LaunchShape& shape);
+};
+
+constexpr DimSymbol kDimSymbols[] = {
+    {"T", [](const Spec&, const LaunchShape& s) { return s.tokens; }},
+    {"B", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch); }},
+    {"B+1", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch) + 1; }},
+    {"S", [](const Spec&, const LaunchShape& s) { return s.max_seq_len; }},
+    {"Hq", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_q_heads); }},
+    {"Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_kv_heads); }},
+    {"Hq+2Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_q_heads) + 2 * spec.num_kv_heads; }},
+    {"D", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.head_dim); }},
+    {"page_size", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.io.page_size); }},
+    {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }},
+    {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }},
+    {"1", [](const Spec&, const LaunchShape&) { return int64_t(1); }},
+    {"3", [](const Spec&, const LaunchShape&) { return int64_t(3); }},  // mrope: one stream per axis
+};
+
+/// Element type of a buffer: the storage dtype, a cache's FP8 type, or an integer index array's.
+std::string_view element_type(const Spec& spec, const BufferDesc& b) {
+  if (b.kind == BufferKind::cache && spec.io.cache_dtype != CacheDType::auto_) return to_string(spec.io.cache_dtype);
+  if (b.is_data() || b.kind == BufferKind::bias || b.kind == BufferKind::norm_weight) return to_string(spec.dtype);
+  return b.element_bytes == 8 ? "int64" : "int32";
+}
+
+LaunchField& field_named(std::vector<LaunchField>& fields, std::string_view name) {
+  for (LaunchField& f : fields)
+    if (f.name == name) return f;
+  throw Error(Status::internal, fmt::format("launch buffer field {} is not a ropejit_args field", name));
+}
+
+/// Raises a field's use to `use` (required beats optional beats unused).
+void mark(LaunchField& field, FieldUse use) { field.use = std::min(field.use, use); }
+
+}  // namespace
+
+std::vector<LaunchField> launch_fields(const Spec& spec) {
+  std::vector<LaunchField> fields;
+  for (size_t i = 0; const char* name = ropejit_struct_field("ropejit_args", i, nullptr); ++i)
+    if (std::string_view(name) != "struct_size") fields.push_back({name, FieldUse::unused, {}, {}});
+  mark(field_named(fields, "num_tokens"), FieldUse::required);
+  mark(field_named(fields, "seq_len"), needs_seq_len(spec) ? FieldUse::required : FieldUse::optional);
+  // The buffers with int32 and with int64 positions: an element type that differs is either.
+  LaunchShape shape;
+  const std::vector<BufferDesc> buffers = launch_buffers(spec, shape);
+  shape.positions_type = PositionsType::int64;
+  const std::vector<BufferDesc> buffers_int64 = launch_buffers(spec, shape);
+  for (size_t b = 0; b < buffers.size(); ++b) {
+    const BufferDesc& buffer = buffers[b];
+    LaunchField& field = field_named(fields, buffer.name);
+    mark(field, buffer.use);
+    const std::string_view type = element_type(spec, buffer);
+    field.dtype = type == element_type(spec, buffers_int64[b]) ? type : "int32|int64";
+    for (const char* dim : buffer.dims)
+      if (dim) field.dims.emplace_back(dim);
+    for (const BoundField& bound : buffer.bound)
+      if (bound.name) mark(field_named(fields, bound.name), bound.use);
+  }
+  return fields;
+}
+
+int64_t dim_value(std::string_view symbol, const Spec& spec, const LaunchShape& shape) {
+  for (const DimSymbol& row : kDimSymbols)
+    if (row.symbol == symbol) return row.value(spec, shape);
+  std::vector<std::string_view> allowed;
+  for (const DimSymbol& row : kDimSymbols) allowed.push_back(row.symbol);
+  throw Error(Status::invalid_argument,
+              fmt::format("dim symbol \"{}\" is not allowed: must be one of {}", symbol, fmt::join(allowed, " | ")));
+}
+
+std::vector<int64_t> field_shape(const LaunchField& field, const Spec& spec, const LaunchShape& shape) {
+  std::vector<int64_t> sizes;
+  for (std::string_view dim : field.dims) sizes.push_back(dim_value(dim, spec, shape));
+  return sizes;
+}
+
+}  // namespace ropejit
