@@ -172,3 +172,114 @@ def test_paged_kv_slot_mapping(runtime, rng, cache_layout):
         if s not in written:
             np.testing.assert_array_equal(slot(k_cache, s), slot(k_before, s))
             np.testing.assert_array_equal(slot(v_cache, s), slot(v_before, s))
+
+
+class DlpackOnly:
+    """An array known only through the DLPack protocol (as cupy or jax arrays are seen)."""
+
+    def __init__(self, array):
+        self._array = array
+
+    def __dlpack__(self, **kwargs):
+        return self._array.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self._array.__dlpack_device__()
+
+
+def test_dlpack_only_arrays(runtime, rng):
+    spec = make_spec("fp16", io={"output": "separate"})
+    tokens = 6
+    q, q64 = random_heads(rng, tokens, 4, 64, "fp16")
+    k, k64 = random_heads(rng, tokens, 2, 64, "fp16")
+    q_out = np.full((tokens, 4, 64), np.nan, np.float16)
+    k_out = np.full((tokens, 2, 64), np.nan, np.float16)
+    positions = rng.integers(0, 4000, tokens).astype(np.int64)
+    runtime.get(spec)(DlpackOnly(q), DlpackOnly(k), positions=DlpackOnly(positions), q_out=DlpackOnly(q_out),
+                      k_out=DlpackOnly(k_out))
+    inv_freq = inv_freq_default(THETA, 64)
+    assert_close(q_out, rotate(q64, positions, inv_freq, "neox"), "fp16", "q_out")
+    assert_close(k_out, rotate(k64, positions, inv_freq, "neox"), "fp16", "k_out")
+    with pytest.raises(ropejit.ArgumentError, match="q_out is required: ropejit allocates outputs only for torch"):
+        runtime.get(spec)(DlpackOnly(q), DlpackOnly(k), positions=positions, k_out=k_out)
+
+
+def test_mrope_positions(runtime, rng):
+    section = [8, 12, 12]  # temporal, height, width pairs (Qwen2-VL's contiguous sections)
+    spec = make_spec("fp32", io={"positions": "mrope", "mrope_section": section})
+    tokens = 10
+    q, q64 = random_heads(rng, tokens, 4, 64, "fp32")
+    k, k64 = random_heads(rng, tokens, 2, 64, "fp32")
+    positions = rng.integers(0, 4000, (3, tokens)).astype(np.int32)
+    runtime.get(spec)(q, k, positions=positions)
+    inv_freq = inv_freq_default(THETA, 64)
+    stream_of_pair = np.repeat([0, 1, 2], section)
+    # Each pair rotates by its own stream's position: rotate one pair at a time.
+    want_q, want_k = q64.copy(), k64.copy()
+    for pair, stream in enumerate(stream_of_pair):
+        only = np.zeros_like(inv_freq)
+        only[pair] = inv_freq[pair]
+        for want, source in ((want_q, q64), (want_k, k64)):
+            rotated = rotate(source, positions[stream], only, "neox")
+            want[..., pair], want[..., pair + 32] = rotated[..., pair], rotated[..., pair + 32]
+    assert_close(q, want_q, "fp32", "q")
+    assert_close(k, want_k, "fp32", "k")
+
+
+def fp8_e4m3_values():
+    """Every finite e4m3fn code 0..126 decoded (the positive half; 127 is NaN)."""
+    codes = np.arange(127)
+    exponent, mantissa = codes >> 3, codes & 7
+    return np.where(exponent == 0, mantissa / 8.0 * 2.0**-6, (1 + mantissa / 8.0) * 2.0 ** (exponent - 7.0))
+
+
+def fp8_e4m3_round(x):
+    """float64 → e4m3fn value, nearest (ties to the even code), saturating at 448."""
+    values = fp8_e4m3_values()
+    magnitude = np.minimum(np.abs(x), 448.0)
+    distance = np.abs(magnitude[..., None] - values)
+    best = distance.min(axis=-1, keepdims=True)
+    candidates = np.where(distance == best, np.arange(127), 1000)
+    even = np.where(candidates % 2 == 0, candidates, 1000).min(axis=-1)
+    code = np.where(even < 1000, even, candidates.min(axis=-1))
+    return np.sign(x) * values[code]
+
+
+def fp8_e4m3_decode(bits):
+    values = fp8_e4m3_values()
+    return np.where(bits & 0x80, -1.0, 1.0) * values[np.minimum(bits & 0x7F, 126)]
+
+
+def test_paged_kv_block_tables_fp8(runtime, rng):
+    page_size, pages, scale = 4, 8, 0.05
+    spec = make_spec("bf16", io={"output": "paged_kv", "page_size": page_size, "cache_index": "block_tables",
+                                 "cache_dtype": "fp8_e4m3", "positions": "varlen", "q_output": "separate"})
+    cu, start_pos, positions = varlen_positions(rng, [3, 5], [2, 6])
+    tokens = int(cu[-1])
+    q, q64 = random_heads(rng, tokens, 4, 64, "bf16")
+    k, k64 = random_heads(rng, tokens, 2, 64, "bf16")
+    v, v64 = random_heads(rng, tokens, 2, 64, "bf16")
+    block_tables = np.array([[5, 1, 7], [0, 2, 6]], dtype=np.int32)  # pages of each sequence
+    k_cache = rng.integers(0, 256, (pages, page_size, 2, 64)).astype(np.uint8)  # random bytes
+    v_cache = rng.integers(0, 256, (pages, page_size, 2, 64)).astype(np.uint8)
+    k_before, v_before = k_cache.copy(), v_cache.copy()
+    q_out, k_res, v_res = runtime.get(spec)(q, k, v, cu_seqlens=cu, start_pos=start_pos, k_cache=k_cache,
+                                            v_cache=v_cache, block_tables=block_tables, k_scale=scale, v_scale=scale)
+    assert k_res is k_cache and v_res is v_cache
+    inv_freq = inv_freq_default(THETA, 64)
+    assert_close(q_out, rotate(q64, positions, inv_freq, "neox"), "bf16", "q_out")
+    k_rot = rotate(k64, positions, inv_freq, "neox")
+    touched = np.zeros((pages, page_size), bool)
+    for t in range(tokens):
+        b = int(np.searchsorted(cu, t, side="right") - 1)
+        page, offset = block_tables[b, positions[t] // page_size], positions[t] % page_size
+        touched[page, offset] = True
+        for cache, values, what in ((k_cache, k_rot[t], "k"), (v_cache, v64[t], "v")):
+            got = fp8_e4m3_decode(cache[page, offset])
+            want = fp8_e4m3_round(values / scale)
+            # One rounding of fp32 values: a value within fp32 noise of a midpoint may take either side.
+            ulp = np.maximum(2.0**-9, 2.0 ** (np.floor(np.log2(np.maximum(np.abs(want), 2.0**-6))) - 3))
+            assert np.all(np.abs(got - want) <= ulp * 1.0001), f"{what} token {t}"
+            assert np.mean(got == want) > 0.97, f"{what} token {t}: too many codes off by one"
+    np.testing.assert_array_equal(k_cache[~touched], k_before[~touched])
+    np.testing.assert_array_equal(v_cache[~touched], v_before[~touched])
