@@ -255,6 +255,26 @@ TEST(Introspect, PagedKvBlockTablesHnd) {
   expect_fields_agree(spec);
 }
 
+// Written: what a binding must refuse as read-only memory.
+TEST(Introspect, WrittenArraysAreOutputsCachesAndInplaceInputs) {
+  const auto written = [](const Spec& spec) {
+    std::vector<std::string> names;
+    for (const LaunchField& f : launch_fields(spec))
+      if (f.written) names.emplace_back(f.name);
+    return names;
+  };
+  SpecFields f = small_fields();
+  EXPECT_EQ(written(test::make_spec(f)), (std::vector<std::string>{"q", "k"}));
+  f.output = "separate";
+  f.qkv_bias = true;
+  EXPECT_EQ(written(test::make_spec(f)), (std::vector<std::string>{"q_out", "k_out"}));
+  EXPECT_EQ(written(test::make_spec(paged_fields("auto", "slot_mapping", "nhd"))),
+            (std::vector<std::string>{"q", "k_cache", "v_cache"}));
+  SpecFields paged = paged_fields("fp8_e5m2", "block_tables", "hnd");
+  paged.io_extra["q_output"] = "separate";
+  EXPECT_EQ(written(test::make_spec(paged)), (std::vector<std::string>{"q_out", "k_cache", "v_cache"}));
+}
+
 TEST(Introspect, QkNormWeightsPositionsFormsAndRunLength) {
   SpecFields f = small_fields();
   f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};

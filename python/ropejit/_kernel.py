@@ -172,16 +172,8 @@ class Kernel:
                                     f"{' after the first' if field['strided'] else ''})")
         if field["strided"] and len(shape) > 1 and shape[0] > 1 and v.strides[0] < dense[0]:
             raise ArgumentError(f"{name}: row stride {v.strides[0]} is not allowed: must be >= {dense[0]}")
-        if self._written(name) and not v.writable:
+        if field["written"] and not v.writable:
             raise ArgumentError(f"{name} is read-only, but the kernel writes it")
-
-    def _written(self, name: str) -> bool:
-        io = self.spec.io
-        if name in ("q_out", "k_out", "v_out", "k_cache", "v_cache"):
-            return True
-        if io["output"] == "inplace":
-            return name in ("q", "k", "v", "qkv")
-        return io["output"] == "paged_kv" and io["q_output"] == "inplace" and name in ("q", "qkv")
 
     def _stream(self, stream: Optional[int], views: Dict[str, ArrayView]) -> int:
         if stream is not None:

@@ -96,6 +96,7 @@ nb::list fields_list(const Spec& spec, int64_t tokens, int batch, int64_t max_se
     for (std::string_view dim : f.dims) dims.append(std::string(dim));
     d["dims"] = dims;
     d["shape"] = f.dims.empty() ? std::vector<int64_t>{} : field_shape(f, spec, shape);
+    d["written"] = f.written;
     d["strided"] = used.count(name + "_stride") > 0 || used.count(name + "_page_stride") > 0;
     out.append(d);
   }

@@ -46,6 +46,9 @@ struct LaunchField {
   /// Arrays the spec uses: the dense shape in dim symbols ({"T", "Hq", "D"}; dim_value gives
   /// their numbers). Else empty.
   std::vector<std::string_view> dims;
+  /// Arrays a launch writes (outputs, caches, inputs rotated in place); a binding refuses
+  /// read-only memory for them.
+  bool written = false;
 };
 
 /// Every ropejit_args field but struct_size, in declaration order, with how launches of `spec`
