@@ -135,14 +135,20 @@ void for_each_cache_file(const std::string& dir, Visit&& visit) {
   ::closedir(top);
 }
 
+// Opens an entry for reading without blocking (a FIFO at the path would hang a plain open) and
+// without following a link; the caller fstats and refuses anything but a regular file.
+int open_entry(const std::string& path) {
+  return ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW);
+}
+
 // Reads the header and key of an entry without touching the payload.
 CacheEntryInfo read_entry_info(const std::string& path) {
   CacheEntryInfo info;
   info.path = path;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open_entry(path);
   if (fd < 0) return info;
   struct stat st {};
-  if (::fstat(fd, &st) == 0) {
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
     info.size = uint64_t(st.st_size);
     info.mtime_ns = mtime_ns_of(st);
     char header[kHeaderBytes];
@@ -266,7 +272,7 @@ std::string DiskCache::path_for(const CacheKey& key) const {
 std::optional<std::string> DiskCache::load(const CacheKey& key) const {
   if (!enabled()) return std::nullopt;
   const std::string path = path_for(key);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  int fd = open_entry(path);
   if (fd < 0) return std::nullopt;
   struct FdCloser { int fd; ~FdCloser() { ::close(fd); } } closer{fd};
 
@@ -315,6 +321,10 @@ bool DiskCache::store(const CacheKey& key, std::string_view payload) {
   // Readers see the old entry or the new one, never a partial file.
   const std::string temp = fmt::format("{}.tmp.{}.{:016x}", path, ::getpid(), random_u64());
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0 && errno == ENOENT) {  // a concurrent clear removed the empty shard: make it again, once
+    if (::mkdir(shard.c_str(), 0755) == 0 || errno == EEXIST)
+      fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  }
   if (fd < 0) {
     disable(fmt::format("cannot write {}: {}", temp, errno_text()));
     return false;
@@ -409,12 +419,19 @@ size_t DiskCache::clear() {
   std::lock_guard<std::mutex> guard(evict_mutex_);
   size_t removed = 0;
   std::vector<std::string> shards;
+  const int64_t now = now_ns();
+  // Published entries only, and temporaries old enough to be a crashed writer's: a writer's
+  // in-flight temporary and every lock file stay (deleting a held lock file would let a second
+  // process take "the same" lock on a new file).
   for_each_cache_file(dir_, [&](const std::string& path, const std::string& name) {
-    bool is_entry = ends_with(name, ".bin") && name.find(".tmp.") == std::string::npos;
-    bool is_ours = is_entry || ends_with(name, ".lock") || name.find(".tmp.") != std::string::npos;
-    if (!is_ours) return;
-    if (::unlink(path.c_str()) == 0 && is_entry) ++removed;
     shards.push_back(path.substr(0, path.find_last_of('/')));
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return;
+    if (name.find(".tmp.") != std::string::npos) {
+      if (S_ISREG(st.st_mode) && now - mtime_ns_of(st) > kStaleTempNs) ::unlink(path.c_str());
+    } else if (ends_with(name, ".bin") && ::unlink(path.c_str()) == 0) {
+      ++removed;
+    }
   });
   for (const std::string& shard : shards) ::rmdir(shard.c_str());  // only succeeds when empty
   return removed;

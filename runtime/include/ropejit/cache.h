@@ -108,7 +108,8 @@ class DiskCache {
 
   /// Every entry file, oldest (least recently used) first.
   std::vector<CacheEntryInfo> list() const;
-  /// Removes every entry (and lock and stale temp file); returns the number of entries.
+  /// Removes every published entry and crashed writers' stale temporaries; lock files and
+  /// in-flight temporaries stay, so clearing never breaks a running writer. Returns the entries removed.
   size_t clear();
   /// Sum of entry file sizes.
   uint64_t total_bytes() const;
