@@ -32,17 +32,23 @@ Spec fused_spec(const std::string& output, bool bias) {
   return ropejit::test::make_spec(f);
 }
 
+// A valid launch of the default spec (separate q and k in place, explicit positions): 4 tokens.
+Args four_tokens(Storage& s, std::vector<int32_t>& positions) {
+  Args a;
+  a.num_tokens = 4;
+  a.q = s.at(0);
+  a.k = s.at(1 << 16);
+  a.positions = positions.data();
+  return a;
+}
+
 }  // namespace
 
 TEST(LaunchArgs, SeparateInplaceExplicit) {
   Storage s;
   const Spec spec = ropejit::test::make_spec({});
   std::vector<int32_t> positions = {0, 1, 2, 3};
-  Args a;
-  a.num_tokens = 4;
-  a.q = s.at(0);
-  a.k = s.at(1 << 16);
-  a.positions = positions.data();
+  const Args a = four_tokens(s, positions);
   EXPECT_NO_THROW(check_launch(spec, 8, a, true));
 
   Args b = a;
@@ -338,4 +344,40 @@ TEST(LaunchArgs, KernelOutlivesItsRuntime) {
   }
   EXPECT_NE(with_runtime.first, q);  // rotated
   EXPECT_EQ(run(*kept, q, k), with_runtime);
+}
+
+// Issue 15: values no form reads are still checked, and sizes never overflow int64 silently.
+TEST(LaunchArgs, NegativeCountsOutOfRangeEnumsAndOverflowsAreRefused) {
+  Storage s;
+  const Spec spec = ropejit::test::make_spec({});
+  std::vector<int32_t> positions = {0, 1, 2, 3};
+  const Args a = four_tokens(s, positions);
+  Args b = a;
+  b.seq_len = -5;
+  expect_rejected(spec, b, "seq_len", "-5 is not allowed: must be 0 (not given) or in [1, 2^31]");
+  b = a;
+  b.batch = -3;
+  expect_rejected(spec, b, "batch", "-3 is not allowed");
+  b = a;
+  b.max_seq_len = -1;
+  expect_rejected(spec, b, "max_seq_len", "-1 is not allowed");
+  b = a;
+  b.positions_type = static_cast<PositionsType>(7);
+  expect_rejected(spec, b, "positions_type", "7 is not allowed: must be int32 (0) or int64 (1)");
+  b = a;
+  b.num_tokens = int64_t(1) << 40;
+  b.q_stride = int64_t(1) << 40;  // 2^40 rows 2^40 elements apart: offsets past int64
+  expect_rejected(spec, b, "q_stride", "overflow a 64-bit byte offset");
+
+  EXPECT_EQ(bytes_moved(spec, 4, 0, 0), bytes_moved(spec, 2, 0, 0) * 2);
+  for (int64_t tokens : {int64_t(-1), INT64_MAX, (int64_t(1) << 40) + 1}) {
+    try {
+      bytes_moved(spec, tokens, 0, 0);
+      ADD_FAILURE() << "bytes_moved accepted " << tokens << " tokens";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Status::invalid_argument);
+      EXPECT_NE(std::string(e.what()).find("num_tokens"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GT(bytes_moved(spec, int64_t(1) << 40, 0, 0), 0);  // the largest launch counts without overflow
 }

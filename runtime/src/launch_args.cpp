@@ -76,9 +76,9 @@ void bind_input_separate(const FormContext& c, const Args& a, KernelParams& p) {
   check_null(a.qkv, "qkv", "when the spec's io.input is separate (use q, k, v)");
   check_qkv({a.q, a.k, a.v}, {"q", "k", "v"}, c.any, c.spec.io.copy_v, c.align,
             "when the spec's io.input is separate");
-  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride"), c.D);
-  p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, c.Hkv * c.D, c.vec, "k_stride"), c.D);
-  p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, c.Hkv * c.D, c.vec, "v_stride"), c.D);
+  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
+  p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, c.Hkv * c.D, c.vec, "k_stride", a.num_tokens, c.esize), c.D);
+  p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, c.Hkv * c.D, c.vec, "v_stride", a.num_tokens, c.esize), c.D);
 }
 
 void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
@@ -86,7 +86,7 @@ void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
     check_null(ptr, name, "when the spec's io.input is packed_qkv (use qkv)");
   if (c.any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
   check_aligned(a.qkv, c.align, "qkv");
-  const int64_t stride = resolve_stride(a.qkv_stride, (c.Hq + 2 * c.Hkv) * c.D, c.vec, "qkv_stride");
+  const int64_t stride = resolve_stride(a.qkv_stride, (c.Hq + 2 * c.Hkv) * c.D, c.vec, "qkv_stride", a.num_tokens, c.esize);
   char* base = static_cast<char*>(a.qkv);
   p.in[kRoleQ] = token_major(base, stride, c.D);
   p.in[kRoleK] = token_major(base ? base + c.Hq * c.D * c.esize : nullptr, stride, c.D);
@@ -154,9 +154,9 @@ int64_t bind_output_inplace(const FormContext&, const Args& a, KernelParams& p) 
 int64_t bind_output_separate(const FormContext& c, const Args& a, KernelParams& p) {
   check_qkv({a.q_out, a.k_out, a.v_out}, {"q_out", "k_out", "v_out"}, c.any, c.spec.io.copy_v, c.align,
             "when the spec's io.output is not inplace");
-  p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride"), c.D);
-  p.out[kRoleK] = token_major(a.k_out, resolve_stride(a.k_out_stride, c.Hkv * c.D, c.vec, "k_out_stride"), c.D);
-  p.out[kRoleV] = token_major(a.v_out, resolve_stride(a.v_out_stride, c.Hkv * c.D, c.vec, "v_out_stride"), c.D);
+  p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
+  p.out[kRoleK] = token_major(a.k_out, resolve_stride(a.k_out_stride, c.Hkv * c.D, c.vec, "k_out_stride", a.num_tokens, c.esize), c.D);
+  p.out[kRoleV] = token_major(a.v_out, resolve_stride(a.v_out_stride, c.Hkv * c.D, c.vec, "v_out_stride", a.num_tokens, c.esize), c.D);
   return a.num_tokens;
 }
 
@@ -397,6 +397,13 @@ bool needs_seq_len(const Spec& spec) {
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {
   require(a.num_tokens >= 0 && a.num_tokens <= kMaxTokens, "num_tokens",
           fmt::format("{} is not allowed: must be in [0, 2^40]", a.num_tokens));
+  // Values no form reads still must not be nonsense: a negative count is a caller's bug.
+  require(a.seq_len >= 0 && a.seq_len <= kMaxPosition + 1, "seq_len",
+          fmt::format("{} is not allowed: must be 0 (not given) or in [1, 2^31]", a.seq_len));
+  require(a.batch >= 0, "batch", fmt::format("{} is not allowed: must be >= 0", a.batch));
+  require(a.max_seq_len >= 0, "max_seq_len", fmt::format("{} is not allowed: must be >= 0", a.max_seq_len));
+  require(a.positions_type == PositionsType::int32 || a.positions_type == PositionsType::int64, "positions_type",
+          fmt::format("{} is not allowed: must be int32 (0) or int64 (1)", static_cast<int>(a.positions_type)));
   const int esize = dtype_size(spec.dtype);
   const FormContext c{spec, vec, esize, vec * esize, a.num_tokens > 0,
                       spec.head_dim, spec.num_q_heads, spec.num_kv_heads};
@@ -442,10 +449,25 @@ Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& sha
   return a;
 }
 
+int64_t BufferDesc::checked_product(int64_t a, int64_t b, int64_t c) const {
+  int64_t out = 0;
+  if (__builtin_mul_overflow(a, b, &out) || __builtin_mul_overflow(out, c, &out))
+    throw Error(Status::invalid_argument,
+                fmt::format("{}: {} rows of {} x {} bytes overflow a 64-bit byte count", name, a, b, c));
+  return out;
+}
+
 int64_t bytes_moved(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len) {
+  // The launch's own limits, so no size product below can overflow before it is checked.
+  require(tokens >= 0 && tokens <= kMaxTokens, "num_tokens", fmt::format("{} is not allowed: must be in [0, 2^40]", tokens));
+  require(batch >= 0, "batch", fmt::format("{} is not allowed: must be >= 0", batch));
+  require(max_seq_len >= 0 && max_seq_len <= kMaxTokens, "max_seq_len",
+          fmt::format("{} is not allowed: must be in [0, 2^40]", max_seq_len));
   int64_t bytes = 0;
   for (const BufferDesc& b : launch_buffers(spec, {tokens, batch, max_seq_len, PositionsType::int32}))
-    bytes += b.moved_bytes();
+    if (__builtin_add_overflow(bytes, b.moved_bytes(), &bytes))
+      throw Error(Status::invalid_argument,
+                  fmt::format("bytes moved by {} tokens overflow a 64-bit byte count", tokens));
   return bytes;
 }
 

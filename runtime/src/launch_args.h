@@ -81,14 +81,16 @@ struct BufferDesc {
   bool is_written() const {
     return kind == BufferKind::inout || kind == BufferKind::output || kind == BufferKind::cache;
   }
-  /// Allocation size: every row at its stride.
-  int64_t bytes() const { return rows * row_stride * element_bytes; }
-  /// Bytes one launch moves through memory: read, written, or both (inout).
+  /// Allocation size: every row at its stride. Error(invalid_argument) on int64 overflow.
+  int64_t bytes() const { return checked_product(rows, row_stride, element_bytes); }
+  /// Bytes one launch moves through memory: read, written, or both (inout). Error on overflow.
   int64_t moved_bytes() const {
     const int64_t written = kind != BufferKind::inout ? 0
                             : written_row_elements < 0 ? moved_row_elements : written_row_elements;
-    return (moved_rows < 0 ? rows : moved_rows) * (moved_row_elements + written) * element_bytes;
+    return checked_product(moved_rows < 0 ? rows : moved_rows, moved_row_elements + written, element_bytes);
   }
+  /// a * b * c, or Error(invalid_argument) naming this buffer when it overflows int64.
+  int64_t checked_product(int64_t a, int64_t b, int64_t c) const;
 };
 
 /// True when launches of `spec` need Args::seq_len (dynamic NTK without a fixed rope.seq_len,

@@ -85,7 +85,7 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   } else {
     if (c.any) check_present(a.q_out, "q_out", "when the spec's io.q_output is separate");
     check_aligned(a.q_out, c.align, "q_out");
-    p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride"), c.D);
+    p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
   }
   require(a.cache_num_pages >= (c.any ? 1 : 0) && a.cache_num_pages <= kMaxCachePages, "cache_num_pages",
           fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each of k_cache and v_cache)",

@@ -40,11 +40,16 @@ inline void check_present(const void* p, const char* name, const char* why) {
 }
 
 // Token stride: 0 means dense; otherwise at least a row and a multiple of the vector width.
-inline int64_t resolve_stride(int64_t stride, int64_t dense, int vec, const char* name) {
-  if (stride == 0) return dense;
-  if (stride < dense || stride % vec != 0)
+// With `rows` rows of `esize`-byte elements, the byte span must fit int64 (the kernel's offsets).
+inline int64_t resolve_stride(int64_t stride, int64_t dense, int vec, const char* name, int64_t rows = 0,
+                              int esize = 1) {
+  if (stride == 0) stride = dense;
+  else if (stride < dense || stride % vec != 0)
     fail(name, fmt::format("{} is not allowed: must be 0 (dense) or >= {} and a multiple of {}",
                            stride, dense, vec));
+  int64_t span = 0;
+  if (__builtin_mul_overflow(rows, stride, &span) || __builtin_mul_overflow(span, int64_t{esize}, &span))
+    fail(name, fmt::format("{} is not allowed: {} rows of it overflow a 64-bit byte offset", stride, rows));
   return stride;
 }
 

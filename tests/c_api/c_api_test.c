@@ -419,6 +419,9 @@ static void check_bytes_moved(const ropejit_kernel* kernel) {
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && bytes == 0, "negative tokens gave %s, bytes %lld",
         ropejit_status_string(st), (long long)bytes);
   CHECK(strstr(ropejit_last_error(), "num_tokens") != NULL, "message: %s", ropejit_last_error());
+  st = ropejit_kernel_bytes_moved(kernel, INT64_MAX, 0, 0, &bytes); /* once returned OK and a negative count */
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && bytes == 0, "INT64_MAX tokens gave %s, bytes %lld",
+        ropejit_status_string(st), (long long)bytes);
   st = ropejit_kernel_bytes_moved(kernel, tokens, 0, 0, NULL);
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null output gave %s", ropejit_status_string(st));
   st = ropejit_kernel_bytes_moved(NULL, tokens, 0, 0, &bytes);
