@@ -34,8 +34,7 @@ void validate_files(const std::vector<std::string>& files) {
     } catch (const SpecError& e) {
       ++invalid;
       for (const auto& issue : e.issues())
-        fmt::print("{}: {}: {}\n", path, issue.pointer.empty() ? "(document)" : issue.pointer,
-                   issue.message);
+        fmt::print("{}: {}\n", path, issue.to_string());
     } catch (const Error& e) {
       ++invalid;
       fmt::print("{}: {}\n", path, e.what());

@@ -1,5 +1,6 @@
 // Generator: configs, plans and source text.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -160,6 +161,54 @@ TEST(Config, JsonRoundTripAndErrors) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("compute | table"), std::string::npos) << e.what();
+  }
+}
+
+// Issue 15: a launch config of JSON nested 100k deep, or an integer beyond int, is refused
+// (never a stack overflow in a message, never wrapped into a valid value); quotes are clipped.
+TEST(Config, JsonRefusesDeepNestingAndIntegersBeyondInt) {
+  try {
+    config_from_json(std::string(100000, '['));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("nesting deeper than 64"), std::string::npos) << e.what();
+  }
+  try {
+    config_from_json(std::string(100000, 'x'));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_LT(std::string(e.what()).size(), 400u) << "the text quoted whole";
+  }
+  try {
+    config_from_json(R"({"block_threads": 4294967552})");  // 2^32 + 256 wrapped to 256
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.field(), "/block_threads");
+    EXPECT_NE(std::string(e.what()).find("4294967552 is not allowed"), std::string::npos) << e.what();
+  }
+}
+
+// Defence in depth behind spec validation: a non-finite value would print as "inff"/"nanf",
+// which does not compile; the emitter refuses it naming the constant.
+TEST(Source, NonFiniteLiteralsAreRefusedNamingTheConstant) {
+  const Spec spec = ropejit::test::make_spec(SpecFields{});
+  Plan plan = make_plan(spec, default_config(spec));
+  plan.freqs.attention_factor = 1e300;  // finite in double, inf in float32
+  try {
+    generate_source(plan);
+    FAIL() << "emitted an infinite attention factor";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kAttentionFactor = 1e+300 is no finite float32"), std::string::npos)
+        << e.what();
+  }
+  plan = make_plan(spec, default_config(spec));
+  plan.freqs.inv_freq[3] = std::nan("");
+  try {
+    generate_source(plan);
+    FAIL() << "emitted a NaN inv_freq";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("kInvFreq[3] = nan"), std::string::npos) << e.what();
   }
 }
 

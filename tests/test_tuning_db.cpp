@@ -17,6 +17,7 @@
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/tuning_db.h"
+#include "support/run_command.h"
 #include "support/spec_builder.h"
 
 namespace ropejit {
@@ -324,6 +325,109 @@ TEST_F(TuningDbTest, SpecLookupSkipsConfigsInvalidForTheSpec) {
   ASSERT_TRUE(db.lookup(spec, 2));
   EXPECT_EQ(db.lookup(spec, 2)->block_threads, 256) << "the invalid nearer entry is skipped";
   EXPECT_FALSE(config_problem(spec, *db.lookup(spec, 2)));
+}
+
+// ---------------------------------------------------------------- what a file may hold (issue 15)
+
+// Each value is refused naming its field, never wrapped or read as a winner; read_tuning_db
+// warns and ignores the file instead of throwing.
+TEST_F(TuningDbTest, OutOfRangeValuesAreRefusedNamingTheField) {
+  const std::string text = tuning_db_to_json(TuningDbFile{{{h100(), {entry(random_hash(rng_), 2, 128, 3.0)}}}});
+  struct Case {
+    std::string from, to, field;
+  };
+  const std::string meta = "/devices/0/metadata/", at = "/devices/0/entries/0/";
+  const std::vector<Case> cases{
+      {"\"sm_count\": 132", "\"sm_count\": 4294967428", meta + "sm_count"},  // 2^32 + 132 wrapped to 132
+      {"\"sm_count\": 132", "\"sm_count\": 0", meta + "sm_count"},
+      {"\"driver_version\": 13000", "\"driver_version\": 4294980296", meta + "driver_version"},
+      {"\"driver_version\": 13000", "\"driver_version\": -1", meta + "driver_version"},
+      {"\"l2_bytes\": 52428800", "\"l2_bytes\": 18446744073709551615", meta + "l2_bytes"},
+      {"\"time_us\": 3.0", "\"time_us\": -3.0", at + "best/time_us"},
+      {"\"time_us\": 3.0", "\"time_us\": 0", at + "best/time_us"},
+      {"\"tokens\": 64", "\"tokens\": -64", at + "tokens"},
+      {"\"tokens\": 64", "\"tokens\": 65", at + "tokens"},  // bucket 2 is 9-64
+      {"\"default_time_us\": 4.5", "\"default_time_us\": -4.5", at + "default_time_us"},
+      {"\"date\": \"2025-01-01T00:00:00Z\"", "\"date\": \"zzzz\"", at + "date"},
+      {"\"date\": \"2025-01-01T00:00:00Z\"", "\"date\": \"2025-02-30T00:00:00Z\"", at + "date"},
+      {"\"date\": \"2025-01-01T00:00:00Z\"", "\"date\": \"2025-01-01 00:00:00\"", at + "date"},
+      {"\"sm_count\": 132", "\"sm_count\": \"" + std::string(100000, 'x') + "\"", meta + "sm_count"},  // quoted clipped
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.to);
+    ASSERT_NE(text.find(c.from), std::string::npos) << text;
+    const std::string bad = std::string(text).replace(text.find(c.from), c.from.size(), c.to);
+    try {
+      tuning_db_from_json(bad);
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), Status::io_error);
+      EXPECT_EQ(e.field(), c.field) << e.what();
+      EXPECT_NE(std::string(e.what()).find("is not allowed"), std::string::npos) << e.what();
+      EXPECT_LT(std::string(e.what()).size(), 400u) << "a value quoted whole";
+    }
+    std::ofstream(path_, std::ios::trunc) << bad;
+    warnings_.clear();
+    EXPECT_FALSE(read_tuning_db(path_, sink()));
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find(c.field), std::string::npos) << warnings_[0];
+  }
+}
+
+TEST_F(TuningDbTest, MergeComparesDatesAsTimesAndABadDateNeverWins) {
+  const std::string a = random_hash(rng_);
+  const TuningEntry dated = entry(a, 1, 64, 5.0, "2025-01-01T00:00:00Z");
+  const TuningEntry undated = entry(a, 1, 1024, 0.5, "zzzz");  // "zzzz" > any date as text
+  for (const auto& order : {std::vector<TuningEntry>{dated, undated}, std::vector<TuningEntry>{undated, dated}}) {
+    TuningDbFile file{{{h100(), {order[0]}}}};
+    merge_tuning_db(file, TuningDbFile{{{h100(), {order[1]}}}});
+    ASSERT_EQ(file.devices[0].entries.size(), 1u);
+    EXPECT_EQ(file.devices[0].entries[0].date, dated.date);
+  }
+  TuningDbFile file{{{h100(), {entry(a, 1, 64, 5.0, "2025-01-01T23:59:59Z")}}}};
+  merge_tuning_db(file, TuningDbFile{{{h100(), {entry(a, 1, 128, 9.0, "2025-01-02T00:00:00Z")}}}});
+  EXPECT_EQ(file.devices[0].entries[0].best.config.block_threads, 128) << "a second later wins, though slower";
+}
+
+TEST_F(TuningDbTest, DeepNestingOrANulByteIsIgnoredWithAWarningThenMovedAsideOnSave) {
+  const std::string deep(100000, '[');
+  const std::string valid = tuning_db_to_json(TuningDbFile{{{h100(), {entry(random_hash(rng_), 1, 64, 2.0)}}}});
+  const std::vector<std::pair<std::string, std::string>> texts{
+      {deep, "nesting deeper than 64"},
+      {"{\"format\": " + deep + std::string(100000, ']') + "}", "nesting deeper than 64"},  // dumped in messages
+      {valid + std::string(1, '\0') + "garbage", "NUL byte"},
+  };
+  for (const auto& [text, why] : texts) {
+    SCOPED_TRACE(why);
+    std::ofstream(path_, std::ios::binary | std::ios::trunc) << text;
+    warnings_.clear();
+    EXPECT_FALSE(read_tuning_db(path_, sink()));
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find(why), std::string::npos) << warnings_[0];
+    EXPECT_EQ(TuningDb(path_, h100(), sink()).size(), 0u);
+    warnings_.clear();
+    save_tuning_entries(path_, h100(), {entry(random_hash(rng_), 5, 512, 9.0)}, sink());
+    ASSERT_EQ(warnings_.size(), 1u);
+    EXPECT_NE(warnings_[0].find(".corrupt-"), std::string::npos) << warnings_[0];
+    EXPECT_EQ(TuningDb(path_, h100(), sink()).size(), 1u);
+    for (const auto& p : fs::directory_iterator(dir_))
+      if (p.path().filename().string().rfind("tuning.json.corrupt-", 0) == 0) fs::remove(p.path());
+  }
+}
+
+TEST_F(TuningDbTest, TheCommandsSurviveADeeplyNestedDatabase) {
+  const std::string cli = ROPEJIT_CLI_PATH;
+  if (cli.empty()) GTEST_SKIP() << "SKIPPED: the ropejit CLI is not part of this build";
+  std::ofstream(path_) << std::string(100000, '[') << std::string(100000, ']');
+  auto [show_status, show_output] = test::run_command(cli + " db show '" + path_ + "' 2>&1");
+  EXPECT_EQ(show_status, 1) << show_output;  // -1 when killed by SIGSEGV
+  EXPECT_NE(show_output.find("nesting deeper than 64"), std::string::npos) << show_output;
+  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: ropejit run needs the host backend here";
+  const std::string spec = test::source_dir() + "/specs/llama-3.1-8b.json";
+  auto [run_status, run_output] = test::run_command("ROPEJIT_TUNING_DB='" + path_ + "' " + cli + " run '" + spec +
+                                                    "' --backend host --tokens 4 2>&1");
+  EXPECT_EQ(run_status, 0) << run_output;  // the database is ignored with a warning
+  EXPECT_NE(run_output.find("nesting deeper than 64"), std::string::npos) << run_output;
 }
 
 // ---------------------------------------------------------------- device metadata

@@ -2,9 +2,13 @@
 #include "ropejit/config.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
+
+#include "ropejit/json_limits.h"
 
 namespace ropejit {
 
@@ -132,17 +136,26 @@ std::string config_to_json(const Config& c) {
 }
 
 Config config_from_json(std::string_view text) {
+  if (auto problem = json_text_problem(text)) throw Error(Status::invalid_argument, "config: " + *problem);
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
-    throw Error(Status::invalid_argument, "config: not a JSON object: " + std::string(text));
+    throw Error(Status::invalid_argument, "config: not a JSON object: " + clip_for_message(text));
   Config c;
   auto get_int = [&](const char* key, int& field) {
     if (!j.contains(key)) return;
-    if (!j[key].is_number_integer())
+    const auto& value = j[key];
+    // An int64 or uint64 beyond int would wrap into another, possibly valid, value.
+    const bool in_int = value.is_number_unsigned()
+                            ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
+                            : value.is_number_integer() && value.get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                  value.get<int64_t>() <= std::numeric_limits<int>::max();
+    if (!in_int)
       throw Error(Status::invalid_argument,
-                  fmt::format("config /{}: {} is not allowed: must be an integer", key, j[key].dump()),
+                  fmt::format("config /{}: {} is not allowed: must be an integer in [{}, {}]", key,
+                              clip_for_message(value.dump()), std::numeric_limits<int>::min(),
+                              std::numeric_limits<int>::max()),
                   std::string("/") + key);
-    field = j[key].get<int>();
+    field = value.get<int>();
   };
   auto get_enum = [&](const char* key, auto& field) {
     if (!j.contains(key)) return;
@@ -150,7 +163,7 @@ Config config_from_json(std::string_view text) {
     const auto value = j[key].is_string() ? enum_from_string<E>(j[key].get<std::string>()) : std::nullopt;
     if (!value)
       throw Error(Status::invalid_argument,
-                  fmt::format("config /{}: {} is not allowed: must be one of {}", key, j[key].dump(),
+                  fmt::format("config /{}: {} is not allowed: must be one of {}", key, clip_for_message(j[key].dump()),
                               allowed_names<E>()),
                   std::string("/") + key);
     field = *value;
@@ -161,7 +174,7 @@ Config config_from_json(std::string_view text) {
     const auto& table = tunables();
     if (std::none_of(table.begin(), table.end(), [&](const Tunable& t) { return t.name == key; }))
       throw Error(Status::invalid_argument,
-                  fmt::format("config /{}: unknown key; allowed: {}", key, allowed), "/" + key);
+                  fmt::format("config /{}: unknown key; allowed: {}", clip_for_message(key), allowed), "/" + key);
   }
   get_int("block_threads", c.block_threads);
   get_int("vec", c.vec);

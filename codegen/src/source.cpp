@@ -58,12 +58,15 @@ void form_flags(std::string& t, std::string_view prefix, Form chosen) {
                      row.value == chosen);
 }
 
-// Exact float literal (hex): the baked value is the float32 HF computes, bit for bit. A value
-// that is no finite float32 has no literal: refused (validation keeps specs from getting here).
-std::string float_literal(double v) {
+// Exact float literal (hex) of the constant `name`: the baked value is the float32 HF computes,
+// bit for bit. A value that is no finite float32 would print as "inff"/"nanf", which does not
+// compile: refused, naming the constant (spec validation keeps specs from getting here).
+// `index` >= 0: the element of the table `name`.
+std::string float_literal(std::string_view name, double v, int index = -1) {
   const float f = static_cast<float>(v);
   if (!std::isfinite(f))
-    throw Error(Status::internal, fmt::format("generated source: {} is no finite float32 literal", v));
+    throw Error(Status::internal, fmt::format("generated source: {}{} = {} is no finite float32, so it has no literal",
+                                              name, index >= 0 ? fmt::format("[{}]", index) : "", v));
   return fmt::format("{:a}f", f);
 }
 
@@ -71,7 +74,7 @@ void append_table(std::string& out, const char* name, const std::vector<double>&
   out += fmt::format("__device__ const float {}[{}] = {{", name, values.size());
   for (size_t i = 0; i < values.size(); ++i) {
     out += (i % 6 == 0) ? "\n   " : "";
-    out += " " + float_literal(values[i]) + ",";
+    out += " " + float_literal(name, values[i], static_cast<int>(i)) + ",";
   }
   out += "\n};\n";
 }
@@ -135,14 +138,14 @@ Source generate_source(const Plan& plan) {
   }
   line("bool", "kQkNorm", s.qk_norm.enabled);
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)
-    t += fmt::format("  static constexpr float kNormEps = {};\n", float_literal(s.qk_norm.eps));
+    t += fmt::format("  static constexpr float kNormEps = {};\n", float_literal("kNormEps", s.qk_norm.eps));
     line("bool", "kNormWeight", s.qk_norm.weight == NormWeight::per_head);
-    t += fmt::format("  static constexpr float kNormWeightOffset = {};\n", float_literal(s.qk_norm.weight_offset));
+    t += fmt::format("  static constexpr float kNormWeightOffset = {};\n", float_literal("kNormWeightOffset", s.qk_norm.weight_offset));
   }
   line("bool", "kAngleExact", s.angle == AnglePrecision::exact);
   form_flags(t, "Rope", s.rope.type);  // kRopeDynamic, kRopeLongrope, ...: run-time frequency hooks
   t += fmt::format("  static constexpr float kAttentionFactor = {};\n",
-                   float_literal(plan.freqs.attention_factor));
+                   float_literal("kAttentionFactor", plan.freqs.attention_factor));
   line("int", "kVec", c.vec);
   line("int", "kHeadsPerThread", c.heads_per_thread);
   line("bool", "kTableSinCos", c.sincos == SinCosMode::table);

@@ -219,7 +219,8 @@ void import_qk_norm(const json& text, const ModelFamily& family, HfContext& ctx,
     }
   }
   spec["qk_norm"] = norm;
-  if (const json* local = HfContext::member(text, "rope_local_base_freq"))
+  const json* local = HfContext::member(text, "rope_local_base_freq");
+  if (local && ctx.positive(*local, ctx.path("rope_local_base_freq"), ""))
     ctx.warn(ctx.path("rope_local_base_freq"),
              fmt::format("{}: the sliding-window layers rotate with this base and no scaling; this spec is "
                          "the global layers' (write the local layers' spec with rope_theta {} and "
@@ -231,7 +232,9 @@ Imported import_config(const json& config, const HfImportOptions& options) {
     throw SpecError({{"", show_json(config) + " is not allowed: must be an object (a config.json)"}});
   std::string model_type;
   std::vector<SpecIssue> early;  // found before the text model's context exists
-  const json* model_type_json = HfContext::member(config, "model_type");
+  // Present but null is a type error too: HF looks the value up in its model table.
+  const auto model_type_it = config.find("model_type");
+  const json* model_type_json = model_type_it == config.end() ? nullptr : &*model_type_it;
   if (model_type_json && model_type_json->is_string())
     model_type = model_type_json->get<std::string>();
   else if (model_type_json)

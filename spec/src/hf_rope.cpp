@@ -213,8 +213,8 @@ void import_original_length(const json& text, const std::string& block_key, Rope
   }
 }
 
-// Warnings where HF warns and the table stays well defined.
-void warn_like_hf(const json& rope, const std::string& block_key, RopeType type,
+// Warnings where HF warns and the table stays well defined. `original_key` names where O came from.
+void warn_like_hf(const json& rope, const std::string& block_key, const std::string& original_key, RopeType type,
                   std::optional<int64_t> max_positions, HfContext& ctx) {
   auto number = [&](const char* key) -> std::optional<double> {
     auto it = rope.find(key);
@@ -228,6 +228,12 @@ void warn_like_hf(const json& rope, const std::string& block_key, RopeType type,
                fmt::format("equal to low_freq_factor ({}): the smooth band is empty (wavelengths "
                            "below O/high_freq_factor unchanged, above O/low_freq_factor divided "
                            "by factor); HF warns, ropejit computes it", *low));
+    // HF expects O < M and warns otherwise; llama3's frequencies depend on O alone, not on M.
+    auto original = number("original_max_position_embeddings");
+    if (original && max_positions && *original >= static_cast<double>(*max_positions))
+      ctx.warn(original_key, fmt::format("{} is not below max_position_embeddings ({}); HF warns, ropejit "
+                                         "computes the table (llama3's frequencies depend on it, not on "
+                                         "max_position_embeddings)", *original, *max_positions));
   }
   if (type == RopeType::yarn && max_positions) {
     auto factor = number("factor"), original = number("original_max_position_embeddings");
@@ -318,7 +324,10 @@ void import_rope(const json& text, const ModelFamily& family, std::optional<int6
                 fmt::format("missing required key for rope_type \"{}\" (HF raises KeyError)",
                             row->name));
   import_theta(text, block == &empty ? nullptr : block, block_key, family, ctx, rope);
-  warn_like_hf(rope, block_key, row->type, max_positions, ctx);
+  const std::string original_key = "original_max_position_embeddings";
+  warn_like_hf(rope, block_key,
+               HfContext::member(text, original_key) ? ctx.path(original_key) : block_key + "." + original_key,
+               row->type, max_positions, ctx);
   spec["rope"] = rope;
 }
 

@@ -5,6 +5,8 @@
 
 #include <fmt/core.h>
 
+#include "ropejit/json_limits.h"
+
 namespace ropejit {
 
 using nlohmann::json;
@@ -82,6 +84,7 @@ class FieldTrackingSax {
 }  // namespace
 
 json parse_json_reporting_field(std::string_view text, FieldNaming naming) {
+  if (auto problem = json_text_problem(text)) throw SpecError({{"", *problem}});
   json document;
   FieldTrackingSax sax(document, naming);
   if (!json::sax_parse(text.begin(), text.end(), &sax)) throw SpecError({sax.issue});

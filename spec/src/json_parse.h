@@ -15,7 +15,8 @@ enum class FieldNaming {
   key_path,      ///< "rope_scaling.long_factor[2]" (HF config.json)
 };
 
-/// Parses `text`; throws SpecError with one issue (the field, or "" for malformed JSON).
+/// Parses `text`; throws SpecError with one issue (the field, or "" for malformed JSON, a NUL
+/// byte or nesting deeper than kMaxJsonDepth).
 nlohmann::json parse_json_reporting_field(std::string_view text, FieldNaming naming);
 
 }  // namespace ropejit

@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "ropejit/json_limits.h"
 #include "spec_reader.h"
 
 namespace ropejit {
@@ -163,9 +164,7 @@ std::string show_json(const json& value) {
     if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
   }
   if (value.is_array() && value.size() > 4) return fmt::format("a list of {} items", value.size());
-  std::string text = value.dump();
-  if (text.size() > 60) text = text.substr(0, 57) + "...";
-  return text;
+  return clip_for_message(value.dump());
 }
 
 std::string nearest_key(std::string_view key, const std::vector<std::string_view>& candidates) {
@@ -295,11 +294,8 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
         reader.not_allowed(base + "/high_freq_factor", *member(block, "high_freq_factor"),
                            fmt::format("a number > low_freq_factor ({}), or equal to it (no "
                                        "smooth band)", *rope.low_freq_factor));
-      if (rope.original_max_position_embeddings && max_positions > 0 &&
-          *rope.original_max_position_embeddings >= max_positions)
-        reader.not_allowed(base + "/original_max_position_embeddings",
-                           *member(block, "original_max_position_embeddings"),
-                           fmt::format("an integer < max_position_embeddings ({})", max_positions));
+      // original_max_position_embeddings >= max_position_embeddings is accepted, as by HF (which
+      // only warns, as the HF import does): the llama3 table depends on O alone.
       break;
     case RopeType::longrope:
       if (rotary_dim > 0)
@@ -359,18 +355,18 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     if (fraction && spec.head_dim > 0) {
       // Python int(D * f): the same double product HF forms.
       const auto derived = static_cast<int64_t>(std::floor(spec.head_dim * *fraction));
-      if (const json* explicit_dim = member(document, "rotary_dim")) {
-        if (rotary_dim && rotary_dim != derived)
-          reader.not_allowed("/rotary_dim", *explicit_dim,
-                             fmt::format("{} = floor(head_dim * partial_rotary_factor) when both "
-                                         "are given", derived));
-      } else if (derived < 2 || derived % 2 != 0) {
+      const json* explicit_dim = member(document, "rotary_dim");
+      // A fraction that gives no usable rotary_dim is its own problem, whatever rotary_dim says.
+      if (derived < 2 || derived % 2 != 0)
         reader.not_allowed("/partial_rotary_factor", *v,
                            fmt::format("a fraction giving an even rotary_dim >= 2 (floor({} * {}) "
                                        "= {})", spec.head_dim, *fraction, derived));
-      } else {
+      else if (explicit_dim && rotary_dim && rotary_dim != derived)
+        reader.not_allowed("/rotary_dim", *explicit_dim,
+                           fmt::format("{} = floor(head_dim * partial_rotary_factor) when both "
+                                       "are given", derived));
+      else if (!explicit_dim)
         rotary_dim = derived;
-      }
     }
   }
   if (!rotary_dim && !member(document, "rotary_dim") && !member(document, "partial_rotary_factor")) {

@@ -160,35 +160,77 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
   return io;
 }
 
+namespace {
+
+// A value the kernel bakes as a float literal: finite and > 0 once rounded to float32.
+bool bad_float32(double v) {
+  const float f = static_cast<float>(v);
+  return !std::isfinite(v) || !std::isfinite(f) || f <= 0.0f;
+}
+
+// The first pair whose inv_freq is no finite float32 > 0, or -1.
+int first_bad_pair(const std::vector<double>& inv_freq) {
+  for (size_t i = 0; i < inv_freq.size(); ++i)
+    if (bad_float32(inv_freq[i])) return static_cast<int>(i);
+  return -1;
+}
+
+}  // namespace
+
 // Every value the generator bakes must be a finite, non-zero float32: parameters that pass
-// one by one can still combine into NaN or infinite frequencies (yarn with rope_theta 1 divides
-// by log(1)), which would emit a kernel that does not compile or computes garbage.
+// one by one can still combine into NaN, zero or infinite values (yarn with rope_theta 1
+// divides by log(1); rope_theta 1e-320 rounds to a float32 0), which would emit a kernel that
+// does not compile or computes garbage. Each problem names the field that causes it.
 void check_derived_frequencies(const Spec& spec, Reader& reader) {
-  FreqTable table;
+  FreqTable table, unscaled;
+  Spec default_rope = spec;  // the base alone: tells a bad rope_theta from a bad scaling
+  default_rope.rope = RopeParams{};
+  default_rope.rope.theta = spec.rope.theta;
   try {
     table = compute_freqs(spec, FreqMode::hf_fp32);
+    unscaled = compute_freqs(default_rope, FreqMode::hf_fp32);
   } catch (const std::exception& e) {
     reader.add("/rope", fmt::format("the frequencies of this rope block cannot be computed: {}", e.what()));
     return;
   }
-  auto bad = [](double v) {
-    const float f = static_cast<float>(v);
-    return !std::isfinite(v) || !std::isfinite(f) || f <= 0.0f;
-  };
-  const std::string theta = fmt::format("{}", spec.rope.theta);
-  for (const auto* values : {&table.inv_freq, &table.inv_freq_long})
-    for (size_t i = 0; i < values->size(); ++i)
-      if (bad((*values)[i])) {
-        reader.add("/rope", fmt::format("this rope block gives {}[{}] = {} (rope_type {}, rope_theta {}): every "
-                                        "inv_freq must be a finite float32 > 0",
-                                        values == &table.inv_freq ? "inv_freq" : "inv_freq_long", i, (*values)[i],
-                                        to_string(spec.rope.type), theta));
-        return;
+  const std::string finite = "every inv_freq a finite float32 > 0";
+  const RopeParams& rope = spec.rope;
+  if (int i = first_bad_pair(unscaled.inv_freq); i >= 0) {
+    reader.not_allowed("/rope/rope_theta", rope.theta,
+                       fmt::format("a base giving {} (inv_freq[{}] = 1 / rope_theta^({}/{}) = {})", finite, i, 2 * i,
+                                   spec.rotary_dim, unscaled.inv_freq[i]));
+  } else if (rope.type == RopeType::longrope) {
+    for (const char* key : {"short_factor", "long_factor"}) {
+      const bool is_short = key == std::string_view("short_factor");
+      const std::vector<double>& values = is_short ? table.inv_freq : table.inv_freq_long;
+      if (int i = first_bad_pair(values); i >= 0) {
+        reader.not_allowed(fmt::format("/rope/{}/{}", key, i), (is_short ? rope.short_factor : rope.long_factor).at(i),
+                           fmt::format("a factor keeping {} (it gives inv_freq[{}] = {})", finite, i, values[i]));
+        break;
       }
-  if (bad(table.attention_factor))
-    reader.add("/rope", fmt::format("this rope block gives attention factor {} (rope_type {}): it must be a finite "
-                                    "float32 > 0",
-                                    table.attention_factor, to_string(spec.rope.type)));
+    }
+  } else if (int i = first_bad_pair(table.inv_freq); i >= 0) {
+    // The one parameter that scales a base that is fine alone; else the combination is named.
+    const std::string gives = fmt::format("it gives inv_freq[{}] = {}", i, table.inv_freq[i]);
+    if ((rope.type == RopeType::linear || rope.type == RopeType::llama3) && rope.factor)
+      reader.not_allowed("/rope/factor", *rope.factor, fmt::format("a factor keeping {} ({})", finite, gives));
+    else if (rope.type == RopeType::ntk && rope.alpha)
+      reader.not_allowed("/rope/alpha", *rope.alpha, fmt::format("an alpha keeping {} ({})", finite, gives));
+    else
+      reader.add("/rope", fmt::format("this rope block (rope_type {}, rope_theta {}) is not allowed: {}; every inv_freq "
+                                      "must be a finite float32 > 0", to_string(rope.type), rope.theta, gives));
+  }
+  const std::string baked = "a finite float32 > 0 (at most 3.4e38: the kernel bakes it as a float)";
+  if (bad_float32(table.attention_factor)) {
+    if (rope.attention_factor)
+      reader.not_allowed("/rope/attention_factor", *rope.attention_factor, baked);
+    else
+      reader.add("/rope", fmt::format("this rope block (rope_type {}) is not allowed: it gives the attention factor "
+                                      "{}, which must be {}", to_string(rope.type), table.attention_factor, baked));
+  }
+  if (spec.qk_norm.enabled && bad_float32(spec.qk_norm.eps))
+    reader.not_allowed("/qk_norm/eps", spec.qk_norm.eps,
+                       "a number >= 1.4e-45 (the smallest float32 > 0: the kernel bakes it as a float)");
 }
 
 }  // namespace ropejit::spec_detail

@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -20,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropejit/error.h"
+#include "ropejit/json_limits.h"
 #include "ropejit/warnings.h"
 
 namespace ropejit {
@@ -44,21 +48,59 @@ const json& field(const json& object, const std::string& pointer, const char* ke
 
 std::string get_string(const json& object, const std::string& pointer, const char* key) {
   const json& v = field(object, pointer, key);
-  if (!v.is_string()) bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a string", v.dump()));
+  if (!v.is_string())
+    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a string", clip_for_message(v.dump())));
   return v.get<std::string>();
 }
 
-int64_t get_int(const json& object, const std::string& pointer, const char* key) {
+// An integer in [lo, hi]; one beyond int64 (a uint64) is refused, never wrapped.
+int64_t get_int(const json& object, const std::string& pointer, const char* key, int64_t lo = INT64_MIN,
+                int64_t hi = INT64_MAX) {
   const json& v = field(object, pointer, key);
-  if (!v.is_number_integer())
-    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be an integer", v.dump()));
+  bool in_range = v.is_number_integer();
+  if (v.is_number_unsigned()) in_range = v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
+  if (in_range) in_range = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
+  if (!in_range) {
+    const std::string must = lo == INT64_MIN && hi == INT64_MAX ? "an integer"
+                             : hi == INT64_MAX                   ? fmt::format("an integer >= {}", lo)
+                                                                 : fmt::format("an integer in [{}, {}]", lo, hi);
+    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be {}", clip_for_message(v.dump()), must));
+  }
   return v.get<int64_t>();
 }
 
-double get_number(const json& object, const std::string& pointer, const char* key) {
+// A finite number >= min (> min when `exclusive`).
+double get_number(const json& object, const std::string& pointer, const char* key, double min, bool exclusive) {
   const json& v = field(object, pointer, key);
-  if (!v.is_number()) bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a number", v.dump()));
-  return v.get<double>();
+  const double d = v.is_number() ? v.get<double>() : 0.0;
+  if (!v.is_number() || !std::isfinite(d) || (exclusive ? d <= min : d < min))
+    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a finite number {} {}",
+                                               clip_for_message(v.dump()), exclusive ? ">" : ">=", min));
+  return d;
+}
+
+// Seconds since 1970 of an ISO 8601 UTC time "YYYY-MM-DDTHH:MM:SSZ" (the form utc_now_iso8601
+// writes), or nullopt: dates are compared as times, never as text.
+std::optional<int64_t> utc_seconds(const std::string& text) {
+  static constexpr char kForm[] = "dddd-dd-ddTdd:dd:ddZ";
+  if (text.size() != sizeof kForm - 1) return std::nullopt;
+  for (size_t i = 0; i < text.size(); ++i)
+    if (kForm[i] == 'd' ? !std::isdigit(static_cast<unsigned char>(text[i])) : text[i] != kForm[i]) return std::nullopt;
+  auto number = [&](size_t at, size_t n) { return std::stoi(text.substr(at, n)); };
+  const int year = number(0, 4), month = number(5, 2), day = number(8, 2);
+  const int hour = number(11, 2), minute = number(14, 2), second = number(17, 2);
+  static constexpr int kDaysIn[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+  if (month < 1 || month > 12 || day < 1 || day > kDaysIn[month - 1] + (month == 2 && leap) || hour > 23 ||
+      minute > 59 || second > 60)
+    return std::nullopt;
+  // Days from civil (Howard Hinnant's algorithm): proleptic Gregorian, 1970-01-01 = 0.
+  const int y = year - (month <= 2);
+  const int era = (y >= 0 ? y : y - 399) / 400, year_of_era = y - era * 400;
+  const int day_of_year = (153 * (month + (month > 2 ? -3 : 9)) + 2) / 5 + day - 1;
+  const int day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+  const int64_t days = int64_t(era) * 146097 + day_of_era - 719468;
+  return days * 86400 + hour * 3600 + minute * 60 + second;
 }
 
 json metadata_json(const DeviceMetadata& m) {
@@ -77,11 +119,11 @@ DeviceMetadata metadata_from(const json& j, const std::string& p) {
   DeviceMetadata m;
   m.ropejit_version = get_string(j, p, "ropejit_version");
   m.nvrtc_version = get_string(j, p, "nvrtc_version");
-  m.driver_version = static_cast<int>(get_int(j, p, "driver_version"));
+  m.driver_version = static_cast<int>(get_int(j, p, "driver_version", 0, INT_MAX));
   m.gpu_name = get_string(j, p, "gpu_name");
   m.compute_capability = get_string(j, p, "compute_capability");
-  m.sm_count = static_cast<int>(get_int(j, p, "sm_count"));
-  m.l2_bytes = get_int(j, p, "l2_bytes");
+  m.sm_count = static_cast<int>(get_int(j, p, "sm_count", 1, INT_MAX));
+  m.l2_bytes = get_int(j, p, "l2_bytes", 0);
   return m;
 }
 
@@ -100,7 +142,7 @@ TimedConfig timed_from(const json& j, const std::string& p) {
   } catch (const Error& e) {
     bad_field(p + "/config", e.what());
   }
-  t.time_us = get_number(j, p, "time_us");
+  t.time_us = get_number(j, p, "time_us", 0.0, true);  // a measured time: > 0
   return t;
 }
 
@@ -123,18 +165,22 @@ TuningEntry entry_from(const json& j, const std::string& p) {
   TuningEntry e;
   e.spec_hash = get_string(j, p, "spec_hash");
   if (e.spec_hash.size() != 32 || e.spec_hash.find_first_not_of("0123456789abcdef") != std::string::npos)
-    bad_field(p + "/spec_hash", fmt::format("\"{}\" is not allowed: must be 32 lowercase hex digits", e.spec_hash));
+    bad_field(p + "/spec_hash", fmt::format("{} is not allowed: must be 32 lowercase hex digits",
+                                            clip_for_message(json(e.spec_hash).dump())));
   if (j.contains("spec_name") && j["spec_name"].is_string()) e.spec_name = j["spec_name"].get<std::string>();
-  const int64_t bucket = get_int(j, p, "bucket");
-  if (bucket < 0 || bucket >= kNumBuckets)
-    bad_field(p + "/bucket", fmt::format("{} is not allowed: must be in [0, {}]", bucket, kNumBuckets - 1));
-  e.bucket = static_cast<int>(bucket);
-  e.tokens = get_int(j, p, "tokens");
+  e.bucket = static_cast<int>(get_int(j, p, "bucket", 0, kNumBuckets - 1));
+  e.tokens = get_int(j, p, "tokens", 1);
+  if (bucket_of(e.tokens) != e.bucket)
+    bad_field(p + "/tokens", fmt::format("{} is not allowed: must be a token count of bucket {} ({})", e.tokens,
+                                         e.bucket, bucket_name(e.bucket)));
   e.best = timed_from(field(j, p, "best"), p + "/best");
   if (j.contains("runner_up") && !j["runner_up"].is_null()) e.runner_up = timed_from(j["runner_up"], p + "/runner_up");
-  if (j.contains("default_time_us")) e.default_time_us = get_number(j, p, "default_time_us");
-  if (j.contains("gbps")) e.gbps = get_number(j, p, "gbps");
+  if (j.contains("default_time_us")) e.default_time_us = get_number(j, p, "default_time_us", 0.0, false);
+  if (j.contains("gbps")) e.gbps = get_number(j, p, "gbps", 0.0, false);
   e.date = get_string(j, p, "date");
+  if (!utc_seconds(e.date))
+    bad_field(p + "/date", fmt::format("{} is not allowed: must be an ISO 8601 UTC time such as "
+                                       "\"2025-01-31T12:00:00Z\"", clip_for_message(json(e.date).dump())));
   return e;
 }
 
@@ -142,9 +188,10 @@ bool entry_less(const TuningEntry& a, const TuningEntry& b) {
   return std::tie(a.spec_hash, a.bucket) < std::tie(b.spec_hash, b.bucket);
 }
 
-// Newer date wins; equal dates: the faster best time.
+// Newer date wins (a date that does not parse never does); equal dates: the faster best time.
 bool replaces(const TuningEntry& candidate, const TuningEntry& current) {
-  if (candidate.date != current.date) return candidate.date > current.date;
+  const auto candidate_time = utc_seconds(candidate.date), current_time = utc_seconds(current.date);
+  if (candidate_time != current_time) return candidate_time > current_time;  // nullopt sorts first
   return candidate.best.time_us < current.best.time_us;
 }
 
@@ -239,16 +286,16 @@ TuningDbFile read_for_update(const std::string& path, const WarningSink& warn) {
   bool exists = false;
   const std::string text = read_whole(path, exists);
   if (!exists) return {};
-  const auto j = json::parse(text, nullptr, false);
+  // Text that is refused before parsing (a NUL byte, deep nesting) is corrupt: moved aside below.
+  const auto j = json_text_problem(text) ? json(json::value_t::discarded) : json::parse(text, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("format") && j["format"] != kTuningDbFormat)
     throw Error(Status::io_error,
                 fmt::format("tuning database {}: /format {} is not the format this ropejit writes ({}); "
                             "refusing to overwrite it",
-                            path, j["format"].dump(), kTuningDbFormat),
+                            path, clip_for_message(j["format"].dump()), kTuningDbFormat),
                 "/format");
   try {
-    if (j.is_discarded()) throw Error(Status::io_error, "not valid JSON (truncated?)");
-    return tuning_db_from_json(text);
+    return tuning_db_from_json(text);  // throws naming why the text is unreadable
   } catch (const Error& e) {
     const std::string aside = fmt::format("{}.corrupt-{}", path, static_cast<long long>(std::time(nullptr)));
     if (::rename(path.c_str(), aside.c_str()) != 0)
@@ -294,6 +341,7 @@ std::string tuning_db_to_json(const TuningDbFile& file) {
 }
 
 TuningDbFile tuning_db_from_json(const std::string& text) {
+  if (auto problem = json_text_problem(text)) throw Error(Status::io_error, "tuning database: " + *problem);
   const auto j = json::parse(text, nullptr, false);
   if (j.is_discarded()) throw Error(Status::io_error, "tuning database: not valid JSON (truncated?)");
   if (!j.is_object()) bad_field("", "must be a JSON object");

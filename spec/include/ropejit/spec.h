@@ -85,8 +85,8 @@ struct Spec {
 struct SpecIssue {
   std::string pointer;   ///< "/rope/factor"
   std::string message;   ///< "-2 is not allowed: must be a number >= 1"
-  /// "pointer: message"
-  std::string to_string() const { return pointer + ": " + message; }
+  /// "pointer: message"; "(document): message" for the whole document (malformed JSON).
+  std::string to_string() const { return (pointer.empty() ? "(document)" : pointer) + ": " + message; }
 };
 
 /// Thrown by parse_spec: every issue found, all at once.

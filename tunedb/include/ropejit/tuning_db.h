@@ -70,7 +70,10 @@ struct TuningDbFile {
 
 /// JSON text of a database file (stable key order, entries sorted by spec hash and bucket).
 std::string tuning_db_to_json(const TuningDbFile& file);
-/// Parses JSON text; throws Error(io_error) naming the JSON pointer of the first bad field.
+/// Parses JSON text; throws Error(io_error) naming the JSON pointer of the first bad field: a
+/// value of the wrong type or out of range (sm_count >= 1, driver_version and l2_bytes >= 0,
+/// times finite and > 0, tokens in the entry's bucket, date ISO 8601 UTC), a NUL byte, or
+/// nesting deeper than kMaxJsonDepth (ropejit/json_limits.h).
 TuningDbFile tuning_db_from_json(const std::string& text);
 
 /// Reads a database file: nullopt when absent; a malformed or truncated file or another
@@ -78,7 +81,8 @@ TuningDbFile tuning_db_from_json(const std::string& text);
 std::optional<TuningDbFile> read_tuning_db(const std::string& path, const WarningSink& warn = {});
 
 /// Merges `from` into `into`: sections with equal metadata combine; for the same
-/// (spec_hash, bucket) the newer date wins (equal dates: the faster time).
+/// (spec_hash, bucket) the newer date wins, compared as times (a date that is no ISO 8601 UTC
+/// time never wins; equal dates: the faster time).
 void merge_tuning_db(TuningDbFile& into, const TuningDbFile& from);
 
 /// Adds `entries` for `metadata` to the file at `path` under an flock'ed `<path>.lock`:
