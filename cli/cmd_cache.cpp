@@ -60,14 +60,21 @@ std::unique_ptr<ropejit::DiskCache> open_cache(const std::string& dir) {
   return std::make_unique<ropejit::DiskCache>(options);
 }
 
+// A host key's target is "<triple> cpu=<name> <feature list>": the CPU name is what a person needs.
+std::string short_arch(const std::string& arch) {
+  const size_t cpu = arch.find(" cpu=");
+  if (cpu == std::string::npos) return arch;
+  return arch.substr(cpu + 5, arch.find(' ', cpu + 5) - (cpu + 5));
+}
+
 void list_entries(const std::string& explicit_dir) {
   const std::string dir = require_dir(explicit_dir);
   auto cache = open_cache(dir);
   auto entries = cache->list();
   uint64_t total = 0;
   if (!entries.empty())
-    fmt::print("{:>10}  {:>5}  {:<8} {:<7} {:<12} {:<8} {:<8} {}\n", "size", "age", "arch",
-               "backend", "source", "nvrtc", "ropejit", "file");
+    fmt::print("{:>10}  {:>5}  {:<8} {:<7} {:<12} {:<12} {:<8} {}\n", "size", "age", "arch",
+               "backend", "source", "compiler", "ropejit", "file");
   for (const auto& e : entries) {
     total += e.size;
     auto fields = key_fields(e.key_text);
@@ -77,8 +84,8 @@ void list_entries(const std::string& explicit_dir) {
                  human_bytes(e.size), human_age(e.mtime_ns), file);
       continue;
     }
-    fmt::print("{:>10}  {:>5}  {:<8} {:<7} {:<12} {:<8} {:<8} {}\n", human_bytes(e.size),
-               human_age(e.mtime_ns), fields["arch"], fields["backend"],
+    fmt::print("{:>10}  {:>5}  {:<8} {:<7} {:<12} {:<12} {:<8} {}\n", human_bytes(e.size),
+               human_age(e.mtime_ns), short_arch(fields["arch"]), fields["backend"],
                fields["source_hash"].substr(0, 12), fields["nvrtc_version"],
                fields["ropejit_version"], file);
   }

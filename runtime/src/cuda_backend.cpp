@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "cached_binary.h"
 #include "cuda_driver.h"
 #include "ropejit/cache.h"
 #include "ropejit/error.h"
@@ -258,41 +259,19 @@ class CudaBackend final : public Backend {
     return fmt::format("compute_{}", target);
   }
 
-  /// The binary for `target`: from `disk` when present, else compiled (under the cache lock so
-  /// concurrent processes compile it once) and stored.
+  /// The binary for `target`: from `disk` when present, else compiled and stored.
   Binary compile_or_read(const Source& source, const std::string& target, bool ptx, DiskCache* disk,
                          bool& from_disk) const {
-    from_disk = false;
-    if (!disk || !disk->enabled()) return compile_nvrtc(source, target, ptx);
-    const CacheKey key = cache_key(source, target, ptx);
-    auto read = [&]() -> std::optional<Binary> {
-      auto payload = disk->load(key);
-      if (!payload) return std::nullopt;
-      auto binary = deserialize_binary(*payload);
-      if (!binary || binary->entry != source.entry || binary->source_hash != source.hash ||
-          binary->is_ptx != ptx || binary->image.empty())
-        return std::nullopt;  // malformed or another source: a miss, rewritten below
-      return binary;
+    auto usable = [&](const Binary& b) {
+      return b.entry == source.entry && b.source_hash == source.hash && b.is_ptx == ptx && !b.image.empty();
     };
-    if (auto hit = read()) {
-      from_disk = true;
-      return std::move(*hit);
-    }
-    auto lock = disk->lock(key);
-    if (auto hit = read()) {  // another process compiled it while we waited for the lock
-      from_disk = true;
-      return std::move(*hit);
-    }
-    Binary binary = compile_nvrtc(source, target, ptx);
-    disk->store(key, serialize_binary(binary));
-    return binary;
+    return cached_binary(disk, cache_key(source, target, ptx), usable,
+                         [&] { return compile_nvrtc(source, target, ptx); }, from_disk);
   }
 
   /// Compiles `source` for `target` and overwrites its disk entry (when `disk` is usable).
   Binary compile_and_store(const Source& source, const std::string& target, bool ptx, DiskCache* disk) const {
-    Binary binary = compile_nvrtc(source, target, ptx);
-    if (disk && disk->enabled()) disk->store(cache_key(source, target, ptx), serialize_binary(binary));
-    return binary;
+    return recompile_binary(disk, cache_key(source, target, ptx), [&] { return compile_nvrtc(source, target, ptx); });
   }
 
   static CacheKey cache_key(const Source& source, const std::string& target, bool ptx) {

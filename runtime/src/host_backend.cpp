@@ -10,8 +10,11 @@
 #include <fmt/format.h>
 
 #include "backend.h"
+#include "cached_binary.h"
 #include "host/host_jit.h"
+#include "ropejit/cache.h"
 #include "ropejit/error.h"
+#include "ropejit/version.h"
 
 namespace ropejit {
 
@@ -32,8 +35,8 @@ std::string host_arch() {
 
 class HostLoadedModule final : public LoadedModule {
  public:
-  HostLoadedModule(std::unique_ptr<HostModule> module, Binary binary)
-      : module_(std::move(module)), binary_(std::move(binary)) {}
+  HostLoadedModule(std::unique_ptr<HostModule> module, Binary binary, bool from_disk, double load_ms)
+      : module_(std::move(module)), binary_(std::move(binary)), from_disk_(from_disk), load_ms_(load_ms) {}
 
   void launch(const LaunchDims& dims, const KernelParams& params, void*) const override {
     HostLaunchDims host_dims;
@@ -42,14 +45,16 @@ class HostLoadedModule final : public LoadedModule {
     module_->launch(host_dims, params);
   }
   const Binary& binary() const override { return binary_; }
-  bool from_disk_cache() const override { return false; }
-  double load_ms() const override { return binary_.compile_ms; }
+  bool from_disk_cache() const override { return from_disk_; }
+  double load_ms() const override { return load_ms_; }
   // One block per worker thread: the host runs a block's threads in sequence.
   int resident_blocks_per_sm(int) const override { return 1; }
 
  private:
   std::unique_ptr<HostModule> module_;
   Binary binary_;
+  bool from_disk_;
+  double load_ms_;
 };
 
 class HostBackend final : public Backend {
@@ -65,16 +70,29 @@ class HostBackend final : public Backend {
   }
   bool host_memory() const override { return true; }
 
-  // The disk cache is not used: JIT'ed code lives in this process's ORC session and is not
-  // serialized, so every process compiles (the memory cache still dedups within a process).
-  std::shared_ptr<LoadedModule> load(const Source& source, DiskCache*) override {
-    auto module = HostModule::compile(source.text, source.entry);
-    Binary binary;
-    binary.arch = host_arch();
-    binary.entry = source.entry;
-    binary.source_hash = source.hash;
-    binary.compile_ms = module->compile_ms();
-    return std::make_shared<HostLoadedModule>(std::move(module), std::move(binary));
+  // The disk cache holds the object code (image), keyed by the CPU and its features, since
+  // -march=native code must not run on a CPU without them.
+  std::shared_ptr<LoadedModule> load(const Source& source, DiskCache* disk) override {
+    const auto start = std::chrono::steady_clock::now();
+    const CacheKey key = cache_key(source);
+    auto usable = [&](const Binary& b) {
+      return b.entry == source.entry && b.source_hash == source.hash && !b.is_ptx && !b.image.empty();
+    };
+    auto compile = [&] { return compile_binary(source); };
+    bool from_disk = false;
+    Binary binary = cached_binary(disk, key, usable, compile, from_disk);
+    std::unique_ptr<HostModule> module;
+    try {
+      module = HostModule::load_object(binary.image, binary.entry);
+    } catch (const Error&) {
+      if (!from_disk) throw;
+      // An entry with a valid checksum the JIT linker still rejects: compile afresh and overwrite.
+      binary = recompile_binary(disk, key, compile);
+      from_disk = false;
+      module = HostModule::load_object(binary.image, binary.entry);
+    }
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return std::make_shared<HostLoadedModule>(std::move(module), std::move(binary), from_disk, ms);
   }
 
   void* alloc(size_t bytes) override {
@@ -106,6 +124,32 @@ class HostBackend final : public Backend {
     std::nth_element(us.begin(), us.begin() + us.size() / 2, us.end());
     return us[us.size() / 2];
   }
+
+ private:
+  /// Every input of the object code: source, compiler and flags, CPU and features, versions.
+  CacheKey cache_key(const Source& source) const {
+    CacheKey key;
+    key.source_hash_hex = source.hash.hex();
+    key.options = host_jit_flags();
+    key.arch = target_;
+    key.nvrtc_version = host_jit_compiler();
+    key.ropejit_version = version();
+    key.backend = "host";
+    return key;
+  }
+
+  Binary compile_binary(const Source& source) const {
+    const auto start = std::chrono::steady_clock::now();
+    Binary binary;
+    binary.image = HostModule::compile_object(source.text, source.entry);
+    binary.arch = host_arch();
+    binary.entry = source.entry;
+    binary.source_hash = source.hash;
+    binary.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    return binary;
+  }
+
+  const std::string target_ = host_jit_target();
 };
 
 }  // namespace

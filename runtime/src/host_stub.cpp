@@ -7,10 +7,20 @@
 
 namespace ropejit {
 
-std::unique_ptr<HostModule> HostModule::compile(const std::string&, const std::string&) {
+namespace {
+[[noreturn]] void no_host_backend() {
   throw Error(Status::unsupported,
               "host backend: this build has none (configure with -DROPEJIT_HOST_BACKEND=ON)");
 }
+}  // namespace
+
+std::unique_ptr<HostModule> HostModule::compile(const std::string&, const std::string&) { no_host_backend(); }
+std::string HostModule::compile_object(const std::string&, const std::string&) { no_host_backend(); }
+std::unique_ptr<HostModule> HostModule::load_object(std::string_view, const std::string&) { no_host_backend(); }
+
+std::string host_jit_target() { return "none"; }
+std::string host_jit_compiler() { return "none"; }
+std::string host_jit_flags() { return "none"; }
 
 bool host_backend_available() noexcept { return false; }
 

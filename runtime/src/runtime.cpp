@@ -57,7 +57,7 @@ std::unique_ptr<Backend> open_backend(const RuntimeOptions& o) {
 Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<RuntimeImpl>()) {
   impl_->options = std::move(options);
   impl_->backend = open_backend(impl_->options);
-  if (impl_->options.disk_cache && impl_->backend->name() == "cuda") {
+  if (impl_->options.disk_cache) {
     DiskCacheOptions disk_options;
     disk_options.dir = impl_->options.cache_dir;
     disk_options.warn = impl_->options.on_warning;

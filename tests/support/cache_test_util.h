@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -56,6 +57,17 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// Runs `fn` on another thread; fails the test (instead of hanging it) after `seconds`.
+template <class Fn>
+inline void within_seconds(int seconds, Fn fn, const char* what) {
+  auto done = std::async(std::launch::async, fn);
+  if (done.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready) {
+    ADD_FAILURE() << what << " did not return within " << seconds << " s";
+    std::_Exit(1);  // the blocked thread cannot be joined: end the test binary with the failure
+  }
+  done.get();
+}
 
 inline std::mt19937_64& rng_engine() {
   static std::mt19937_64 r = [] {

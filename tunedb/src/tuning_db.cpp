@@ -2,6 +2,7 @@
 #include "ropejit/tuning_db.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sys/file.h>
 #include <unistd.h>
 
@@ -13,11 +14,10 @@
 #include <climits>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -217,13 +217,61 @@ DeviceSection& section_for(TuningDbFile& file, const DeviceMetadata& metadata) {
   return file.devices.back();
 }
 
-std::string read_whole(const std::string& path, bool& exists) {
-  std::ifstream in(path, std::ios::binary);
-  exists = static_cast<bool>(in);
-  if (!in) return {};
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+/// What is at a database path. Only a regular file is read or replaced: a FIFO would block
+/// the reader, and a folder or a device is not ours to move aside.
+struct FileRead {
+  enum Kind { absent, regular, other } kind = absent;
+  std::string text;     ///< the file's bytes (regular)
+  std::string problem;  ///< why it is not read (other): "is a FIFO, not a regular file"
+};
+
+FileRead read_whole(const std::string& path) {
+  FileRead r;
+  // O_NONBLOCK: opening a FIFO returns at once instead of waiting for a writer.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno != ENOENT && errno != ENOTDIR) {
+      r.kind = FileRead::other;
+      r.problem = fmt::format("cannot be opened: {}", std::strerror(errno));
+    }
+    return r;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    r.kind = FileRead::other;
+    r.problem = S_ISDIR(st.st_mode) ? "is a folder, not a regular file"
+                : S_ISFIFO(st.st_mode) ? "is a FIFO, not a regular file"
+                                       : "is not a regular file";
+    ::close(fd);
+    return r;
+  }
+  r.kind = FileRead::regular;
+  char buffer[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      r.kind = FileRead::other;
+      r.problem = fmt::format("cannot be read: {}", std::strerror(errno));
+      break;
+    }
+    if (n == 0) break;
+    r.text.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return r;
+}
+
+/// The file a link at `path` points to (saving replaces that file and keeps the link); `path`
+/// itself when it is no link or its target cannot be resolved.
+std::string resolve_link(const std::string& path) {
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (!real) return path;
+  std::string target(real);
+  std::free(real);
+  return target;
 }
 
 /// flock'ed `<path>.lock` for one read-merge-write.
@@ -283,9 +331,11 @@ void write_atomically(const std::string& path, const std::string& text) {
 
 // Under the lock: the current file (or empty), moving a corrupt one aside; refuses other formats.
 TuningDbFile read_for_update(const std::string& path, const WarningSink& warn) {
-  bool exists = false;
-  const std::string text = read_whole(path, exists);
-  if (!exists) return {};
+  const FileRead read = read_whole(path);
+  if (read.kind == FileRead::absent) return {};
+  if (read.kind == FileRead::other)
+    throw Error(Status::io_error, fmt::format("tuning database {} {}; refusing to replace it", path, read.problem));
+  const std::string& text = read.text;
   // Text that is refused before parsing (a NUL byte, deep nesting) is corrupt: moved aside below.
   const auto j = json_text_problem(text) ? json(json::value_t::discarded) : json::parse(text, nullptr, false);
   if (!j.is_discarded() && j.is_object() && j.contains("format") && j["format"] != kTuningDbFormat)
@@ -366,11 +416,14 @@ TuningDbFile tuning_db_from_json(const std::string& text) {
 }
 
 std::optional<TuningDbFile> read_tuning_db(const std::string& path, const WarningSink& warn) {
-  bool exists = false;
-  const std::string text = read_whole(path, exists);
-  if (!exists) return std::nullopt;
+  const FileRead read = read_whole(path);
+  if (read.kind == FileRead::absent) return std::nullopt;
+  if (read.kind == FileRead::other) {
+    emit_warning(warn, fmt::format("ignoring tuning database {}: it {}", path, read.problem));
+    return std::nullopt;
+  }
   try {
-    return tuning_db_from_json(text);
+    return tuning_db_from_json(read.text);
   } catch (const Error& e) {
     emit_warning(warn, fmt::format("ignoring tuning database {}: {}", path, e.what()));
     return std::nullopt;
@@ -390,18 +443,17 @@ void save_tuning_entries(const std::string& path, const DeviceMetadata& metadata
 
 void merge_tuning_db_into(const std::string& path, const TuningDbFile& from, const WarningSink& warn) {
   if (path.empty()) throw Error(Status::invalid_argument, "tuning database path is empty");
-  FileLock lock(path);
-  TuningDbFile file = read_for_update(path, warn);
+  const std::string target = resolve_link(path);
+  FileLock lock(target);
+  TuningDbFile file = read_for_update(target, warn);
   merge_tuning_db(file, from);
-  write_atomically(path, tuning_db_to_json(file));
+  write_atomically(target, tuning_db_to_json(file));
 }
 
 TuningDb::TuningDb(const std::string& path, const DeviceMetadata& device, const WarningSink& warn) {
   const auto file = read_tuning_db(path, warn);
   if (!file) {
-    bool exists = false;
-    read_whole(path, exists);
-    if (!exists) emit_warning(warn, fmt::format("tuning database {} does not exist; using heuristic configs", path));
+    if (read_whole(path).kind == FileRead::absent) emit_warning(warn, fmt::format("tuning database {} does not exist; using heuristic configs", path));
     return;
   }
   for (const auto& s : file->devices)

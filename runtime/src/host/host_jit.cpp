@@ -15,15 +15,19 @@
 #include <clang/Frontend/CompilerInvocation.h>
 #include <clang/Frontend/TextDiagnosticPrinter.h>
 #include <fmt/format.h>
+#include <llvm/Config/llvm-config.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/Core.h>
 #include <llvm/ExecutionEngine/Orc/ExecutionUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/TargetSelect.h>
 #include <llvm/Support/VirtualFileSystem.h>
+#include <llvm/Target/TargetMachine.h>
 #include <llvm/Support/raw_ostream.h>
 #include <llvm/TargetParser/Host.h>
 
@@ -49,6 +53,12 @@ constexpr const char* kVirtualMainFile = "/ropejit-host/kernel.cpp";
 constexpr const char* kShimInclude = "ropejit/host_shim.cuh";
 // The driver only uses this path to name itself; the resource dir is passed explicitly.
 constexpr const char* kClangExecutable = ROPEJIT_CLANG_RESOURCE_DIR "/../../../bin/clang++";
+
+// Flags that shape the code (the cache key holds them): exact IEEE results, no contraction into
+// FMA, no fast-math; errno is never read.
+constexpr const char* kCompileFlags[] = {"-x", "c++", "-std=c++17", "-O2", "-march=native",
+                                         "-ffp-contract=off", "-fno-math-errno", "-fno-exceptions",
+                                         "-fno-rtti"};
 
 /// Signature of the generated launcher (see launcher_source).
 using LaunchFn = void (*)(const KernelParams*, unsigned, unsigned, unsigned, unsigned, unsigned,
@@ -154,12 +164,11 @@ ClangResult compile_to_ir(const std::string& main_text, const std::string& entry
   clang::driver::Driver driver(kClangExecutable, llvm::sys::getProcessTriple(), driver_diags,
                                "ropejit host backend", file_system);
   const std::string include_flag = std::string("-I") + kVirtualIncludeDir;
-  const std::vector<const char*> args = {
-      kClangExecutable, "-x", "c++", "-std=c++17", "-O2", "-march=native",
-      // exact IEEE results: no contraction into FMA, no fast-math; errno is never read
-      "-ffp-contract=off", "-fno-math-errno", "-fno-exceptions", "-fno-rtti", "-resource-dir",
-      ROPEJIT_CLANG_RESOURCE_DIR, include_flag.c_str(), "-include", kShimInclude, "-c",
-      kVirtualMainFile};
+  std::vector<const char*> args = {kClangExecutable};
+  for (const char* flag : kCompileFlags) args.push_back(flag);
+  for (const char* flag : {"-resource-dir", ROPEJIT_CLANG_RESOURCE_DIR, include_flag.c_str(),
+                           "-include", kShimInclude, "-c", kVirtualMainFile})
+    args.push_back(flag);
   std::unique_ptr<clang::driver::Compilation> compilation(driver.BuildCompilation(args));
   if (!compilation || driver_diags.hasErrorOccurred()) {
     log_stream.flush();
@@ -214,6 +223,7 @@ class JitHostModule final : public HostModule {
 
   void launch(const HostLaunchDims& dims, const KernelParams& params) const override;
   double compile_ms() const override { return compile_ms_; }
+  void set_compile_ms(double ms) { compile_ms_ = ms; }
 
  private:
   std::unique_ptr<llvm::orc::LLJIT> jit_;
@@ -252,19 +262,53 @@ void JitHostModule::launch(const HostLaunchDims& d, const KernelParams& params) 
   for (std::thread& thread : threads) thread.join();
 }
 
-}  // namespace
+/// The JIT's target: this CPU, with emulated TLS for the thread_local indices.
+llvm::orc::JITTargetMachineBuilder host_target_builder() {
+  initialize_llvm_once();
+  auto builder = llvm::orc::JITTargetMachineBuilder::detectHost();
+  if (!builder)
+    throw Error(Status::backend_error,
+                "host backend: cannot detect the host CPU: " + to_string(builder.takeError()));
+  return std::move(*builder);
+}
 
-std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
-                                                const std::string& entry) {
+double ms_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+}
+
+void check_entry(const std::string& entry) {
   if (!is_c_identifier(entry)) {
     throw Error(Status::invalid_argument,
                 "host backend: entry '" + entry + "' is not a C identifier");
   }
-  const auto start = std::chrono::steady_clock::now();
-  initialize_llvm_once();
-  ClangResult ir = compile_to_ir(source_text + launcher_source(entry), entry);
+}
 
-  auto jit = llvm::orc::LLJITBuilder().create();
+}  // namespace
+
+std::string HostModule::compile_object(const std::string& source_text, const std::string& entry) {
+  check_entry(entry);
+  ClangResult ir = compile_to_ir(source_text + launcher_source(entry), entry);
+  llvm::orc::JITTargetMachineBuilder builder = host_target_builder();
+  auto machine = builder.createTargetMachine();
+  if (!machine)
+    throw Error(Status::backend_error,
+                "host backend: cannot create a target machine: " + to_string(machine.takeError()));
+  ir.module->setDataLayout((*machine)->createDataLayout());
+  ir.module->setTargetTriple((*machine)->getTargetTriple().str());
+  // The same compiler LLJIT runs on IR it is given, so a cached object is the code a fresh
+  // compile would have linked.
+  llvm::orc::SimpleCompiler compiler(**machine);
+  auto object = compiler(*ir.module);
+  if (!object)
+    throw Error(Status::backend_error,
+                "host backend: code generation failed for '" + entry + "': " + to_string(object.takeError()));
+  return std::string((*object)->getBuffer());
+}
+
+std::unique_ptr<HostModule> HostModule::load_object(std::string_view object, const std::string& entry) {
+  check_entry(entry);
+  const auto start = std::chrono::steady_clock::now();
+  auto jit = llvm::orc::LLJITBuilder().setJITTargetMachineBuilder(host_target_builder()).create();
   if (!jit)
     throw Error(Status::backend_error,
                 "host backend: cannot create LLJIT: " + to_string(jit.takeError()));
@@ -285,11 +329,10 @@ std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
   if (llvm::Error err = (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(emutls)))
     throw Error(Status::backend_error, "host backend: cannot define __emutls_get_address: " +
                                            to_string(std::move(err)));
-  ir.module->setDataLayout((*jit)->getDataLayout());
-  if (llvm::Error err = (*jit)->addIRModule(llvm::orc::ThreadSafeModule(
-          std::move(ir.module), llvm::orc::ThreadSafeContext(std::move(ir.context))))) {
+  if (llvm::Error err = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(
+          llvm::StringRef(object.data(), object.size()), "ropejit-kernel.o"))) {
     throw Error(Status::backend_error,
-                "host backend: cannot add module: " + to_string(std::move(err)));
+                "host backend: cannot add the object of '" + entry + "': " + to_string(std::move(err)));
   }
   auto address = (*jit)->lookup(launcher_symbol(entry));
   if (!address) {
@@ -300,9 +343,30 @@ std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
     throw Error(Status::backend_error,
                 "host backend: module initializers failed: " + to_string(std::move(err)));
   }
-  const double ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  return std::make_unique<JitHostModule>(std::move(*jit), address->toPtr<LaunchFn>(), ms);
+  return std::make_unique<JitHostModule>(std::move(*jit), address->toPtr<LaunchFn>(), ms_since(start));
+}
+
+std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
+                                                const std::string& entry) {
+  const auto start = std::chrono::steady_clock::now();
+  const std::string object = compile_object(source_text, entry);
+  auto module = load_object(object, entry);
+  static_cast<JitHostModule&>(*module).set_compile_ms(ms_since(start));
+  return module;
+}
+
+std::string host_jit_target() {
+  llvm::orc::JITTargetMachineBuilder builder = host_target_builder();
+  return builder.getTargetTriple().str() + " cpu=" + builder.getCPU() + " " +
+         builder.getFeatures().getString();
+}
+
+std::string host_jit_compiler() { return "clang " LLVM_VERSION_STRING; }
+
+std::string host_jit_flags() {
+  std::string text;
+  for (const char* flag : kCompileFlags) text += (text.empty() ? "" : " ") + std::string(flag);
+  return text;
 }
 
 bool host_backend_available() noexcept { return true; }

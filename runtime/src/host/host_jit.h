@@ -3,6 +3,7 @@
 // LLVM ORC, and runs the grid on the CPU. No LLVM types here (that TU builds with -fno-rtti).
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "ropejit/params.cuh"
 
@@ -21,12 +22,28 @@ class HostModule {
   /// `entry` is the kernel symbol. Throws Error(compile_error) with clang's diagnostics.
   static std::unique_ptr<HostModule> compile(const std::string& source_text,
                                              const std::string& entry);
+  /// The first half of compile(): `source_text` as a relocatable object for this CPU (the
+  /// bytes the disk cache stores). Throws like compile().
+  static std::string compile_object(const std::string& source_text, const std::string& entry);
+  /// The second half: JIT-links an object made by compile_object on this CPU target
+  /// (host_jit_target()). Throws Error(backend_error) when the bytes are not such an object.
+  static std::unique_ptr<HostModule> load_object(std::string_view object, const std::string& entry);
   virtual ~HostModule() = default;
   /// Runs every block and thread of the grid (blocks spread over CPU threads).
   virtual void launch(const HostLaunchDims& dims, const KernelParams& params) const = 0;
-  /// Wall time of the clang + JIT compile in milliseconds.
+  /// Wall time that made this module in milliseconds (clang + codegen + link; link only after load_object).
   virtual double compile_ms() const = 0;
 };
+
+/// What object code depends on besides the source: triple, CPU name and its feature set
+/// ("x86_64-pc-linux-gnu cpu=znver3 +avx2,..."); part of the host cache key.
+std::string host_jit_target();
+
+/// The compiler ("clang 19.1.7"); part of the host cache key.
+std::string host_jit_compiler();
+
+/// The flags that shape the code ("-x c++ -std=c++17 -O2 -march=native ..."); part of the key.
+std::string host_jit_flags();
 
 /// True when this build has the host backend.
 bool host_backend_available() noexcept;
