@@ -301,6 +301,66 @@ TEST_P(Conformance, PagedKvCache) {
   EXPECT_EQ(index, 48);
 }
 
+// Re-rotation of a paged K cache (op rerotate): both cache layouts x the spec dtype and both FP8
+// formats x slot mapping (explicit or offset positions) and block tables (varlen), crossed with
+// layout, dtype, head shape (partial rotary, a whole-slice neox lane), GQA, page size and the old
+// and new rope blocks: a shift of positions under one block, LongRoPE's short table to its long
+// one, and a change of scaling. The cache holds random finite keys; every other slot, the tail
+// of each head and every page gap must keep their bytes.
+TEST_P(Conformance, RerotateKvCache) {
+  const Shape shapes[] = {{128, 128}, {64, 64}, {96, 24}, {256, 64}, {80, 80}};
+  const int page_sizes[] = {16, 1, 5, 64};
+  const char* const slot_positions[] = {"explicit", "offset"};
+  std::vector<double> short_factor(64), long_factor(64);
+  for (int i = 0; i < 64; ++i) {
+    short_factor[i] = 1.0 + 0.02 * i;
+    long_factor[i] = 1.0 + 0.9 * i;
+  }
+  const nlohmann::json longrope = {{"rope_type", "longrope"}, {"rope_theta", 10000.0},
+                                   {"original_max_position_embeddings", 1024}};
+  const nlohmann::json ropes[][2] = {  // {to, from}; a null from: the same block
+      {{{"rope_type", "default"}, {"rope_theta", 1000000.0}}, nullptr},
+      {longrope, nullptr},
+      {{{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0}, {"original_max_position_embeddings", 1024}},
+       {{"rope_type", "linear"}, {"rope_theta", 10000.0}, {"factor", 2.0}}}};
+  int index = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const char* cache_layout : {"nhd", "hnd"})
+      for (const char* cache_dtype : {"auto", "fp8_e4m3", "fp8_e5m2"})
+        for (const char* cache_index : {"slot_mapping", "block_tables"}) {
+          const Shape& shape = shapes[(index + round) % std::size(shapes)];
+          const char* layout = (index / 2) % 2 ? "interleaved" : "neox";
+          SpecFields f = case_fields("rerotate", layout, kDtypes[(index + round) % 3], shape.head_dim, shape.rotary_dim,
+                                     index, 3);
+          f.op = "rerotate";
+          f.output = "paged_kv";
+          f.io_extra = {{"cache_layout", cache_layout}, {"cache_dtype", cache_dtype}, {"cache_index", cache_index},
+                        {"page_size", page_sizes[(index + round) % 4]}};
+          f.positions = cache_index == std::string("block_tables") ? "varlen" : slot_positions[(index / 2 + round) % 2];
+          const auto& [to, from] = ropes[(index + round) % 3];
+          f.rope = to;
+          f.rerotate_from = from;
+          if (to == longrope) {
+            const std::vector<double> half(short_factor.begin(), short_factor.begin() + shape.rotary_dim / 2);
+            f.rope["short_factor"] = half;
+            f.rope["long_factor"] = std::vector<double>(long_factor.begin(), long_factor.begin() + shape.rotary_dim / 2);
+          }
+          const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
+          for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(300)}) {
+            check::CaseOptions o;
+            o.tokens = tokens;
+            o.strided = index % 4 == 3;  // page gaps
+            o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
+            o.max_position = 3000;  // LongRoPE: keys on both sides of O = 1024
+            expect_case(kernel, o, fmt::format("rerotate {} {} {} {} {} D{}/{} {} {}", cache_layout, cache_dtype,
+                                               cache_index, layout, f.dtype, shape.head_dim, shape.rotary_dim,
+                                               f.positions, f.rope.dump().substr(0, 40)));
+          }
+          ++index;
+        }
+  EXPECT_EQ(index, 24);
+}
+
 // Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.
 TEST_P(Conformance, FusedForms) {
   int index = 0;

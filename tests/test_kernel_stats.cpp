@@ -287,6 +287,7 @@ struct GateRow {
   KernelStats stats;
   Roofline h100;
   int cache_store_bits;  // paged_kv: bits of one vector store into the cache (FP8: vec bytes), else 128
+  bool reads_cache;      // op rerotate: the cache is read too, in the same vectors
 };
 
 // Every spec with its default config on sm_80 and sm_90, H100 at 16384 tokens (computed once).
@@ -302,7 +303,8 @@ const std::vector<GateRow>& gate_rows() {
         const KernelStats s = kernel_stats(spec, config, source, compile_nvrtc(source, arch));
         const Roofline r = roofline(s, find_gpu_part("H100-SXM"), kTokens, bytes_moved(spec, kTokens, 1, kTokens));
         const int cache_bits = paged_kv(spec) ? 8 * config.vec * cache_dtype_size(spec.io.cache_dtype, spec.dtype) : 128;
-        out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits});
+        out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits,
+                       rerotate(spec)});
       }
     }
     return out;
@@ -351,6 +353,11 @@ constexpr IssueWaiver kIssueWaivers[] = {
                        "a warp-cooperative norm is owed (docs/PERF.md)"},
     {"gemma-3-12b", 1.25, "QK-norm, as qwen3-8b"},
     {"gemma-3-12b-local", 1.25, "QK-norm, as qwen3-8b"},
+    {"llama-3.1-8b-context-shift", 3.7,
+     "rerotate of an FP8 K cache: one byte per element read and written, so the sincos of every pair and the FP8 "
+     "decode and encode outweigh the memory time (PTX: sm_80 366%, rounding in integer code; sm_90 240%, cvt.satfinite "
+     "encodes pairs but decoding is integer code); a cvt-based e4m3x2 decode and cos/sin shared across more heads "
+     "are owed (docs/PERF.md)"},
     {"qwen3-8b-paged-fp8", 2.1, "QK-norm as qwen3-8b, plus FP8 rounding of k and v: sm_90 converts pairs in one "
                                 "cvt.satfinite (SASS 100%, PTX 134%), sm_80 has no FP8 instructions and rounds in "
                                 "integer code (SASS 151%, PTX 207%)"},
@@ -368,9 +375,13 @@ TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
     const InstrCounts& c = g.stats.counts;
     ASSERT_GT(c.data_loads.total() + c.generic_loads.total(), 0) << g.what << ": no q/k/v loads found";
     ASSERT_GT(c.data_stores.total() + c.generic_stores.total(), 0) << g.what << ": no q/k/v stores found";
-    EXPECT_EQ(c.data_loads.other_than(128) + c.generic_loads.total(), 0)
+    // An FP8 cache takes vec bytes per access (64 bits for bf16's 8-element vectors): its stores,
+    // and its loads too where a kernel reads it (rerotate). A warp's 64-bit accesses still cover
+    // whole 32-byte sectors.
+    const int64_t cache_loads =
+        g.reads_cache && g.cache_store_bits != 128 ? c.data_loads.of(g.cache_store_bits) : 0;
+    EXPECT_EQ(c.data_loads.other_than(128) - cache_loads + c.generic_loads.total(), 0)
         << g.what << ": q/k/v loads" << widths(c.data_loads) << ", generic" << widths(c.generic_loads);
-    // An FP8 cache takes vec bytes per store (64 bits for bf16's 8-element vectors).
     EXPECT_EQ(c.data_stores.other_than(128) - (g.cache_store_bits != 128 ? c.data_stores.of(g.cache_store_bits) : 0) +
                   c.generic_stores.total(),
               0)

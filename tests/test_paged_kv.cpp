@@ -15,6 +15,7 @@
 using namespace ropejit;
 using ropejit::test::expect_rejected;
 using ropejit::test::SpecFields;
+using ropejit::test::spec_error;
 using ropejit::test::Storage;
 
 namespace {
@@ -29,15 +30,6 @@ SpecFields paged_fields(const std::string& cache_dtype, const std::string& cache
   f.rotary_dim = 64;
   f.io_extra = {{"cache_dtype", cache_dtype}, {"cache_index", cache_index}, {"page_size", 4}};
   return f;
-}
-
-std::string spec_error(const nlohmann::json& spec) {
-  try {
-    parse_spec(spec.dump());
-  } catch (const SpecError& e) {
-    return e.what();
-  }
-  return "accepted";
 }
 
 }  // namespace

@@ -126,6 +126,9 @@ bool related(const std::string& issue, const std::string& mutated) {
       {"/head_dim", "/rotary_dim", "/partial_rotary_factor", "/rope/short_factor", "/rope/long_factor"},
       {"/num_q_heads", "/num_kv_heads"},                                       // Hkv divides Hq
       {"/max_position_embeddings", "/rope/original_max_position_embeddings"},  // llama3: O < M
+      // op rerotate decides copy_v and rules out other io values, qk_norm and the rerotate block.
+      {"/op", "/io/copy_v", "/io/output", "/io/input", "/io/qkv_bias", "/io/q_output", "/io/positions", "/qk_norm",
+       "/rerotate", "/io/page_size"},
   };
   for (const auto& rule : cross_field_rules)
     if (rule.count(issue) && rule.count(mutated)) return true;

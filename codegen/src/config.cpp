@@ -65,6 +65,8 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
                        c.vec, D - d);
   if (c.heads_per_thread < 1 || c.heads_per_thread > 64)
     return fmt::format("heads_per_thread {} is not allowed: must be in [1, 64]", c.heads_per_thread);
+  if (c.sincos == SinCosMode::table && rerotate(spec))
+    return "sincos table is not allowed for op rerotate: its angles are differences of two positions' angles";
   if (c.sincos == SinCosMode::table &&
       (spec.rope.type == RopeType::dynamic || spec.rope.type == RopeType::longrope))
     return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
@@ -102,10 +104,14 @@ std::string config_name(const Config& c) {
 }
 
 bool rotary_tail_moves(const Spec& spec) {
+  if (rerotate(spec)) return false;  // the cached tail stays where it is
   return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec));
 }
 
 WorkShape work_shape(const Spec& spec, const Config& c) {
+  if (rerotate(spec))  // rerotate.cuh rerotate_shape: the K heads, rotating lanes only
+    return make_work_shape(spec.head_dim, spec.rotary_dim, 0, spec.num_kv_heads, spec.layout == Layout::interleaved,
+                           false, true, false, c.vec, c.heads_per_thread, false);
   return make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
                          spec.layout == Layout::interleaved, spec.io.copy_v,
                          spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,

@@ -108,11 +108,17 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
       sizeof(KernelParams), config.block_threads, w.head_groups, w.lanes, config.block_threads,
       config.grid == GridMode::persistent ? " capped at the blocks resident on the GPU (grid-stride loop)" : "",
       spec.io.output == OutputForm::padded_bhsd ? "batch * max_seq_len" : "num_tokens");
-  h += fmt::format(
-      "Each thread: {} of head row (a token's {} q, {} k{} heads), {} heads {} apart, {} pairs per rotating lane.\n",
-      w.lanes == 1 ? "every vector" : fmt::format("one {}-element vector lane", config.vec), spec.num_q_heads,
-      spec.num_kv_heads, spec.io.copy_v ? fmt::format(", {} v", spec.num_kv_heads) : std::string(),
-      config.heads_per_thread, w.head_groups, w.pairs_per_lane);
+  const std::string lane = w.lanes == 1 ? "every vector" : fmt::format("one {}-element vector lane", config.vec);
+  if (rerotate(spec))
+    h += fmt::format("Each thread: {} of a cached key (its {} K-cache heads, rotary part only), {} heads {} apart, "
+                     "{} pairs per lane.\n",
+                     lane, spec.num_kv_heads, config.heads_per_thread, w.head_groups, w.pairs_per_lane);
+  else
+    h += fmt::format("Each thread: {} of head row (a token's {} q, {} k{} heads), {} heads {} apart, {} pairs per rotating "
+                     "lane.\n",
+                     lane, spec.num_q_heads, spec.num_kv_heads,
+                     spec.io.copy_v ? fmt::format(", {} v", spec.num_kv_heads) : std::string(), config.heads_per_thread,
+                     w.head_groups, w.pairs_per_lane);
   h += fmt::format("Bytes moved per token: {} (ropejit::bytes_moved, one sequence).\n",
                    bytes_moved(spec, 1, 1, spec.io.output == OutputForm::padded_bhsd ? 1 : 0));
   if (!options.report_arch.empty()) {

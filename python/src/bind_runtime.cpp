@@ -56,6 +56,7 @@ const std::map<std::string, Setter>& setters() {
     ROPEJIT_FIELD(k_cache_page_stride) ROPEJIT_FIELD(v_cache_page_stride)
     ROPEJIT_FIELD(slot_mapping) ROPEJIT_FIELD(block_tables) ROPEJIT_FIELD(max_blocks_per_seq)
     ROPEJIT_FIELD(k_scale) ROPEJIT_FIELD(v_scale)
+    ROPEJIT_FIELD(new_positions) ROPEJIT_FIELD(new_start_pos) ROPEJIT_FIELD(from_seq_len)
 #undef ROPEJIT_FIELD
     return t;
   }();

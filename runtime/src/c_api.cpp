@@ -62,6 +62,7 @@ constexpr size_t kOptionsSizeBeforePdl = offsetof(ropejit_runtime_options, progr
 /// ropejit_args before the QK-norm weights, and before the paged KV cache fields.
 constexpr size_t kArgsSizeBeforeNorm = offsetof(ropejit_args, q_norm_weight);
 constexpr size_t kArgsSizeBeforeCache = offsetof(ropejit_args, k_cache);
+constexpr size_t kArgsSizeBeforeRerotate = offsetof(ropejit_args, new_positions);
 
 /// The caller's struct (its struct_size bytes, already checked: an older caller's is shorter)
 /// with the fields it lacks at the defaults `init` sets.
@@ -170,6 +171,8 @@ constexpr FieldInfo kArgsFields[] = {
     ROPEJIT_FIELD(ropejit_args, v_cache_page_stride), ROPEJIT_FIELD(ropejit_args, slot_mapping),
     ROPEJIT_FIELD(ropejit_args, block_tables), ROPEJIT_FIELD(ropejit_args, max_blocks_per_seq),
     ROPEJIT_FIELD(ropejit_args, k_scale),      ROPEJIT_FIELD(ropejit_args, v_scale),
+    ROPEJIT_FIELD(ropejit_args, new_positions), ROPEJIT_FIELD(ropejit_args, new_start_pos),
+    ROPEJIT_FIELD(ropejit_args, from_seq_len),
 };
 constexpr FieldInfo kSpecInfoFields[] = {
     ROPEJIT_FIELD(ropejit_spec_info, struct_size),  ROPEJIT_FIELD(ropejit_spec_info, head_dim),
@@ -302,7 +305,8 @@ ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel, const ropejit
   return guarded("ropejit_kernel_launch", [&] {
     require_non_null(kernel, "kernel");
     require_non_null(args, "args");
-    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args", {kArgsSizeBeforeNorm, kArgsSizeBeforeCache});
+    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args",
+                      {kArgsSizeBeforeNorm, kArgsSizeBeforeCache, kArgsSizeBeforeRerotate});
     kernel->kernel.launch(to_args(completed(*args, ropejit_args_init)), stream);
   });
 }

@@ -68,7 +68,7 @@ Args DeviceWorkload::args(size_t set) const {
     descs.push_back(host_.buffers[i].desc);
     ptrs.push_back(blocks_[i].base ? blocks_[i].base + set * blocks_[i].stride : nullptr);
   }
-  return bind_buffers(descs, host_.shape, ptrs, host_.seq_len);
+  return bind_buffers(descs, host_.shape, ptrs, host_.seq_len, host_.from_seq_len);
 }
 
 const KernelParams& DeviceWorkload::params(const KernelVariant& variant) {

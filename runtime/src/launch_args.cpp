@@ -375,20 +375,32 @@ void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
 
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
-  const Spec& spec = c.spec;
-  const RopeType type = spec.rope.type;
-  if (needs_seq_len(spec) && c.any)
-    require(a.seq_len >= 1 && a.seq_len <= kMaxPosition + 1, "seq_len",
-            fmt::format("{} is not allowed: rope_type {} needs seq_len = max(position) + 1 in [1, 2^31]",
-                        a.seq_len, to_string(type)));
-  if (type == RopeType::dynamic && !spec.rope.seq_len && a.seq_len > spec.max_position_embeddings) {
-    p.use_dynamic_base = 1;
-    p.dynamic_log2_base = std::log2(static_cast<double>(static_cast<float>(dynamic_ntk_base(spec, a.seq_len))));
-  }
-  if (type == RopeType::longrope) p.use_long_table = longrope_uses_long(spec, a.seq_len) ? 1 : 0;
+  const RunLength run = run_length_choices(c.spec, a.seq_len, "seq_len", c.any);
+  p.use_dynamic_base = run.use_dynamic_base;
+  p.dynamic_log2_base = run.dynamic_log2_base;
+  p.use_long_table = run.use_long_table;
 }
 
 }  // namespace
+
+namespace launch_detail {
+
+RunLength run_length_choices(const Spec& spec, int64_t length, const char* field, bool any) {
+  const RopeType type = spec.rope.type;
+  RunLength out;
+  if (needs_seq_len(spec) && any)
+    require(length >= 1 && length <= kMaxPosition + 1, field,
+            fmt::format("{} is not allowed: rope_type {} needs {} = max(position) + 1 in [1, 2^31]", length,
+                        to_string(type), field));
+  if (type == RopeType::dynamic && !spec.rope.seq_len && length > spec.max_position_embeddings) {
+    out.use_dynamic_base = 1;
+    out.dynamic_log2_base = std::log2(static_cast<double>(static_cast<float>(dynamic_ntk_base(spec, length))));
+  }
+  if (type == RopeType::longrope) out.use_long_table = longrope_uses_long(spec, length) ? 1 : 0;
+  return out;
+}
+
+}  // namespace launch_detail
 
 bool needs_seq_len(const Spec& spec) {
   return (spec.rope.type == RopeType::dynamic && !spec.rope.seq_len) || spec.rope.type == RopeType::longrope;
@@ -410,10 +422,24 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   CheckedLaunch out;
   KernelParams& p = out.params;
   p.num_tokens = a.num_tokens;
+  const PositionsFormOps& positions = find_form(kPositionsForms, spec.io.positions);
+  if (rerotate(spec)) {
+    positions.bind(c, a, p);
+    out.rows = bind_rerotate(c, a, p);
+    bind_run_length(c, a, p);
+    if (host_memory) {
+      Args structure = a;  // cu_seqlens and ranges; the lengths are checked per key below
+      structure.seq_len = 0;
+      positions.check_host(spec, structure);
+      check_paged_host(spec, a);
+      check_rerotate_host(spec, a);
+    }
+    return out;
+  }
+  check_no_rerotate(a);
   find_form(kInputForms, spec.io.input).bind(c, a, p);
   bind_bias(c, a, p);
   bind_norm_weights(c, a, p);
-  const PositionsFormOps& positions = find_form(kPositionsForms, spec.io.positions);
   positions.bind(c, a, p);
   const OutputFormOps& output = find_form(kOutputForms, spec.io.output);
   if (!paged_kv(spec)) check_no_cache(a);
@@ -429,6 +455,11 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
 
 std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shape) {
   std::vector<BufferDesc> out;
+  if (rerotate(spec)) {
+    find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
+    buffers_rerotate(spec, shape, out);
+    return out;
+  }
   find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
   buffers_bias(spec, out);
   buffers_norm_weights(spec, out);
@@ -438,7 +469,7 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
 }
 
 Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& shape, const std::vector<void*>& ptrs,
-                  int64_t seq_len) {
+                  int64_t seq_len, int64_t from_seq_len) {
   Args a;
   a.num_tokens = shape.tokens;
   for (size_t i = 0; i < buffers.size(); ++i) {
@@ -446,6 +477,7 @@ Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& sha
     b.bind(a, shape, ptrs.at(i), b.row_stride == b.row_elements ? 0 : b.row_stride);  // 0: dense
   }
   a.seq_len = seq_len;
+  a.from_seq_len = from_seq_len;
   return a;
 }
 

@@ -42,6 +42,8 @@ enum class BufferKind {
   cache,       ///< a paged K or V cache: the launch writes the slots of its tokens only
   slot_mapping,  ///< paged_kv: each token's cache slot
   block_tables,  ///< paged_kv: each sequence's pages
+  new_positions, ///< rerotate, explicit positions: each key's new position
+  new_start_pos, ///< rerotate, varlen / offset: each sequence's new start
 };
 
 /// An Args field a buffer's binder fills beside the pointer (a stride, a size, a scale), and
@@ -102,8 +104,8 @@ bool needs_seq_len(const Spec& spec);
 std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shape);
 
 /// Args for `spec` at `shape` with buffer i at `ptrs[i]` (the buffers of launch_buffers, with
-/// their strides); seq_len as given.
+/// their strides); seq_len and from_seq_len (op rerotate) as given.
 Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& shape, const std::vector<void*>& ptrs,
-                  int64_t seq_len);
+                  int64_t seq_len, int64_t from_seq_len = 0);
 
 }  // namespace ropejit

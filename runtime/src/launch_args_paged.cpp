@@ -16,6 +16,35 @@ namespace {
 // paged_kv: q back into q or into q_out; k and v (rotated k, copied v) into the K and V caches.
 constexpr int64_t kMaxCachePages = int64_t(1) << 40;
 
+// Stores a cache's pointer, page stride and scale, and the page count.
+void bind_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride, bool k) {
+  (k ? a.k_cache : a.v_cache) = ptr;
+  (k ? a.k_cache_page_stride : a.v_cache_page_stride) = stride;
+  (k ? a.k_scale : a.v_scale) = k ? shape.k_scale : shape.v_scale;
+  a.cache_num_pages = shape.cache_pages;
+}
+
+void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
+  a.block_tables = static_cast<const int32_t*>(ptr);
+  a.max_blocks_per_seq = shape.max_blocks_per_seq;
+}
+
+}  // namespace
+
+}  // namespace ropejit::launch_detail
+
+namespace ropejit {
+
+TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
+  const int64_t D = spec.head_dim, page_size = spec.io.page_size;
+  if (spec.io.cache_layout == CacheLayout::hnd) return TensorRef{cache, D, page_size * D, page_stride};
+  return TensorRef{cache, spec.num_kv_heads * D, D, page_stride};
+}
+
+}  // namespace ropejit
+
+namespace ropejit::launch_detail {
+
 // One cache: present, aligned for the kernel's stores, pages at least a page apart, and its
 // bytes within int64 (pages * page stride * element size).
 TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg, const char* name,
@@ -46,35 +75,6 @@ float inverse_scale(const FormContext& c, float scale, const char* name) {
   return inverse;
 }
 
-// Stores a cache's pointer, page stride and scale, and the page count.
-void bind_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride, bool k) {
-  (k ? a.k_cache : a.v_cache) = ptr;
-  (k ? a.k_cache_page_stride : a.v_cache_page_stride) = stride;
-  (k ? a.k_scale : a.v_scale) = k ? shape.k_scale : shape.v_scale;
-  a.cache_num_pages = shape.cache_pages;
-}
-
-void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
-  a.block_tables = static_cast<const int32_t*>(ptr);
-  a.max_blocks_per_seq = shape.max_blocks_per_seq;
-}
-
-}  // namespace
-
-}  // namespace ropejit::launch_detail
-
-namespace ropejit {
-
-TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
-  const int64_t D = spec.head_dim, page_size = spec.io.page_size;
-  if (spec.io.cache_layout == CacheLayout::hnd) return TensorRef{cache, D, page_size * D, page_stride};
-  return TensorRef{cache, spec.num_kv_heads * D, D, page_stride};
-}
-
-}  // namespace ropejit
-
-namespace ropejit::launch_detail {
-
 int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) {
   const IoSpec& io = c.spec.io;
   check_null(a.k_out, "k_out", "when the spec's io.output is paged_kv (rotated k goes to k_cache)");
@@ -87,11 +87,18 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
     check_aligned(a.q_out, c.align, "q_out");
     p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
   }
-  require(a.cache_num_pages >= (c.any ? 1 : 0) && a.cache_num_pages <= kMaxCachePages, "cache_num_pages",
-          fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each of k_cache and v_cache)",
-                      a.cache_num_pages));
   p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
   p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
+  bind_cache_index(c, a, p);
+  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
+  p.cache_inv_scale[1] = inverse_scale(c, a.v_scale, "v_scale");
+  return a.num_tokens;
+}
+
+void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p) {
+  const IoSpec& io = c.spec.io;
+  require(a.cache_num_pages >= (c.any ? 1 : 0) && a.cache_num_pages <= kMaxCachePages, "cache_num_pages",
+          fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each cache)", a.cache_num_pages));
   p.cache_pages = a.cache_num_pages;
   if (io.cache_index == CacheIndex::slot_mapping) {
     check_null(a.block_tables, "block_tables", "when the spec's io.cache_index is slot_mapping");
@@ -110,9 +117,6 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
     p.block_tables = a.block_tables;
     p.max_blocks_per_seq = a.max_blocks_per_seq;
   }
-  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
-  p.cache_inv_scale[1] = inverse_scale(c, a.v_scale, "v_scale");
-  return a.num_tokens;
 }
 
 // Other output forms: the cache arguments must be unset (a caller who passes them expects them used).
@@ -173,7 +177,7 @@ void check_paged_host(const Spec& spec, const Args& a) {
 // q rewritten in place (packed: only its q part) or q_out; the two caches (each token writes
 // one slot); the slot mapping or the block tables.
 void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
+  const int64_t D = s.head_dim, Hq = s.num_q_heads;
   if (s.io.q_output == QOutput::inplace) {
     for (BufferDesc& b : out)
       if (b.kind == BufferKind::input && (b.name == std::string_view("q") || b.name == std::string_view("qkv"))) {
@@ -185,33 +189,38 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
                               bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>, {"T", "Hq", "D"},
                               "q_out_stride"));
   }
+  for (bool k : {true, false}) out.push_back(cache_buffer(s, shape, k));
+  out.push_back(cache_index_buffer(s, shape));
+}
+
+BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
   const int esize = cache_dtype_size(s.io.cache_dtype, s.dtype);
-  const int64_t page_elements = int64_t(s.io.page_size) * Hkv * D;
+  const int64_t page_elements = int64_t(s.io.page_size) * s.num_kv_heads * s.head_dim;
   const std::array<const char*, 4> page_dims = s.io.cache_layout == CacheLayout::hnd
                                                    ? std::array<const char*, 4>{"pages", "Hkv", "page_size", "D"}
                                                    : std::array<const char*, 4>{"pages", "page_size", "Hkv", "D"};
   // FP8 caches need their scale; others leave it 0.
   const FieldUse scale_use = s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required;
-  for (bool k : {true, false}) {
-    BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
-                     esize, Hkv * D, false,
-                     k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }
-                       : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); },
-                     page_dims,
-                     {BoundField{"cache_num_pages", FieldUse::required},
-                      {k ? "k_cache_page_stride" : "v_cache_page_stride", FieldUse::optional},
-                      {k ? "k_scale" : "v_scale", scale_use}}};
-    cache.moved_rows = shape.tokens;  // one slot per token
-    out.push_back(cache);
-  }
-  if (s.io.cache_index == CacheIndex::slot_mapping)
-    out.push_back({"slot_mapping", BufferKind::slot_mapping, shape.tokens, 1, 1, 8, 1, false,
-                   bind_to<&ropejit_args::slot_mapping>, {"T"}});
-  else  // moved: about one entry per sequence (a page's tokens share theirs)
-    out.push_back({"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq,
-                   shape.max_blocks_per_seq, 4, 1, false, bind_block_tables_ptr, {"B", "max_blocks_per_seq"},
-                   {BoundField{"max_blocks_per_seq", FieldUse::required}}});
+  BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
+                   esize, int64_t(s.num_kv_heads) * s.head_dim, false,
+                   k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }
+                     : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); },
+                   page_dims,
+                   {BoundField{"cache_num_pages", FieldUse::required},
+                    {k ? "k_cache_page_stride" : "v_cache_page_stride", FieldUse::optional},
+                    {k ? "k_scale" : "v_scale", scale_use}}};
+  cache.moved_rows = shape.tokens;  // one slot per token
+  return cache;
 }
 
+BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape) {
+  if (s.io.cache_index == CacheIndex::slot_mapping)
+    return {"slot_mapping", BufferKind::slot_mapping, shape.tokens, 1, 1, 8, 1, false,
+            bind_to<&ropejit_args::slot_mapping>, {"T"}};
+  // moved: about one entry per sequence (a page's tokens share theirs)
+  return {"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq, shape.max_blocks_per_seq, 4,
+          1, false, bind_block_tables_ptr, {"B", "max_blocks_per_seq"},
+          {BoundField{"max_blocks_per_seq", FieldUse::required}}};
+}
 
 }  // namespace ropejit::launch_detail

@@ -97,11 +97,46 @@ inline BufferDesc data_buffer(const Spec& spec, const char* name, BufferKind kin
 
 /// Binds q (in place or q_out), the two caches, the slot index and the FP8 scales; returns the rows.
 int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p);
+/// One cache: present, aligned, its page stride resolved and its byte size within int64.
+TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg, const char* name,
+                     const char* stride_name, int64_t pages);
+/// 1 / scale of an FP8 cache (the scale finite and > 0), or 1 with the scale 0 otherwise.
+float inverse_scale(const FormContext& c, float scale, const char* name);
+/// cache_num_pages and the slot mapping or block tables, per the spec's io.cache_index.
+void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p);
+/// The K (`k`) or V cache buffer of a launch: one slot per token moved.
+BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k);
+/// The slot mapping or block tables buffer.
+BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape);
 /// Host arrays: every token's slot inside the caches (or -1), no slot written twice.
 void check_paged_host(const Spec& spec, const Args& a);
 /// Other output forms: every cache argument unset.
 void check_no_cache(const Args& a);
 /// q rewritten in place or q_out, the caches, the slot mapping or block tables.
 void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
+
+// ---------------------------------------------------------------- run-time frequency choices
+
+/// What a launch's length selects for a rope block: dynamic NTK's base, LongRoPE's table.
+struct RunLength {
+  int use_dynamic_base = 0;
+  double dynamic_log2_base = 0.0;
+  int use_long_table = 0;
+};
+/// The choices of `spec`'s rope block at `length` (the Args field `field`, required when the
+/// rope type needs it and the launch has tokens).
+RunLength run_length_choices(const Spec& spec, int64_t length, const char* field, bool any);
+
+// ---------------------------------------------------------------- op rerotate (launch_args_rerotate.cpp)
+
+/// Binds the K cache (slot index, page stride, k_scale), the new positions and the old rope
+/// parameters' run-time choices, refusing every rope-only argument; returns the rows (keys).
+int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p);
+/// Host arrays: old positions below from_seq_len and new ones in [0, 2^31) and below seq_len.
+void check_rerotate_host(const Spec& spec, const Args& a);
+/// The K cache (each key read and written), the new positions, the slot index.
+void buffers_rerotate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
+/// op rope: the rerotate arguments unset.
+void check_no_rerotate(const Args& a);
 
 }  // namespace ropejit::launch_detail

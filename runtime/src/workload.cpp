@@ -128,6 +128,59 @@ void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
   }
 }
 
+// op rerotate: where each key moves. Explicit: a new position per key (one case in four keeps
+// them all: the LongRoPE switch), else a shift of each sequence's start, as a context shift
+// moves a window; positions stay in [0, max_position).
+void draw_moves(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
+  const std::vector<int64_t> old_positions = [&] {
+    std::vector<int64_t> out(static_cast<size_t>(o.tokens));
+    for (int64_t t = 0; t < o.tokens; ++t) {
+      if (spec.io.positions == PositionsForm::explicit_) { out[t] = w.positions[t]; continue; }
+      int b = 0;
+      if (spec.io.positions == PositionsForm::varlen)
+        while (w.cu_seqlens[b + 1] <= t) ++b;
+      out[t] = w.start_pos[b] + (spec.io.positions == PositionsForm::varlen ? t - w.cu_seqlens[b] : t);
+    }
+    return out;
+  }();
+  w.from_seq_len = w.seq_len;
+  w.moved_positions = old_positions;
+  if (rng() % 4 != 0) {
+    std::uniform_int_distribution<int64_t> position(0, std::max<int64_t>(o.max_position - 1, 0));
+    if (spec.io.positions == PositionsForm::explicit_) {
+      for (auto& p : w.moved_positions) p = position(rng);
+      w.new_positions = w.moved_positions;
+    } else {
+      for (size_t b = 0; b < w.start_pos.size(); ++b) {
+        const int64_t len = spec.io.positions == PositionsForm::varlen ? w.cu_seqlens[b + 1] - w.cu_seqlens[b] : o.tokens;
+        w.new_start_pos.push_back(std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(o.max_position - len, 0))(rng));
+      }
+      for (int64_t t = 0; t < o.tokens; ++t) {
+        int b = 0;
+        if (spec.io.positions == PositionsForm::varlen)
+          while (w.cu_seqlens[b + 1] <= t) ++b;
+        w.moved_positions[t] += w.new_start_pos[b] - w.start_pos[b];
+      }
+    }
+  }
+  w.seq_len = 1 + (o.tokens ? *std::max_element(w.moved_positions.begin(), w.moved_positions.end()) : 0);
+}
+
+// op rerotate: a K cache of random finite values (the keys), in the cache dtype: normal(0, 1)
+// in the storage dtype, or FP8 codes that are no NaN (and no infinity: e5m2).
+std::string random_keys(const Spec& spec, int64_t count, std::mt19937_64& rng) {
+  if (spec.io.cache_dtype == CacheDType::auto_) return random_values(spec.dtype, count, 0, 1.0, rng);
+  std::string bytes(static_cast<size_t>(count), '\0');
+  const bool e4m3 = spec.io.cache_dtype == CacheDType::fp8_e4m3;
+  for (char& c : bytes) {
+    uint8_t code;
+    do code = static_cast<uint8_t>(rng());
+    while (e4m3 ? (code & 0x7f) == 0x7f : (code & 0x7c) == 0x7c);
+    c = static_cast<char>(code);
+  }
+  return bytes;
+}
+
 std::string random_bytes(int64_t count, std::mt19937_64& rng) {
   std::string bytes(static_cast<size_t>(count), '\0');
   for (size_t at = 0; at < bytes.size(); at += 8) {
@@ -151,9 +204,14 @@ std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkl
       return raw_bytes(std::vector<int32_t>(w.positions.begin(), w.positions.end()));
     case BufferKind::cu_seqlens: return raw_bytes(w.cu_seqlens);
     case BufferKind::start_pos: return raw_bytes(w.start_pos);
-    case BufferKind::cache: return random_bytes(b.bytes(), rng);
+    case BufferKind::cache: return rerotate(spec) ? random_keys(spec, b.rows * b.row_stride, rng) : random_bytes(b.bytes(), rng);
     case BufferKind::slot_mapping: return raw_bytes(w.slot_mapping);
     case BufferKind::block_tables: return raw_bytes(w.block_tables);
+    case BufferKind::new_positions:
+      if (w.new_positions.empty()) return {};  // keys keep their positions: the argument stays null
+      if (w.shape.positions_type == PositionsType::int64) return raw_bytes(w.new_positions);
+      return raw_bytes(std::vector<int32_t>(w.new_positions.begin(), w.new_positions.end()));
+    case BufferKind::new_start_pos: return raw_bytes(w.new_start_pos);
   }
   return {};
 }
@@ -183,6 +241,7 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
     case PositionsForm::offset: draw_offset(o, rng, w); break;
     case PositionsForm::mrope: draw_positions(o, 3, rng, w); break;
   }
+  if (rerotate(spec)) draw_moves(spec, o, rng, w);
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows and cache pages: a kernel must leave them untouched.

@@ -31,7 +31,8 @@ struct HostBuffer {
   BufferDesc desc;
   std::string bytes;  ///< inputs and bias: random storage values, never zero; outputs: 0xff
                       ///< (NaN in every dtype) so every element a launch must write is proven written;
-                      ///< caches: random bytes, so a slot written that should not be shows
+                      ///< caches: random bytes, so a slot written that should not be shows (rerotate:
+                      ///< random finite values of the cache dtype, the keys it rotates)
 };
 
 /// Everything one launch reads and writes, on the host.
@@ -44,6 +45,12 @@ struct HostWorkload {
   int64_t seq_len = 1;              ///< run length: max(position) + 1 (at least 1)
   std::vector<int64_t> slot_mapping;  ///< paged_kv slot_mapping [T] (-1: not cached)
   std::vector<int32_t> block_tables;  ///< paged_kv block_tables [batch, max_blocks_per_seq]
+  // op rerotate: where the keys move (explicit: new_positions [T]; varlen/offset: new_start_pos
+  // [batch] / [1]), each key's new position, and the length the keys were written at.
+  std::vector<int64_t> new_positions;
+  std::vector<int64_t> new_start_pos;
+  std::vector<int64_t> moved_positions;  ///< rerotate: each key's new position [T]
+  int64_t from_seq_len = 0;
 
   /// The buffer named `name`, or null.
   const HostBuffer* find(const std::string& name) const;

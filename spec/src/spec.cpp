@@ -106,6 +106,8 @@ Spec load_spec_file(const std::string& path) {
 ordered_json spec_to_json(const Spec& spec) {
   ordered_json out;
   out["name"] = spec.name;
+  // Only a rerotate spec says its op: every rope spec keeps the text (and hash) it had.
+  if (rerotate(spec)) out["op"] = std::string(to_string(spec.op));
   out["head_dim"] = spec.head_dim;
   out["rotary_dim"] = spec.rotary_dim;
   out["num_q_heads"] = spec.num_q_heads;
@@ -117,6 +119,12 @@ ordered_json spec_to_json(const Spec& spec) {
   ordered_json rope = ordered_json::object();
   put_rope_fields(rope, spec.rope, spec.max_position_embeddings);
   out["rope"] = std::move(rope);
+  if (rerotate(spec)) {
+    // Written only when it differs from rope: absent means the same block, so one text each.
+    ordered_json from = ordered_json::object();
+    put_rope_fields(from, spec.rerotate_from, spec.max_position_embeddings);
+    if (from != out["rope"]) out["rerotate"] = {{"from", std::move(from)}};
+  }
   ordered_json io = ordered_json::object();
   io["input"] = std::string(to_string(spec.io.input));
   io["output"] = std::string(to_string(spec.io.output));

@@ -114,7 +114,8 @@ const RopeTypeParams& rope_type_params(RopeType type) {
 const std::vector<std::string_view>& spec_top_level_keys() {
   static const std::vector<std::string_view> keys{
       "name",   "head_dim", "rotary_dim", "partial_rotary_factor", "num_q_heads", "num_kv_heads",
-      "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io", "qk_norm"};
+      "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io", "qk_norm",
+      "op",     "rerotate"};
   return keys;
 }
 
@@ -209,9 +210,10 @@ void store(RopeParams& rope, const RopeParamRule& rule, const json& value, Reade
       rule.field);
 }
 
-// Reads the rope block; rotary_dim and max_positions are 0 when unknown.
-RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t max_positions) {
-  const std::string base = "/rope";
+}  // namespace
+
+RopeParams spec_detail::read_rope(const json& block, Reader& reader, int rotary_dim, int64_t max_positions,
+                                  const std::string& base) {
   RopeParams rope;
   if (!block.is_object()) {
     reader.not_allowed(base, block, "an object");
@@ -313,8 +315,6 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
   return rope;
 }
 
-}  // namespace
-
 Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   Reader reader(issues);
   Spec spec;
@@ -334,6 +334,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     else
       reader.not_allowed("/name", *v, "a non-empty string");
   }
+  if (const json* v = member(document, "op")) spec.op = reader.enumeration<OpKind>(*v, "/op").value_or(spec.op);
   const json* head_dim_json = required("head_dim");
   if (head_dim_json)
     spec.head_dim = static_cast<int>(reader.integer(*head_dim_json, "/head_dim", 1, kMaxHeadDim).value_or(0));
@@ -403,9 +404,10 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   if (const json* v = member(document, "angle"))
     spec.angle = reader.enumeration<AnglePrecision>(*v, "/angle").value_or(spec.angle);
   if (const json* v = required("rope"))
-    spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings);
-  spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type);
+    spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings, "/rope");
+  spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type, spec.op);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
+  read_rerotate(document, reader, spec);
   if (issues.empty()) check_derived_frequencies(spec, reader);
   return spec;
 }

@@ -123,7 +123,7 @@ QkNorm read_qk_norm(const json& block, Reader& reader) {
   return norm;
 }
 
-IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_type) {
+IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_type, OpKind op) {
   const std::string base = "/io";
   IoSpec io;
   if (!block) return io;
@@ -140,10 +140,12 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
     io.qkv_bias = reader.boolean(*v, base + "/qkv_bias").value_or(io.qkv_bias);
   if (const json* v = member(*block, "positions"))
     io.positions = reader.enumeration<PositionsForm>(*v, base + "/positions").value_or(io.positions);
-  io.copy_v = io_requires_copy_v(io);
+  io.copy_v = op == OpKind::rope && io_requires_copy_v(io);
   if (const json* v = member(*block, "copy_v")) {
     auto copy_v = reader.boolean(*v, base + "/copy_v");
-    if (copy_v && !*copy_v && io.copy_v)
+    if (copy_v && *copy_v && op == OpKind::rerotate)
+      reader.not_allowed(base + "/copy_v", *v, "false when op is rerotate (only keys are rotated; v is untouched)");
+    else if (copy_v && !*copy_v && io.copy_v)
       reader.not_allowed(base + "/copy_v", *v,
                          io.output == OutputForm::paged_kv ? "true when output is paged_kv (v goes into the V cache)"
                          : io.output != OutputForm::inplace
@@ -181,7 +183,10 @@ int first_bad_pair(const std::vector<double>& inv_freq) {
 // one by one can still combine into NaN, zero or infinite values (yarn with rope_theta 1
 // divides by log(1); rope_theta 1e-320 rounds to a float32 0), which would emit a kernel that
 // does not compile or computes garbage. Each problem names the field that causes it.
-void check_derived_frequencies(const Spec& spec, Reader& reader) {
+namespace {
+
+// check_derived_frequencies of the rope block at `base` ("/rope" or "/rerotate/from").
+void check_rope_frequencies(const Spec& spec, const std::string& base, Reader& reader) {
   FreqTable table, unscaled;
   Spec default_rope = spec;  // the base alone: tells a bad rope_theta from a bad scaling
   default_rope.rope = RopeParams{};
@@ -190,13 +195,13 @@ void check_derived_frequencies(const Spec& spec, Reader& reader) {
     table = compute_freqs(spec, FreqMode::hf_fp32);
     unscaled = compute_freqs(default_rope, FreqMode::hf_fp32);
   } catch (const std::exception& e) {
-    reader.add("/rope", fmt::format("the frequencies of this rope block cannot be computed: {}", e.what()));
+    reader.add(base, fmt::format("the frequencies of this rope block cannot be computed: {}", e.what()));
     return;
   }
   const std::string finite = "every inv_freq a finite float32 > 0";
   const RopeParams& rope = spec.rope;
   if (int i = first_bad_pair(unscaled.inv_freq); i >= 0) {
-    reader.not_allowed("/rope/rope_theta", rope.theta,
+    reader.not_allowed(base + "/rope_theta", rope.theta,
                        fmt::format("a base giving {} (inv_freq[{}] = 1 / rope_theta^({}/{}) = {})", finite, i, 2 * i,
                                    spec.rotary_dim, unscaled.inv_freq[i]));
   } else if (rope.type == RopeType::longrope) {
@@ -204,7 +209,7 @@ void check_derived_frequencies(const Spec& spec, Reader& reader) {
       const bool is_short = key == std::string_view("short_factor");
       const std::vector<double>& values = is_short ? table.inv_freq : table.inv_freq_long;
       if (int i = first_bad_pair(values); i >= 0) {
-        reader.not_allowed(fmt::format("/rope/{}/{}", key, i), (is_short ? rope.short_factor : rope.long_factor).at(i),
+        reader.not_allowed(fmt::format("{}/{}/{}", base, key, i), (is_short ? rope.short_factor : rope.long_factor).at(i),
                            fmt::format("a factor keeping {} (it gives inv_freq[{}] = {})", finite, i, values[i]));
         break;
       }
@@ -213,21 +218,28 @@ void check_derived_frequencies(const Spec& spec, Reader& reader) {
     // The one parameter that scales a base that is fine alone; else the combination is named.
     const std::string gives = fmt::format("it gives inv_freq[{}] = {}", i, table.inv_freq[i]);
     if ((rope.type == RopeType::linear || rope.type == RopeType::llama3) && rope.factor)
-      reader.not_allowed("/rope/factor", *rope.factor, fmt::format("a factor keeping {} ({})", finite, gives));
+      reader.not_allowed(base + "/factor", *rope.factor, fmt::format("a factor keeping {} ({})", finite, gives));
     else if (rope.type == RopeType::ntk && rope.alpha)
-      reader.not_allowed("/rope/alpha", *rope.alpha, fmt::format("an alpha keeping {} ({})", finite, gives));
+      reader.not_allowed(base + "/alpha", *rope.alpha, fmt::format("an alpha keeping {} ({})", finite, gives));
     else
-      reader.add("/rope", fmt::format("this rope block (rope_type {}, rope_theta {}) is not allowed: {}; every inv_freq "
+      reader.add(base, fmt::format("this rope block (rope_type {}, rope_theta {}) is not allowed: {}; every inv_freq "
                                       "must be a finite float32 > 0", to_string(rope.type), rope.theta, gives));
   }
   const std::string baked = "a finite float32 > 0 (at most 3.4e38: the kernel bakes it as a float)";
   if (bad_float32(table.attention_factor)) {
     if (rope.attention_factor)
-      reader.not_allowed("/rope/attention_factor", *rope.attention_factor, baked);
+      reader.not_allowed(base + "/attention_factor", *rope.attention_factor, baked);
     else
-      reader.add("/rope", fmt::format("this rope block (rope_type {}) is not allowed: it gives the attention factor "
+      reader.add(base, fmt::format("this rope block (rope_type {}) is not allowed: it gives the attention factor "
                                       "{}, which must be {}", to_string(rope.type), table.attention_factor, baked));
   }
+}
+
+}  // namespace
+
+void check_derived_frequencies(const Spec& spec, Reader& reader) {
+  check_rope_frequencies(spec, "/rope", reader);
+  if (rerotate(spec)) check_rope_frequencies(rerotate_from_spec(spec), "/rerotate/from", reader);
   if (spec.qk_norm.enabled && bad_float32(spec.qk_norm.eps))
     reader.not_allowed("/qk_norm/eps", spec.qk_norm.eps,
                        "a number >= 1.4e-45 (the smallest float32 > 0: the kernel bakes it as a float)");

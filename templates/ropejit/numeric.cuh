@@ -13,7 +13,7 @@ typedef unsigned int u32;
 struct StorageF32 { typedef float raw; };
 struct StorageF16 { typedef u16 raw; };
 struct StorageBF16 { typedef u16 raw; };
-// FP8 KV-cache elements (OCP): e4m3 (max 448, no inf) and e5m2 (max 57344); store only.
+// FP8 KV-cache elements (OCP): e4m3 (max 448, no inf) and e5m2 (max 57344).
 struct StorageE4M3 { typedef u8 raw; static constexpr bool kE4M3 = true; };
 struct StorageE5M2 { typedef u8 raw; static constexpr bool kE4M3 = false; };
 
@@ -109,6 +109,15 @@ __device__ __forceinline__ u8 float_to_e5m2_bits(float f) { return float_to_fp8_
 __device__ __forceinline__ float to_float(StorageF32, float v) { return v; }
 __device__ __forceinline__ float to_float(StorageF16, u16 v) { return f16_bits_to_float(v); }
 __device__ __forceinline__ float to_float(StorageBF16, u16 v) { return bf16_bits_to_float(v); }
+// FP8 -> float, exact: e5m2 is the upper byte of an fp16; e4m3 (bias 7, no infinity, S.1111.111
+// NaN) is decoded from its fields, its subnormals being multiples of 2^-9.
+__device__ __forceinline__ float to_float(StorageE5M2, u8 v) { return f16_bits_to_float((u16)((u16)v << 8)); }
+__device__ __forceinline__ float to_float(StorageE4M3, u8 v) {
+  const u32 sign = (u32)(v & 0x80u) << 24, exp = (v >> 3) & 0xfu, mant = v & 0x7u;
+  if (exp == 0xfu && mant == 0x7u) return __uint_as_float(sign | 0x7fc00000u);
+  if (exp == 0) return __uint_as_float(sign | __float_as_uint((float)mant * 0.001953125f));
+  return __uint_as_float(sign | ((exp + 120u) << 23) | (mant << 20));
+}
 __device__ __forceinline__ float from_float(StorageF32, float v) { return v; }
 __device__ __forceinline__ u16 from_float(StorageF16, float v) { return float_to_f16_bits(v); }
 __device__ __forceinline__ u16 from_float(StorageBF16, float v) { return float_to_bf16_bits(v); }
@@ -148,6 +157,7 @@ __device__ __forceinline__ void words_to_floats(const u32 (&w)[VecTraits<S, N>::
 #pragma unroll
   for (int i = 0; i < N; ++i) {
     if constexpr (VecTraits<S, N>::kWide) out[i] = __uint_as_float(w[i]);
+    else if constexpr (VecTraits<S, N>::kElementBits == 8) out[i] = to_float(S(), (u8)((w[i / 4] >> (8 * (i % 4))) & 0xffu));
     else out[i] = to_float(S(), (u16)((w[i / 2] >> (16 * (i % 2))) & 0xffffu));
   }
 }
@@ -181,8 +191,10 @@ __device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
     w[0] = t.x; w[1] = t.y;
   } else if constexpr (bytes == 4) {
     w[0] = *reinterpret_cast<const u32*>(ptr);
-  } else {
+  } else if constexpr (bytes == 2) {
     w[0] = *reinterpret_cast<const u16*>(ptr);
+  } else {
+    w[0] = *reinterpret_cast<const u8*>(ptr);
   }
   words_to_floats<S, N>(w, out);
 }

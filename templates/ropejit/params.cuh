@@ -41,10 +41,18 @@ struct KernelParams {
   i64 max_blocks_per_seq;   // block_tables row length
   i64 cache_pages;          // pages in each cache: a slot past them is never written
   float cache_inv_scale[2]; // FP8 caches: 1 / k_scale and 1 / v_scale (stored = fp8(x * inv_scale))
+  // rerotate: keys move from `positions` (or start_pos) to these, rotated from the old rope
+  // parameters' frequencies (their run-time choices below) to the spec's.
+  const void* new_positions;      // explicit: [num_tokens] of positions' type, or null (unchanged)
+  const i64* new_start_pos;       // varlen [batch] / offset [1], or null (unchanged)
+  double from_dynamic_log2_base;  // old parameters, dynamic NTK: log2(float(b')) at from_seq_len
+  int from_use_dynamic_base;      // old parameters, dynamic NTK: 1 when from_seq_len passed M
+  int from_use_long_table;        // old parameters, longrope: 1 selects the long table
+  float cache_scale;              // FP8 K cache: k_scale (a stored code times it is the key)
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 352, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 392, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

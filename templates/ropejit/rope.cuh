@@ -152,24 +152,33 @@ __device__ __forceinline__ bool has_token(const RowRef& ref) {
   else return true;
 }
 
-// inv_freq of pair i for this launch (baked, or dynamic NTK's run-time base as HF computes it).
-template <class T>
-__device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
-                                               const float* inv_freq_long, int pair) {
-  if constexpr (T::kRopeDynamic) {
-    if (p.use_dynamic_base) {
+// inv_freq of pair i for this launch: baked, LongRoPE's long table, or dynamic NTK's run-time
+// base as HF computes it. Generic over the rope type's flags so a re-rotation's old parameters
+// (rerotate.cuh) take the same path.
+template <int kRotaryDim, bool kDynamic, bool kLongrope>
+__device__ __forceinline__ float select_inv_freq(int use_dynamic_base, double dynamic_log2_base, int use_long_table,
+                                                 const float* inv_freq, const float* inv_freq_long, int pair) {
+  if constexpr (kDynamic) {
+    if (use_dynamic_base) {
       // HF: float32 pow of the float32 base b'. exp2 in double of the host's log2(b') rounds to
       // the correctly rounded float32 power (what the reference and the generator bake), at a
       // fraction of pow's registers.
-      const float exponent = (float)(2 * pair) / (float)T::kRotaryDim;
-      const float power = (float)exp2((double)exponent * p.dynamic_log2_base);
+      const float exponent = (float)(2 * pair) / (float)kRotaryDim;
+      const float power = (float)exp2((double)exponent * dynamic_log2_base);
       return 1.0f / power;
     }
   }
-  if constexpr (T::kRopeLongrope) {
-    if (p.use_long_table) return __ldg(inv_freq_long + pair);
+  if constexpr (kLongrope) {
+    if (use_long_table) return __ldg(inv_freq_long + pair);
   }
   return __ldg(inv_freq + pair);
+}
+
+template <class T>
+__device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
+                                               const float* inv_freq_long, int pair) {
+  return select_inv_freq<T::kRotaryDim, T::kRopeDynamic, T::kRopeLongrope>(
+      p.use_dynamic_base, p.dynamic_log2_base, p.use_long_table, inv_freq, inv_freq_long, pair);
 }
 
 // fp32: HF's float32 product; exact: the product of the same float32 values in double.
@@ -213,6 +222,14 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
     cos_out[i] = sc.cos * T::kAttentionFactor;
     sin_out[i] = sc.sin * T::kAttentionFactor;
   }
+}
+
+// (a, b) rotated by the angle whose cos and sin (times the attention factor) are c and s:
+// (a c - b s, b c + a s), with the FMAs placed as every lane map places them.
+__device__ __forceinline__ void rotate_in_place(float& a, float& b, float c, float s) {
+  const float x = a, y = b;
+  a = fmaf(x, c, -y * s);
+  b = fmaf(y, c, x * s);
 }
 
 template <class T>
@@ -389,11 +406,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
     float x[V];
     if (load_input<T>(src, io.bias, norm, e, x) && rotate) {
 #pragma unroll
-      for (int i = 0; i < V / 2; ++i) {
-        const float a = x[2 * i], b = x[2 * i + 1];
-        x[2 * i] = fmaf(a, cos_v[i], -b * sin_v[i]);
-        x[2 * i + 1] = fmaf(b, cos_v[i], a * sin_v[i]);
-      }
+      for (int i = 0; i < V / 2; ++i) rotate_in_place(x[2 * i], x[2 * i + 1], cos_v[i], sin_v[i]);
     }
     store_head<T>(io, e, x);
   } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
@@ -409,11 +422,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
     }
     if (loaded && rotate) {
 #pragma unroll
-      for (int i = 0; i < W.half; ++i) {
-        const float a = x[i], b = x[i + W.half];
-        x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
-        x[i + W.half] = fmaf(b, cos_v[i], a * sin_v[i]);
-      }
+      for (int i = 0; i < W.half; ++i) rotate_in_place(x[i], x[i + W.half], cos_v[i], sin_v[i]);
     }
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
@@ -428,11 +437,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       load_input<T, W.half>(src, io.bias, norm, e, y);
       if (rotate) {
 #pragma unroll
-        for (int i = 0; i < V; ++i) {
-          const float a = x[i], b = y[i];
-          x[i] = fmaf(a, cos_v[i], -b * sin_v[i]);
-          y[i] = fmaf(b, cos_v[i], a * sin_v[i]);
-        }
+        for (int i = 0; i < V; ++i) rotate_in_place(x[i], y[i], cos_v[i], sin_v[i]);
       }
     } else {
 #pragma unroll

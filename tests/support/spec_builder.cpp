@@ -25,10 +25,21 @@ nlohmann::json spec_json(const SpecFields& f) {
                          {"rope", f.rope},
                          {"io", io}};
   if (!f.qk_norm.is_null()) spec["qk_norm"] = f.qk_norm;
+  if (f.op != "rope") spec["op"] = f.op;
+  if (!f.rerotate_from.is_null()) spec["rerotate"] = {{"from", f.rerotate_from}};
   return spec;
 }
 
 Spec make_spec(const SpecFields& f) { return parse_spec(spec_json(f).dump()); }
+
+std::string spec_error(const nlohmann::json& spec) {
+  try {
+    parse_spec(spec.dump());
+  } catch (const SpecError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
 
 std::vector<std::string> spec_files() {
   std::vector<std::string> out;

@@ -31,6 +31,8 @@ struct SpecFields {
   bool mrope_interleaved = false;  ///< io.mrope_interleaved when true
   nlohmann::json qk_norm;          ///< the qk_norm block when not null
   nlohmann::json io_extra;         ///< more io keys (paged_kv's) when not null
+  std::string op = "rope";         ///< written when not "rope"
+  nlohmann::json rerotate_from;    ///< op rerotate: the rerotate.from block when not null
 };
 
 /// The spec JSON of the fields.
@@ -38,6 +40,9 @@ nlohmann::json spec_json(const SpecFields& f);
 
 /// parse_spec(spec_json(f)).
 Spec make_spec(const SpecFields& f);
+
+/// The SpecError message parse_spec gives `spec`, or "accepted".
+std::string spec_error(const nlohmann::json& spec);
 
 /// Paths of every specs/*.json except schema.json, sorted.
 std::vector<std::string> spec_files();

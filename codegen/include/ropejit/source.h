@@ -14,6 +14,7 @@ struct Plan {
   Spec spec;
   Config config;
   FreqTable freqs;
+  FreqTable from_freqs;  ///< op rerotate: the frequencies of rerotate.from (else empty)
 };
 
 /// Checks the config against the spec (Error unsupported naming the problem) and computes

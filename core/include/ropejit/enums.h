@@ -8,6 +8,10 @@
 
 namespace ropejit {
 
+/// What a kernel does: rotate q and k as they are produced (rope), or rotate the keys already in
+/// a paged K cache from the rope parameters and positions they were written with to new ones
+/// (rerotate: the LongRoPE short-to-long switch, a context shift).
+enum class OpKind { rope, rerotate };
 /// Rotation pairing: neox = (i, i + d/2) "rotate_half"; interleaved = (2i, 2i+1).
 enum class Layout { neox, interleaved };
 /// Storage type of q/k/v (math always runs in fp32).
@@ -46,6 +50,8 @@ struct EnumName {
   std::string_view name;
 };
 
+inline constexpr std::array<EnumName<OpKind>, 2> kOpNames{{
+    {OpKind::rope, "rope"}, {OpKind::rerotate, "rerotate"}}};
 inline constexpr std::array<EnumName<Layout>, 2> kLayoutNames{{
     {Layout::neox, "neox"}, {Layout::interleaved, "interleaved"}}};
 inline constexpr std::array<EnumName<DType>, 3> kDTypeNames{{
@@ -77,6 +83,7 @@ inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
 
 /// The table for an enum type.
 template <class E> constexpr const auto& enum_table();
+template <> constexpr const auto& enum_table<OpKind>() { return kOpNames; }
 template <> constexpr const auto& enum_table<Layout>() { return kLayoutNames; }
 template <> constexpr const auto& enum_table<DType>() { return kDTypeNames; }
 template <> constexpr const auto& enum_table<RopeType>() { return kRopeTypeNames; }

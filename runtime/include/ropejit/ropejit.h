@@ -151,6 +151,16 @@ typedef struct ropejit_args {
   const int32_t* block_tables;
   int64_t max_blocks_per_seq;
   float k_scale, v_scale;
+  /* Re-rotation (spec op rerotate): the keys of k_cache at the slots of `positions` (or of
+   * start_pos / cu_seqlens), as the append wrote them, are rotated to new positions: new_positions
+   * [T] (explicit positions, of positions_type) or new_start_pos ([batch] varlen, [1] offset);
+   * NULL keeps every position (the LongRoPE switch). from_seq_len: max(old position) + 1, the
+   * length the keys were written at, required when rerotate.from's frequencies depend on it
+   * (dynamic NTK, LongRoPE); seq_len is the length they move to. A caller built against an
+   * earlier header (struct_size ending before them) passes none. */
+  const void* new_positions;
+  const int64_t* new_start_pos;
+  int64_t from_seq_len;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

@@ -68,6 +68,7 @@ struct QkNorm {
 /// A validated spec. Build one with parse_spec(); every field is checked and canonical.
 struct Spec {
   std::string name;                  ///< free text, part of the hash
+  OpKind op = OpKind::rope;          ///< rope, or rerotate (keys already in a paged K cache)
   int head_dim = 0;                  ///< D
   int rotary_dim = 0;                ///< d (even, <= D); from partial_rotary_factor if given so
   int num_q_heads = 0;               ///< Hq
@@ -76,7 +77,10 @@ struct Spec {
   DType dtype = DType::bf16;
   int64_t max_position_embeddings = 0;  ///< M
   AnglePrecision angle = AnglePrecision::fp32;
-  RopeParams rope;
+  RopeParams rope;                   ///< rerotate: the parameters the keys are rotated to
+  /// rerotate only: the parameters the cached keys were rotated with (`rerotate.from`; the same
+  /// as `rope` when absent: a shift of positions, or LongRoPE's short table to its long one).
+  RopeParams rerotate_from;
   IoSpec io;
   QkNorm qk_norm;                    ///< absent: no normalization
 };
@@ -133,6 +137,17 @@ Hash128 spec_hash(const Spec& spec);
 /// the QKV bias, or the QK-norm (it normalizes the whole head).
 inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled; }
 
+/// True when the spec re-rotates keys already in a paged K cache (op rerotate).
+inline bool rerotate(const Spec& s) { return s.op == OpKind::rerotate; }
+
+/// The spec with `rerotate_from` as its rope block: the keys as they were written (freqs of the
+/// old parameters come from it).
+inline Spec rerotate_from_spec(const Spec& s) {
+  Spec from = s;
+  from.rope = s.rerotate_from;
+  return from;
+}
+
 /// True when the spec writes k and v into a paged KV cache.
 inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }
 
@@ -142,8 +157,9 @@ inline bool q_inplace(const Spec& s) {
   return s.io.output == OutputForm::inplace || (paged_kv(s) && s.io.q_output == QOutput::inplace);
 }
 
-/// Heads per token that the kernel touches: Hq + Hkv (+ Hkv when v is copied).
+/// Heads per token that the kernel touches: Hq + Hkv (+ Hkv when v is copied); rerotate: Hkv.
 inline int total_heads(const Spec& s) {
+  if (rerotate(s)) return s.num_kv_heads;
   return s.num_q_heads + s.num_kv_heads + (s.io.copy_v ? s.num_kv_heads : 0);
 }
 

@@ -113,6 +113,14 @@ struct RefProblem {
   int64_t max_blocks_per_seq = 0;     ///< block_tables row length
   int64_t cache_pages = 0;            ///< pages of each cache
   double k_scale = 1.0, v_scale = 1.0;  ///< FP8 caches: stored value = fp8(x / scale)
+  // op rerotate: the K cache before the launch (the cache dtype's bytes; pages
+  // cache_page_stride elements apart, 0: dense), each key's new position (empty: unchanged) and
+  // the length the keys were written at (0: max(old position) + 1). The keys' old positions are
+  // the positions form's; their slots are found from them as for the append.
+  const void* k_cache_in = nullptr;
+  int64_t cache_page_stride = 0;
+  std::vector<int64_t> new_positions;
+  int64_t from_run_length = 0;
 };
 
 /// Memory order of an expected output tensor.
@@ -162,7 +170,9 @@ struct RefOutputs {
 /// Expected outputs of one launch in float64: widen inputs, add the bias, rotate pairs of the
 /// first rotary_dim elements of q and k heads by the spec's angle of reference_freqs(..., true)
 /// times the attention factor, pass elements >= rotary_dim through (with bias), copy v with
-/// bias (never rotated), and scatter into the spec's output form.
+/// bias (never rotated), and scatter into the spec's output form. op rerotate: the K cache,
+/// each key's rotary pairs (read from k_cache_in) rotated by angle(new position, the spec's
+/// freqs) - angle(old position, rerotate.from's) times s / s_from, everything else untouched.
 /// Throws std::invalid_argument when the problem does not fit the spec.
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem);
 

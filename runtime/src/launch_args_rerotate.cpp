@@ -1,0 +1,119 @@
+// Launch arguments and buffers of op rerotate (docs/spec.md "Re-rotating the KV cache"): the K
+// cache with its slot index and scale, the keys' old positions (the positions form) and new ones,
+// and the run lengths that select each rope block's frequencies.
+#include <string_view>
+#include <utility>
+
+#include "launch_checks.h"
+
+namespace ropejit::launch_detail {
+
+namespace {
+
+constexpr const char* kWhy = "when the spec's op is rerotate (it rotates the keys of k_cache in place)";
+
+void bind_new_positions_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
+  a.new_positions = ptr;
+  a.positions_type = shape.positions_type;
+}
+
+// Old position of key t and, when given, its new one (host arrays; cu_seqlens already checked).
+std::pair<int64_t, int64_t> key_positions(const Spec& spec, const Args& a, int64_t t) {
+  auto element = [&](const void* array) {
+    return a.positions_type == PositionsType::int64 ? static_cast<const int64_t*>(array)[t]
+                                                    : static_cast<const int32_t*>(array)[t];
+  };
+  if (spec.io.positions == PositionsForm::explicit_) {
+    const int64_t old_position = element(a.positions);
+    return {old_position, a.new_positions ? element(a.new_positions) : old_position};
+  }
+  int b = 0;
+  if (spec.io.positions == PositionsForm::varlen)
+    while (a.cu_seqlens[b + 1] <= t) ++b;
+  const int64_t index = spec.io.positions == PositionsForm::varlen ? t - a.cu_seqlens[b] : t;
+  const int64_t old_position = (a.start_pos ? a.start_pos[b] : 0) + index;
+  return {old_position, a.new_start_pos ? a.new_start_pos[b] + index : old_position};
+}
+
+}  // namespace
+
+int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p) {
+  for (const auto& [ptr, name] :
+       {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"}, {a.qkv, "qkv"}, {a.bias, "bias"},
+        {a.q_out, "q_out"}, {a.k_out, "k_out"}, {a.v_out, "v_out"}, {a.q_norm_weight, "q_norm_weight"},
+        {a.k_norm_weight, "k_norm_weight"}, {a.v_cache, "v_cache"}})
+    check_null(ptr, name, kWhy);
+  for (const auto& [value, name] :
+       {std::pair<int64_t, const char*>{a.q_stride, "q_stride"}, {a.k_stride, "k_stride"}, {a.v_stride, "v_stride"},
+        {a.qkv_stride, "qkv_stride"}, {a.q_out_stride, "q_out_stride"}, {a.k_out_stride, "k_out_stride"},
+        {a.v_out_stride, "v_out_stride"}, {a.v_cache_page_stride, "v_cache_page_stride"}})
+    require(value == 0, name, fmt::format("{} is not allowed: must be 0 {}", value, kWhy));
+  require(a.v_scale == 0.0f, "v_scale", fmt::format("{} is not allowed: must be 0 {}", a.v_scale, kWhy));
+  p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
+  bind_cache_index(c, a, p);
+  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
+  p.cache_scale = c.spec.io.cache_dtype == CacheDType::auto_ ? 1.0f : a.k_scale;
+  if (c.spec.io.positions == PositionsForm::explicit_) {
+    check_null(a.new_start_pos, "new_start_pos", "when the spec's io.positions is explicit (use new_positions)");
+    check_aligned(a.new_positions, a.positions_type == PositionsType::int64 ? 8 : 4, "new_positions");
+    p.new_positions = a.new_positions;
+  } else {
+    check_null(a.new_positions, "new_positions",
+               "unless the spec's io.positions is explicit (use new_start_pos, one per sequence)");
+    check_aligned(a.new_start_pos, 8, "new_start_pos");
+    p.new_start_pos = reinterpret_cast<const i64*>(a.new_start_pos);
+  }
+  require(a.from_seq_len >= 0 && a.from_seq_len <= kMaxPosition + 1, "from_seq_len",
+          fmt::format("{} is not allowed: must be 0 (not given) or in [1, 2^31]", a.from_seq_len));
+  const RunLength from = run_length_choices(rerotate_from_spec(c.spec), a.from_seq_len, "from_seq_len", c.any);
+  p.from_use_dynamic_base = from.use_dynamic_base;
+  p.from_dynamic_log2_base = from.dynamic_log2_base;
+  p.from_use_long_table = from.use_long_table;
+  return a.num_tokens;
+}
+
+void check_rerotate_host(const Spec& spec, const Args& a) {
+  for (int64_t t = 0; t < a.num_tokens; ++t) {
+    const auto [old_position, new_position] = key_positions(spec, a, t);
+    if (a.from_seq_len > 0 && old_position >= a.from_seq_len)
+      fail(spec.io.positions == PositionsForm::explicit_ ? "positions" : "start_pos",
+           fmt::format("key {} is at position {}, which is not allowed: must be < from_seq_len = {} (the length "
+                       "the keys were written at)", t, old_position, a.from_seq_len));
+    const char* field = spec.io.positions == PositionsForm::explicit_ ? "new_positions" : "new_start_pos";
+    if (new_position < 0 || new_position > kMaxPosition)
+      fail(field, fmt::format("key {} moves to position {}, which is not allowed: must lie in [0, 2^31)", t,
+                              new_position));
+    if (a.seq_len > 0 && new_position >= a.seq_len)
+      fail(field, fmt::format("key {} moves to position {}, which is not allowed: must be < seq_len = {}", t,
+                              new_position, a.seq_len));
+  }
+}
+
+void buffers_rerotate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  if (s.io.positions == PositionsForm::explicit_) {
+    const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
+    BufferDesc b{"new_positions", BufferKind::new_positions, shape.tokens, 1, 1, bytes, 1, false,
+                 bind_new_positions_ptr, {"T"}};
+    b.use = FieldUse::optional;
+    out.push_back(b);
+  } else {
+    const bool varlen = s.io.positions == PositionsForm::varlen;
+    BufferDesc b{"new_start_pos", BufferKind::new_start_pos, varlen ? shape.batch : 1, 1, 1, 8, 1, false,
+                 bind_to<&ropejit_args::new_start_pos>, {varlen ? "B" : "1"}};
+    b.use = FieldUse::optional;
+    out.push_back(b);
+  }
+  BufferDesc cache = cache_buffer(s, shape, true);
+  cache.moved_row_elements = 2 * int64_t(s.num_kv_heads) * s.rotary_dim;  // the rotary part, read and written
+  out.push_back(cache);
+  out.push_back(cache_index_buffer(s, shape));
+}
+
+void check_no_rerotate(const Args& a) {
+  const char* why = "unless the spec's op is rerotate";
+  check_null(a.new_positions, "new_positions", why);
+  check_null(a.new_start_pos, "new_start_pos", why);
+  require(a.from_seq_len == 0, "from_seq_len", fmt::format("{} is not allowed: must be 0 {}", a.from_seq_len, why));
+}
+
+}  // namespace ropejit::launch_detail

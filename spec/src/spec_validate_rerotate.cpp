@@ -1,0 +1,59 @@
+// Spec validation of op rerotate: the `rerotate` block and what the op rules out.
+#include <fmt/core.h>
+
+#include "spec_reader.h"
+
+namespace ropejit::spec_detail {
+
+namespace {
+
+// Values of the io block that rerotate cannot honour (it reads no q, k or v, writes no q and
+// leaves v where it is), each with the reason.
+void check_rerotate_io(const json* io, const Spec& spec, Reader& reader) {
+  const char* const what = "when op is rerotate";
+  if (spec.io.output != OutputForm::paged_kv) {
+    const json* output = io ? member(*io, "output") : nullptr;
+    if (output)
+      reader.not_allowed("/io/output", *output,
+                         fmt::format("\"paged_kv\" {} (it rotates the keys of a paged K cache in place)", what));
+    else
+      reader.add("/io/output", fmt::format("missing: op rerotate needs \"paged_kv\" (and page_size): it rotates "
+                                           "the keys of a paged K cache in place"));
+  }
+  if (!io) return;
+  if (const json* v = member(*io, "input"); v && spec.io.input != InputForm::separate)
+    reader.not_allowed("/io/input", *v, fmt::format("\"separate\" or absent {} (no q, k or v is read)", what));
+  if (const json* v = member(*io, "qkv_bias"); v && spec.io.qkv_bias)
+    reader.not_allowed("/io/qkv_bias", *v, fmt::format("false {} (cached keys already carry their bias)", what));
+  if (const json* v = member(*io, "q_output"); v && spec.io.q_output != QOutput::inplace)
+    reader.not_allowed("/io/q_output", *v, fmt::format("\"inplace\" or absent {} (no q is written)", what));
+  if (spec.io.positions == PositionsForm::mrope)
+    reader.not_allowed("/io/positions", std::string("mrope"),
+                       fmt::format("explicit, varlen or offset {} (one position per cached key)", what));
+}
+
+}  // namespace
+
+void read_rerotate(const json& document, Reader& reader, Spec& spec) {
+  const json* block = member(document, "rerotate");
+  if (spec.op != OpKind::rerotate) {
+    if (block) reader.not_allowed("/rerotate", *block, "absent unless op is \"rerotate\"");
+    return;
+  }
+  spec.rerotate_from = spec.rope;
+  if (block) {
+    if (!block->is_object()) {
+      reader.not_allowed("/rerotate", *block, "an object such as {\"from\": {\"rope_type\": \"default\", ...}}");
+    } else {
+      static const std::vector<std::string_view> keys{"from"};
+      reader.check_keys(*block, "/rerotate", keys);
+      if (const json* from = member(*block, "from"))
+        spec.rerotate_from = read_rope(*from, reader, spec.rotary_dim, spec.max_position_embeddings, "/rerotate/from");
+    }
+  }
+  check_rerotate_io(member(document, "io"), spec, reader);
+  if (const json* v = member(document, "qk_norm"))
+    reader.not_allowed("/qk_norm", *v, "absent when op is rerotate (cached keys are already normalized)");
+}
+
+}  // namespace ropejit::spec_detail

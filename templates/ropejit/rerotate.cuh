@@ -1,0 +1,151 @@
+#pragma once
+// Re-rotation of keys already in a paged K cache (op rerotate; docs/spec.md "Re-rotating the
+// KV cache"). A key stored as s_from R(a_from) k, written at position p with the old rope
+// parameters, becomes s_to R(a_to) k at position p' with the spec's: one rotation through the
+// angle difference a_to(p') - a_from(p), taken in double from the two float32 angles HF would
+// form, times s_to / s_from. Only the rotary part [0, d) of each K head is read and written;
+// the tail and the V cache stay as they are. The slot of a key comes from its old position (or
+// the slot mapping), as the append found it.
+#include "ropejit/rope.cuh"
+
+namespace ropejit {
+
+// The work decomposition: rows are keys, heads the Hkv heads of the K cache, lanes the rotating
+// lanes only (the tail is never touched). config.cpp's work_shape says the same for the host.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr WorkShape rerotate_shape() {
+  return make_work_shape(T::kHeadDim, T::kRotaryDim, 0, T::kNumKvHeads, T::kInterleaved, false, true, false, T::kVec,
+                         T::kHeadsPerThread, false);
+}
+
+// The position a key moves to: new_positions[row], or its sequence's new start plus its index
+// in the sequence; unchanged when none is given (the LongRoPE switch keeps positions).
+template <class T>
+__device__ __forceinline__ i64 new_position(const KernelParams& p, const RowRef& ref, i64 row) {
+  if constexpr (T::kPositionsExplicit) {
+    if (!p.new_positions) return ref.position;
+    return p.positions_are_int64 ? __ldg((const i64*)p.new_positions + row)
+                                 : (i64)__ldg((const int*)p.new_positions + row);
+  } else {
+    if (!p.new_start_pos) return ref.position;
+    const int sequence = T::kPositionsVarlen ? ref.sequence : 0;
+    const i64 old_start = p.start_pos ? __ldg(p.start_pos + sequence) : 0;
+    return ref.position - old_start + __ldg(p.new_start_pos + sequence);
+  }
+}
+
+// cos and sin (times s_to / s_from) of the angle differences of the lane's pairs.
+template <class T>
+__device__ __forceinline__ void delta_angles(const KernelParams& p, const float* inv_to, const float* inv_to_long,
+                                             const float* inv_from, const float* inv_from_long, i64 old_position,
+                                             i64 new_position, int first_pair,
+                                             float (&cos_out)[rerotate_shape<T>().pairs_per_lane],
+                                             float (&sin_out)[rerotate_shape<T>().pairs_per_lane]) {
+#pragma unroll
+  for (int i = 0; i < rerotate_shape<T>().pairs_per_lane; ++i) {
+    const int pair = first_pair + i;
+    const float inv_old = select_inv_freq<T::kRotaryDim, T::kFromRopeDynamic, T::kFromRopeLongrope>(
+        p.from_use_dynamic_base, p.from_dynamic_log2_base, p.from_use_long_table, inv_from, inv_from_long, pair);
+    const double angle = pair_angle<T>(new_position, pair_inv_freq<T>(p, inv_to, inv_to_long, pair)) -
+                         pair_angle<T>(old_position, inv_old);
+    const SinCos sc = sincos_reduced(angle);
+    cos_out[i] = sc.cos * T::kAttentionRatio;
+    sin_out[i] = sc.sin * T::kAttentionRatio;
+  }
+}
+
+// kVec cached elements at `element` of a key head, as floats (FP8: the code times k_scale).
+template <class T>
+__device__ __forceinline__ void load_key(const KernelParams& p, const typename T::CacheStorage::raw* head, int element,
+                                         float (&x)[T::kVec]) {
+  load_vec<typename T::CacheStorage, T::kVec>(head + element, x);
+  if constexpr (T::kCacheFp8) {
+#pragma unroll
+    for (int i = 0; i < T::kVec; ++i) x[i] *= p.cache_scale;
+  }
+}
+
+// Stores them back (FP8: scaled by 1 / k_scale, rounded with saturation, as the append stores).
+template <class T>
+__device__ __forceinline__ void store_key(const KernelParams& p, typename T::CacheStorage::raw* head, int element,
+                                          float (&x)[T::kVec]) {
+  if constexpr (T::kCacheFp8) {
+#pragma unroll
+    for (int i = 0; i < T::kVec; ++i) x[i] *= p.cache_inv_scale[0];
+  }
+  store_vec<typename T::CacheStorage, T::kVec>(head + element, x);
+}
+
+// One lane's pairs of one key head, rotated in place (the lane map of rope.cuh process_lane).
+template <class T>
+__device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T::CacheStorage::raw* head, int lane,
+                                              const float (&c)[rerotate_shape<T>().pairs_per_lane],
+                                              const float (&s)[rerotate_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rerotate_shape<T>();
+  constexpr int V = T::kVec;
+  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+    float x[V];
+    load_key<T>(p, head, lane * V, x);
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
+    store_key<T>(p, head, lane * V, x);
+  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
+    constexpr int kVectors = T::kRotaryDim / V;
+    float x[T::kRotaryDim];
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+      load_key<T>(p, head, j * V, part);
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
+    }
+#pragma unroll
+    for (int i = 0; i < W.half; ++i) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
+      store_key<T>(p, head, j * V, part);
+    }
+  } else {  // neox: the two halves of V pairs are vectors d/2 apart
+    float x[V], y[V];
+    load_key<T>(p, head, lane * V, x);
+    load_key<T>(p, head, lane * V + W.half, y);
+#pragma unroll
+    for (int i = 0; i < V; ++i) rotate_in_place(x[i], y[i], c[i], s[i]);
+    store_key<T>(p, head, lane * V, x);
+    store_key<T>(p, head, lane * V + W.half, y);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const float* inv_to, const float* inv_to_long,
+                                                const float* inv_from, const float* inv_from_long) {
+  constexpr WorkShape W = rerotate_shape<T>();
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;");
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+  const i64 items = work_items(W, p.num_tokens);
+  const i64 stride = (i64)gridDim.x * blockDim.x;
+  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
+    // Neighbouring threads take neighbouring vectors of one key head (coalesced).
+    const WorkItem at = decode_item(W, item);
+    const RowRef ref = locate_row<T>(p, at.row);
+    if (ref.cache_page < 0) continue;  // no slot: nothing to rotate
+    float c[W.pairs_per_lane], s[W.pairs_per_lane];
+    delta_angles<T>(p, inv_to, inv_to_long, inv_from, inv_from_long, ref.position, new_position<T>(p, ref, at.row),
+                    at.lane * W.pairs_per_lane, c, s);
+#pragma unroll 1
+    for (int k = 0; k < T::kHeadsPerThread; ++k) {
+      const int head = at.group + k * W.head_groups;
+      if (head >= W.heads) break;
+      float unused_scale = 1.0f;
+      auto* key = (typename T::CacheStorage::raw*)cache_head<T>(p, ref, kRoleK, head, unused_scale);
+      rerotate_lane<T>(p, key, at.lane, c, s);
+    }
+  }
+}
+
+}  // namespace ropejit
