@@ -28,9 +28,12 @@ def to_float64(a: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def inv_freq_default(theta: float, rotary_dim: int) -> np.ndarray:
-    """HF's default RoPE: 1 / theta^(2i/d), in float32 as HF computes it."""
+    """HF's default RoPE: 1 / theta^(2i/d), in float32 as HF computes it, the float32 power taken
+    correctly rounded (in float64, rounded once), as ropejit defines it: numpy's own float32 power
+    differs from that by an ulp in some pairs, and by how much changes between numpy releases."""
     exponent = np.arange(0, rotary_dim, 2, dtype=np.int64).astype(np.float32) / np.float32(rotary_dim)
-    return (np.float32(1.0) / (np.float32(theta) ** exponent)).astype(np.float32)
+    power = (np.float64(np.float32(theta)) ** exponent.astype(np.float64)).astype(np.float32)
+    return (np.float32(1.0) / power).astype(np.float32)
 
 
 def rotate(x: np.ndarray, positions: np.ndarray, inv_freq: np.ndarray, layout: str) -> np.ndarray:
