@@ -48,6 +48,8 @@ constexpr Shape kShapes[] = {
     {"qwen3-8b-qknorm", "qwen3-8b"},            // per-head RMSNorm of q and k, then RoPE
     {"gemma-3-12b-qknorm", "gemma-3-12b"},      // head_dim 256, (1 + w) norm, linear x8
     {"qwen3-8b-paged-fp8", "qwen3-8b-paged-fp8"},  // QK-norm + RoPE + k, v into an FP8 e4m3 paged cache
+    {"phi-3.5-rerotate", "phi-3.5-mini-rerotate"},    // re-rotate cached keys: LongRoPE switch, HND, block tables
+    {"llama-3.1-8b-shift-fp8", "llama-3.1-8b-context-shift"},  // re-rotate an FP8 e4m3 K cache: a context shift
 };
 constexpr int64_t kTokens[] = {1, 8, 64, 512, 4096, 16384, 65536};
 constexpr const char* kDTypes[] = {"bf16", "fp16"};

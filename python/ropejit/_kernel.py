@@ -18,7 +18,8 @@ _ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_
 
 # The launch arguments that are arrays, in the order kernel() takes them.
 ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",
-                "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables")
+                "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables",
+                "new_positions", "new_start_pos")
 
 
 def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
@@ -60,22 +61,31 @@ class Kernel:
                  max_seq_len: Optional[int] = None, q_norm_weight: Any = None, k_norm_weight: Any = None,
                  k_cache: Any = None, v_cache: Any = None, slot_mapping: Any = None, block_tables: Any = None,
                  k_scale: Optional[float] = None, v_scale: Optional[float] = None,
-                 stream: Optional[int] = None) -> Tuple[Any, ...]:
+                 new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
+                 num_tokens: Optional[int] = None, stream: Optional[int] = None) -> Tuple[Any, ...]:
         """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
         ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
         qkv [T, Hq + 2 Hkv, D], positions [T] int32/int64, ...); rows may be strided, each row dense.
         Outputs of the separate and padded forms are allocated when not given (torch and numpy).
         ``stream``: a CUstream handle; default torch's current stream for CUDA tensors.
-        Returns the outputs: the rotated (q, k[, v]) or qkv, or (q, k_cache, v_cache) for paged_kv."""
+        Returns the outputs: the rotated (q, k[, v]) or qkv, or (q, k_cache, v_cache) for paged_kv.
+        A spec of op "rerotate" takes k_cache with the keys' old positions (positions, or cu_seqlens
+        and start_pos), their slots (slot_mapping or block_tables), where they move (new_positions or
+        new_start_pos; None keeps them), seq_len and from_seq_len; num_tokens is the number of keys
+        when no positions or slot_mapping array says it. It returns (k_cache,)."""
         given = {name: value for name, value in zip(ARRAY_FIELDS, (
             q, k, v, qkv, bias, positions, cu_seqlens, start_pos, q_out, k_out, v_out, q_norm_weight,
-            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables)) if value is not None}
+            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos))
+            if value is not None}
         views = {name: view(value, name) for name, value in given.items()}
         io = self.spec.io
-        first = "qkv" if io["input"] == "packed_qkv" else "q"
-        if first not in views:
-            raise ArgumentError(f"{first} is required: the spec's io.input is {io['input']}")
-        tokens = views[first].shape[0] if views[first].shape else 0
+        if self.spec.op == "rerotate":
+            tokens = self._keys(views, num_tokens)
+        else:
+            first = "qkv" if io["input"] == "packed_qkv" else "q"
+            if first not in views:
+                raise ArgumentError(f"{first} is required: the spec's io.input is {io['input']}")
+            tokens = views[first].shape[0] if views[first].shape else 0
         batch, max_seq = self._batch_and_length(views, max_seq_len)
         positions_type = views["positions"].dtype if "positions" in views else "int32"
         if positions_type not in ("int32", "int64"):
@@ -98,7 +108,8 @@ class Kernel:
         for name in views:
             if name not in {f["name"] for f in fields}:
                 raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
-        args.update({"batch": batch, "max_seq_len": max_seq, "seq_len": seq_len or 0})
+        args.update({"batch": batch, "max_seq_len": max_seq, "seq_len": seq_len or 0,
+                     "from_seq_len": from_seq_len or 0})
         if "k_cache" in views:
             args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
@@ -106,6 +117,16 @@ class Kernel:
         return self._results(given, out)
 
     # ---------------------------------------------------------------- helpers
+
+    @staticmethod
+    def _keys(views: Dict[str, ArrayView], num_tokens: Optional[int]) -> int:
+        """op rerotate: the number of keys, from positions [T] or slot_mapping [T], else num_tokens."""
+        for name in ("positions", "slot_mapping", "new_positions"):
+            if name in views and views[name].shape:
+                return views[name].shape[0]
+        if num_tokens is None:
+            raise ArgumentError("num_tokens is required: no positions or slot_mapping array gives the number of keys")
+        return int(num_tokens)
 
     def _io_summary(self) -> str:
         io = self.spec.io
@@ -187,6 +208,8 @@ class Kernel:
     def _results(self, given: Dict[str, Any], allocated: Dict[str, Any]) -> Tuple[Any, ...]:
         io = self.spec.io
         with_v = io["copy_v"]
+        if self.spec.op == "rerotate":
+            return (given.get("k_cache"),)
         if io["output"] == "paged_kv":
             q_result = given.get("qkv") if io["input"] == "packed_qkv" and io["q_output"] == "inplace" else (
                 given.get("q") if io["q_output"] == "inplace" else given.get("q_out"))

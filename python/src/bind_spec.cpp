@@ -117,6 +117,7 @@ void bind_spec(nb::module_& m) {
       .def_prop_ro("dtype", [](const Spec& s) { return name_of(s.dtype); })
       .def_prop_ro("angle", [](const Spec& s) { return name_of(s.angle); })
       .def_prop_ro("rope_type", [](const Spec& s) { return name_of(s.rope.type); })
+      .def_prop_ro("op", [](const Spec& s) { return name_of(s.op); })
       .def_prop_ro("io", &io_dict)
       .def_prop_ro("qk_norm", &qk_norm_dict)
       .def_prop_ro("hash", [](const Spec& s) { return spec_hash(s).hex(); })

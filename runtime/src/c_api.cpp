@@ -188,6 +188,7 @@ constexpr FieldInfo kSpecInfoFields[] = {
     ROPEJIT_FIELD(ropejit_spec_info, copy_v),       ROPEJIT_FIELD(ropejit_spec_info, mrope_section),
     ROPEJIT_FIELD(ropejit_spec_info, mrope_interleaved), ROPEJIT_FIELD(ropejit_spec_info, qk_norm),
     ROPEJIT_FIELD(ropejit_spec_info, qk_norm_weight), ROPEJIT_FIELD(ropejit_spec_info, spec_hash),
+    ROPEJIT_FIELD(ropejit_spec_info, op),            ROPEJIT_FIELD(ropejit_spec_info, from_rope_type),
 };
 constexpr FieldInfo kLaunchFieldFields[] = {
     ROPEJIT_FIELD(ropejit_launch_field, struct_size), ROPEJIT_FIELD(ropejit_launch_field, name),

@@ -66,6 +66,8 @@ ropejit_spec_info describe(const ropejit::Spec& spec) {
   info.mrope_interleaved = io.mrope_interleaved;
   info.qk_norm = spec.qk_norm.enabled;
   info.qk_norm_weight = spec.qk_norm.enabled ? c_name(spec.qk_norm.weight) : nullptr;
+  info.op = c_name(spec.op);
+  info.from_rope_type = ropejit::rerotate(spec) ? c_name(spec.rerotate_from.type) : nullptr;
   const std::string hash = ropejit::spec_hash(spec).hex();
   std::memcpy(info.spec_hash, hash.c_str(), sizeof(info.spec_hash));  // 32 digits and the NUL
   return info;

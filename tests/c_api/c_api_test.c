@@ -220,6 +220,9 @@ static void check_layout(void) {
   CHECK_OFFSET(ropejit_runtime_options, user_data);
   CHECK_OFFSET(ropejit_spec_info, mrope_section);
   CHECK_OFFSET(ropejit_spec_info, spec_hash);
+  CHECK_OFFSET(ropejit_spec_info, op);
+  CHECK_OFFSET(ropejit_args, new_positions);
+  CHECK_OFFSET(ropejit_args, from_seq_len);
   CHECK_OFFSET(ropejit_launch_field, dims);
 #undef CHECK_OFFSET
   CHECK(sizeof(ropejit_args) == library_offset("ropejit_args", NULL),
@@ -401,6 +404,18 @@ static void check_errors(ropejit_runtime* rt, const ropejit_kernel* kernel) {
         "k_cache on an inplace spec gave %s: %s", ropejit_status_string(st), ropejit_last_error());
   args.k_cache = NULL;
   args.k_scale = 0.0f;
+  /* The header before the rerotate fields: accepted, they read as NULL and 0. */
+  args.struct_size = offsetof(ropejit_args, new_positions);
+  args.new_positions = (const void*)0x10;
+  args.from_seq_len = 7;
+  st = ropejit_kernel_launch(kernel, &args, NULL);
+  CHECK(st == ROPEJIT_STATUS_OK, "pre-rerotate struct_size gave %s: %s", ropejit_status_string(st), ropejit_last_error());
+  args.struct_size = sizeof(ropejit_args);
+  st = ropejit_kernel_launch(kernel, &args, NULL);  /* the full struct: new positions on a rope spec are refused */
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && strstr(ropejit_last_error(), "new_positions") != NULL,
+        "new_positions on a rope spec gave %s: %s", ropejit_status_string(st), ropejit_last_error());
+  args.new_positions = NULL;
+  args.from_seq_len = 0;
   args.positions_type = (ropejit_positions_type)5;
   st = ropejit_kernel_launch(kernel, &args, NULL);
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "positions_type 5 gave %s", ropejit_status_string(st));
@@ -426,6 +441,69 @@ static void check_bytes_moved(const ropejit_kernel* kernel) {
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null output gave %s", ropejit_status_string(st));
   st = ropejit_kernel_bytes_moved(NULL, tokens, 0, 0, &bytes);
   CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT, "null kernel gave %s", ropejit_status_string(st));
+}
+
+/* op rerotate: fp32 keys in a one-page K cache move from their positions to positions - 3;
+ * the rotated cache equals the keys rotated by the angle difference, the V cache stays NULL. */
+static void check_rerotate(ropejit_runtime* rt) {
+  static const char* const spec =
+      "{\"name\":\"c-shift\",\"op\":\"rerotate\",\"head_dim\":64,\"rotary_dim\":64,\"num_q_heads\":4,"
+      "\"num_kv_heads\":2,\"layout\":\"neox\",\"dtype\":\"fp32\",\"max_position_embeddings\":4096,"
+      "\"rope\":{\"rope_type\":\"default\",\"rope_theta\":10000},"
+      "\"io\":{\"output\":\"paged_kv\",\"page_size\":4}}";
+  ropejit_spec_info info;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  ropejit_status st = ropejit_spec_describe(spec, &info);
+  CHECK(st == ROPEJIT_STATUS_OK && strcmp(info.op, "rerotate") == 0 && strcmp(info.from_rope_type, "default") == 0,
+        "describe rerotate: %s: %s", ropejit_status_string(st), ropejit_last_error());
+  ropejit_kernel* kernel = NULL;
+  st = ropejit_kernel_get(rt, spec, &kernel);
+  CHECK(st == ROPEJIT_STATUS_OK, "rerotate kernel_get: %s: %s", ropejit_status_string(st), ropejit_last_error());
+  if (st != ROPEJIT_STATUS_OK) return;
+  enum { kSlots = 4, kRow = kKvHeads * kHeadDim };
+  static float cache[kSlots * kRow], before[kSlots * kRow];
+  for (int i = 0; i < kSlots * kRow; ++i) before[i] = cache[i] = random_value();
+  int32_t positions[3], moved[3];
+  int64_t slots[3] = {2, 0, 3}; /* slot 1 holds no key: it keeps its bytes */
+  for (int t = 0; t < 3; ++t) {
+    positions[t] = 3 + (int32_t)(next_u64() % 4000);
+    moved[t] = positions[t] - 3;
+  }
+  ropejit_args a;
+  ropejit_args_init(&a);
+  a.num_tokens = 3;
+  a.positions = positions;
+  a.new_positions = moved;
+  a.k_cache = cache;
+  a.cache_num_pages = 1;
+  a.slot_mapping = slots;
+  st = ropejit_kernel_launch(kernel, &a, NULL);
+  CHECK(st == ROPEJIT_STATUS_OK, "rerotate launch: %s: %s", ropejit_status_string(st), ropejit_last_error());
+  int bad = 0;
+  for (int t = 0; t < 3; ++t)
+    for (int h = 0; h < kKvHeads; ++h) {
+      /* Expected: the stored key rotated back from p in double, then rotated to p - 3 (check_head). */
+      float unrotated[kHeadDim], at_new[kHeadDim];
+      const float* stored = before + slots[t] * kRow + h * kHeadDim;
+      const int half = kRotaryDim / 2;
+      for (int i = 0; i < half; ++i) {
+        const double back = -(double)((float)positions[t] * inv_freq_fp32(i));
+        const double c = cos(back), s = sin(back);
+        unrotated[i] = (float)(stored[i] * c - stored[i + half] * s);
+        unrotated[i + half] = (float)(stored[i + half] * c + stored[i] * s);
+      }
+      memcpy(at_new, cache + slots[t] * kRow + h * kHeadDim, sizeof at_new);
+      bad += check_head(unrotated, at_new, moved[t], "rerotated k_cache", t);
+    }
+  CHECK(bad == 0, "%d rerotated elements off", bad);
+  CHECK(memcmp(cache + 1 * kRow, before + 1 * kRow, sizeof(float) * kRow) == 0, "slot 1 (no key) changed");
+  a.new_positions = NULL;
+  a.q = cache; /* a rerotate reads no q */
+  st = ropejit_kernel_launch(kernel, &a, NULL);
+  CHECK(st == ROPEJIT_STATUS_INVALID_ARGUMENT && strstr(ropejit_last_error(), "Args::q") != NULL,
+        "q on a rerotate spec gave %s: %s", ropejit_status_string(st), ropejit_last_error());
+  ropejit_kernel_destroy(kernel);
 }
 
 int main(void) {
@@ -462,6 +540,7 @@ int main(void) {
   st = ropejit_kernel_get(rt, kSpec, &kernel);
   CHECK(st == ROPEJIT_STATUS_OK && kernel != NULL, "kernel_get: %s: %s", ropejit_status_string(st),
         ropejit_last_error());
+  check_rerotate(rt);
   if (st == ROPEJIT_STATUS_OK) {
     check_launch(kernel, 1);
     check_launch(kernel, 37 + (long)(next_u64() % 64)); /* odd, random token count */

@@ -238,6 +238,8 @@ typedef struct ropejit_spec_info {
   int qk_norm;               /**< 1: the qk_norm block is present */
   const char* qk_norm_weight; /**< "per_head" | "none" (qk_norm only; NULL without it) */
   char spec_hash[33];        /**< the spec's content hash: 32 lowercase hex digits and a NUL */
+  const char* op;            /**< "rope" | "rerotate" */
+  const char* from_rope_type; /**< op rerotate: rerotate.from's rope_type (NULL for op rope) */
 } ropejit_spec_info;
 
 /** Fills `*info` (whose struct_size the caller set) with the values `spec_json` validates to. */
