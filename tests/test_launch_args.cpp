@@ -381,3 +381,21 @@ TEST(LaunchArgs, NegativeCountsOutOfRangeEnumsAndOverflowsAreRefused) {
   }
   EXPECT_GT(bytes_moved(spec, int64_t(1) << 40, 0, 0), 0);  // the largest launch counts without overflow
 }
+
+// Found by fuzz_c_launch_args (tests/fuzz/crashes/): a qkv or bias pointer at the top of the
+// address space passed every check, and forming its k and v offsets wrapped (UB). Refused now.
+TEST(LaunchArgs, PointersWhoseRowWrapsTheAddressSpaceAreRefused) {
+  const Spec spec = fused_spec("inplace", true);
+  Storage s;
+  std::vector<int32_t> cu = {0, 1};
+  Args a;
+  a.num_tokens = 1;
+  a.qkv = reinterpret_cast<void*>(uintptr_t(0xffffffffffffff10ull));
+  a.bias = s.at(0);
+  a.cu_seqlens = cu.data();
+  a.batch = 1;
+  expect_rejected(spec, a, "qkv", "run past the end of the address space", false);
+  a.qkv = s.at(1 << 16);
+  a.bias = reinterpret_cast<const void*>(uintptr_t(0xffffffffffffff10ull));
+  expect_rejected(spec, a, "bias", "run past the end of the address space", false);
+}

@@ -340,8 +340,12 @@ const char* ropejit_struct_field(const char* type, size_t index, size_t* offset)
 }
 
 const char* ropejit_status_string(ropejit_status status) {
-  if (status < ROPEJIT_STATUS_OK || status > ROPEJIT_STATUS_INTERNAL) return "unknown";
-  return ropejit::status_name(static_cast<Status>(status));
+  // A C caller may pass any int: read it as one (loading an enum outside its range is UB in C++).
+  int code = 0;
+  static_assert(sizeof(status) == sizeof(code), "ropejit_status is int-sized");
+  std::memcpy(&code, &status, sizeof code);
+  if (code < ROPEJIT_STATUS_OK || code > ROPEJIT_STATUS_INTERNAL) return "unknown";
+  return ropejit::status_name(static_cast<Status>(code));
 }
 
 const char* ropejit_last_error(void) { return last_error.c_str(); }

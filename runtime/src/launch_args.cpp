@@ -87,6 +87,7 @@ void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
   if (c.any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
   check_aligned(a.qkv, c.align, "qkv");
   const int64_t stride = resolve_stride(a.qkv_stride, (c.Hq + 2 * c.Hkv) * c.D, c.vec, "qkv_stride", a.num_tokens, c.esize);
+  check_span(a.qkv, (c.Hq + 2 * c.Hkv) * c.D * c.esize, "qkv");  // the k and v parts are offsets into its row
   char* base = static_cast<char*>(a.qkv);
   p.in[kRoleQ] = token_major(base, stride, c.D);
   p.in[kRoleK] = token_major(base ? base + c.Hq * c.D * c.esize : nullptr, stride, c.D);
@@ -341,6 +342,7 @@ void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
   if (c.any || c.spec.io.output == OutputForm::padded_bhsd)
     check_present(a.bias, "bias", "when the spec's io.qkv_bias is true");
   check_aligned(a.bias, c.align, "bias");
+  check_span(a.bias, (c.Hq + 2 * c.Hkv) * c.D * c.esize, "bias");
   const char* b = static_cast<const char*>(a.bias);
   p.bias[kRoleQ] = b;
   p.bias[kRoleK] = b ? b + c.Hq * c.D * c.esize : nullptr;

@@ -31,6 +31,14 @@ inline void check_aligned(const void* p, int bytes, const char* name) {
                            ptr_text(p), bytes));
 }
 
+// A pointer whose first `bytes` would run past the end of the address space is a stray value,
+// not memory: refused before any offset is formed from it (the offset would wrap: UB).
+inline void check_span(const void* p, int64_t bytes, const char* name) {
+  if (p && bytes > 0 && reinterpret_cast<uintptr_t>(p) > UINTPTR_MAX - static_cast<uint64_t>(bytes))
+    fail(name, fmt::format("{} is not allowed: the {} bytes from it run past the end of the address space",
+                           ptr_text(p), bytes));
+}
+
 inline void check_null(const void* p, const char* name, const char* why) {
   if (p) fail(name, fmt::format("{} is not allowed: must be null {}", ptr_text(p), why));
 }
