@@ -44,7 +44,7 @@ PACKAGES=(
   cmake g++ make ninja-build pkg-config
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  llvm-19-dev libclang-cpp19-dev libclang-19-dev clang-19
+  llvm-19-dev libclang-cpp19-dev libclang-19-dev clang-19 libclang-rt-19-dev
   python3 python3-venv python3-dev
 )
 # pip from Debian, never a user's or pyenv's: it installs with --target, outside any environment.

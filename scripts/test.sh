@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The test command: set-up, build, then every test tier (unit, compile, conformance on the
 # host backend; the gpu tier runs only where a GPU is usable and prints SKIPPED otherwise), then
-# the Python package's tests.
+# the Python package's tests, a short fuzzing run and the sanitizer tier.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/build.sh
@@ -18,3 +18,13 @@ export ROPEJIT_CACHE_DIR="$PWD/$BUILD_DIR/test-cache"
 ctest --test-dir "$BUILD_DIR" --output-on-failure -j "${ROPEJIT_TEST_JOBS:-$(nproc)}" "$@"
 # The Python package: pip install ., then pytest (scripts/python-test.sh).
 bash scripts/python-test.sh
+# The reliability tiers (docs/RELIABILITY.md), each a clang-19 build in its own folder: every
+# fuzz target for 12 s on its corpus (scripts/fuzz.sh), then every test under ASan + UBSan
+# (scripts/sanitize.sh). ROPEJIT_SKIP_FUZZ=1 / ROPEJIT_SKIP_SANITIZE=1 skip them while iterating
+# (CI never sets them).
+if [ "${ROPEJIT_SKIP_FUZZ:-0}" = 1 ]; then echo "fuzz tier: SKIPPED (ROPEJIT_SKIP_FUZZ=1)"; else bash scripts/fuzz.sh; fi
+if [ "${ROPEJIT_SKIP_SANITIZE:-0}" = 1 ]; then
+  echo "sanitizer tier: SKIPPED (ROPEJIT_SKIP_SANITIZE=1)"
+else
+  bash scripts/sanitize.sh
+fi

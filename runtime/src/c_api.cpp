@@ -84,7 +84,11 @@ ropejit_runtime_options complete_options(const ropejit_runtime_options* given) {
 
 ropejit::RuntimeOptions to_options(const ropejit_runtime_options& o) {
   ropejit::RuntimeOptions options;
-  switch (o.backend) {
+  // A C caller may store any int: read it as one (loading an enum outside its range is UB in C++).
+  int backend = 0;
+  static_assert(sizeof(o.backend) == sizeof(backend), "ropejit_backend is int-sized");
+  std::memcpy(&backend, &o.backend, sizeof backend);
+  switch (backend) {
     case ROPEJIT_BACKEND_AUTO: options.backend = ropejit::BackendKind::auto_; break;
     case ROPEJIT_BACKEND_CUDA: options.backend = ropejit::BackendKind::cuda; break;
     case ROPEJIT_BACKEND_HOST: options.backend = ropejit::BackendKind::host; break;
@@ -92,7 +96,7 @@ ropejit::RuntimeOptions to_options(const ropejit_runtime_options& o) {
       throw Error(Status::invalid_argument,
                   fmt::format("ropejit_runtime_options.backend {} is not allowed: must be ROPEJIT_BACKEND_AUTO (0), "
                               "ROPEJIT_BACKEND_CUDA (1) or ROPEJIT_BACKEND_HOST (2)",
-                              int(o.backend)));
+                              backend));
   }
   if (o.cache_dir) options.cache_dir = o.cache_dir;
   options.disk_cache = o.disk_cache != 0;

@@ -21,7 +21,7 @@ for ((i = 0; i < ${#layers[@]}; ++i)); do
     if echo "#include \"ropejit/$up_header\"" | "$cxx" "${flags[@]}" - 2>/tmp/layers.$$; then
       echo "FAIL: layer $name can include ropejit/$up_header of the layer above ($up_name)"
       failures=$((failures + 1))
-    elif ! grep -q "No such file" /tmp/layers.$$; then
+    elif ! grep -qE "No such file|file not found" /tmp/layers.$$; then  # gcc's words, clang's
       echo "FAIL: layer $name including ropejit/$up_header failed for another reason:"; cat /tmp/layers.$$
       failures=$((failures + 1))
     else
