@@ -123,9 +123,13 @@ bool related(const std::string& issue, const std::string& mutated) {
   static const std::vector<std::set<std::string>> cross_field_rules = {
       // rotary_dim: explicit, or floor(head_dim * partial_rotary_factor), even, <= head_dim;
       // longrope's factor lists hold rotary_dim / 2 numbers.
-      {"/head_dim", "/rotary_dim", "/partial_rotary_factor", "/rope/short_factor", "/rope/long_factor"},
+      // io.mrope_section sums to rotary_dim / 2 (the same for rerotate.from's factor lists).
+      {"/head_dim", "/rotary_dim", "/partial_rotary_factor", "/rope/short_factor", "/rope/long_factor",
+       "/io/mrope_section", "/io/mrope_interleaved", "/rerotate/from/short_factor", "/rerotate/from/long_factor"},
       {"/num_q_heads", "/num_kv_heads"},                                       // Hkv divides Hq
-      {"/max_position_embeddings", "/rope/original_max_position_embeddings"},  // llama3: O < M
+      {"/max_position_embeddings", "/rope/original_max_position_embeddings",   // llama3: O < M
+       "/rerotate/from/original_max_position_embeddings"},
+      {"/rope/rope_type", "/io/positions"},  // mrope positions leave dynamic NTK and LongRoPE no length
       // op rerotate decides copy_v and rules out other io values, qk_norm and the rerotate block.
       {"/op", "/io/copy_v", "/io/output", "/io/input", "/io/qkv_bias", "/io/q_output", "/io/positions", "/qk_norm",
        "/rerotate", "/io/page_size"},
