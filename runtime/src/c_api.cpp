@@ -84,10 +84,7 @@ ropejit_runtime_options complete_options(const ropejit_runtime_options* given) {
 
 ropejit::RuntimeOptions to_options(const ropejit_runtime_options& o) {
   ropejit::RuntimeOptions options;
-  // A C caller may store any int: read it as one (loading an enum outside its range is UB in C++).
-  int backend = 0;
-  static_assert(sizeof(o.backend) == sizeof(backend), "ropejit_backend is int-sized");
-  std::memcpy(&backend, &o.backend, sizeof backend);
+  const int backend = ropejit::c_api::c_enum_value(o.backend);
   switch (backend) {
     case ROPEJIT_BACKEND_AUTO: options.backend = ropejit::BackendKind::auto_; break;
     case ROPEJIT_BACKEND_CUDA: options.backend = ropejit::BackendKind::cuda; break;
@@ -344,10 +341,7 @@ const char* ropejit_struct_field(const char* type, size_t index, size_t* offset)
 }
 
 const char* ropejit_status_string(ropejit_status status) {
-  // A C caller may pass any int: read it as one (loading an enum outside its range is UB in C++).
-  int code = 0;
-  static_assert(sizeof(status) == sizeof(code), "ropejit_status is int-sized");
-  std::memcpy(&code, &status, sizeof code);
+  const int code = ropejit::c_api::c_enum_value(status);
   if (code < ROPEJIT_STATUS_OK || code > ROPEJIT_STATUS_INTERNAL) return "unknown";
   return ropejit::status_name(static_cast<Status>(code));
 }

@@ -3,6 +3,7 @@
 // c_api_introspect.cpp, inspect/src/c_api_emit.cpp): no exception crosses the ABI; the message goes to the
 // thread-local ropejit_last_error().
 #include <cstddef>
+#include <cstring>
 #include <initializer_list>
 #include <new>
 #include <string>
@@ -46,6 +47,16 @@ char* malloc_copy(const std::string& text);
 /// Error(invalid_argument) naming `name` when `p` is null.
 inline void require_non_null(const void* p, const char* name) {
   if (!p) throw Error(Status::invalid_argument, fmt::format("{} is null: must be a valid pointer", name));
+}
+
+/// The int a C caller stored in an enum argument or field: read as an int, because loading a
+/// C++ enum holding a value outside its range is undefined behaviour.
+template <class E>
+int c_enum_value(const E& value) {
+  static_assert(sizeof(E) == sizeof(int), "C API enums are int-sized");
+  int out = 0;
+  std::memcpy(&out, &value, sizeof out);
+  return out;
 }
 
 }  // namespace ropejit::c_api

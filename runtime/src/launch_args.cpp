@@ -377,7 +377,7 @@ void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
 
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
-  const RunLength run = run_length_choices(c.spec, a.seq_len, "seq_len", c.any);
+  const RunLength run = run_length_choices(c.spec, c.spec.rope, a.seq_len, "seq_len", c.any);
   p.use_dynamic_base = run.use_dynamic_base;
   p.dynamic_log2_base = run.dynamic_log2_base;
   p.use_long_table = run.use_long_table;
@@ -387,25 +387,26 @@ void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
 
 namespace launch_detail {
 
-RunLength run_length_choices(const Spec& spec, int64_t length, const char* field, bool any) {
-  const RopeType type = spec.rope.type;
+RunLength run_length_choices(const Spec& spec, const RopeParams& rope, int64_t length, const char* field, bool any) {
   RunLength out;
-  if (needs_seq_len(spec) && any)
+  if (needs_seq_len(rope) && any)
     require(length >= 1 && length <= kMaxPosition + 1, field,
             fmt::format("{} is not allowed: rope_type {} needs {} = max(position) + 1 in [1, 2^31]", length,
-                        to_string(type), field));
-  if (type == RopeType::dynamic && !spec.rope.seq_len && length > spec.max_position_embeddings) {
+                        to_string(rope.type), field));
+  if (rope.type == RopeType::dynamic && !rope.seq_len && length > spec.max_position_embeddings) {
     out.use_dynamic_base = 1;
-    out.dynamic_log2_base = std::log2(static_cast<double>(static_cast<float>(dynamic_ntk_base(spec, length))));
+    out.dynamic_log2_base = std::log2(static_cast<double>(static_cast<float>(dynamic_ntk_base(spec, rope, length))));
   }
-  if (type == RopeType::longrope) out.use_long_table = longrope_uses_long(spec, length) ? 1 : 0;
+  if (rope.type == RopeType::longrope) out.use_long_table = longrope_uses_long(spec, rope, length) ? 1 : 0;
   return out;
 }
 
 }  // namespace launch_detail
 
-bool needs_seq_len(const Spec& spec) {
-  return (spec.rope.type == RopeType::dynamic && !spec.rope.seq_len) || spec.rope.type == RopeType::longrope;
+bool needs_seq_len(const Spec& spec) { return needs_seq_len(spec.rope); }
+
+bool needs_seq_len(const RopeParams& rope) {
+  return (rope.type == RopeType::dynamic && !rope.seq_len) || rope.type == RopeType::longrope;
 }
 
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {

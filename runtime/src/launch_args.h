@@ -98,6 +98,8 @@ struct BufferDesc {
 /// True when launches of `spec` need Args::seq_len (dynamic NTK without a fixed rope.seq_len,
 /// LongRoPE): their frequencies depend on the run-time length.
 bool needs_seq_len(const Spec& spec);
+/// The same for one rope block (op rerotate's old parameters need from_seq_len by this rule).
+bool needs_seq_len(const RopeParams& rope);
 
 /// Every buffer of one launch of `spec` at `shape`, dense (row_stride = row_elements), in the
 /// order: inputs, bias, positions arrays, outputs. Built from one row per io form.

@@ -65,7 +65,7 @@ int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p) {
   }
   require(a.from_seq_len >= 0 && a.from_seq_len <= kMaxPosition + 1, "from_seq_len",
           fmt::format("{} is not allowed: must be 0 (not given) or in [1, 2^31]", a.from_seq_len));
-  const RunLength from = run_length_choices(rerotate_from_spec(c.spec), a.from_seq_len, "from_seq_len", c.any);
+  const RunLength from = run_length_choices(c.spec, c.spec.rerotate_from, a.from_seq_len, "from_seq_len", c.any);
   p.from_use_dynamic_base = from.use_dynamic_base;
   p.from_dynamic_log2_base = from.dynamic_log2_base;
   p.from_use_long_table = from.use_long_table;

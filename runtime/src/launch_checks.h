@@ -131,9 +131,10 @@ struct RunLength {
   double dynamic_log2_base = 0.0;
   int use_long_table = 0;
 };
-/// The choices of `spec`'s rope block at `length` (the Args field `field`, required when the
-/// rope type needs it and the launch has tokens).
-RunLength run_length_choices(const Spec& spec, int64_t length, const char* field, bool any);
+/// The choices of the rope block `rope` (the spec's, or rerotate.from) with the spec's shape at
+/// `length` (the Args field `field`, required when the rope type needs it and the launch has
+/// tokens). Copies nothing: it runs on every launch.
+RunLength run_length_choices(const Spec& spec, const RopeParams& rope, int64_t length, const char* field, bool any);
 
 // ---------------------------------------------------------------- op rerotate (launch_args_rerotate.cpp)
 

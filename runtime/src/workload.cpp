@@ -132,35 +132,32 @@ void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
 // them all: the LongRoPE switch), else a shift of each sequence's start, as a context shift
 // moves a window; positions stay in [0, max_position).
 void draw_moves(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
-  const std::vector<int64_t> old_positions = [&] {
-    std::vector<int64_t> out(static_cast<size_t>(o.tokens));
-    for (int64_t t = 0; t < o.tokens; ++t) {
-      if (spec.io.positions == PositionsForm::explicit_) { out[t] = w.positions[t]; continue; }
-      int b = 0;
-      if (spec.io.positions == PositionsForm::varlen)
-        while (w.cu_seqlens[b + 1] <= t) ++b;
-      out[t] = w.start_pos[b] + (spec.io.positions == PositionsForm::varlen ? t - w.cu_seqlens[b] : t);
+  const PositionsForm form = spec.io.positions;
+  // Each key's sequence (offset: the one) and old position, as the positions form gives them.
+  std::vector<int> sequence(static_cast<size_t>(o.tokens), 0);
+  w.moved_positions.assign(static_cast<size_t>(o.tokens), 0);
+  for (int64_t t = 0; t < o.tokens; ++t) {
+    if (form == PositionsForm::explicit_) {
+      w.moved_positions[t] = w.positions[t];
+      continue;
     }
-    return out;
-  }();
+    int& b = sequence[t];
+    if (form == PositionsForm::varlen)
+      while (w.cu_seqlens[b + 1] <= t) ++b;
+    w.moved_positions[t] = w.start_pos[b] + (form == PositionsForm::varlen ? t - w.cu_seqlens[b] : t);
+  }
   w.from_seq_len = w.seq_len;
-  w.moved_positions = old_positions;
   if (rng() % 4 != 0) {
     std::uniform_int_distribution<int64_t> position(0, std::max<int64_t>(o.max_position - 1, 0));
-    if (spec.io.positions == PositionsForm::explicit_) {
+    if (form == PositionsForm::explicit_) {
       for (auto& p : w.moved_positions) p = position(rng);
       w.new_positions = w.moved_positions;
     } else {
       for (size_t b = 0; b < w.start_pos.size(); ++b) {
-        const int64_t len = spec.io.positions == PositionsForm::varlen ? w.cu_seqlens[b + 1] - w.cu_seqlens[b] : o.tokens;
+        const int64_t len = form == PositionsForm::varlen ? w.cu_seqlens[b + 1] - w.cu_seqlens[b] : o.tokens;
         w.new_start_pos.push_back(std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(o.max_position - len, 0))(rng));
       }
-      for (int64_t t = 0; t < o.tokens; ++t) {
-        int b = 0;
-        if (spec.io.positions == PositionsForm::varlen)
-          while (w.cu_seqlens[b + 1] <= t) ++b;
-        w.moved_positions[t] += w.new_start_pos[b] - w.start_pos[b];
-      }
+      for (int64_t t = 0; t < o.tokens; ++t) w.moved_positions[t] += w.new_start_pos[sequence[t]] - w.start_pos[sequence[t]];
     }
   }
   w.seq_len = 1 + (o.tokens ? *std::max_element(w.moved_positions.begin(), w.moved_positions.end()) : 0);

@@ -251,15 +251,16 @@ FreqTable compute_freqs(const Spec& spec, FreqMode mode) {
   return mode == FreqMode::hf_fp32 ? compute<float>(spec) : compute<double>(spec);
 }
 
-double dynamic_ntk_base(const Spec& spec, int64_t length) {
+double dynamic_ntk_base(const Spec& spec, int64_t length) { return dynamic_ntk_base(spec, spec.rope, length); }
+
+double dynamic_ntk_base(const Spec& spec, const RopeParams& rope, int64_t length) {
   const double max_positions = static_cast<double>(spec.max_position_embeddings);
-  const double factor = spec.rope.factor.value_or(1.0);
+  const double factor = rope.factor.value_or(1.0);
   const double d = spec.rotary_dim;
   // HF resets to the base table at or below M: L' = max(L, M).
   const double effective = std::max(static_cast<double>(length), max_positions);
-  if (effective == max_positions) return spec.rope.theta;
-  return spec.rope.theta *
-         std::pow((factor * effective / max_positions) - (factor - 1), d / (d - 2));
+  if (effective == max_positions) return rope.theta;
+  return rope.theta * std::pow((factor * effective / max_positions) - (factor - 1), d / (d - 2));
 }
 
 FreqTable compute_freqs_dynamic(const Spec& spec, int64_t length, FreqMode mode) {
@@ -272,8 +273,11 @@ FreqTable compute_freqs_dynamic(const Spec& spec, int64_t length, FreqMode mode)
   return table;
 }
 
-bool longrope_uses_long(const Spec& spec, int64_t length) {
-  return static_cast<double>(length) > original_max_positions(spec);
+bool longrope_uses_long(const Spec& spec, int64_t length) { return longrope_uses_long(spec, spec.rope, length); }
+
+bool longrope_uses_long(const Spec& spec, const RopeParams& rope, int64_t length) {
+  const int64_t original = rope.original_max_position_embeddings.value_or(spec.max_position_embeddings);
+  return length > original;
 }
 
 }  // namespace ropejit

@@ -96,10 +96,17 @@ class Collector : public clang::RecursiveASTVisitor<Collector>, MainFile {
     if (r->isImplicit() || r->getDescribedClassTemplate() || llvm::isa<clang::ClassTemplateSpecializationDecl>(r) ||
         !r->isThisDeclarationADefinition() || r->isLambda())
       return true;
-    // Traits stays: Clang does not always mark a record referenced through `Traits::k...` alone
-    // (rerotate.cuh names it only so), and its unused members go one by one below.
-    if (!r->isReferenced() && r->getName() != "Traits") cut_decl(r);
+    if (!r->isReferenced()) unreferenced_records_.push_back(r);  // judged in cuts()
     return true;
+  }
+
+  // A record named only through a qualifier (`Traits::kPageSize` in code that is no template
+  // any more) is used, though Clang does not always mark it referenced.
+  bool TraverseNestedNameSpecifierLoc(clang::NestedNameSpecifierLoc loc) {
+    if (loc)
+      if (const clang::CXXRecordDecl* r = loc.getNestedNameSpecifier()->getAsRecordDecl())
+        qualified_records_.insert(r->getCanonicalDecl());
+    return clang::RecursiveASTVisitor<Collector>::TraverseNestedNameSpecifierLoc(loc);
   }
 
   bool VisitVarDecl(clang::VarDecl* v) {
@@ -123,6 +130,9 @@ class Collector : public clang::RecursiveASTVisitor<Collector>, MainFile {
 
   // The cuts of this pass: dead branches, then unused declarations.
   std::vector<Cut> cuts() {
+    for (const clang::CXXRecordDecl* r : unreferenced_records_)
+      if (!qualified_records_.count(r->getCanonicalDecl())) cut_decl(r);
+    unreferenced_records_.clear();
     std::vector<Cut> out = decl_cuts_;
     for (const auto& [at, seen] : seen_) {
       if (seen == 3) continue;  // both values in different instantiations: keep the `if`
@@ -202,6 +212,8 @@ class Collector : public clang::RecursiveASTVisitor<Collector>, MainFile {
   }
 
   std::string keep_;
+  std::vector<const clang::CXXRecordDecl*> unreferenced_records_;
+  std::set<const clang::Decl*> qualified_records_;
   std::string inactive_;
   bool in_instantiation_ = false;
   std::map<unsigned, const clang::IfStmt*> patterns_;

@@ -38,11 +38,16 @@ FreqTable compute_freqs(const Spec& spec, FreqMode mode);
 
 /// Dynamic NTK base b' for run-time length L = max(position)+1 (HF formula, in double).
 double dynamic_ntk_base(const Spec& spec, int64_t length);
+/// The same for the rope block `rope` with the spec's shape (op rerotate's old parameters),
+/// without copying the spec: launch checks call it.
+double dynamic_ntk_base(const Spec& spec, const RopeParams& rope, int64_t length);
 
 /// The dynamic NTK table for length L (HF: float32 pow of the double base).
 FreqTable compute_freqs_dynamic(const Spec& spec, int64_t length, FreqMode mode);
 
 /// LongRoPE: true when the long table applies at run-time length L (L > O).
 bool longrope_uses_long(const Spec& spec, int64_t length);
+/// The same for the rope block `rope` (op rerotate's old parameters).
+bool longrope_uses_long(const Spec& spec, const RopeParams& rope, int64_t length);
 
 }  // namespace ropejit
