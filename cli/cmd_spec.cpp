@@ -46,8 +46,30 @@ void validate_files(const std::vector<std::string>& files) {
 }
 
 struct FromHfArgs {
-  std::string config_path, dtype = "bf16", layout, name, output;
+  std::string config_path, dtype = "bf16", layout, name, output, layer_type;
+  bool assume_llama = false, layers = false;
 };
+
+// --layers: every distinct spec of the model and the layer -> spec map, as one JSON document.
+std::string layers_document(const nlohmann::json& config, HfImportOptions options,
+                            std::vector<std::string>& warnings) {
+  const auto map = hf_layer_rope_map(config);
+  nlohmann::json specs = nlohmann::json::object(), layers = nlohmann::json::array();
+  const std::string base = options.name;
+  for (const auto& entry : map) {
+    if (!entry) {
+      layers.push_back(nullptr);
+      continue;
+    }
+    const std::string key = entry->empty() ? "all" : *entry;
+    layers.push_back(key);
+    if (specs.contains(key)) continue;
+    options.layer_type = *entry;
+    if (!entry->empty() && !base.empty()) options.name = base + "-" + *entry;
+    specs[key] = nlohmann::json::parse(canonical_json(spec_from_hf(config, options, &warnings)));
+  }
+  return nlohmann::json({{"specs", specs}, {"layers", layers}}).dump(2) + "\n";
+}
 
 // Imports a config.json; warnings (where HF only warns) go to stderr, even when it fails.
 void from_hf(const FromHfArgs& args) {
@@ -55,6 +77,10 @@ void from_hf(const FromHfArgs& args) {
   options.name = args.name;
   options.dtype = enum_option<DType>("--dtype", args.dtype);
   options.layout = enum_option<Layout>("--layout", args.layout);
+  options.layer_type = args.layer_type;
+  options.assume_generic = args.assume_llama;
+  if (args.layers && !args.layer_type.empty())
+    throw Error(Status::invalid_argument, "--layers and --layer-type are not allowed together: --layers imports every layer type");
   nlohmann::json config;
   try {
     config = parse_hf_config(read_file(args.config_path));
@@ -67,7 +93,8 @@ void from_hf(const FromHfArgs& args) {
   };
   std::string text;
   try {
-    text = pretty_json(spec_from_hf(config, options, &warnings));
+    text = args.layers ? layers_document(config, options, warnings)
+                       : pretty_json(spec_from_hf(config, options, &warnings));
   } catch (...) {
     print_warnings();
     throw;
@@ -92,6 +119,12 @@ void add_spec_command(CLI::App& app) {
   from->add_option("--layout", hf->layout,
                    "override the layout inferred from model_type: " + allowed_names<Layout>());
   from->add_option("--name", hf->name, "spec name (default: model_type)");
+  from->add_option("--layer-type", hf->layer_type,
+                   "the layer type whose rope block to import (configs with rope_parameters per layer type)");
+  from->add_flag("--layers", hf->layers,
+                 "every distinct spec of the model and the layer -> spec map (null: a layer without RoPE)");
+  from->add_flag("--assume-llama", hf->assume_llama,
+                 "import a model_type missing from the family table with Llama's conventions (else refused)");
   from->add_option("-o,--output", hf->output, "output file (default: stdout)");
   from->callback([hf] { from_hf(*hf); });
 

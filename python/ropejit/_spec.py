@@ -2,18 +2,32 @@
 from __future__ import annotations
 
 import json
+import math
 import os
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _ropejit
 
 JsonLike = Union[str, bytes, os.PathLike, Dict[str, Any]]
 
 
+def _finite(value: Any) -> Any:
+    """`value` with every non-finite float replaced by its name as a string: JSON has no Infinity
+    (a transformers config may hold one in a key RoPE never reads; a key the import reads then
+    fails with its name, as any non-number does)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 def _text(source: JsonLike, what: str) -> str:
     """JSON text from a dict, a JSON string, or the path of a JSON file."""
     if isinstance(source, dict):
-        return json.dumps(source)
+        return json.dumps(_finite(source), allow_nan=False, default=str)
     if isinstance(source, bytes):
         return source.decode("utf-8")
     if isinstance(source, os.PathLike) or (isinstance(source, str) and not source.lstrip().startswith("{")):
@@ -28,6 +42,12 @@ def _text(source: JsonLike, what: str) -> str:
     raise TypeError(f"{what}: expected a dict, JSON text or a path, not {type(source).__name__}")
 
 
+def _unknown_family(error: Exception) -> bool:
+    """Whether an import failed only because the model_type is not in the family table."""
+    issues = getattr(error, "issues", None) or []
+    return len(issues) == 1 and issues[0][0] == "model_type" and "family table" in issues[0][1]
+
+
 class Spec:
     """A validated RoPE spec. Build one with :meth:`from_json` or :meth:`from_hf`.
 
@@ -35,11 +55,13 @@ class Spec:
     ``partial_rotary_factor``, ``io["copy_v"]``) are filled in.
     """
 
-    __slots__ = ("_spec", "warnings")
+    __slots__ = ("_spec", "warnings", "learned")
 
-    def __init__(self, spec: "_ropejit.Spec", warnings: Optional[List[str]] = None) -> None:
+    def __init__(self, spec: "_ropejit.Spec", warnings: Optional[List[str]] = None, learned: bool = False) -> None:
         self._spec = spec
         self.warnings: List[str] = list(warnings or [])
+        #: True when from_hf learned the family's conventions from transformers' code (see from_hf).
+        self.learned = learned
 
     @classmethod
     def from_json(cls, source: JsonLike) -> "Spec":
@@ -48,16 +70,58 @@ class Spec:
 
     @classmethod
     def from_hf(cls, config: JsonLike, *, dtype: Optional[str] = None, layout: Optional[str] = None,
-                name: str = "") -> "Spec":
-        """The spec of a Hugging Face ``config.json`` (a dict, JSON text, or a path; a model folder
-        works too). ``dtype`` defaults to bf16, ``layout`` to the model type's. Where HF only warns,
-        the warnings are in ``spec.warnings``."""
+                name: str = "", layer_type: Optional[str] = None, assume_llama: bool = False,
+                learn: bool = True) -> "Spec":
+        """The spec of a Hugging Face config: a transformers config object, a ``config.json`` dict,
+        JSON text, or a path (a model folder works too). ``dtype`` defaults to bf16, ``layout`` to
+        the model type's. ``layer_type`` picks the rope block of a config whose rope parameters are
+        per layer type (Gemma 3, GPT-OSS, ...; :meth:`from_hf_layers` imports them all).
+
+        A model_type missing from ropejit's family table is refused (``ropejit.SpecError`` naming
+        ``model_type``), unless ``assume_llama`` (Llama's conventions) or, with ``learn`` and
+        transformers installed, the family's own rotary module and apply function show its
+        pairing, rotary dim and frequencies: the spec is then built from them, checked against HF
+        (inv_freq, attention factor, rotated dims) and marked ``learned``. Where HF only warns, the
+        warnings are in ``spec.warnings``."""
+        original = config
         if isinstance(config, (str, os.PathLike)) and os.path.isdir(os.fspath(config)):
             config = os.path.join(os.fspath(config), "config.json")
         if not isinstance(config, dict) and hasattr(config, "to_dict"):  # a transformers PretrainedConfig
             config = config.to_dict()
-        spec, warnings = _ropejit.spec_from_hf(_text(config, "HF config"), name, dtype, layout)
+        text = _text(config, "HF config")
+        try:
+            spec, warnings = _ropejit.spec_from_hf(text, name, dtype, layout, layer_type or "", assume_llama)
+        except _ropejit.SpecError as e:
+            if not learn or assume_llama or not _unknown_family(e):
+                raise
+            from ._hf_learn import learn_spec
+
+            return learn_spec(cls, original, text, e, dtype=dtype, layout=layout, name=name, layer_type=layer_type)
         return cls(spec, warnings)
+
+    @classmethod
+    def from_hf_layers(cls, config: JsonLike, **options: Any) -> "Tuple[Dict[str, Spec], List[Optional[str]]]":
+        """Every distinct spec of a model and the layer -> spec map: ``({key: Spec}, [key or None per
+        layer])``; the key is the layer type (``"all"`` when one rope block serves every layer), None
+        a layer without RoPE (SmolLM3's and Llama 4's ``no_rope_layers``, a null per-layer block).
+        ``options`` are :meth:`from_hf`'s."""
+        if not isinstance(config, dict) and hasattr(config, "to_dict"):
+            source: Any = config
+            text = _text(config.to_dict(), "HF config")
+        else:
+            source = json.loads(_text(config, "HF config"))
+            text = json.dumps(_finite(source))
+        specs: Dict[str, Spec] = {}
+        layers: List[Optional[str]] = []
+        for entry in _ropejit.hf_layer_rope_map(text):
+            if entry is None:
+                layers.append(None)
+                continue
+            key = entry or "all"
+            layers.append(key)
+            if key not in specs:
+                specs[key] = cls.from_hf(source, layer_type=entry or None, **options)
+        return specs, layers
 
     def validate(self) -> "Spec":
         """Validates again (a Spec is valid once built); returns self."""

@@ -132,9 +132,11 @@ void bind_spec(nb::module_& m) {
   m.def(
       "spec_from_hf",
       [](const std::string& config_text, const std::string& name, const std::optional<std::string>& dtype,
-         const std::optional<std::string>& layout) {
+         const std::optional<std::string>& layout, const std::string& layer_type, bool assume_generic) {
         HfImportOptions options;
         options.name = name;
+        options.layer_type = layer_type;
+        options.assume_generic = assume_generic;
         if (dtype) {
           options.dtype = enum_from_string<DType>(*dtype);
           if (!options.dtype)
@@ -152,7 +154,18 @@ void bind_spec(nb::module_& m) {
         return nb::make_tuple(spec, warnings);
       },
       nb::arg("config_text"), nb::arg("name") = "", nb::arg("dtype") = nb::none(), nb::arg("layout") = nb::none(),
+      nb::arg("layer_type") = "", nb::arg("assume_generic") = false,
       "A spec from HF config.json text; returns (spec, warnings).");
+  m.def(
+      "hf_layer_rope_map",
+      [](const std::string& config_text) {
+        nb::list out;
+        for (const auto& entry : hf_layer_rope_map(parse_hf_config(config_text)))
+          out.append(entry ? nb::cast(*entry) : nb::none());
+        return out;
+      },
+      nb::arg("config_text"),
+      "Per decoder layer: the layer type whose rope block it takes (\"\" for one block), or None (no RoPE).");
 }
 
 }  // namespace ropejit::python

@@ -75,11 +75,16 @@ class HfContext {
 /// Imports the rope block (v5 rope_parameters / v4 rope_scaling) and the base of the text
 /// model `text` into spec["rope"], checked against HF v5's per-type rules (hf_rope.cpp).
 /// `max_positions` is M when known, read from `max_key` (longrope's O defaults to it).
+/// `layer_type` picks the block of a per-layer-type rope_parameters (required there, refused elsewhere).
 void import_rope(const nlohmann::json& text, const ModelFamily& family,
                  std::optional<int64_t> max_positions, const std::string& max_key,
-                 HfContext& context, nlohmann::json& spec);
+                 const std::string& layer_type, HfContext& context, nlohmann::json& spec);
 
-/// The rotary fraction given inside the rope block (v5 keeps partial_rotary_factor there).
-const nlohmann::json* rope_block_fraction(const nlohmann::json& text);
+/// Whether a rope block is keyed by layer type ({"full_attention": {...}, "sliding_attention": null}).
+bool is_per_layer_rope_block(const nlohmann::json& block);
+
+/// The rotary fraction given inside the rope block (v5 keeps partial_rotary_factor there), of
+/// `layer_type`'s block in a per-layer-type config; null for proportional RoPE (its own key).
+const nlohmann::json* rope_block_fraction(const nlohmann::json& text, const std::string& layer_type);
 
 }  // namespace ropejit

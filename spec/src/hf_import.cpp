@@ -4,6 +4,8 @@
 // The math each field feeds is described in docs/rope-math.md.
 #include "hf_import.h"
 
+#include <algorithm>
+
 #include <fmt/core.h>
 
 #include "hf_context.h"
@@ -116,14 +118,16 @@ void import_heads(const json& text, const ModelFamily& family, HfContext& ctx, j
 }
 
 // Rotary dim: rotary_dim and/or one fraction (rope block, top level, GPT-NeoX's rotary_pct).
-void import_rotary(const json& text, const ModelFamily& family, HfContext& ctx, json& spec) {
+void import_rotary(const json& text, const ModelFamily& family, const std::string& layer_type, HfContext& ctx,
+                   json& spec) {
   if (family.rope_head_only) return;  // MLA: head_dim is already the rotated part
   if (const json* dim = HfContext::member(text, "rotary_dim"))
     copy_integer(spec, "rotary_dim", *dim, ctx.path("rotary_dim"), 1, ctx);
   const json* block = HfContext::member(text, "rope_parameters");
-  const std::string block_key = block ? "rope_parameters" : "rope_scaling";
+  std::string block_key = block ? "rope_parameters" : "rope_scaling";
+  if (!layer_type.empty()) block_key += "." + layer_type;
   std::vector<std::pair<std::string, const json*>> fractions{
-      {ctx.path(block_key + ".partial_rotary_factor"), rope_block_fraction(text)},
+      {ctx.path(block_key + ".partial_rotary_factor"), rope_block_fraction(text, layer_type)},
       {ctx.path("partial_rotary_factor"), HfContext::member(text, "partial_rotary_factor")},
       {ctx.path("rotary_pct"), HfContext::member(text, "rotary_pct")}};
   const std::pair<std::string, const json*>* chosen = nullptr;
@@ -241,17 +245,37 @@ Imported import_config(const json& config, const HfImportOptions& options) {
     early.push_back({"model_type", show_json(*model_type_json) +
                                        " is not allowed: must be a string such as \"llama\""});
   const ModelFamily* found = find_model_family(model_type);
+  // A composite config (transformers 5 nests the text model): the family may be the text model's.
+  const json* nested = HfContext::member(config, "text_config");
+  const bool use_nested = nested && nested->is_object() && (!found || found->text_config.empty()) &&
+                          !HfContext::member(config, "num_attention_heads") && !HfContext::member(config, "n_head");
+  if (use_nested && !found) {
+    const json* inner = HfContext::member(*nested, "model_type");
+    if (inner && inner->is_string()) found = find_model_family(inner->get<std::string>());
+  }
+  if (!found && early.empty() && !options.assume_generic)
+    throw SpecError({{"model_type",
+                      fmt::format("{} is not allowed: must be a model_type of ropejit's family table (docs/spec.md "
+                                  "\"Model families\"): the pairing, head and bias conventions differ between "
+                                  "families, so an unknown one is not guessed. Pass --assume-llama (C++: "
+                                  "HfImportOptions::assume_generic) to take Llama's conventions, or import through "
+                                  "Python with transformers installed, which learns them from the family's code",
+                                  model_type.empty() ? std::string("missing") : "\"" + model_type + "\"")}});
   const ModelFamily& family = found ? *found : generic_model_family();
   if (!family.not_rope.empty())
     throw SpecError({{"model_type", fmt::format("\"{}\" is not allowed: it has no rotary embedding "
                                                 "({}; {})", model_type, family.not_rope, family.source)}});
+  if (!family.unsupported.empty())
+    throw SpecError({{"model_type", fmt::format("\"{}\" is not allowed: ropejit cannot express its RoPE: {} ({})",
+                                                family.model_type, family.unsupported, family.source)}});
   const json* text = &config;
   std::string prefix;
-  if (!family.text_config.empty()) {
-    prefix = std::string(family.text_config) + ".";
-    text = HfContext::member(config, family.text_config);
+  if (!family.text_config.empty() || use_nested) {
+    const std::string_view key = family.text_config.empty() ? std::string_view("text_config") : family.text_config;
+    prefix = std::string(key) + ".";
+    text = HfContext::member(config, key);
     if (!text || !text->is_object())
-      throw SpecError({{std::string(family.text_config),
+      throw SpecError({{std::string(key),
                         text ? fmt::format("{} is not allowed: must be an object holding the text "
                                            "model of model_type \"{}\"", show_json(*text), model_type)
                              : fmt::format("missing required key: model_type \"{}\" keeps its "
@@ -261,9 +285,9 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   HfContext& ctx = out.context;
   for (auto& issue : early) ctx.error(issue.pointer, "", issue.message);
   if (!found && early.empty())
-    ctx.warn("model_type", fmt::format("{} is not in ropejit's family table: assumed Llama's "
-                                       "conventions (neox pairing, head_dim, num_key_value_heads, "
-                                       "attention_bias); check the checkpoint or pass --layout",
+    ctx.warn("model_type", fmt::format("{} is not in ropejit's family table: imported with Llama's conventions "
+                                       "(neox pairing, head_dim, num_key_value_heads, attention_bias) as "
+                                       "asked; check the checkpoint or pass --layout",
                                        model_type.empty() ? "missing, so it" : "\"" + model_type + "\""));
   if (!family.no_rope_key.empty())
     if (const json* v = HfContext::member(*text, family.no_rope_key))
@@ -276,12 +300,12 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   json& spec = out.spec;
   spec["name"] = !options.name.empty() ? options.name : !model_type.empty() ? model_type : "model";
   import_heads(*text, family, ctx, spec);
-  import_rotary(*text, family, ctx, spec);
+  import_rotary(*text, family, options.layer_type, ctx, spec);
   spec["layout"] = std::string(to_string(options.layout.value_or(family.layout)));
   spec["dtype"] = std::string(to_string(options.dtype.value_or(DType::bf16)));
   std::string max_key;
   const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);
-  import_rope(*text, family, max_positions, max_key, ctx, spec);
+  import_rope(*text, family, max_positions, max_key, options.layer_type, ctx, spec);
   import_bias(*text, family, ctx, spec);
   import_qk_norm(*text, family, ctx, spec);
   return out;
@@ -292,6 +316,73 @@ void append(std::vector<std::string>* warnings, const HfContext& ctx) {
 }
 
 }  // namespace
+
+const json& hf_text_model(const json& config) {
+  const json* nested = config.is_object() ? HfContext::member(config, "text_config") : nullptr;
+  if (!nested || !nested->is_object()) return config;
+  const json* type = HfContext::member(config, "model_type");
+  const ModelFamily* family = type && type->is_string() ? find_model_family(type->get<std::string>()) : nullptr;
+  if (family && !family->text_config.empty()) return *nested;
+  if (family && family->text_config.empty() && HfContext::member(config, "num_attention_heads")) return config;
+  return HfContext::member(config, "num_attention_heads") || HfContext::member(config, "n_head") ? config : *nested;
+}
+
+std::vector<std::string> hf_rope_layer_types(const json& config) {
+  const json& text = hf_text_model(config);
+  if (!text.is_object()) return {};
+  const json* block = HfContext::member(text, "rope_parameters");
+  if (!block) block = HfContext::member(text, "rope_scaling");
+  if (!block || !is_per_layer_rope_block(*block)) return {};
+  std::vector<std::string> out;
+  auto add = [&](const std::string& type) {
+    if (block->contains(type) && std::find(out.begin(), out.end(), type) == out.end()) out.push_back(type);
+  };
+  if (const json* types = HfContext::member(text, "layer_types"); types && types->is_array())
+    for (const auto& t : *types)
+      if (t.is_string()) add(t.get<std::string>());
+  for (const auto& item : block->items()) add(item.key());
+  return out;
+}
+
+std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
+  const json& text = hf_text_model(config);
+  const std::string prefix = &text == &config ? "" : "text_config.";
+  if (!text.is_object()) throw SpecError(std::vector<SpecIssue>{{"", "is not allowed: must be an object (a config.json)"}});
+  const json* types = HfContext::member(text, "layer_types");
+  const json* layers = HfContext::member(text, "num_hidden_layers");
+  const json* no_rope = HfContext::member(text, "no_rope_layers");
+  if (types && !types->is_array()) throw SpecError(std::vector<SpecIssue>{{prefix + "layer_types", "is not allowed: must be a list"}});
+  if (no_rope && !no_rope->is_array()) throw SpecError(std::vector<SpecIssue>{{prefix + "no_rope_layers", "is not allowed: must be a list"}});
+  size_t count = types ? types->size() : 0;
+  if (layers && layers->is_number_integer() && layers->get<int64_t>() > 0 && layers->get<int64_t>() < (1 << 20))
+    count = static_cast<size_t>(layers->get<int64_t>());
+  if (count == 0)
+    throw SpecError(std::vector<SpecIssue>{{prefix + "num_hidden_layers", "missing required key: the layer count (or layer_types)"}});
+  const std::vector<std::string> blocks = hf_rope_layer_types(config);
+  const json* block = HfContext::member(text, "rope_parameters");
+  if (!block) block = HfContext::member(text, "rope_scaling");
+  std::vector<std::optional<std::string>> out(count, std::string());
+  for (size_t i = 0; i < count; ++i) {
+    if (!blocks.empty()) {
+      if (!types || i >= types->size() || !(*types)[i].is_string())
+        throw SpecError(std::vector<SpecIssue>{{fmt::format("{}layer_types[{}]", prefix, i),
+                          "missing required key: a per-layer-type rope block needs each layer's type"}});
+      const std::string type = (*types)[i].get<std::string>();
+      if (!block->contains(type))
+        throw SpecError(std::vector<SpecIssue>{{fmt::format("{}layer_types[{}]", prefix, i),
+                          fmt::format("\"{}\" is not allowed: the rope block has no entry for it", type)}});
+      out[i] = (*block)[type].is_null() ? std::nullopt : std::optional<std::string>(type);
+    }
+    if (no_rope && i < no_rope->size()) {
+      const json& use = (*no_rope)[i];
+      if (!use.is_number_integer() && !use.is_boolean())
+        throw SpecError(std::vector<SpecIssue>{{fmt::format("{}no_rope_layers[{}]", prefix, i), show_json(use) + " is not allowed: must be 0 or 1"}});
+      if ((use.is_boolean() && !use.get<bool>()) || (use.is_number_integer() && use.get<int64_t>() == 0))
+        out[i] = std::nullopt;  // HF: use_rope = no_rope_layers[layer_idx]
+    }
+  }
+  return out;
+}
 
 json parse_hf_config(std::string_view text) {
   return parse_json_reporting_field(text, FieldNaming::key_path);

@@ -18,7 +18,24 @@ struct HfImportOptions {
   std::string name;                  ///< spec name (default: model_type)
   std::optional<DType> dtype;        ///< default bf16
   std::optional<Layout> layout;      ///< default: inferred from model_type
+  std::string layer_type;            ///< the layer type whose rope block to take (per-layer-type configs)
+  bool assume_generic = false;       ///< import an unknown model_type with Llama's conventions (else refused)
 };
+
+/// The layer types of a per-layer-type rope block (rope_parameters keyed by layer type, HF v5),
+/// in the order of the config's `layer_types` (each once), else the block's keys; empty when the
+/// block is a single one. `config` is the text model's config (text_config already taken).
+std::vector<std::string> hf_rope_layer_types(const nlohmann::json& config);
+
+/// One entry per decoder layer (num_hidden_layers, else the length of layer_types): the layer type
+/// whose rope block it takes ("" when the config has one block for all), or nullopt for a layer
+/// without RoPE (no_rope_layers[i] == 0 as in SmolLM3 and Llama 4, or a null per-layer block).
+/// Throws SpecError naming the key when those lists are malformed.
+std::vector<std::optional<std::string>> hf_layer_rope_map(const nlohmann::json& config);
+
+/// The text model of a config: `text_config` when the family keeps it there or the top level has
+/// no attention heads, else the config itself.
+const nlohmann::json& hf_text_model(const nlohmann::json& config);
 
 /// Parses config.json text. Malformed JSON throws SpecError (issue pointer ""); a number that
 /// overflows a double (1e309) throws SpecError whose issue names its key ("rope_scaling.factor").

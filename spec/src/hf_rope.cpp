@@ -271,24 +271,79 @@ void import_mrope(const json& block, const std::string& block_key, const HfRopeT
   }
 }
 
+// Per-layer-type blocks (HF v5: {"full_attention": {...}, "sliding_attention": {...}}): the one
+// of `layer_type`. False after reporting why none can be taken.
+bool pick_layer_block(const json*& block, std::string& block_key, const std::string& layer_type, HfContext& ctx);
+
 }  // namespace
 
-const json* rope_block_fraction(const json& text) {
+bool is_per_layer_rope_block(const json& block) {
+  if (!block.is_object() || block.empty()) return false;
+  for (const auto& item : block.items())
+    if (!item.value().is_object() && !item.value().is_null()) return false;
+  return !block.contains("rope_type") && !block.contains("type") && !block.contains("rope_theta");
+}
+
+namespace {
+
+bool pick_layer_block(const json*& block, std::string& block_key, const std::string& layer_type, HfContext& ctx) {
+  const bool per_layer = block && is_per_layer_rope_block(*block);
+  if (!per_layer) {
+    if (layer_type.empty()) return true;
+    ctx.error(block_key, "/rope",
+              fmt::format("layer_type \"{}\" is not allowed: the config has one rope block for every layer "
+                          "(import it without a layer type)", layer_type));
+    return false;
+  }
+  std::string types;
+  for (const auto& item : block->items()) types += (types.empty() ? "" : ", ") + item.key();
+  if (layer_type.empty()) {
+    ctx.error(block_key, "/rope",
+              fmt::format("per-layer-type rope parameters ({}): pick one with layer_type (CLI --layer-type, "
+                          "Python layer_type=), or import every distinct one with --layers", types));
+    return false;
+  }
+  const json* chosen = HfContext::member(*block, layer_type);
+  if (!chosen) {
+    ctx.error(block_key + "." + layer_type, "/rope",
+              fmt::format(block->contains(layer_type)
+                              ? "null: layers of type \"{0}\" have no RoPE (no spec to import)"
+                              : "layer_type \"{0}\" is not allowed: must be one of {1}",
+                          layer_type, types));
+    return false;
+  }
+  block = chosen;
+  block_key += "." + layer_type;
+  return true;
+}
+
+}  // namespace
+
+const json* rope_block_fraction(const json& text, const std::string& layer_type) {
   const json* block = HfContext::member(text, "rope_parameters");
   if (!block) block = HfContext::member(text, "rope_scaling");
-  return block && block->is_object() ? HfContext::member(*block, "partial_rotary_factor") : nullptr;
+  if (block && is_per_layer_rope_block(*block)) block = layer_type.empty() ? nullptr : HfContext::member(*block, layer_type);
+  if (!block || !block->is_object()) return nullptr;
+  // Proportional RoPE keeps its fraction in the rope block: the whole head is paired.
+  const json* type = HfContext::member(*block, "rope_type");
+  if (type && *type == "proportional") return nullptr;
+  return HfContext::member(*block, "partial_rotary_factor");
 }
 
 void import_rope(const json& text, const ModelFamily& family, std::optional<int64_t> max_positions,
-                 const std::string& max_key, HfContext& ctx, json& spec) {
+                 const std::string& max_key, const std::string& layer_type, HfContext& ctx, json& spec) {
   const json* parameters = HfContext::member(text, "rope_parameters");
   const json* scaling = HfContext::member(text, "rope_scaling");
   const json* block = parameters ? parameters : scaling;
-  const std::string block_key = ctx.path(parameters ? "rope_parameters" : "rope_scaling");
+  std::string block_key = ctx.path(parameters ? "rope_parameters" : "rope_scaling");
   if (parameters && scaling && *parameters != *scaling) {
     ctx.error(ctx.path("rope_scaling"), "/rope",
               show_json(*scaling) + " is not allowed beside a different rope_parameters: keep one "
               "block (HF v5 prefers rope_scaling, v5 configs write rope_parameters)");
+    return;
+  }
+  if (!pick_layer_block(block, block_key, layer_type, ctx)) {
+    ctx.cover("/rope");
     return;
   }
   if (block && !block->is_object()) {

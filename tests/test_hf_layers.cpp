@@ -1,0 +1,126 @@
+// HF import of transformers 5 configs: unknown families refused (or taken with Llama's conventions
+// on request), text_config nesting, rope_parameters per layer type, and the layer -> spec map.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "hf_import.h"
+#include "ropejit/freqs.h"
+#include "ropejit/spec.h"
+
+namespace ropejit {
+namespace {
+
+using nlohmann::json;
+
+// Gemma 3 as transformers 5 writes it: one rope block per layer type.
+json gemma3_config() {
+  return json::parse(R"({
+    "model_type": "gemma3_text", "hidden_size": 3840, "num_attention_heads": 16, "num_key_value_heads": 8,
+    "head_dim": 256, "max_position_embeddings": 131072, "num_hidden_layers": 6, "rms_norm_eps": 1e-6,
+    "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "sliding_attention",
+                    "sliding_attention", "full_attention"],
+    "rope_parameters": {
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+      "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1000000.0}}})");
+}
+
+std::string first_pointer(const SpecError& e) { return e.issues().empty() ? "" : e.issues().front().pointer; }
+
+TEST(HfLayers, PerLayerTypeBlockNeedsALayerType) {
+  try {
+    spec_from_hf(gemma3_config(), HfImportOptions{});
+    FAIL() << "imported without a layer type";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(first_pointer(e), "rope_parameters");
+    EXPECT_NE(std::string(e.what()).find("sliding_attention"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfLayers, EachLayerTypeGetsItsOwnBlock) {
+  HfImportOptions options;
+  options.layer_type = "sliding_attention";
+  const Spec local = spec_from_hf(gemma3_config(), options);
+  EXPECT_EQ(local.rope.type, RopeType::default_);
+  EXPECT_EQ(local.rope.theta, 10000.0);
+  options.layer_type = "full_attention";
+  const Spec global = spec_from_hf(gemma3_config(), options);
+  EXPECT_EQ(global.rope.type, RopeType::linear);
+  EXPECT_EQ(global.rope.theta, 1e6);
+  EXPECT_TRUE(global.qk_norm.enabled);  // the family row still applies
+  options.layer_type = "chunked_attention";
+  try {
+    spec_from_hf(gemma3_config(), options);
+    FAIL() << "an absent layer type was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(first_pointer(e), "rope_parameters.chunked_attention");
+  }
+}
+
+TEST(HfLayers, LayerTypeOnASingleBlockIsRefused) {
+  json config = gemma3_config();
+  config["rope_parameters"] = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
+  HfImportOptions options;
+  options.layer_type = "full_attention";
+  EXPECT_THROW(spec_from_hf(config, options), SpecError);
+  EXPECT_NO_THROW(spec_from_hf(config, HfImportOptions{}));
+}
+
+TEST(HfLayers, LayerMapFollowsLayerTypesAndNoRopeLayers) {
+  const auto map = hf_layer_rope_map(gemma3_config());
+  ASSERT_EQ(map.size(), 6u);
+  EXPECT_EQ(*map[0], "sliding_attention");
+  EXPECT_EQ(*map[5], "full_attention");
+  EXPECT_EQ(hf_rope_layer_types(gemma3_config()), (std::vector<std::string>{"sliding_attention", "full_attention"}));
+
+  // SmolLM3: no_rope_layers[i] == 0 means layer i has no RoPE (HF: use_rope = no_rope_layers[i]).
+  const json smollm3 = json::parse(R"({"model_type": "smollm3", "hidden_size": 2048, "num_attention_heads": 16,
+    "num_key_value_heads": 4, "max_position_embeddings": 65536, "num_hidden_layers": 4,
+    "no_rope_layers": [1, 1, 1, 0], "rope_parameters": {"rope_type": "default", "rope_theta": 5000000.0}})");
+  const auto smol = hf_layer_rope_map(smollm3);
+  ASSERT_EQ(smol.size(), 4u);
+  EXPECT_EQ(*smol[0], "");
+  EXPECT_FALSE(smol[3].has_value());
+}
+
+TEST(HfLayers, UnknownFamilyIsRefusedUnlessAsked) {
+  const json config = json::parse(R"({"model_type": "brand_new_lm", "hidden_size": 1024,
+    "num_attention_heads": 8, "max_position_embeddings": 4096})");
+  try {
+    spec_from_hf(config, HfImportOptions{});
+    FAIL() << "an unknown family was imported";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(first_pointer(e), "model_type");
+    EXPECT_NE(std::string(e.what()).find("--assume-llama"), std::string::npos) << e.what();
+  }
+  HfImportOptions options;
+  options.assume_generic = true;
+  std::vector<std::string> warnings;
+  const Spec spec = spec_from_hf(config, options, &warnings);
+  EXPECT_EQ(spec.layout, Layout::neox);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings.front().find("as asked"), std::string::npos) << warnings.front();
+}
+
+TEST(HfLayers, TextConfigIsReadWhereTheTopLevelHasNoHeads) {
+  // Qwen2.5-VL as transformers 5 writes it: sizes and rope under text_config.
+  const json config = json::parse(R"({"model_type": "qwen2_5_vl", "text_config": {
+    "model_type": "qwen2_5_vl_text", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4,
+    "max_position_embeddings": 128000,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}}})");
+  const Spec spec = spec_from_hf(config, HfImportOptions{});
+  EXPECT_EQ(spec.num_q_heads, 28);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.io.positions, PositionsForm::mrope);
+  EXPECT_TRUE(spec.io.qkv_bias);  // the qwen2_5_vl row: q/k/v always biased
+}
+
+TEST(HfLayers, InterleavedFamiliesOnceGuessedAsNeox) {
+  for (const char* type : {"ernie4_5", "helium", "cohere2_moe"}) {
+    json config = {{"model_type", type}, {"hidden_size", 1024}, {"num_attention_heads", 8},
+                   {"max_position_embeddings", 4096}};
+    EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).layout, Layout::interleaved) << type;
+  }
+}
+
+}  // namespace
+}  // namespace ropejit
