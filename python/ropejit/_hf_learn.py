@@ -16,9 +16,11 @@ _FREQ_ULPS = 4
 
 
 def _fail(model_type: str, why: str, cause: Exception) -> Exception:
-    return _ropejit.SpecError(
-        f'model_type: "{model_type}" is not in ropejit\'s family table, and its RoPE could not be learned from '
-        f"transformers' code: {why}. ({cause})")
+    message = (f'"{model_type}" is not in ropejit\'s family table, and its RoPE could not be learned from '
+               f"transformers' code: {why}")
+    error = _ropejit.SpecError(f"model_type: {message}. ({cause})")
+    error.issues = [("model_type", message)]
+    return error
 
 
 def _config_object(original: Any, text: str) -> Any:

@@ -90,6 +90,9 @@ def compare(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config
     """None when ropejit matches HF; else what differs."""
     import torch
 
+    if spec.head_dim == hf.rotary_dim < hf.head_dim and hf.apply.__name__.endswith("_interleave"):
+        # MLA: the spec's head is the rope slice HF's attention splits off (q_rot, k_rot) and rotates.
+        hf.head_dim = hf.call_width = hf.rotary_dim
     if spec.head_dim != hf.head_dim:
         return f"head_dim {spec.head_dim}, HF {hf.head_dim}"
     if spec.layout != hf.layout:

@@ -260,7 +260,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
                                   "families, so an unknown one is not guessed. Pass --assume-llama (C++: "
                                   "HfImportOptions::assume_generic) to take Llama's conventions, or import through "
                                   "Python with transformers installed, which learns them from the family's code",
-                                  model_type.empty() ? std::string("missing") : "\"" + model_type + "\"")}});
+                                  model_type.empty() ? std::string("missing") : show_json(json(model_type)))}});
   const ModelFamily& family = found ? *found : generic_model_family();
   if (!family.not_rope.empty())
     throw SpecError({{"model_type", fmt::format("\"{}\" is not allowed: it has no rotary embedding "
