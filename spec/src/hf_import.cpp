@@ -255,11 +255,9 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   }
   if (!found && early.empty() && !options.assume_generic)
     throw SpecError({{"model_type",
-                      fmt::format("{} is not allowed: must be a model_type of ropejit's family table (docs/spec.md "
-                                  "\"Model families\"): the pairing, head and bias conventions differ between "
-                                  "families, so an unknown one is not guessed. Pass --assume-llama (C++: "
-                                  "HfImportOptions::assume_generic) to take Llama's conventions, or import through "
-                                  "Python with transformers installed, which learns them from the family's code",
+                      fmt::format("{} is not allowed: must be a model_type of ropejit's family table (docs/spec.md); "
+                                  "families differ in pairing and head keys, so none is guessed: pass --assume-llama "
+                                  "for Llama's conventions, or import in Python with transformers installed",
                                   model_type.empty() ? std::string("missing") : show_json(json(model_type)))}});
   const ModelFamily& family = found ? *found : generic_model_family();
   if (!family.not_rope.empty())
