@@ -140,6 +140,12 @@ def check(model_type: str, config: Any, layer_type: Optional[str], runtime: rope
     row = Row(model_type, layer_type or "-")
     try:
         hf = hfp.probe(config, layer_type)
+    except hfp.ProbeError as e:
+        if "rotates by -angle" in str(e):  # HF runs it, ropejit has no such form: a refusal
+            row.result, row.reason = "refused", f"HF's rotation is no ropejit form: {_short(e)}"
+            return row
+        row.result, row.reason = "excluded", f"HF's rotary cannot run on the default config: {_short(e)}"
+        return row
     except Exception as e:  # noqa: BLE001 - HF's own code fails on its default config
         row.result, row.reason = "excluded", f"HF's rotary cannot run on the default config: {_short(e)}"
         return row
