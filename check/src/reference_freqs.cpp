@@ -148,6 +148,22 @@ void compute_llama3(const Spec& spec, Arith r, RefFreqs& out) {
   }
 }
 
+/// Gemma 4's proportional RoPE: rope_angles = int(f_p * head_dim // 2) pairs get 1 / b^(2i /
+/// head_dim), the rest of the head_dim/2 pairs 0; then all are divided by the factor (default 1).
+void compute_proportional(const Spec& spec, Arith r, RefFreqs& out) {
+  const RopeParams& p = spec.rope;
+  const int head_dim = spec.head_dim;
+  if (spec.rotary_dim != head_dim) throw std::invalid_argument("reference_freqs: proportional needs rotary_dim == head_dim");
+  const double fraction = p.partial_rotary_factor.value_or(1.0);
+  const int rope_angles = static_cast<int>(std::floor(fraction * head_dim / 2));
+  const double factor = p.factor.value_or(1.0);
+  out.inv_freq.assign(static_cast<size_t>(head_dim / 2), 0.0);
+  for (int i = 0; i < rope_angles && i < head_dim / 2; ++i) {
+    const double power = r(std::pow(r(p.theta), r(r(2.0 * i) / r(head_dim))));
+    out.inv_freq[static_cast<size_t>(i)] = r(r(1.0 / power) / r(factor));
+  }
+}
+
 }  // namespace
 
 RefFreqs reference_freqs(const Spec& spec, int64_t run_length, bool hf_fp32) {
@@ -190,6 +206,9 @@ RefFreqs reference_freqs(const Spec& spec, int64_t run_length, bool hf_fp32) {
       break;
     case RopeType::llama3:
       compute_llama3(spec, r, out);
+      break;
+    case RopeType::proportional:
+      compute_proportional(spec, r, out);
       break;
   }
   return out;

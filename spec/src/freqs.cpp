@@ -190,6 +190,20 @@ void fill_llama3(const Spec& spec, FreqTable& table) {
   table.llama3_counts = counts;
 }
 
+/// proportional (Gemma 4): HF's 1 / b^(2i/head_dim) for the first rope_angles pairs and 0 for
+/// the others (the neox pairs span the whole head), every value then divided by f.
+template <class T>
+void fill_proportional(const Spec& spec, FreqTable& table) {
+  const int d = spec.rotary_dim;  // head_dim (validation)
+  const int rotated =
+      std::min(d / 2, proportional_rope_angles(spec.rope.partial_rotary_factor.value_or(1.0), d));
+  const T factor = static_cast<T>(spec.rope.factor.value_or(1.0));
+  std::vector<T> inv(d / 2, T(0));
+  for (int i = 0; i < rotated; ++i) inv[i] = (T(1) / pos_freq<T>(spec.rope.theta, i, d)) / factor;
+  table.inv_freq = widen(inv);
+  table.rotated_pairs = rotated;
+}
+
 /// Default formula with base b (T-cast), then the linear divisor (1 when unused).
 template <class T>
 std::vector<double> base_table(double base, int rotary_dim, std::optional<double> divisor) {
@@ -203,6 +217,7 @@ template <class T>
 FreqTable compute(const Spec& spec) {
   FreqTable table;
   table.rotary_dim = spec.rotary_dim;
+  table.rotated_pairs = spec.rotary_dim / 2;
   const RopeParams& rope = spec.rope;
   const int d = spec.rotary_dim;
   switch (rope.type) {
@@ -232,6 +247,9 @@ FreqTable compute(const Spec& spec) {
     case RopeType::llama3:
       fill_llama3<T>(spec, table);
       break;
+    case RopeType::proportional:
+      fill_proportional<T>(spec, table);
+      break;
   }
   return table;
 }
@@ -251,6 +269,10 @@ FreqTable compute_freqs(const Spec& spec, FreqMode mode) {
   return mode == FreqMode::hf_fp32 ? compute<float>(spec) : compute<double>(spec);
 }
 
+int proportional_rope_angles(double partial_rotary_factor, int head_dim) {
+  return static_cast<int>(std::floor(partial_rotary_factor * head_dim / 2.0));
+}
+
 double dynamic_ntk_base(const Spec& spec, int64_t length) { return dynamic_ntk_base(spec, spec.rope, length); }
 
 double dynamic_ntk_base(const Spec& spec, const RopeParams& rope, int64_t length) {
@@ -267,6 +289,7 @@ FreqTable compute_freqs_dynamic(const Spec& spec, int64_t length, FreqMode mode)
   check_rotary_dim(spec);
   FreqTable table;
   table.rotary_dim = spec.rotary_dim;
+  table.rotated_pairs = spec.rotary_dim / 2;
   const double base = dynamic_ntk_base(spec, length);
   table.inv_freq = mode == FreqMode::hf_fp32 ? base_table<float>(base, spec.rotary_dim, std::nullopt)
                                              : base_table<double>(base, spec.rotary_dim, std::nullopt);

@@ -87,7 +87,8 @@ __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T:
     float x[V];
     load_key<T>(p, head, lane * V, x);
 #pragma unroll
-    for (int i = 0; i < V / 2; ++i) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
+    for (int i = 0; i < V / 2; ++i)
+      if (pair_rotates<T, V / 2>(lane * (V / 2), i)) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
     store_key<T>(p, head, lane * V, x);
   } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
     constexpr int kVectors = T::kRotaryDim / V;
@@ -100,7 +101,8 @@ __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T:
       for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
     }
 #pragma unroll
-    for (int i = 0; i < W.half; ++i) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
+    for (int i = 0; i < W.half; ++i)
+      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
       float part[V];
@@ -113,7 +115,8 @@ __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T:
     load_key<T>(p, head, lane * V, x);
     load_key<T>(p, head, lane * V + W.half, y);
 #pragma unroll
-    for (int i = 0; i < V; ++i) rotate_in_place(x[i], y[i], c[i], s[i]);
+    for (int i = 0; i < V; ++i)
+      if (pair_rotates<T, V>(lane * V, i)) rotate_in_place(x[i], y[i], c[i], s[i]);
     store_key<T>(p, head, lane * V, x);
     store_key<T>(p, head, lane * V + W.half, y);
   }
@@ -132,6 +135,7 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
     // Neighbouring threads take neighbouring vectors of one key head (coalesced).
     const WorkItem at = decode_item(W, item);
+    if (at.lane >= angle_lanes<T>(W)) continue;  // frequency-0 pairs only: their bytes stay
     const RowRef ref = locate_row<T>(p, at.row);
     if (ref.cache_page < 0) continue;  // no slot: nothing to rotate
     float c[W.pairs_per_lane], s[W.pairs_per_lane];
