@@ -134,8 +134,12 @@ void compute_llama3(const Spec& spec, Arith r, RefFreqs& out) {
   const double low_freq_wavelen = r(original / low_freq_factor);
   const double high_freq_wavelen = r(original / high_freq_factor);
   out.inv_freq = default_inv_freq(p.theta, spec.rotary_dim, r);
+  // python scalar / tensor: torch takes the reciprocal, then the product (float64: one division).
+  auto scalar_over = [&](double scalar, double tensor) {
+    return r.fp32 ? r(r(1.0 / tensor) * r(scalar)) : scalar / tensor;
+  };
   for (double& inv_freq : out.inv_freq) {
-    const double wavelen = r(r(2 * kPi) / inv_freq);
+    const double wavelen = scalar_over(2 * kPi, inv_freq);
     if (wavelen < high_freq_wavelen) continue;  // high frequency: unchanged
     const double divided = r(inv_freq / r(factor));
     if (wavelen > low_freq_wavelen) {  // low frequency: interpolated
@@ -143,7 +147,7 @@ void compute_llama3(const Spec& spec, Arith r, RefFreqs& out) {
       continue;
     }
     if (high_freq_factor == low_freq_factor) continue;  // no smooth band: its edge is kept
-    const double smooth = r(r(r(r(original) / wavelen) - r(low_freq_factor)) / r(high_freq_factor - low_freq_factor));
+    const double smooth = r(r(scalar_over(original, wavelen) - r(low_freq_factor)) / r(high_freq_factor - low_freq_factor));
     inv_freq = r(r(r(r(1.0 - smooth) * inv_freq) / r(factor)) + r(smooth * inv_freq));
   }
 }

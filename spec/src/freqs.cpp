@@ -1,12 +1,14 @@
 // Frequency math of every rope_type (docs/rope-math.md), in HF float32 parity or float64.
 // Each formula is written once as a template on the working type T: float reproduces HF's
 // torch float32 evaluation step by step (python scalars enter float32 ops cast to float),
-// double is the same operation order in double precision.
+// double is the same formulas in double precision (one division where torch divides a python
+// scalar by a tensor as a reciprocal and a product).
 #include "ropejit/freqs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include <fmt/core.h>
 
@@ -155,6 +157,17 @@ void fill_longrope(const Spec& spec, FreqTable& table) {
   table.inv_freq_long = longrope_table<T>(spec, spec.rope.long_factor, "long_factor");
 }
 
+/// python_scalar / tensor. torch's Tensor.__rtruediv__ is reciprocal() * scalar: in float32 two
+/// roundings (HF's llama3 table differs from the one division by up to 4 ulp there); float64
+/// keeps the one division of the math.
+template <class T>
+T scalar_over(double scalar, T value) {
+  if constexpr (std::is_same_v<T, float>) return (1.0f / value) * static_cast<float>(scalar);
+  else return static_cast<T>(scalar) / value;
+}
+
+// HF's _compute_llama3_parameters, torch op by op: python scalars enter float32 ops cast to
+// float, tensor / scalar is one division, scalar / tensor a reciprocal then a product.
 template <class T>
 void fill_llama3(const Spec& spec, FreqTable& table) {
   const RopeParams& rope = spec.rope;
@@ -171,7 +184,7 @@ void fill_llama3(const Spec& spec, FreqTable& table) {
   std::vector<T> inv = default_inv_freq<T>(rope.theta, spec.rotary_dim);
   std::array<int, 3> counts{0, 0, 0};
   for (T& value : inv) {
-    const T wavelen = static_cast<T>(2 * kPi) / value;
+    const T wavelen = scalar_over(2 * kPi, value);  // 2 * math.pi / inv_freq
     if (wavelen < high_freq_wavelen) {
       ++counts[0];
     } else if (wavelen > low_freq_wavelen) {
@@ -180,8 +193,8 @@ void fill_llama3(const Spec& spec, FreqTable& table) {
     } else if (high_freq_factor == low_freq_factor) {
       ++counts[0];  // empty smooth band: a wavelength on its one edge is not above O/lf
     } else {
-      const T smooth =
-          (static_cast<T>(original) / wavelen - static_cast<T>(low_freq_factor)) / smooth_span;
+      // (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+      const T smooth = (scalar_over(original, wavelen) - static_cast<T>(low_freq_factor)) / smooth_span;
       value = (T(1) - smooth) * value / factor_t + smooth * value;
       ++counts[1];
     }

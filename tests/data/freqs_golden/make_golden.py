@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Writes proportional.json: inv_freq tables as transformers computes them.
+"""Writes llama3.json and proportional.json: inv_freq tables as transformers computes them.
 
 Run with a Python that has torch and transformers (the files record both versions); the tests
 read only the JSON files. Each table is HF's float32 inv_freq (values written as doubles, exact),
-computed by the model classes' own rotary embedding (Gemma4's full-attention layers). `torch_pow_pairs` lists the pairs whose unscaled 1 / b^(2i/denominator)
+computed by the model classes' own rotary embedding (LlamaRotaryEmbedding, Gemma4's
+full-attention layers). `torch_pow_pairs` lists the pairs whose unscaled 1 / b^(2i/denominator)
 torch rounds differently from the correctly rounded float32 power ropejit takes
 (docs/rope-math.md section 4): only there may ropejit's table differ, by one ulp.
 """
@@ -13,6 +14,8 @@ import os
 import numpy as np
 import torch
 import transformers
+from transformers import LlamaConfig
+from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
 
@@ -32,6 +35,33 @@ def torch_pow_pairs(theta, denominator, pairs):
         power = np.float32(float(np.float32(theta)) ** float(exponents[i]))
         if np.float32(np.float32(1) / power) != torch_inv[i]:
             out.append(i)
+    return out
+
+
+def llama3_tables():
+    # name, rope_theta, head_dim, factor, low_freq_factor, high_freq_factor, O
+    configs = [
+        ("llama-3.1-8b", 500000.0, 128, 8.0, 1.0, 4.0, 8192),
+        ("llama-3.2-1b", 500000.0, 64, 32.0, 1.0, 4.0, 8192),
+        ("factor-32-d128", 500000.0, 128, 32.0, 1.0, 4.0, 8192),
+        ("theta-1e4-O-4096", 10000.0, 128, 8.0, 1.0, 4.0, 4096),
+        ("theta-1e6-d64-lf2-hf8", 1000000.0, 64, 16.0, 2.0, 8.0, 32768),
+        ("odd-ratios-d128", 500000.0, 128, 3.3, 1.0, 3.0, 3000),
+        ("odd-lf-half-d64", 500000.0, 64, 7.0, 0.5, 3.0, 8192),
+    ]
+    out = []
+    for name, theta, head_dim, factor, low, high, original in configs:
+        config = LlamaConfig(hidden_size=head_dim * 4, num_attention_heads=4, head_dim=head_dim,
+                             max_position_embeddings=131072,
+                             rope_parameters={"rope_type": "llama3", "rope_theta": theta, "factor": factor,
+                                              "low_freq_factor": low, "high_freq_factor": high,
+                                              "original_max_position_embeddings": original})
+        rotary = LlamaRotaryEmbedding(config)
+        out.append({"name": name, "rope_theta": theta, "head_dim": head_dim, "factor": factor,
+                    "low_freq_factor": low, "high_freq_factor": high,
+                    "original_max_position_embeddings": original,
+                    "torch_pow_pairs": torch_pow_pairs(theta, head_dim, head_dim // 2),
+                    "inv_freq": values(rotary.inv_freq)})
     return out
 
 
@@ -63,4 +93,5 @@ def write(name, tables):
 
 
 if __name__ == "__main__":
+    write("llama3.json", llama3_tables())
     write("proportional.json", proportional_tables())
