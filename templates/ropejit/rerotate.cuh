@@ -41,6 +41,11 @@ __device__ __forceinline__ void delta_angles(const KernelParams& p, const float*
                                              i64 new_position, int first_pair,
                                              float (&cos_out)[rerotate_shape<T>().pairs_per_lane],
                                              float (&sin_out)[rerotate_shape<T>().pairs_per_lane]) {
+  // Positions the launch's seq_len / from_seq_len do not cover would take the wrong table (the
+  // host backend refuses them first): the key's rotated pairs become NaN instead.
+  bool covered = true;
+  if constexpr (T::kRopeDynamic || T::kRopeLongrope) covered = new_position < p.seq_len;
+  if constexpr (T::kFromRopeDynamic || T::kFromRopeLongrope) covered = covered && old_position < p.from_seq_len;
 #pragma unroll
   for (int i = 0; i < rerotate_shape<T>().pairs_per_lane; ++i) {
     const int pair = first_pair + i;
@@ -49,8 +54,8 @@ __device__ __forceinline__ void delta_angles(const KernelParams& p, const float*
     const double angle = pair_angle<T>(new_position, pair_inv_freq<T>(p, inv_to, inv_to_long, pair)) -
                          pair_angle<T>(old_position, inv_old);
     const SinCos sc = sincos_reduced(angle);
-    cos_out[i] = sc.cos * T::kAttentionRatio;
-    sin_out[i] = sc.sin * T::kAttentionRatio;
+    cos_out[i] = covered ? sc.cos * T::kAttentionRatio : __uint_as_float(0x7fc00000u);
+    sin_out[i] = covered ? sc.sin * T::kAttentionRatio : __uint_as_float(0x7fc00000u);
   }
 }
 

@@ -206,6 +206,10 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       return;
     }
   }
+  // A position the launch's seq_len does not cover would silently take the wrong table (the
+  // host backend refuses it before launching; device arrays are not read): NaN angles instead.
+  bool covered = true;
+  if constexpr (T::kRopeDynamic || T::kRopeLongrope) covered = ref.position < p.seq_len;
 #pragma unroll
   for (int i = 0; i < W.pairs_per_lane; ++i) {
     const int pair = first_pair + i;
@@ -219,8 +223,8 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       }
     }
     const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
-    cos_out[i] = sc.cos * T::kAttentionFactor;
-    sin_out[i] = sc.sin * T::kAttentionFactor;
+    cos_out[i] = covered ? sc.cos * T::kAttentionFactor : __uint_as_float(0x7fc00000u);
+    sin_out[i] = covered ? sc.sin * T::kAttentionFactor : __uint_as_float(0x7fc00000u);
   }
 }
 
