@@ -163,10 +163,11 @@ def inv_freq_and_factor(spec):
         f, lf, hf = rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"]
         o = rope["original_max_position_embeddings"]
         inv = _default_inv_freq(base, d)
-        wavelen = _f32(_f32(2 * math.pi) / inv)
+        # torch: a python number over a tensor is reciprocal() times the number (docs/rope-math.md 7.7).
+        wavelen = _f32(_f32(1.0 / inv) * _f32(2 * math.pi))
         low_wavelen, high_wavelen = _f32(o / lf), _f32(o / hf)
         divided = _f32(inv / _f32(f))
-        smooth = _f32(_f32(_f32(_f32(o) / wavelen) - _f32(lf)) / _f32(hf - lf))
+        smooth = _f32(_f32(_f32(_f32(1.0 / wavelen) * _f32(o)) - _f32(lf)) / _f32(hf - lf))
         smoothed = _f32(_f32(_f32(_f32(1.0 - smooth) * inv) / _f32(f)) + _f32(smooth * inv))
         out = np.where(wavelen < high_wavelen, inv, np.where(wavelen > low_wavelen, divided, smoothed))
         return out, 1.0

@@ -91,6 +91,7 @@ void print_json(const FreqsReport& r) {
     const auto& c = *r.table.llama3_counts;
     out["llama3_counts"] = {{"unchanged", c[0]}, {"smoothed", c[1]}, {"divided", c[2]}};
   }
+  if (r.table.rotated_pairs < r.table.rotary_dim / 2) out["rotated_pairs"] = r.table.rotated_pairs;
   nlohmann::json pairs = nlohmann::json::array();
   const auto& inv = active_table(r);
   for (size_t i = 0; i < inv.size(); ++i) {
@@ -123,6 +124,9 @@ void print_text(const FreqsReport& r) {
     const auto& c = *r.table.llama3_counts;
     fmt::print("llama3 {} unchanged, {} smoothed, {} divided\n", c[0], c[1], c[2]);
   }
+  if (r.table.rotated_pairs < r.table.rotary_dim / 2)
+    fmt::print("{} of {} pairs rotated (the others: inv_freq 0, kept as they are)\n", r.table.rotated_pairs,
+               r.table.rotary_dim / 2);
   if (r.dynamic_base) fmt::print("dynamic length {}  base {:.17g}\n", *r.length, *r.dynamic_base);
   if (r.longrope_long)
     fmt::print("longrope length {}  {} table\n", *r.length, *r.longrope_long ? "long" : "short");

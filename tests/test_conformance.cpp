@@ -84,12 +84,13 @@ SpecFields case_fields(const char* name, const char* layout, const char* dtype, 
 TEST_P(Conformance, Matrix) {
   std::mt19937 rng(std::random_device{}());
   int index = 0;
-  for (int rope_index = 0; rope_index < 7; ++rope_index)
+  for (int rope_index = 0; rope_index < 8; ++rope_index)
     for (const char* layout : {"neox", "interleaved"})
       for (const char* dtype : kDtypes) {
         const Shape shape = kShapes[index % std::size(kShapes)];
         SpecFields f = case_fields("matrix", layout, dtype, shape.head_dim, shape.rotary_dim, index, 3);
-        f.rope = ropejit::test::rope_blocks_for_every_type(shape.rotary_dim, f.max_position_embeddings)[rope_index];
+        ropejit::test::set_rope(f, ropejit::test::rope_blocks_for_every_type(shape.rotary_dim,
+                                                                             f.max_position_embeddings)[rope_index]);
         const int positions_form = index % 4;  // int32, int64, varlen, offset
         f.positions = positions_form == 2 ? "varlen" : positions_form == 3 ? "offset" : "explicit";
         const Spec spec = ropejit::test::make_spec(f);
@@ -104,7 +105,7 @@ TEST_P(Conformance, Matrix) {
         }
         ++index;
       }
-  EXPECT_EQ(index, 42);
+  EXPECT_EQ(index, 48);
 }
 
 // The exact angle mode stays exact at positions up to 2^20; the fp32 mode matches HF's
@@ -359,6 +360,60 @@ TEST_P(Conformance, RerotateKvCache) {
           ++index;
         }
   EXPECT_EQ(index, 24);
+}
+
+// Gemma 4's proportional RoPE: pairs across the whole head, the first partial_rotary_factor share
+// rotated and the rest kept, crossed with head_dim (512 and 256 as Gemma 4's global layers, and
+// shares whose last rotated pair falls inside a vector lane), factor, layout, dtype, GQA, Gemma 4's
+// QK-norm (no weight offset), every output form, positions forms and the cos/sin table; then the
+// re-rotation of its paged K cache (kept pairs keep their bytes).
+TEST_P(Conformance, ProportionalRope) {
+  struct Case {
+    int head_dim;
+    double fraction, factor;
+  };
+  const Case cases[] = {{512, 0.25, 1.0}, {256, 0.25, 8.0}, {80, 0.1, 1.0}, {96, 0.75, 2.0}, {64, 1.0, 1.0}};
+  const char* const outputs[] = {"inplace", "separate", "paged_kv", "padded_bhsd"};
+  int index = 0;
+  for (int round = 0; round < 2; ++round)
+    for (const char* layout : {"neox", "interleaved"})
+      for (const char* dtype : kDtypes) {
+        const Case& c = cases[(index + round) % std::size(cases)];
+        SpecFields f = case_fields("proportional", layout, dtype, c.head_dim, c.head_dim, index, 2);
+        f.rope = {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"factor", c.factor},
+                  {"partial_rotary_factor", c.fraction}};
+        f.output = outputs[index % 4];
+        f.positions = f.output == "padded_bhsd" ? "varlen" : index % 3 == 1 ? "offset" : "explicit";
+        if (f.output == "paged_kv") f.io_extra = {{"page_size", 16}};
+        if (index % 3 == 0) f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
+        const Spec spec = ropejit::test::make_spec(f);
+        Config config = default_config(spec);
+        Config table = config;
+        table.sincos = SinCosMode::table;
+        if (index % 4 == 1 && !config_problem(spec, table)) config = table;
+        const Kernel kernel = runtime().get(spec, config);
+        for (int64_t tokens : {int64_t(1), int64_t(9), int64_t(300)}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.max_position = 1 << 17;
+          expect_case(kernel, o, fmt::format("proportional D{} f{} x{} {} {} {} {}", c.head_dim, c.fraction, c.factor,
+                                             layout, dtype, f.output, config_name(config)));
+        }
+        ++index;
+      }
+  EXPECT_EQ(index, 12);
+  for (const char* cache_dtype : {"auto", "fp8_e4m3"}) {
+    SpecFields f = case_fields("proportional-rerotate", "neox", "bf16", 256, 256, 1, 2);
+    f.op = "rerotate";
+    f.output = "paged_kv";
+    f.io_extra = {{"page_size", 16}, {"cache_dtype", cache_dtype}};
+    f.rope = {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"factor", 8.0}, {"partial_rotary_factor", 0.25}};
+    f.rerotate_from = {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"partial_rotary_factor", 0.25}};
+    const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
+    check::CaseOptions o;
+    o.tokens = 77;
+    expect_case(kernel, o, std::string("proportional rerotate ") + cache_dtype);
+  }
 }
 
 // Packed QKV + bias + rotation + scatter (issue 4 forms), ragged batches with empty sequences.

@@ -353,6 +353,8 @@ constexpr IssueWaiver kIssueWaivers[] = {
                        "a warp-cooperative norm is owed (docs/PERF.md)"},
     {"gemma-3-12b", 1.25, "QK-norm, as qwen3-8b"},
     {"gemma-3-12b-local", 1.25, "QK-norm, as qwen3-8b"},
+    {"gemma-4-global", 1.25, "QK-norm, as qwen3-8b (SASS 80%, PTX 112%; angles only for the 8 of 32 lanes below "
+                             "rope_angles, which the static count cannot see)"},
     {"llama-3.1-8b-context-shift", 3.7,
      "rerotate of an FP8 K cache: one byte per element read and written, so the sincos of every pair and the FP8 "
      "decode and encode outweigh the memory time (PTX: sm_80 366%, rounding in integer code; sm_90 240%, cvt.satfinite "

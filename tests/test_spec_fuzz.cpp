@@ -130,6 +130,9 @@ bool related(const std::string& issue, const std::string& mutated) {
       {"/max_position_embeddings", "/rope/original_max_position_embeddings",   // llama3: O < M
        "/rerotate/from/original_max_position_embeddings"},
       {"/rope/rope_type", "/io/positions"},  // mrope positions leave dynamic NTK and LongRoPE no length
+      // proportional's pairs span the whole head (rotary_dim = head_dim); its share gives >= 1 pair.
+      {"/rope/rope_type", "/rerotate/from/rope_type", "/head_dim", "/rotary_dim", "/partial_rotary_factor",
+       "/rope/partial_rotary_factor", "/rerotate/from/partial_rotary_factor"},
       // op rerotate decides copy_v and rules out other io values, qk_norm and the rerotate block.
       {"/op", "/io/copy_v", "/io/output", "/io/input", "/io/qkv_bias", "/io/q_output", "/io/positions", "/qk_norm",
        "/rerotate", "/io/page_size"},

@@ -203,7 +203,7 @@ TEST(Standalone, HostBackendOutputsAreBitIdentical) {
         descs.push_back(w.buffers[i].desc);
         ptrs.push_back(bytes[i].empty() ? nullptr : bytes[i].data());
       }
-      const CheckedLaunch launch = check_launch(c.spec, c.config.vec, bind_buffers(descs, w.shape, ptrs, w.seq_len), true);
+      const CheckedLaunch launch = check_launch(c.spec, c.config.vec, bind_buffers(descs, w.shape, ptrs, w.seq_len, w.from_seq_len), true);
       const LaunchDims dims = launch_dims(c.spec, c.config, launch.rows, 1);
       HostLaunchDims host_dims;
       host_dims.grid_x = dims.grid;
@@ -212,9 +212,13 @@ TEST(Standalone, HostBackendOutputsAreBitIdentical) {
     };
     run(*module_a, bytes_a);
     run(*module_b, bytes_b);
+    // A re-rotation that keeps every position and the length rotates by 0: its keys stay as they are.
+    const bool identity = rerotate(c.spec) && w.new_positions.empty() && w.new_start_pos.empty() &&
+                          w.from_seq_len == w.seq_len;
     for (size_t i = 0; i < w.buffers.size(); ++i) {
       EXPECT_TRUE(bytes_a[i] == bytes_b[i]) << c.what << ": buffer " << w.buffers[i].desc.name << " differs";
-      if (w.buffers[i].desc.is_written()) EXPECT_NE(bytes_a[i], w.buffers[i].bytes) << c.what << ": nothing written";
+      if (w.buffers[i].desc.is_written() && !identity)
+        EXPECT_NE(bytes_a[i], w.buffers[i].bytes) << c.what << ": nothing written";
     }
   }
 }

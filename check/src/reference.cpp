@@ -240,6 +240,7 @@ RefOutputs reference_rerotate(const Spec& spec, const RefProblem& problem) {
     for (int64_t h = 0; h < Hkv; ++h) {
       const int64_t base = ((page * Hkv + h) * page_size + offset) * D;
       for (int i = 0; i < spec.rotary_dim / 2; ++i) {
+        if (out.freqs.inv_freq[i] == 0.0 && from.inv_freq[i] == 0.0) continue;  // no angle: bytes kept
         const auto [a, b] = pair_elements(spec.layout, spec.rotary_dim, i);
         const double x = stored(page, offset, h, a), y = stored(page, offset, h, b);
         const double angle = reference_angle(spec, moved[t], out.freqs.inv_freq[i]) -
@@ -407,6 +408,11 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
         if (role == 2) continue;  // v is never rotated
         for (int i = 0; i < pairs; ++i) {
           const auto [a, b] = pair_elements(spec.layout, rotary_dim, i);
+          if (out.freqs.inv_freq[i] == 0.0) {  // proportional's frequency-0 pairs: cos 1, sin 0
+            tensor.value[base + a] = row[a] * s;
+            tensor.value[base + b] = row[b] * s;
+            continue;
+          }
           const auto [x, y] = rotate_pair(row[a], row[b], angle[i], s);
           const double pair_scale = s * std::hypot(row[a], row[b]);
           tensor.value[base + a] = x;

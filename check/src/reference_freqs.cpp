@@ -134,8 +134,12 @@ void compute_llama3(const Spec& spec, Arith r, RefFreqs& out) {
   const double low_freq_wavelen = r(original / low_freq_factor);
   const double high_freq_wavelen = r(original / high_freq_factor);
   out.inv_freq = default_inv_freq(p.theta, spec.rotary_dim, r);
+  // python scalar / tensor: torch takes the reciprocal, then the product (float64: one division).
+  auto scalar_over = [&](double scalar, double tensor) {
+    return r.fp32 ? r(r(1.0 / tensor) * r(scalar)) : scalar / tensor;
+  };
   for (double& inv_freq : out.inv_freq) {
-    const double wavelen = r(r(2 * kPi) / inv_freq);
+    const double wavelen = scalar_over(2 * kPi, inv_freq);
     if (wavelen < high_freq_wavelen) continue;  // high frequency: unchanged
     const double divided = r(inv_freq / r(factor));
     if (wavelen > low_freq_wavelen) {  // low frequency: interpolated
@@ -143,8 +147,24 @@ void compute_llama3(const Spec& spec, Arith r, RefFreqs& out) {
       continue;
     }
     if (high_freq_factor == low_freq_factor) continue;  // no smooth band: its edge is kept
-    const double smooth = r(r(r(r(original) / wavelen) - r(low_freq_factor)) / r(high_freq_factor - low_freq_factor));
+    const double smooth = r(r(scalar_over(original, wavelen) - r(low_freq_factor)) / r(high_freq_factor - low_freq_factor));
     inv_freq = r(r(r(r(1.0 - smooth) * inv_freq) / r(factor)) + r(smooth * inv_freq));
+  }
+}
+
+/// Gemma 4's proportional RoPE: rope_angles = int(f_p * head_dim // 2) pairs get 1 / b^(2i /
+/// head_dim), the rest of the head_dim/2 pairs 0; then all are divided by the factor (default 1).
+void compute_proportional(const Spec& spec, Arith r, RefFreqs& out) {
+  const RopeParams& p = spec.rope;
+  const int head_dim = spec.head_dim;
+  if (spec.rotary_dim != head_dim) throw std::invalid_argument("reference_freqs: proportional needs rotary_dim == head_dim");
+  const double fraction = p.partial_rotary_factor.value_or(1.0);
+  const int rope_angles = static_cast<int>(std::floor(fraction * head_dim / 2));
+  const double factor = p.factor.value_or(1.0);
+  out.inv_freq.assign(static_cast<size_t>(head_dim / 2), 0.0);
+  for (int i = 0; i < rope_angles && i < head_dim / 2; ++i) {
+    const double power = r(std::pow(r(p.theta), r(r(2.0 * i) / r(head_dim))));
+    out.inv_freq[static_cast<size_t>(i)] = r(r(1.0 / power) / r(factor));
   }
 }
 
@@ -190,6 +210,9 @@ RefFreqs reference_freqs(const Spec& spec, int64_t run_length, bool hf_fp32) {
       break;
     case RopeType::llama3:
       compute_llama3(spec, r, out);
+      break;
+    case RopeType::proportional:
+      compute_proportional(spec, r, out);
       break;
   }
   return out;

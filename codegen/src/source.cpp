@@ -118,6 +118,9 @@ Source generate_source(const Plan& plan) {
   };
   line("int", "kHeadDim", s.head_dim);
   line("int", "kRotaryDim", s.rotary_dim);
+  // Pairs from here on have inv_freq 0 (proportional) in every table: the kernel leaves them be.
+  line("int", "kRotatedPairs",
+       rerotating ? std::max(plan.freqs.rotated_pairs, plan.from_freqs.rotated_pairs) : plan.freqs.rotated_pairs);
   line("int", "kNumQHeads", s.num_q_heads);
   line("int", "kNumKvHeads", s.num_kv_heads);
   line("bool", "kInterleaved", s.layout == Layout::interleaved);

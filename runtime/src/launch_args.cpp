@@ -43,10 +43,20 @@ void check_varlen_host(const Spec& spec, const Args& a) {
     if (cu[b + 1] < cu[b])
       fail("cu_seqlens", fmt::format("cu_seqlens[{}] = {} < cu_seqlens[{}] = {}: must be non-decreasing",
                                      b + 1, cu[b + 1], b, cu[b]));
-    longest = std::max<int64_t>(longest, cu[b + 1] - cu[b]);
-    if (a.start_pos && (a.start_pos[b] < 0 || a.start_pos[b] + (cu[b + 1] - cu[b]) > kMaxPosition + 1))
+    const int64_t length = cu[b + 1] - cu[b];
+    longest = std::max<int64_t>(longest, length);
+    if (a.start_pos && (a.start_pos[b] < 0 || a.start_pos[b] + length > kMaxPosition + 1))
       fail("start_pos", fmt::format("start_pos[{}] = {} is not allowed: positions must lie in [0, 2^31)",
                                     b, a.start_pos[b]));
+    const int64_t last = (a.start_pos ? a.start_pos[b] : 0) + length - 1;  // sequence b's last position
+    if (length > 0 && a.seq_len > 0 && last >= a.seq_len) {
+      const std::string reason = seq_len_reason(spec.rope, "seq_len");
+      if (a.start_pos)
+        fail("start_pos", fmt::format("start_pos[{}] = {} is not allowed: sequence {} reaches position {}, which "
+                                      "must be < seq_len = {}{}", b, a.start_pos[b], b, last, a.seq_len, reason));
+      fail("cu_seqlens", fmt::format("sequence {} of {} tokens is not allowed: it reaches position {}, which must "
+                                     "be < seq_len = {}{}", b, length, last, a.seq_len, reason));
+    }
   }
   if (cu[a.batch] != a.num_tokens)
     fail("cu_seqlens", fmt::format("cu_seqlens[batch={}] = {} is not allowed: must equal num_tokens = {}",
@@ -57,7 +67,7 @@ void check_varlen_host(const Spec& spec, const Args& a) {
 }
 
 // Explicit [T] or mrope [3, T] positions: every entry in [0, 2^31) and below seq_len when given.
-void check_positions_host(const Args& a, int64_t count) {
+void check_positions_host(const Spec& spec, const Args& a, int64_t count) {
   for (int64_t t = 0; t < count; ++t) {
     const int64_t p = a.positions_type == PositionsType::int64
                           ? static_cast<const int64_t*>(a.positions)[t]
@@ -65,7 +75,8 @@ void check_positions_host(const Args& a, int64_t count) {
     if (p < 0 || p > kMaxPosition)
       fail("positions", fmt::format("positions[{}] = {} is not allowed: must lie in [0, 2^31)", t, p));
     if (a.seq_len > 0 && p >= a.seq_len)
-      fail("positions", fmt::format("positions[{}] = {} is not allowed: must be < seq_len = {}", t, p, a.seq_len));
+      fail("positions", fmt::format("positions[{}] = {} is not allowed: must be < seq_len = {}{}", t, p, a.seq_len,
+                                    seq_len_reason(spec.rope, "seq_len")));
   }
 }
 
@@ -131,15 +142,15 @@ void bind_positions_offset(const FormContext&, const Args& a, KernelParams& p) {
   p.start_pos = reinterpret_cast<const i64*>(a.start_pos);
 }
 
-void check_offset_host(const Spec&, const Args& a) {
+void check_offset_host(const Spec& spec, const Args& a) {
   if (a.num_tokens == 0) return;
   const int64_t start = a.start_pos ? a.start_pos[0] : 0;
   if (start < 0 || start > kMaxPosition + 1 - a.num_tokens)
     fail("start_pos", fmt::format("start_pos[0] = {} is not allowed: positions [start_pos[0], start_pos[0] + "
                                   "num_tokens) must lie in [0, 2^31)", start));
   if (a.seq_len > 0 && start + a.num_tokens > a.seq_len)
-    fail("start_pos", fmt::format("start_pos[0] = {} is not allowed: the last position {} must be < seq_len = {}",
-                                  start, start + a.num_tokens - 1, a.seq_len));
+    fail("start_pos", fmt::format("start_pos[0] = {} is not allowed: the last position {} must be < seq_len = {}{}",
+                                  start, start + a.num_tokens - 1, a.seq_len, seq_len_reason(spec.rope, "seq_len")));
 }
 
 // ---------------------------------------------------------------- output forms (return grid rows)
@@ -307,8 +318,8 @@ struct OutputFormOps {
 };
 
 template <int kStreams>
-void check_positions_array_host(const Spec&, const Args& a) {
-  if (a.num_tokens > 0) check_positions_host(a, kStreams * a.num_tokens);
+void check_positions_array_host(const Spec& spec, const Args& a) {
+  if (a.num_tokens > 0) check_positions_host(spec, a, kStreams * a.num_tokens);
 }
 
 constexpr InputFormOps kInputForms[] = {{InputForm::separate, bind_input_separate, buffers_input_separate},
@@ -381,6 +392,7 @@ void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
   p.use_dynamic_base = run.use_dynamic_base;
   p.dynamic_log2_base = run.dynamic_log2_base;
   p.use_long_table = run.use_long_table;
+  p.seq_len = run.covers;
 }
 
 }  // namespace
@@ -398,7 +410,14 @@ RunLength run_length_choices(const Spec& spec, const RopeParams& rope, int64_t l
     out.dynamic_log2_base = std::log2(static_cast<double>(static_cast<float>(dynamic_ntk_base(spec, rope, length))));
   }
   if (rope.type == RopeType::longrope) out.use_long_table = longrope_uses_long(spec, rope, length) ? 1 : 0;
+  if (needs_seq_len(rope)) out.covers = length;
   return out;
+}
+
+std::string seq_len_reason(const RopeParams& rope, const char* field) {
+  if (rope.type == RopeType::longrope) return fmt::format(" (rope_type longrope picks its table from {})", field);
+  if (needs_seq_len(rope)) return fmt::format(" (rope_type dynamic picks its base from {})", field);
+  return fmt::format(" ({} = max(position) + 1 when given)", field);
 }
 
 }  // namespace launch_detail

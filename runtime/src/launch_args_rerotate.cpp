@@ -69,6 +69,7 @@ int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p) {
   p.from_use_dynamic_base = from.use_dynamic_base;
   p.from_dynamic_log2_base = from.dynamic_log2_base;
   p.from_use_long_table = from.use_long_table;
+  p.from_seq_len = from.covers;
   return a.num_tokens;
 }
 
@@ -78,14 +79,15 @@ void check_rerotate_host(const Spec& spec, const Args& a) {
     if (a.from_seq_len > 0 && old_position >= a.from_seq_len)
       fail(spec.io.positions == PositionsForm::explicit_ ? "positions" : "start_pos",
            fmt::format("key {} is at position {}, which is not allowed: must be < from_seq_len = {} (the length "
-                       "the keys were written at)", t, old_position, a.from_seq_len));
+                       "the keys were written at){}", t, old_position, a.from_seq_len,
+                       needs_seq_len(spec.rerotate_from) ? seq_len_reason(spec.rerotate_from, "from_seq_len") : ""));
     const char* field = spec.io.positions == PositionsForm::explicit_ ? "new_positions" : "new_start_pos";
     if (new_position < 0 || new_position > kMaxPosition)
       fail(field, fmt::format("key {} moves to position {}, which is not allowed: must lie in [0, 2^31)", t,
                               new_position));
     if (a.seq_len > 0 && new_position >= a.seq_len)
-      fail(field, fmt::format("key {} moves to position {}, which is not allowed: must be < seq_len = {}", t,
-                              new_position, a.seq_len));
+      fail(field, fmt::format("key {} moves to position {}, which is not allowed: must be < seq_len = {}{}", t,
+                              new_position, a.seq_len, seq_len_reason(spec.rope, "seq_len")));
   }
 }
 

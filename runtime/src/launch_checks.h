@@ -125,12 +125,17 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
 
 // ---------------------------------------------------------------- run-time frequency choices
 
-/// What a launch's length selects for a rope block: dynamic NTK's base, LongRoPE's table.
+/// What a launch's length selects for a rope block: dynamic NTK's base, LongRoPE's table, and
+/// the positions it covers (the kernel gives the angles of any other NaN).
 struct RunLength {
   int use_dynamic_base = 0;
   double dynamic_log2_base = 0.0;
   int use_long_table = 0;
+  int64_t covers = INT64_MAX;  ///< positions below it; the length when the block depends on it
 };
+/// " (rope_type longrope picks its table from seq_len)": why a position must lie below the
+/// length `field` for `rope` (the generic reason for types that do not depend on it).
+std::string seq_len_reason(const RopeParams& rope, const char* field);
 /// The choices of the rope block `rope` (the spec's, or rerotate.from) with the spec's shape at
 /// `length` (the Args field `field`, required when the rope type needs it and the launch has
 /// tokens). Copies nothing: it runs on every launch.

@@ -1,12 +1,14 @@
 // Frequency math of every rope_type (docs/rope-math.md), in HF float32 parity or float64.
 // Each formula is written once as a template on the working type T: float reproduces HF's
 // torch float32 evaluation step by step (python scalars enter float32 ops cast to float),
-// double is the same operation order in double precision.
+// double is the same formulas in double precision (one division where torch divides a python
+// scalar by a tensor as a reciprocal and a product).
 #include "ropejit/freqs.h"
 
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include <fmt/core.h>
 
@@ -155,6 +157,17 @@ void fill_longrope(const Spec& spec, FreqTable& table) {
   table.inv_freq_long = longrope_table<T>(spec, spec.rope.long_factor, "long_factor");
 }
 
+/// python_scalar / tensor. torch's Tensor.__rtruediv__ is reciprocal() * scalar: in float32 two
+/// roundings (HF's llama3 table differs from the one division by up to 4 ulp there); float64
+/// keeps the one division of the math.
+template <class T>
+T scalar_over(double scalar, T value) {
+  if constexpr (std::is_same_v<T, float>) return (1.0f / value) * static_cast<float>(scalar);
+  else return static_cast<T>(scalar) / value;
+}
+
+// HF's _compute_llama3_parameters, torch op by op: python scalars enter float32 ops cast to
+// float, tensor / scalar is one division, scalar / tensor a reciprocal then a product.
 template <class T>
 void fill_llama3(const Spec& spec, FreqTable& table) {
   const RopeParams& rope = spec.rope;
@@ -171,7 +184,7 @@ void fill_llama3(const Spec& spec, FreqTable& table) {
   std::vector<T> inv = default_inv_freq<T>(rope.theta, spec.rotary_dim);
   std::array<int, 3> counts{0, 0, 0};
   for (T& value : inv) {
-    const T wavelen = static_cast<T>(2 * kPi) / value;
+    const T wavelen = scalar_over(2 * kPi, value);  // 2 * math.pi / inv_freq
     if (wavelen < high_freq_wavelen) {
       ++counts[0];
     } else if (wavelen > low_freq_wavelen) {
@@ -180,14 +193,28 @@ void fill_llama3(const Spec& spec, FreqTable& table) {
     } else if (high_freq_factor == low_freq_factor) {
       ++counts[0];  // empty smooth band: a wavelength on its one edge is not above O/lf
     } else {
-      const T smooth =
-          (static_cast<T>(original) / wavelen - static_cast<T>(low_freq_factor)) / smooth_span;
+      // (old_context_len / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor)
+      const T smooth = (scalar_over(original, wavelen) - static_cast<T>(low_freq_factor)) / smooth_span;
       value = (T(1) - smooth) * value / factor_t + smooth * value;
       ++counts[1];
     }
   }
   table.inv_freq = widen(inv);
   table.llama3_counts = counts;
+}
+
+/// proportional (Gemma 4): HF's 1 / b^(2i/head_dim) for the first rope_angles pairs and 0 for
+/// the others (the neox pairs span the whole head), every value then divided by f.
+template <class T>
+void fill_proportional(const Spec& spec, FreqTable& table) {
+  const int d = spec.rotary_dim;  // head_dim (validation)
+  const int rotated =
+      std::min(d / 2, proportional_rope_angles(spec.rope.partial_rotary_factor.value_or(1.0), d));
+  const T factor = static_cast<T>(spec.rope.factor.value_or(1.0));
+  std::vector<T> inv(d / 2, T(0));
+  for (int i = 0; i < rotated; ++i) inv[i] = (T(1) / pos_freq<T>(spec.rope.theta, i, d)) / factor;
+  table.inv_freq = widen(inv);
+  table.rotated_pairs = rotated;
 }
 
 /// Default formula with base b (T-cast), then the linear divisor (1 when unused).
@@ -203,6 +230,7 @@ template <class T>
 FreqTable compute(const Spec& spec) {
   FreqTable table;
   table.rotary_dim = spec.rotary_dim;
+  table.rotated_pairs = spec.rotary_dim / 2;
   const RopeParams& rope = spec.rope;
   const int d = spec.rotary_dim;
   switch (rope.type) {
@@ -232,6 +260,9 @@ FreqTable compute(const Spec& spec) {
     case RopeType::llama3:
       fill_llama3<T>(spec, table);
       break;
+    case RopeType::proportional:
+      fill_proportional<T>(spec, table);
+      break;
   }
   return table;
 }
@@ -251,6 +282,10 @@ FreqTable compute_freqs(const Spec& spec, FreqMode mode) {
   return mode == FreqMode::hf_fp32 ? compute<float>(spec) : compute<double>(spec);
 }
 
+int proportional_rope_angles(double partial_rotary_factor, int head_dim) {
+  return static_cast<int>(std::floor(partial_rotary_factor * head_dim / 2.0));
+}
+
 double dynamic_ntk_base(const Spec& spec, int64_t length) { return dynamic_ntk_base(spec, spec.rope, length); }
 
 double dynamic_ntk_base(const Spec& spec, const RopeParams& rope, int64_t length) {
@@ -267,6 +302,7 @@ FreqTable compute_freqs_dynamic(const Spec& spec, int64_t length, FreqMode mode)
   check_rotary_dim(spec);
   FreqTable table;
   table.rotary_dim = spec.rotary_dim;
+  table.rotated_pairs = spec.rotary_dim / 2;
   const double base = dynamic_ntk_base(spec, length);
   table.inv_freq = mode == FreqMode::hf_fp32 ? base_table<float>(base, spec.rotary_dim, std::nullopt)
                                              : base_table<double>(base, spec.rotary_dim, std::nullopt);

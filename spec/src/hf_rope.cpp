@@ -45,7 +45,8 @@ const std::vector<HfRopeType>& hf_rope_types() {
        {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"},
        {}, {}},
       {"mrope", RopeType::default_, {}, {}, {}},  // HF v5 maps it to default + mrope_section
-      {"proportional", RopeType::default_, {}, {}, "proportional RoPE is not implemented by ropejit"},
+      // HF's validator lists no factor for proportional, yet its table divides by it (default 1).
+      {"proportional", RopeType::proportional, {}, {"factor"}, {}},
       {"ntk", RopeType::ntk, {}, {},
        "ntk is ropejit's static NTK type, not an HF rope_type: write the spec's rope block by hand"},
   };

@@ -31,6 +31,7 @@ ordered_json rope_param_schema(const RopeParamRule& rule) {
   switch (rule.kind) {
     case ParamKind::number:
       out.update(bound_number("number", rule.min, rule.min_exclusive));
+      if (rule.max) out["maximum"] = *rule.max;
       break;
     case ParamKind::integer:
       out.update(integer_schema(static_cast<int64_t>(rule.min), kMaxPositions, ""));

@@ -68,6 +68,7 @@ struct RopeParamRule {
   ParamKind kind;         ///< JSON type, derived from `field`
   double min;             ///< lower bound of the value (list kinds: of each element)
   bool min_exclusive;     ///< true: value > min; false: value >= min
+  std::optional<double> max;  ///< upper bound (inclusive) of a number, if it has one
   RopeTypeSet required;   ///< rope types that must give it
   RopeTypeSet optional;   ///< rope types that may give it
   nlohmann::json fallback;             ///< value when absent (null: stays absent)

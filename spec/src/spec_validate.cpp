@@ -7,6 +7,7 @@
 
 #include <fmt/core.h>
 
+#include "ropejit/freqs.h"
 #include "ropejit/json_limits.h"
 #include "spec_reader.h"
 
@@ -28,8 +29,14 @@ template <class Member>
 RopeParamRule param(std::string_view key, Member RopeParams::*field, double min, bool exclusive,
                     RopeTypeSet required, RopeTypeSet optional, std::string_view doc,
                     json fallback = nullptr, RopeTypeSet fallback_max_positions = {}) {
-  return {key,      field,    kind_of(field),      min, exclusive, required, optional,
+  return {key,      field,    kind_of(field),      min, exclusive, std::nullopt, required, optional,
           fallback, fallback_max_positions, doc};
+}
+
+// The same row with an upper bound (inclusive) on its number.
+RopeParamRule at_most(RopeParamRule rule, double max) {
+  rule.max = max;
+  return rule;
 }
 
 }  // namespace
@@ -41,8 +48,9 @@ const std::vector<RopeParamRule>& rope_param_rules() {
   static const std::vector<RopeParamRule> rules{
       param("rope_theta", &P::theta, 0, true, RopeTypeSet::all(), {},
             "base b of inv_freq = 1 / b^(2i/d)"),
+      // proportional: HF reads it (default 1) though its validator lists no factor key.
       param("factor", &P::factor, 1, false, {R::linear, R::dynamic, R::yarn, R::llama3},
-            {R::longrope}, "scaling factor f (context extension ratio)"),
+            {R::longrope, R::proportional}, "scaling factor f (context extension ratio)"),
       // Required by HF for yarn too, but HF fills a missing one from M.
       param("original_max_position_embeddings", &P::original_max_position_embeddings, 1, false,
             {R::longrope, R::llama3}, {R::yarn}, "pre-training context length O", nullptr,
@@ -70,6 +78,9 @@ const std::vector<RopeParamRule>& rope_param_rules() {
             "longrope: rotary_dim/2 short factors"),
       param("long_factor", &P::long_factor, 0, true, {R::longrope}, {},
             "longrope: rotary_dim/2 long factors"),
+      at_most(param("partial_rotary_factor", &P::partial_rotary_factor, 0, true, {}, {R::proportional},
+                    "proportional: share of the head_dim/2 pairs given a frequency (default 1)", 1.0),
+              1.0),
   };
   return rules;
 }
@@ -204,7 +215,7 @@ void store(RopeParams& rope, const RopeParamRule& rule, const json& value, Reade
           if (auto list = reader.number_list(value, pointer, rule.min, rule.min_exclusive))
             rope.*member = *list;
         } else {  // double, std::optional<double>
-          if (auto d = reader.number(value, pointer, rule.min, rule.min_exclusive)) rope.*member = *d;
+          if (auto d = reader.number(value, pointer, rule.min, rule.min_exclusive, rule.max)) rope.*member = *d;
         }
       },
       rule.field);
@@ -299,6 +310,16 @@ RopeParams spec_detail::read_rope(const json& block, Reader& reader, int rotary_
       // original_max_position_embeddings >= max_position_embeddings is accepted, as by HF (which
       // only warns, as the HF import does): the llama3 table depends on O alone.
       break;
+    case RopeType::proportional:
+      rope.factor = rope.factor.value_or(1.0);  // HF's default, written so equal blocks hash alike
+      // HF: rope_angles = int(partial_rotary_factor * head_dim // 2) pairs keep a frequency.
+      if (const json* fraction = member(block, "partial_rotary_factor");
+          fraction && rotary_dim > 0 && rope.partial_rotary_factor &&
+          proportional_rope_angles(*rope.partial_rotary_factor, rotary_dim) < 1)
+        reader.not_allowed(base + "/partial_rotary_factor", *fraction,
+                           fmt::format("a fraction giving at least one rotated pair (floor({} * {} / 2) "
+                                       ">= 1)", *rope.partial_rotary_factor, rotary_dim));
+      break;
     case RopeType::longrope:
       if (rotary_dim > 0)
         for (std::string_view key : {"short_factor", "long_factor"}) {
@@ -314,6 +335,25 @@ RopeParams spec_detail::read_rope(const json& block, Reader& reader, int rotary_
   }
   return rope;
 }
+
+namespace {
+
+// proportional pairs element i with i + head_dim/2 across the whole head (HF's rotate_half of a
+// full-width cos/sin whose last pairs have frequency 0), so its rotary_dim is head_dim; the
+// rotated share is the rope block's own partial_rotary_factor.
+void check_proportional_rotary(const json& document, Reader& reader, const Spec& spec) {
+  const bool proportional = spec.rope.type == RopeType::proportional ||
+                            (rerotate(spec) && spec.rerotate_from.type == RopeType::proportional);
+  if (!proportional || spec.head_dim <= 0 || spec.rotary_dim <= 0 || spec.rotary_dim == spec.head_dim) return;
+  const std::string why = "with rope_type proportional (its pairs (i, i + head_dim/2) span the whole head; "
+                          "rotate a share of them with rope.partial_rotary_factor)";
+  if (const json* rotary = member(document, "rotary_dim"))
+    reader.not_allowed("/rotary_dim", *rotary, fmt::format("{} (head_dim) {}", spec.head_dim, why));
+  else if (const json* fraction = member(document, "partial_rotary_factor"))
+    reader.not_allowed("/partial_rotary_factor", *fraction, "absent or 1 " + why);
+}
+
+}  // namespace
 
 Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   Reader reader(issues);
@@ -408,6 +448,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type, spec.op);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
   read_rerotate(document, reader, spec);
+  check_proportional_rotary(document, reader, spec);
   if (issues.empty()) check_derived_frequencies(spec, reader);
   return spec;
 }

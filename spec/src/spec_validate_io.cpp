@@ -170,10 +170,11 @@ bool bad_float32(double v) {
   return !std::isfinite(v) || !std::isfinite(f) || f <= 0.0f;
 }
 
-// The first pair whose inv_freq is no finite float32 > 0, or -1.
-int first_bad_pair(const std::vector<double>& inv_freq) {
+// The first of the leading `rotated` pairs whose inv_freq is no finite float32 > 0, or -1. The
+// pairs past them (proportional's) must hold an exact 0: the kernel leaves those as they are.
+int first_bad_pair(const std::vector<double>& inv_freq, int rotated) {
   for (size_t i = 0; i < inv_freq.size(); ++i)
-    if (bad_float32(inv_freq[i])) return static_cast<int>(i);
+    if (static_cast<int>(i) < rotated ? bad_float32(inv_freq[i]) : inv_freq[i] != 0.0) return static_cast<int>(i);
   return -1;
 }
 
@@ -198,9 +199,12 @@ void check_rope_frequencies(const Spec& spec, const std::string& base, Reader& r
     reader.add(base, fmt::format("the frequencies of this rope block cannot be computed: {}", e.what()));
     return;
   }
-  const std::string finite = "every inv_freq a finite float32 > 0";
+  const std::string finite = table.rotated_pairs < spec.rotary_dim / 2
+                                 ? fmt::format("inv_freq[0, {}) finite float32s > 0", table.rotated_pairs)
+                                 : std::string("every inv_freq a finite float32 > 0");
   const RopeParams& rope = spec.rope;
-  if (int i = first_bad_pair(unscaled.inv_freq); i >= 0) {
+  unscaled.inv_freq.resize(static_cast<size_t>(table.rotated_pairs));  // the pairs the rope block keeps
+  if (int i = first_bad_pair(unscaled.inv_freq, table.rotated_pairs); i >= 0) {
     reader.not_allowed(base + "/rope_theta", rope.theta,
                        fmt::format("a base giving {} (inv_freq[{}] = 1 / rope_theta^({}/{}) = {})", finite, i, 2 * i,
                                    spec.rotary_dim, unscaled.inv_freq[i]));
@@ -208,16 +212,17 @@ void check_rope_frequencies(const Spec& spec, const std::string& base, Reader& r
     for (const char* key : {"short_factor", "long_factor"}) {
       const bool is_short = key == std::string_view("short_factor");
       const std::vector<double>& values = is_short ? table.inv_freq : table.inv_freq_long;
-      if (int i = first_bad_pair(values); i >= 0) {
+      if (int i = first_bad_pair(values, table.rotated_pairs); i >= 0) {
         reader.not_allowed(fmt::format("{}/{}/{}", base, key, i), (is_short ? rope.short_factor : rope.long_factor).at(i),
                            fmt::format("a factor keeping {} (it gives inv_freq[{}] = {})", finite, i, values[i]));
         break;
       }
     }
-  } else if (int i = first_bad_pair(table.inv_freq); i >= 0) {
+  } else if (int i = first_bad_pair(table.inv_freq, table.rotated_pairs); i >= 0) {
     // The one parameter that scales a base that is fine alone; else the combination is named.
     const std::string gives = fmt::format("it gives inv_freq[{}] = {}", i, table.inv_freq[i]);
-    if ((rope.type == RopeType::linear || rope.type == RopeType::llama3) && rope.factor)
+    if ((rope.type == RopeType::linear || rope.type == RopeType::llama3 || rope.type == RopeType::proportional) &&
+        rope.factor)
       reader.not_allowed(base + "/factor", *rope.factor, fmt::format("a factor keeping {} ({})", finite, gives));
     else if (rope.type == RopeType::ntk && rope.alpha)
       reader.not_allowed(base + "/alpha", *rope.alpha, fmt::format("an alpha keeping {} ({})", finite, gives));

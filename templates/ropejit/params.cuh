@@ -49,10 +49,14 @@ struct KernelParams {
   int from_use_dynamic_base;      // old parameters, dynamic NTK: 1 when from_seq_len passed M
   int from_use_long_table;        // old parameters, longrope: 1 selects the long table
   float cache_scale;              // FP8 K cache: k_scale (a stored code times it is the key)
+  // dynamic NTK / LongRoPE: the launch's seq_len (from_seq_len for rerotate.from); a position at
+  // or past it would take the wrong frequencies, so its angles are NaN. Other types: INT64_MAX.
+  i64 seq_len;
+  i64 from_seq_len;
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 392, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 408, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

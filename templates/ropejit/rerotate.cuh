@@ -41,6 +41,11 @@ __device__ __forceinline__ void delta_angles(const KernelParams& p, const float*
                                              i64 new_position, int first_pair,
                                              float (&cos_out)[rerotate_shape<T>().pairs_per_lane],
                                              float (&sin_out)[rerotate_shape<T>().pairs_per_lane]) {
+  // Positions the launch's seq_len / from_seq_len do not cover would take the wrong table (the
+  // host backend refuses them first): the key's rotated pairs become NaN instead.
+  bool covered = true;
+  if constexpr (T::kRopeDynamic || T::kRopeLongrope) covered = new_position < p.seq_len;
+  if constexpr (T::kFromRopeDynamic || T::kFromRopeLongrope) covered = covered && old_position < p.from_seq_len;
 #pragma unroll
   for (int i = 0; i < rerotate_shape<T>().pairs_per_lane; ++i) {
     const int pair = first_pair + i;
@@ -49,8 +54,8 @@ __device__ __forceinline__ void delta_angles(const KernelParams& p, const float*
     const double angle = pair_angle<T>(new_position, pair_inv_freq<T>(p, inv_to, inv_to_long, pair)) -
                          pair_angle<T>(old_position, inv_old);
     const SinCos sc = sincos_reduced(angle);
-    cos_out[i] = sc.cos * T::kAttentionRatio;
-    sin_out[i] = sc.sin * T::kAttentionRatio;
+    cos_out[i] = covered ? sc.cos * T::kAttentionRatio : __uint_as_float(0x7fc00000u);
+    sin_out[i] = covered ? sc.sin * T::kAttentionRatio : __uint_as_float(0x7fc00000u);
   }
 }
 
@@ -87,7 +92,8 @@ __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T:
     float x[V];
     load_key<T>(p, head, lane * V, x);
 #pragma unroll
-    for (int i = 0; i < V / 2; ++i) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
+    for (int i = 0; i < V / 2; ++i)
+      if (pair_rotates<T, V / 2>(lane * (V / 2), i)) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
     store_key<T>(p, head, lane * V, x);
   } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
     constexpr int kVectors = T::kRotaryDim / V;
@@ -100,7 +106,8 @@ __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T:
       for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
     }
 #pragma unroll
-    for (int i = 0; i < W.half; ++i) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
+    for (int i = 0; i < W.half; ++i)
+      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
       float part[V];
@@ -113,7 +120,8 @@ __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T:
     load_key<T>(p, head, lane * V, x);
     load_key<T>(p, head, lane * V + W.half, y);
 #pragma unroll
-    for (int i = 0; i < V; ++i) rotate_in_place(x[i], y[i], c[i], s[i]);
+    for (int i = 0; i < V; ++i)
+      if (pair_rotates<T, V>(lane * V, i)) rotate_in_place(x[i], y[i], c[i], s[i]);
     store_key<T>(p, head, lane * V, x);
     store_key<T>(p, head, lane * V + W.half, y);
   }
@@ -132,6 +140,7 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
     // Neighbouring threads take neighbouring vectors of one key head (coalesced).
     const WorkItem at = decode_item(W, item);
+    if (at.lane >= angle_lanes<T>(W)) continue;  // frequency-0 pairs only: their bytes stay
     const RowRef ref = locate_row<T>(p, at.row);
     if (ref.cache_page < 0) continue;  // no slot: nothing to rotate
     float c[W.pairs_per_lane], s[W.pairs_per_lane];

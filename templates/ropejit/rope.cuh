@@ -206,6 +206,10 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       return;
     }
   }
+  // A position the launch's seq_len does not cover would silently take the wrong table (the
+  // host backend refuses it before launching; device arrays are not read): NaN angles instead.
+  bool covered = true;
+  if constexpr (T::kRopeDynamic || T::kRopeLongrope) covered = ref.position < p.seq_len;
 #pragma unroll
   for (int i = 0; i < W.pairs_per_lane; ++i) {
     const int pair = first_pair + i;
@@ -219,8 +223,8 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       }
     }
     const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
-    cos_out[i] = sc.cos * T::kAttentionFactor;
-    sin_out[i] = sc.sin * T::kAttentionFactor;
+    cos_out[i] = covered ? sc.cos * T::kAttentionFactor : __uint_as_float(0x7fc00000u);
+    sin_out[i] = covered ? sc.sin * T::kAttentionFactor : __uint_as_float(0x7fc00000u);
   }
 }
 
@@ -230,6 +234,22 @@ __device__ __forceinline__ void rotate_in_place(float& a, float& b, float c, flo
   const float x = a, y = b;
   a = fmaf(x, c, -y * s);
   b = fmaf(y, c, x * s);
+}
+
+// Whether pair i of a lane whose pairs start at `first_pair` rotates. Pairs from kRotatedPairs on
+// have inv_freq 0 (proportional) and keep their bits, which a rotation by cos 1, sin 0 would not
+// (-0 + 0 is +0). One test per lane unless kRotatedPairs falls inside a lane's pairs.
+template <class T, int kPairsPerLane>
+__device__ __forceinline__ bool pair_rotates(int first_pair, int i) {
+  if constexpr (T::kRotatedPairs >= T::kRotaryDim / 2) return true;
+  else if constexpr (T::kRotatedPairs % kPairsPerLane == 0) return first_pair < T::kRotatedPairs;
+  else return first_pair + i < T::kRotatedPairs;
+}
+
+// Rotating lanes whose pairs include one with a frequency: the others need no angles.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int angle_lanes(WorkShape w) {
+  return T::kRotatedPairs >= w.half ? w.rot_lanes : (T::kRotatedPairs + w.pairs_per_lane - 1) / w.pairs_per_lane;
 }
 
 template <class T>
@@ -406,7 +426,8 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
     float x[V];
     if (load_input<T>(src, io.bias, norm, e, x) && rotate) {
 #pragma unroll
-      for (int i = 0; i < V / 2; ++i) rotate_in_place(x[2 * i], x[2 * i + 1], cos_v[i], sin_v[i]);
+      for (int i = 0; i < V / 2; ++i)
+        if (pair_rotates<T, V / 2>(e / 2, i)) rotate_in_place(x[2 * i], x[2 * i + 1], cos_v[i], sin_v[i]);
     }
     store_head<T>(io, e, x);
   } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
@@ -422,7 +443,8 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
     }
     if (loaded && rotate) {
 #pragma unroll
-      for (int i = 0; i < W.half; ++i) rotate_in_place(x[i], x[i + W.half], cos_v[i], sin_v[i]);
+      for (int i = 0; i < W.half; ++i)
+        if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], cos_v[i], sin_v[i]);
     }
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
@@ -437,7 +459,8 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       load_input<T, W.half>(src, io.bias, norm, e, y);
       if (rotate) {
 #pragma unroll
-        for (int i = 0; i < V; ++i) rotate_in_place(x[i], y[i], cos_v[i], sin_v[i]);
+        for (int i = 0; i < V; ++i)
+          if (pair_rotates<T, V>(e, i)) rotate_in_place(x[i], y[i], cos_v[i], sin_v[i]);
       }
     } else {
 #pragma unroll
@@ -493,7 +516,7 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
       }
 #pragma unroll 1
       for (int lane = 0; lane < W.rot_lanes + W.tail_lanes; ++lane) {
-        if (lane < W.rot_lanes && angles_needed)
+        if (lane < angle_lanes<T>(W) && angles_needed)
           pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
 #pragma unroll
         for (int k = 0; k < T::kHeadsPerThread; ++k) {
@@ -504,7 +527,7 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
       }
     } else {
       const int lane = at.lane;
-      if (lane < W.rot_lanes && angles_needed)
+      if (lane < angle_lanes<T>(W) && angles_needed)
         pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
       const HeadNorm no_norm{1.0f, nullptr, false};
       // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies

@@ -66,7 +66,13 @@ std::vector<nlohmann::json> rope_blocks_for_every_type(int d, int64_t m) {
        {"long_factor", long_factor}, {"original_max_position_embeddings", o}},
       {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", o}},
+      {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"factor", 2.0}, {"partial_rotary_factor", 0.25}},
   };
+}
+
+void set_rope(SpecFields& f, const nlohmann::json& rope) {
+  f.rope = rope;
+  if (rope.value("rope_type", "") == "proportional") f.rotary_dim = f.head_dim;
 }
 
 }  // namespace ropejit::test

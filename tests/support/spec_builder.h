@@ -47,7 +47,11 @@ std::string spec_error(const nlohmann::json& spec);
 /// Paths of every specs/*.json except schema.json, sorted.
 std::vector<std::string> spec_files();
 
-/// One rope block per rope_type, valid for rotary_dim `d` and max positions `m`.
+/// One rope block per rope_type, valid for rotary_dim `d` and max positions `m` (proportional's
+/// with rotary_dim == head_dim only: set_rope sees to it).
 std::vector<nlohmann::json> rope_blocks_for_every_type(int d, int64_t m);
+
+/// f.rope = rope; a proportional block's pairs span the whole head, so rotary_dim becomes head_dim.
+void set_rope(SpecFields& f, const nlohmann::json& rope);
 
 }  // namespace ropejit::test

@@ -17,7 +17,7 @@ enum class Layout { neox, interleaved };
 /// Storage type of q/k/v (math always runs in fp32).
 enum class DType { fp32, fp16, bf16 };
 /// Frequency scaling method, named as HF's rope_type (plus ropejit's static `ntk`).
-enum class RopeType { default_, linear, ntk, dynamic, yarn, longrope, llama3 };
+enum class RopeType { default_, linear, ntk, dynamic, yarn, longrope, llama3, proportional };
 /// Angle precision: fp32 = HF's float32 product p*inv_freq; exact = the exact product.
 enum class AnglePrecision { fp32, exact };
 /// Input form: separate q/k(/v) tensors, or the packed QKV projection output.
@@ -56,10 +56,10 @@ inline constexpr std::array<EnumName<Layout>, 2> kLayoutNames{{
     {Layout::neox, "neox"}, {Layout::interleaved, "interleaved"}}};
 inline constexpr std::array<EnumName<DType>, 3> kDTypeNames{{
     {DType::fp32, "fp32"}, {DType::fp16, "fp16"}, {DType::bf16, "bf16"}}};
-inline constexpr std::array<EnumName<RopeType>, 7> kRopeTypeNames{{
+inline constexpr std::array<EnumName<RopeType>, 8> kRopeTypeNames{{
     {RopeType::default_, "default"}, {RopeType::linear, "linear"}, {RopeType::ntk, "ntk"},
     {RopeType::dynamic, "dynamic"}, {RopeType::yarn, "yarn"}, {RopeType::longrope, "longrope"},
-    {RopeType::llama3, "llama3"}}};
+    {RopeType::llama3, "llama3"}, {RopeType::proportional, "proportional"}}};
 inline constexpr std::array<EnumName<AnglePrecision>, 2> kAngleNames{{
     {AnglePrecision::fp32, "fp32"}, {AnglePrecision::exact, "exact"}}};
 inline constexpr std::array<EnumName<InputForm>, 2> kInputNames{{

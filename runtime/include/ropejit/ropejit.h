@@ -222,7 +222,8 @@ typedef struct ropejit_spec_info {
   const char* layout;        /**< "neox" | "interleaved" */
   const char* dtype;         /**< "fp32" | "fp16" | "bf16" */
   const char* angle;         /**< "fp32" | "exact" */
-  const char* rope_type;     /**< "default", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3" */
+  const char* rope_type;     /**< "default", "linear", "ntk", "dynamic", "yarn", "longrope", "llama3",
+                                  "proportional" */
   const char* input;         /**< io.input */
   const char* output;        /**< io.output */
   const char* positions;     /**< io.positions */

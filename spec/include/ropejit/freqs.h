@@ -23,6 +23,9 @@ template <> constexpr const auto& enum_table<FreqMode>() { return kFreqModeNames
 /// Host-computed frequency data of a spec.
 struct FreqTable {
   int rotary_dim = 0;
+  /// Leading pairs with a frequency: d/2, except proportional, whose later pairs have inv_freq 0
+  /// (kernels leave them as they are, bit for bit).
+  int rotated_pairs = 0;
   std::vector<double> inv_freq;       ///< d/2 values (longrope: the short table)
   std::vector<double> inv_freq_long;  ///< longrope only: the long table
   double attention_factor = 1.0;      ///< s, multiplies cos and sin
@@ -35,6 +38,10 @@ struct FreqTable {
 /// The table of a spec. For `dynamic` this is the table at length <= M (default RoPE) unless
 /// the spec fixes rope.seq_len; use dynamic_ntk_base for run-time lengths.
 FreqTable compute_freqs(const Spec& spec, FreqMode mode);
+
+/// proportional: the pairs that keep a frequency, HF's rope_angles =
+/// int(partial_rotary_factor * head_dim // 2) (the product in double, then floored).
+int proportional_rope_angles(double partial_rotary_factor, int head_dim);
 
 /// Dynamic NTK base b' for run-time length L = max(position)+1 (HF formula, in double).
 double dynamic_ntk_base(const Spec& spec, int64_t length);

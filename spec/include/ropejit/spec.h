@@ -20,7 +20,7 @@ namespace ropejit {
 struct RopeParams {
   RopeType type = RopeType::default_;           ///< rope_type
   double theta = 10000.0;                       ///< rope_theta (base b)
-  std::optional<double> factor;                 ///< linear/dynamic/yarn/llama3/longrope f
+  std::optional<double> factor;                 ///< linear/dynamic/yarn/llama3/longrope/proportional f
   std::optional<int64_t> original_max_position_embeddings;  ///< O
   std::optional<double> low_freq_factor;        ///< llama3
   std::optional<double> high_freq_factor;       ///< llama3
@@ -34,6 +34,7 @@ struct RopeParams {
   std::optional<int64_t> seq_len;               ///< dynamic: fixed length (vLLM behaviour)
   std::vector<double> short_factor;             ///< longrope, d/2 numbers
   std::vector<double> long_factor;              ///< longrope, d/2 numbers
+  std::optional<double> partial_rotary_factor;  ///< proportional: share of the pairs with a frequency
 };
 
 /// The `io` block: how q/k/v arrive and leave, bias, and how positions are given.
