@@ -122,5 +122,100 @@ TEST(HfLayers, InterleavedFamiliesOnceGuessedAsNeox) {
   }
 }
 
+// Gemma 4 (transformers 5.24): full-attention layers take head_dim 512 through per_layer_config
+// and rotate proportionally (a quarter of the pairs); sliding layers keep head_dim 256.
+json gemma4_config() {
+  return json::parse(R"({
+    "model_type": "gemma4_text", "hidden_size": 2560, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "head_dim": 256, "max_position_embeddings": 131072, "num_hidden_layers": 4,
+    "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    "per_layer_config": {"01": {"head_dim": 512, "num_key_value_heads": 1}, "03": {"head_dim": 512, "num_key_value_heads": 1}},
+    "rope_parameters": {
+      "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+      "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25, "rope_theta": 1000000.0}}})");
+}
+
+TEST(HfLayers, PerLayerConfigOverridesTheLayerTypesSizes) {
+  HfImportOptions options;
+  options.layer_type = "full_attention";
+  const Spec global = spec_from_hf(gemma4_config(), options);
+  EXPECT_EQ(global.head_dim, 512);
+  EXPECT_EQ(global.rotary_dim, 512);  // proportional pairs the whole head ...
+  EXPECT_EQ(global.num_kv_heads, 1);
+  ASSERT_TRUE(global.rope.partial_rotary_factor.has_value());  // ... and keeps its fraction for the angles
+  EXPECT_EQ(*global.rope.partial_rotary_factor, 0.25);
+  const FreqTable table = compute_freqs(global, FreqMode::hf_fp32);
+  EXPECT_EQ(table.rotated_pairs, 64);  // floor(0.25 * 512 / 2)
+  EXPECT_GT(table.inv_freq[63], 0.0);
+  EXPECT_EQ(table.inv_freq[64], 0.0);
+  options.layer_type = "sliding_attention";
+  const Spec local = spec_from_hf(gemma4_config(), options);
+  EXPECT_EQ(local.head_dim, 256);
+  EXPECT_EQ(local.num_kv_heads, 4);
+
+  // A config.json written before per_layer_config: global_head_dim for the full_attention layers.
+  json flat = gemma4_config();
+  flat.erase("per_layer_config");
+  flat["global_head_dim"] = 512;
+  flat["num_global_key_value_heads"] = 2;
+  options.layer_type = "full_attention";
+  EXPECT_EQ(spec_from_hf(flat, options).head_dim, 512);
+  EXPECT_EQ(spec_from_hf(flat, options).num_kv_heads, 2);
+  flat["attention_k_eq_v"] = false;  // HF gates the kv override on it
+  EXPECT_EQ(spec_from_hf(flat, options).num_kv_heads, 4);
+}
+
+TEST(HfLayers, LayersOfOneTypeMustAgree) {
+  json config = gemma4_config();
+  HfImportOptions options;
+  options.layer_type = "full_attention";
+  config["per_layer_config"]["03"]["sliding_window"] = 512;  // not read by the import: may differ
+  EXPECT_EQ(spec_from_hf(config, options).head_dim, 512);
+  config["per_layer_config"]["03"]["head_dim"] = 384;
+  try {
+    spec_from_hf(config, options);
+    FAIL() << "disagreeing layers of one type were imported";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(first_pointer(e), "per_layer_config");
+    EXPECT_NE(std::string(e.what()).find("layer 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfLayers, SubConfigKeysAndNestedTextModels) {
+  // DBRX keeps kv heads and the base in attn_config (config.json) under its own size names.
+  const json dbrx = json::parse(R"({"model_type": "dbrx", "d_model": 6144, "n_heads": 48, "max_seq_len": 32768,
+    "attn_config": {"kv_n_heads": 8, "rope_theta": 500000}})");
+  const Spec spec = spec_from_hf(dbrx, HfImportOptions{});
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.num_kv_heads, 8);
+  EXPECT_EQ(spec.rope.theta, 500000.0);
+  EXPECT_EQ(spec.max_position_embeddings, 32768);
+  // Qwen2.5-Omni: the text model two levels down, with multimodal sections.
+  const json omni = json::parse(R"({"model_type": "qwen2_5_omni", "thinker_config": {"text_config": {
+    "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768,
+    "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}}}})");
+  EXPECT_EQ(spec_from_hf(omni, HfImportOptions{}).io.positions, PositionsForm::mrope);
+  try {
+    spec_from_hf(json{{"model_type", "qwen2_5_omni"}}, HfImportOptions{});
+    FAIL() << "a missing thinker text model was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(first_pointer(e), "thinker_config.text_config");
+  }
+}
+
+TEST(HfLayers, RopeInterleaveChoosesThePairing) {
+  json config = json::parse(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
+    "qk_rope_head_dim": 64, "max_position_embeddings": 4096})");
+  EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).layout, Layout::interleaved);  // HF's default: true
+  config["rope_interleave"] = false;  // HF then calls apply_rotary_pos_emb (rotate_half)
+  EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).layout, Layout::neox);
+  config["rope_interleave"] = "no";
+  EXPECT_THROW(spec_from_hf(config, HfImportOptions{}), SpecError);
+  // DeepSeek-V3.2's main attention interleaves whatever the flag (its indexer rotates neox).
+  config["model_type"] = "deepseek_v32";
+  config["rope_interleave"] = false;
+  EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).layout, Layout::interleaved);
+}
+
 }  // namespace
 }  // namespace ropejit

@@ -116,9 +116,10 @@ def build_rotary(module, config: Any):
 
 def apply_function(module, config: Any = None) -> Callable:
     """The function the family's attention applies; DeepSeek-style modules pick the interleave
-    variant when the config's rope_interleave is set, as their attention does."""
+    variant unless the config's rope_interleave is false, as their MLA attention does (the
+    DeepSeek-V3.2 indexer's neox rotation is not the main attention's)."""
     interleave = getattr(module, "apply_rotary_pos_emb_interleave", None)
-    if getattr(config, "rope_interleave", False) and callable(interleave):
+    if getattr(config, "rope_interleave", True) and callable(interleave):
         return interleave
     for name in _APPLY_NAMES:
         fn = getattr(module, name, None)

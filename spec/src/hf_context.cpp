@@ -38,6 +38,11 @@ void HfContext::source(const std::string& spec_pointer, const std::string& key_p
 
 const json* HfContext::member(const json& object, std::string_view key) {
   if (!object.is_object()) return nullptr;
+  const size_t dot = key.find('.');  // "attn_config.kv_n_heads": a key of a sub-config
+  if (dot != std::string_view::npos) {
+    const json* outer = member(object, key.substr(0, dot));
+    return outer ? member(*outer, key.substr(dot + 1)) : nullptr;
+  }
   auto it = object.find(std::string(key));
   return it == object.end() || it->is_null() ? nullptr : &*it;
 }

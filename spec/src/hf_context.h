@@ -37,7 +37,7 @@ class HfContext {
   /// Spec field `spec_pointer` is accounted for by an earlier error (its problems are dropped).
   void cover(const std::string& spec_pointer) { covered_.push_back(spec_pointer); }
 
-  /// The member `key`, unless absent or null (HF treats null as unset).
+  /// The member `key` (dots name a sub-config's key), unless absent or null (HF treats null as unset).
   static const nlohmann::json* member(const nlohmann::json& object, std::string_view key);
   /// The first non-null member among `keys` with its key ({"", nullptr} when none). With
   /// `agree`, another non-null member of a different value is an error (aliases of one value).

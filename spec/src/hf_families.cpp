@@ -51,8 +51,10 @@ ModelFamily llama4(std::string_view type, std::string_view text_config) {
   });
 }
 
-ModelFamily deepseek(std::string_view type, std::string_view source) {
-  return row(type, source, [](ModelFamily& f) {
+// `layout_key`: the families whose attention reads config.rope_interleave (neox when false).
+ModelFamily deepseek(std::string_view type, std::string_view source, std::string_view layout_key = "") {
+  return row(type, source, [&](ModelFamily& f) {
+    f.layout_key = layout_key;
     f.layout = Layout::interleaved;  // apply_rotary_pos_emb_interleave
     f.head_dim_keys = {"qk_rope_head_dim", "head_dim"};
     f.bias_keys = {};  // MLA's low-rank projections are not a packed q/k/v
@@ -148,7 +150,7 @@ const std::vector<ModelFamily>& model_families() {
       llama4("llama4_text", ""),
       llama4("llama4", "text_config"),
       deepseek("deepseek_v2", "models/deepseek_v2/modeling_deepseek_v2.py"),
-      deepseek("deepseek_v3", "models/deepseek_v3/modeling_deepseek_v3.py"),
+      deepseek("deepseek_v3", "models/deepseek_v3/modeling_deepseek_v3.py", "rope_interleave"),
       row("chatglm", "THUDM/glm-4-9b-chat modeling_chatglm.py (remote code)", [](ModelFamily& f) {
         f.layout = Layout::interleaved;
         f.head_dim_keys = {"kv_channels"};
@@ -167,14 +169,12 @@ const std::vector<ModelFamily>& model_families() {
       row("afmoe", "models/afmoe"),
       row("arcee", "models/arcee"),
       row("aria_text", "models/aria_text"),
-      row("axk2", "models/axk2"),
       row("bitnet", "models/bitnet"),
       row("chameleon", "models/chameleon"),
       row("csm", "models/csm"),
       row("csm_depth_decoder_model", "models/csm_depth_decoder_model"),
       row("cwm", "models/cwm"),
       row("deepseek_ocr2_text", "models/deepseek_ocr2_text"),
-      row("deepseek_v32", "models/deepseek_v32"),
       row("dia_decoder", "models/dia_decoder"),
       row("diffllama", "models/diffllama"),
       row("doge", "models/doge"),
@@ -246,14 +246,73 @@ const std::vector<ModelFamily>& model_families() {
       row("vaultgemma", "models/vaultgemma"),
       row("voxtral_realtime_text", "models/voxtral_realtime_text"),
       row("xcodec2", "models/xcodec2"),
+      row("apertus", "models/apertus"),
+      row("apertus1p5_text", "models/apertus1p5_text"),
+      row("bamba", "models/bamba"),
+      row("beam", "models/beam"),
+      row("diffusion_gemma_text", "models/diffusion_gemma_text"),
+      row("dory", "models/dory"),
+      row("dots1", "models/dots1"),
+      row("embedding_gemma2_text", "models/embedding_gemma2_text"),
+      row("falcon_h1", "models/falcon_h1"),
+      row("gemma3n_text", "models/gemma3n_text"),
+      row("gemma4_text", "models/gemma4_text"),
+      row("gemma4_unified_text", "models/gemma4_unified_text"),
+      row("gpt_oss", "models/gpt_oss"),
+      row("granitemoehybrid", "models/granitemoehybrid"),
+      row("laguna", "models/laguna"),
+      row("lfm3", "models/lfm3"),
+      row("mellum", "models/mellum"),
+      row("mimo_v2_flash", "models/mimo_v2_flash"),
+      row("minimax", "models/minimax"),
+      row("minimax_m2", "models/minimax_m2"),
+      row("modernbert", "models/modernbert"),
+      row("modernbert-decoder", "models/modernbert_decoder"),
+      row("neomme", "models/neomme"),
+      row("olmo3", "models/olmo3"),
+      row("phi4_multimodal", "models/phi4_multimodal"),
+      row("qwen2_5_omni_talker", "models/qwen2_5_omni_talker"),
+      row("solar_open", "models/solar_open"),
+      row("step3p5", "models/step3p5"),
+      row("t5gemma2_text", "models/t5gemma2_text"),
+      row("ultrabert", "models/ultrabert"),
+      row("zaya", "models/zaya"),
       // Text models of multimodal families: their rope block may carry mrope_section.
       row("qwen2_5_omni_text", "models/qwen2_5_omni", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen2_vl_text", "models/qwen2_vl", [](ModelFamily& f) { f.mrope = true; }),
+      row("qwen2_5_vl_text", "models/qwen2_5_vl", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen3_5_moe_text", "models/qwen3_5_moe", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen3_5_text", "models/qwen3_5", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen3_vl_moe_text", "models/qwen3_vl_moe", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen3_vl_text", "models/qwen3_vl", [](ModelFamily& f) { f.mrope = true; }),
 
+      // Llama's math under other key names (each config class's attribute_map) or nesting.
+      row("dbrx", "models/dbrx", [](ModelFamily& f) {
+        f.head_keys = {"n_heads", "num_attention_heads"};
+        f.hidden_keys = {"d_model", "hidden_size"};
+        f.kv_keys = {"num_key_value_heads", "attn_config.kv_n_heads"};
+        f.max_keys = {"max_seq_len", "max_position_embeddings"};
+        f.theta_keys = {"rope_theta", "attn_config.rope_theta"};
+        f.bias_keys = {};
+      }),
+      row("jetmoe", "models/jetmoe", [](ModelFamily& f) { f.head_dim_keys = {"kv_channels", "head_dim"}; }),
+      row("zamba2", "models/zamba2", [](ModelFamily& f) { f.head_dim_keys = {"attention_head_dim", "head_dim"}; }),
+      row("moonshine", "models/moonshine", [](ModelFamily& f) {
+        f.layout = Layout::interleaved;  // rotate_half on x[..., 0::2], x[..., 1::2]
+        f.head_keys = {"decoder_num_attention_heads", "num_attention_heads"};
+        f.kv_keys = {"decoder_num_key_value_heads", "num_key_value_heads"};
+      }),
+      // Griffin's local attention: HF's config has no length; M only sizes the cos/sin table here
+      // (8192, the training length of the RecurrentGemma report).
+      row("recurrent_gemma", "models/recurrent_gemma", [](ModelFamily& f) { f.max_default = 8192; }),
+      row("dia", "models/dia", [](ModelFamily& f) { f.text_config = "decoder_config"; }),
+      row("t5gemma", "models/t5gemma", [](ModelFamily& f) { f.text_config = "decoder"; }),
+      row("t5gemma2", "models/t5gemma2", [](ModelFamily& f) { f.text_config = "decoder"; }),
+      row("t5gemma2_decoder", "models/t5gemma2"),
+      row("qwen2_5_omni", "models/qwen2_5_omni", [](ModelFamily& f) {
+        f.text_config = "thinker_config.text_config";
+        f.mrope = true;
+      }),
       // Families whose rotation no spec expresses: refused by name.
       unsupported("hy_v4_vl_text", "models/hy_v4_vl",
                   "its multimodal rotary is no Qwen2-VL mrope_section layout, neox or interleaved (the zoo measured "
@@ -265,6 +324,10 @@ const std::vector<ModelFamily>& model_families() {
                   "its text rotary module builds a 3D (text, height, width) frequency layout of its own, which "
                   "no ropejit rope type or mrope section expresses"),
       // Interleaved pairs (2i, 2i+1), as each modeling file's rotate_half / repeat_interleave does.
+      row("blt_global_transformer", "models/blt", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
+      row("blt_local_decoder", "models/blt", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
+      row("blt_patcher", "models/blt", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
+      row("dots3_note_text", "models/dots3_note", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("cohere2_moe", "models/cohere2_moe", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("ernie4_5", "models/ernie4_5", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("ernie4_5_moe", "models/ernie4_5_moe", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
@@ -273,10 +336,19 @@ const std::vector<ModelFamily>& model_families() {
       row("moonshine_streaming", "models/moonshine_streaming", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("openai_privacy_filter", "models/openai_privacy_filter", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       // MLA families that rotate with DeepSeek's apply_rotary_pos_emb_interleave.
+      // (deepseek_v32, axk2: the main attention; their indexers rotate neox: write that spec with --layout neox)
       deepseek("glm_moe_dsa", "models/glm_moe_dsa"),
-      deepseek("axk1", "models/axk1"),
-      deepseek("mistral4", "models/mistral4"),
-      deepseek("youtu", "models/youtu"),
+      deepseek("deepseek_v32", "models/deepseek_v32"),
+      deepseek("axk2", "models/axk2"),
+      deepseek("axk1", "models/axk1", "rope_interleave"),
+      deepseek("mistral4", "models/mistral4", "rope_interleave"),
+      deepseek("youtu", "models/youtu", "rope_interleave"),
+      deepseek("glm4_moe_lite", "models/glm4_moe_lite", "rope_interleave"),
+      [] {
+        ModelFamily f = deepseek("bailing_hybrid", "models/bailing_hybrid");
+        f.max_keys = {"model_max_length", "max_position_embeddings"};  // attribute_map
+        return f;
+      }(),
       deepseek("longcat_flash", "models/longcat_flash"),
       deepseek("mistral_large4_text", "models/mistral_large4"),
       not_rope("bloom", "models/bloom/modeling_bloom.py", "ALiBi attention biases"),

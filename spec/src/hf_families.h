@@ -22,6 +22,7 @@ struct ModelFamily {
   std::string_view model_type;                        ///< HF model_type; "" = the generic row
   std::string_view source = "models/llama/modeling_llama.py";  ///< the HF file it follows
   Layout layout = Layout::neox;                       ///< rotation pairing of the checkpoint
+  std::string_view layout_key;                        ///< boolean: true interleaved, false neox (DeepSeek's rope_interleave)
   std::vector<std::string_view> head_keys{"num_attention_heads", "n_head"};  ///< q heads
   std::vector<std::string_view> hidden_keys{"hidden_size", "n_embd"};  ///< for hidden / heads
   std::vector<std::string_view> head_dim_keys{"head_dim"};  ///< first non-null, else hidden/heads

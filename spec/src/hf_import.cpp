@@ -231,6 +231,56 @@ void import_qk_norm(const json& text, const ModelFamily& family, HfContext& ctx,
                          "rope_type default)", show_json(*local), show_json(*local)));
 }
 
+// transformers 5's per-layer overrides for the layers of `layer_type`: per_layer_config
+// ({"05": {"head_dim": 512}}; HF requires a type's layers to agree), or Gemma 4's config.json
+// form, global_head_dim / num_global_key_value_heads for the full_attention layers.
+json layer_text(const json& text, const std::string& layer_type, const ModelFamily& family, HfContext& ctx) {
+  json out = text;
+  // The keys this import reads: other overrides (sliding_window, MLP sizes) may differ freely.
+  std::vector<std::string_view> read{"rope_parameters", "rope_scaling", "partial_rotary_factor", "rotary_dim"};
+  for (const auto* keys : {&family.head_keys, &family.hidden_keys, &family.head_dim_keys, &family.kv_keys,
+                           &family.max_keys, &family.theta_keys})
+    read.insert(read.end(), keys->begin(), keys->end());
+  auto shaping = [&](const json& overrides) {
+    json kept = json::object();
+    for (const auto& item : overrides.items())
+      if (std::find(read.begin(), read.end(), item.key()) != read.end()) kept[item.key()] = item.value();
+    return kept;
+  };
+  const json* per_layer = HfContext::member(text, "per_layer_config");
+  const json* types = HfContext::member(text, "layer_types");
+  if (per_layer && per_layer->is_object() && !per_layer->empty()) {
+    std::optional<std::pair<std::string, json>> first;  // the type's first layer and its overrides
+    const size_t count = types && types->is_array() ? types->size() : 0;
+    for (size_t i = 0; i < count; ++i) {
+      if ((*types)[i] != layer_type) continue;
+      json overrides = json::object();
+      for (const auto& item : per_layer->items())
+        if (item.value().is_object() && std::all_of(item.key().begin(), item.key().end(), ::isdigit) &&
+            !item.key().empty() && std::stoull(item.key().substr(0, 9)) == i)
+          overrides = shaping(item.value());
+      if (!first) {
+        first.emplace(std::to_string(i), overrides);
+      } else if (overrides != first->second) {
+        ctx.error(ctx.path("per_layer_config"), "",
+                  fmt::format("{} for layer {} is not allowed: must equal layer {}'s {}, another layer of type "
+                              "\"{}\" (one spec per layer type; HF refuses the same)", show_json(overrides), i,
+                              first->first, show_json(first->second), layer_type));
+        return out;
+      }
+    }
+    if (first)
+      for (const auto& item : first->second.items()) out[item.key()] = item.value();
+    return out;
+  }
+  if (layer_type != "full_attention") return out;
+  if (const json* dim = HfContext::member(text, "global_head_dim")) out["head_dim"] = *dim;
+  const json* kv = HfContext::member(text, "num_global_key_value_heads");
+  const json* k_eq_v = HfContext::member(text, "attention_k_eq_v");
+  if (kv && !(k_eq_v && *k_eq_v == false)) out["num_key_value_heads"] = *kv;
+  return out;
+}
+
 Imported import_config(const json& config, const HfImportOptions& options) {
   if (!config.is_object())
     throw SpecError({{"", show_json(config) + " is not allowed: must be an object (a config.json)"}});
@@ -281,6 +331,8 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   }
   Imported out{json::object(), HfContext(prefix)};
   HfContext& ctx = out.context;
+  json layered;
+  if (!options.layer_type.empty()) text = &(layered = layer_text(*text, options.layer_type, family, ctx));
   for (auto& issue : early) ctx.error(issue.pointer, "", issue.message);
   if (!found && early.empty())
     ctx.warn("model_type", fmt::format("{} is not in ropejit's family table: imported with Llama's conventions "
@@ -299,7 +351,13 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   spec["name"] = !options.name.empty() ? options.name : !model_type.empty() ? model_type : "model";
   import_heads(*text, family, ctx, spec);
   import_rotary(*text, family, options.layer_type, ctx, spec);
-  spec["layout"] = std::string(to_string(options.layout.value_or(family.layout)));
+  Layout layout = family.layout;
+  if (const json* flag = family.layout_key.empty() ? nullptr : HfContext::member(*text, family.layout_key))
+    if (auto interleave = ctx.boolean(*flag, ctx.path(family.layout_key), "/layout")) {
+      layout = *interleave ? Layout::interleaved : Layout::neox;  // HF: apply_rotary_pos_emb(_interleave)
+      ctx.source("/layout", ctx.path(family.layout_key));
+    }
+  spec["layout"] = std::string(to_string(options.layout.value_or(layout)));
   spec["dtype"] = std::string(to_string(options.dtype.value_or(DType::bf16)));
   std::string max_key;
   const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);

@@ -130,6 +130,11 @@ void copy_keys(const json& block, const std::string& block_key, const HfRopeType
   for (const auto& item : block.items()) {
     const std::string& key = item.key();
     const std::string key_path = block_key + "." + key;
+    if (key == "partial_rotary_factor" && row.type == RopeType::proportional) {
+      rope[key] = item.value();  // proportional keeps its fraction with the angles (rotary_dim = head_dim)
+      ctx.source("/rope/" + key, key_path);
+      continue;
+    }
     if (key == "rope_type" || key == "type" || key == "rope_theta" || key == "partial_rotary_factor")
       continue;  // read by the caller
     if (std::find(std::begin(kMropeKeys), std::end(kMropeKeys), key) != std::end(kMropeKeys)) {
