@@ -78,7 +78,10 @@ void print_json(const FreqsReport& r) {
   out["rope_type"] = std::string(ropejit::to_string(r.spec.rope.type));
   out["rotary_dim"] = r.table.rotary_dim;
   out["mode"] = std::string(ropejit::to_string(r.mode));
-  out["attention_factor"] = r.table.attention_factor;
+  const bool long_table = r.longrope_long && *r.longrope_long;
+  out["attention_factor"] = long_table ? r.table.attention_factor_long : r.table.attention_factor;
+  if (show_both_tables(r) && r.table.attention_factor_long != r.table.attention_factor)
+    out["attention_factor_long"] = r.table.attention_factor_long;  // PhiMoE's long_mscale
   if (r.length) out["length"] = *r.length;
   if (r.dynamic_base) out["dynamic_base"] = *r.dynamic_base;
   if (r.longrope_long) out["longrope_table"] = *r.longrope_long ? "long" : "short";
@@ -112,7 +115,10 @@ void print_text(const FreqsReport& r) {
   const int width = digits + 8;
   fmt::print("spec {}  rope_type {}  rotary_dim {}  mode {}\n", r.spec.name,
              ropejit::to_string(r.spec.rope.type), r.table.rotary_dim, ropejit::to_string(r.mode));
-  fmt::print("attention_factor {:.17g}\n", r.table.attention_factor);
+  const bool long_table = r.longrope_long && *r.longrope_long;
+  fmt::print("attention_factor {:.17g}\n", long_table ? r.table.attention_factor_long : r.table.attention_factor);
+  if (show_both_tables(r) && r.table.attention_factor_long != r.table.attention_factor)
+    fmt::print("attention_factor_long {:.17g}\n", r.table.attention_factor_long);
   if (r.table.yarn_low) {
     fmt::print("yarn low {:.17g}  high {:.17g}", *r.table.yarn_low, *r.table.yarn_high);
     if (r.table.yarn_attention_softmax_scale)

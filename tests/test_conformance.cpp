@@ -84,7 +84,8 @@ SpecFields case_fields(const char* name, const char* layout, const char* dtype, 
 TEST_P(Conformance, Matrix) {
   std::mt19937 rng(std::random_device{}());
   int index = 0;
-  for (int rope_index = 0; rope_index < 8; ++rope_index)
+  const size_t rope_count = ropejit::test::rope_blocks_for_every_type(64, 8192).size();
+  for (size_t rope_index = 0; rope_index < rope_count; ++rope_index)
     for (const char* layout : {"neox", "interleaved"})
       for (const char* dtype : kDtypes) {
         const Shape shape = kShapes[index % std::size(kShapes)];
@@ -105,7 +106,7 @@ TEST_P(Conformance, Matrix) {
         }
         ++index;
       }
-  EXPECT_EQ(index, 48);
+  EXPECT_EQ(index, static_cast<int>(rope_count * 6));
 }
 
 // The exact angle mode stays exact at positions up to 2^20; the fp32 mode matches HF's

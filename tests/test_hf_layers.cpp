@@ -217,5 +217,24 @@ TEST(HfLayers, RopeInterleaveChoosesThePairing) {
   EXPECT_EQ(spec_from_hf(config, HfImportOptions{}).layout, Layout::interleaved);
 }
 
+TEST(HfLayers, PhiMoeScalesEachLongRopeTableByItsMscale) {
+  json config = json::parse(R"({"model_type": "phimoe", "hidden_size": 4096, "num_attention_heads": 32,
+    "num_key_value_heads": 8, "max_position_embeddings": 131072, "original_max_position_embeddings": 4096,
+    "rope_scaling": {"type": "longrope", "short_mscale": 1.243163121016122, "long_mscale": 1.5}})");
+  config["rope_scaling"]["short_factor"] = std::vector<double>(64, 1.0);
+  config["rope_scaling"]["long_factor"] = std::vector<double>(64, 2.0);
+  const Spec spec = spec_from_hf(config, HfImportOptions{});
+  const FreqTable table = compute_freqs(spec, FreqMode::hf_fp32);
+  EXPECT_EQ(table.attention_factor, 1.243163121016122);  // in place of sqrt(1 + ln 32 / ln 4096)
+  EXPECT_EQ(table.attention_factor_long, 1.5);
+  // Phi-3's rotary ignores them (HF warns): the computed factor stays, for both tables.
+  config["model_type"] = "phi3";
+  std::vector<std::string> warnings;
+  const FreqTable phi3 = compute_freqs(spec_from_hf(config, HfImportOptions{}, &warnings), FreqMode::hf_fp32);
+  EXPECT_NEAR(phi3.attention_factor, 1.1902380714238083, 1e-12);
+  EXPECT_EQ(phi3.attention_factor_long, phi3.attention_factor);
+  EXPECT_FALSE(warnings.empty());
+}
+
 }  // namespace
 }  // namespace ropejit

@@ -24,12 +24,14 @@ TEST(RopeParams, EveryMemberButTypeHasExactlyOneRow) {
   RopeParams rope;
   // Fails to compile when RopeParams gains or loses a member: add its row, then the name here.
   auto& [type, theta, factor, original, low, high, beta_fast, beta_slow, mscale, mscale_all_dim,
-         attention_factor, truncate, alpha, seq_len, short_factor, long_factor, partial_rotary_factor] = rope;
+         attention_factor, truncate, alpha, seq_len, short_factor, long_factor, partial_rotary_factor,
+         short_mscale, long_mscale] = rope;
   (void)type;
   const std::vector<const void*> members{
       &theta,    &factor,         &original,         &low,      &high,  &beta_fast,
       &beta_slow, &mscale,        &mscale_all_dim,   &attention_factor, &truncate,
-      &alpha,    &seq_len,        &short_factor,     &long_factor,      &partial_rotary_factor};
+      &alpha,    &seq_len,        &short_factor,     &long_factor,      &partial_rotary_factor,
+      &short_mscale, &long_mscale};
   ASSERT_EQ(rope_param_rules().size(), members.size());
   std::set<const void*> named;
   for (const auto& rule : rope_param_rules()) {

@@ -116,6 +116,8 @@ void compute_longrope(const Spec& spec, int64_t run_length, Arith r, RefFreqs& o
     out.attention_factor = factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(factor) / std::log(original));
   }
   out.longrope_long = run_length > *p.original_max_position_embeddings;
+  const std::optional<double>& mscale = out.longrope_long ? p.long_mscale : p.short_mscale;  // PhiMoE
+  if (mscale) out.attention_factor = *mscale;
   const std::vector<double>& ext = out.longrope_long ? p.long_factor : p.short_factor;
   out.inv_freq.resize(pairs);
   for (size_t i = 0; i < pairs; ++i) {

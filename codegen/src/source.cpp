@@ -155,6 +155,9 @@ Source generate_source(const Plan& plan) {
   if (!rerotating)
     t += fmt::format("  static constexpr float kAttentionFactor = {};\n",
                      float_literal("kAttentionFactor", plan.freqs.attention_factor));
+  if (!rerotating && s.rope.type == RopeType::longrope)  // the long table's own factor (PhiMoE)
+    t += fmt::format("  static constexpr float kAttentionFactorLong = {};\n",
+                     float_literal("kAttentionFactorLong", plan.freqs.attention_factor_long));
   if (rerotating) {  // the old parameters (rerotate.cuh delta_angles)
     form_flags(t, "FromRope", s.rerotate_from.type);
     t += fmt::format("  static constexpr float kAttentionRatio = {};\n",

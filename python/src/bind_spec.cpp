@@ -66,6 +66,7 @@ nb::dict freqs_dict(const Spec& s, const std::string& mode) {
   d["inv_freq"] = t.inv_freq;
   d["inv_freq_long"] = t.inv_freq_long;
   d["attention_factor"] = t.attention_factor;
+  d["attention_factor_long"] = t.attention_factor_long;  // longrope's long table (PhiMoE's long_mscale)
   d["softmax_scale"] = t.yarn_attention_softmax_scale ? nb::cast(*t.yarn_attention_softmax_scale) : nb::none();
   return d;
 }

@@ -108,7 +108,7 @@ ropejit_status ropejit_spec_freqs(const char* spec_json, int long_table, double*
     const ropejit::FreqTable table = ropejit::compute_freqs(spec, ropejit::FreqMode::hf_fp32);
     const std::vector<double>& values = long_table ? table.inv_freq_long : table.inv_freq;
     *count = values.size();
-    if (attention_factor) *attention_factor = table.attention_factor;
+    if (attention_factor) *attention_factor = long_table ? table.attention_factor_long : table.attention_factor;
     if (softmax_scale) *softmax_scale = table.yarn_attention_softmax_scale.value_or(1.0);
     if (!inv_freq && capacity == 0) return;  // a size query
     require_non_null(inv_freq, "inv_freq");

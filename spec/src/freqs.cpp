@@ -153,6 +153,9 @@ void fill_longrope(const Spec& spec, FreqTable& table) {
   } else {
     table.attention_factor = std::sqrt(1 + std::log(factor) / std::log(original));
   }
+  // PhiMoE: its forward scales by short_mscale / long_mscale in place of the factor.
+  table.attention_factor_long = spec.rope.long_mscale.value_or(table.attention_factor);
+  if (spec.rope.short_mscale) table.attention_factor = *spec.rope.short_mscale;
   table.inv_freq = longrope_table<T>(spec, spec.rope.short_factor, "short_factor");
   table.inv_freq_long = longrope_table<T>(spec, spec.rope.long_factor, "long_factor");
 }
@@ -264,6 +267,7 @@ FreqTable compute(const Spec& spec) {
       fill_proportional<T>(spec, table);
       break;
   }
+  if (rope.type != RopeType::longrope) table.attention_factor_long = table.attention_factor;
   return table;
 }
 

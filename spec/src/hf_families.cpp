@@ -286,6 +286,8 @@ const std::vector<ModelFamily>& model_families() {
       row("qwen3_vl_moe_text", "models/qwen3_vl_moe", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen3_vl_text", "models/qwen3_vl", [](ModelFamily& f) { f.mrope = true; }),
 
+      // Its rotary's forward multiplies cos/sin by short_mscale / long_mscale (longrope).
+      row("phimoe", "models/phimoe/modeling_phimoe.py", [](ModelFamily& f) { f.longrope_mscale = true; }),
       // Llama's math under other key names (each config class's attribute_map) or nesting.
       row("dbrx", "models/dbrx", [](ModelFamily& f) {
         f.head_keys = {"n_heads", "num_attention_heads"};

@@ -44,6 +44,7 @@ struct ModelFamily {
   std::string_view no_rope_key;                       ///< boolean: true means no RoPE (ALiBi)
   std::string_view not_rope;                          ///< non-empty: why there is no RoPE at all
   std::string_view unsupported;                       ///< non-empty: why ropejit cannot express its RoPE
+  bool longrope_mscale = false;  ///< longrope's short_mscale / long_mscale scale cos and sin (PhiMoE)
   bool mrope = false;  ///< the rope block may hold mrope_section / mrope_interleaved (VL models)
   bool qk_rmsnorm = false;           ///< per-head RMSNorm of q and k before RoPE, always: imported as qk_norm
   double qk_norm_weight_offset = 0;  ///< Gemma: (1 + w)

@@ -150,7 +150,10 @@ void copy_keys(const json& block, const std::string& block_key, const HfRopeType
                 "one spec per layer type; import a config holding one block");
       continue;
     }
-    if (applies(row, key)) {
+    // PhiMoE's rotary reads these two (other families' modules ignore them, as HF warns).
+    const bool phimoe_key = family.longrope_mscale && row.type == RopeType::longrope &&
+                            (key == "short_mscale" || key == "long_mscale");
+    if (applies(row, key) || phimoe_key) {
       if (is_unset(key, item.value())) continue;
       const RopeParamRule* rule = find_rope_param(key);
       if (rule && rule->kind == ParamKind::integer &&

@@ -78,6 +78,11 @@ const std::vector<RopeParamRule>& rope_param_rules() {
             "longrope: rotary_dim/2 short factors"),
       param("long_factor", &P::long_factor, 0, true, {R::longrope}, {},
             "longrope: rotary_dim/2 long factors"),
+      // PhiMoE's forward multiplies cos/sin by these instead of the attention factor.
+      param("short_mscale", &P::short_mscale, 0, true, {}, {R::longrope},
+            "longrope: attention factor s while the short table applies (PhiMoE)"),
+      param("long_mscale", &P::long_mscale, 0, true, {}, {R::longrope},
+            "longrope: attention factor s while the long table applies (PhiMoE)"),
       at_most(param("partial_rotary_factor", &P::partial_rotary_factor, 0, true, {}, {R::proportional},
                     "proportional: share of the head_dim/2 pairs given a frequency (default 1)", 1.0),
               1.0),

@@ -32,6 +32,16 @@ void check_rerotate_io(const json* io, const Spec& spec, Reader& reader) {
                        fmt::format("explicit, varlen or offset {} (one position per cached key)", what));
 }
 
+// The kernel bakes one ratio s_to / s_from: PhiMoE's per-table factors must not differ.
+void check_one_factor(const RopeParams& rope, const std::string& base, Reader& reader) {
+  if ((!rope.short_mscale && !rope.long_mscale) || rope.short_mscale == rope.long_mscale) return;
+  const bool has_long = rope.long_mscale.has_value();
+  reader.not_allowed(base + (has_long ? "/long_mscale" : "/short_mscale"),
+                     json(has_long ? *rope.long_mscale : *rope.short_mscale),
+                     fmt::format("equal to {} when op is rerotate (its kernel scales by one ratio of attention factors)",
+                                 has_long ? "short_mscale" : "long_mscale"));
+}
+
 }  // namespace
 
 void read_rerotate(const json& document, Reader& reader, Spec& spec) {
@@ -52,6 +62,8 @@ void read_rerotate(const json& document, Reader& reader, Spec& spec) {
     }
   }
   check_rerotate_io(member(document, "io"), spec, reader);
+  check_one_factor(spec.rope, "/rope", reader);
+  check_one_factor(spec.rerotate_from, "/rerotate/from", reader);
   if (const json* v = member(document, "qk_norm"))
     reader.not_allowed("/qk_norm", *v, "absent when op is rerotate (cached keys are already normalized)");
 }

@@ -181,6 +181,13 @@ __device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const floa
       p.use_dynamic_base, p.dynamic_log2_base, p.use_long_table, inv_freq, inv_freq_long, pair);
 }
 
+// s for this launch: LongRoPE's long table may have its own (PhiMoE's long_mscale).
+template <class T>
+__device__ __forceinline__ float attention_factor(const KernelParams& p) {
+  if constexpr (T::kRopeLongrope) return p.use_long_table ? T::kAttentionFactorLong : T::kAttentionFactor;
+  else return T::kAttentionFactor;
+}
+
 // fp32: HF's float32 product; exact: the product of the same float32 values in double.
 template <class T>
 __device__ __forceinline__ double pair_angle(i64 position, float inv) {
@@ -223,8 +230,8 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       }
     }
     const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
-    cos_out[i] = covered ? sc.cos * T::kAttentionFactor : __uint_as_float(0x7fc00000u);
-    sin_out[i] = covered ? sc.sin * T::kAttentionFactor : __uint_as_float(0x7fc00000u);
+    cos_out[i] = covered ? sc.cos * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
+    sin_out[i] = covered ? sc.sin * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
   }
 }
 

@@ -255,7 +255,8 @@ ROPEJIT_C_API ropejit_status ropejit_spec_canonical_json(const char* spec_json, 
  *  inv_freq values into inv_freq[0, count), `*count` = d/2 always. `long_table` 1: LongRoPE's
  *  long table (longrope only), 0: the table (longrope: the short one; dynamic: the one at
  *  lengths <= max_position_embeddings, or at rope.seq_len when the spec fixes it).
- *  `attention_factor` (may be NULL): the factor on cos and sin. `softmax_scale` (may be NULL):
+ *  `attention_factor` (may be NULL): the factor on cos and sin with that table (PhiMoE's longrope
+ *  has one per table: short_mscale, long_mscale). `softmax_scale` (may be NULL):
  *  the factor DeepSeek's yarn (mscale_all_dim) applies to the attention softmax scale, which
  *  the kernel does not apply; 1.0 when the spec has none. inv_freq NULL with capacity 0 asks
  *  for the sizes only; a `capacity` below d/2 fails with ROPEJIT_STATUS_INVALID_ARGUMENT,

@@ -28,7 +28,8 @@ struct FreqTable {
   int rotated_pairs = 0;
   std::vector<double> inv_freq;       ///< d/2 values (longrope: the short table)
   std::vector<double> inv_freq_long;  ///< longrope only: the long table
-  double attention_factor = 1.0;      ///< s, multiplies cos and sin
+  double attention_factor = 1.0;      ///< s, multiplies cos and sin (longrope: with the short table)
+  double attention_factor_long = 1.0;  ///< s with longrope's long table (PhiMoE's long_mscale); else s
   std::optional<double> yarn_low;     ///< yarn correction range (after truncate/clamp)
   std::optional<double> yarn_high;
   std::optional<std::array<int, 3>> llama3_counts;  ///< unchanged, smoothed, divided

@@ -35,6 +35,8 @@ struct RopeParams {
   std::vector<double> short_factor;             ///< longrope, d/2 numbers
   std::vector<double> long_factor;              ///< longrope, d/2 numbers
   std::optional<double> partial_rotary_factor;  ///< proportional: share of the pairs with a frequency
+  std::optional<double> short_mscale;           ///< longrope (PhiMoE): s with the short table
+  std::optional<double> long_mscale;            ///< longrope (PhiMoE): s with the long table
 };
 
 /// The `io` block: how q/k/v arrive and leave, bias, and how positions are given.
