@@ -1,6 +1,6 @@
 // Frequency tables against transformers 5.24 bit for bit (tests/data/freqs_golden/, written by
 // its make_golden.py; nothing is read from a Python installation here): llama3 in HF's torch
-// float32 operation order, and Gemma 4's proportional RoPE.
+// float32 operation order, Gemma 4's proportional RoPE, and YaRN with and without truncate.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -138,6 +138,40 @@ TEST(FreqsGolden, ProportionalIsTransformers) {
       }
     }
   }
+}
+
+// YaRN as GPT-OSS's rotary computes it, with and without `truncate` (GPT-OSS: false; the
+// correction range then keeps its fractional bounds), and DeepSeek's mscale pair.
+TEST(FreqsGolden, YarnWithAndWithoutTruncateIsTransformers) {
+  const json document = golden("yarn.json");
+  ASSERT_EQ(document.at("tables").size(), 5u);
+  int truncation_matters = 0;
+  for (const json& t : document.at("tables")) {
+    SCOPED_TRACE(t.at("name").get<std::string>());
+    const int head_dim = t.at("head_dim");
+    const json spec_json = {{"name", t.at("name")}, {"head_dim", head_dim}, {"rotary_dim", head_dim},
+                            {"num_q_heads", 8}, {"num_kv_heads", 2}, {"layout", "neox"}, {"dtype", "bf16"},
+                            {"max_position_embeddings", t.at("max_position_embeddings")}, {"rope", t.at("rope")}};
+    const Spec spec = parse_spec(spec_json.dump());
+    const FreqTable table = compute_freqs(spec, FreqMode::hf_fp32);
+    const ref::RefFreqs reference = ref::reference_freqs(spec, 1, /*hf_fp32=*/true);
+    const std::vector<double> want = t.at("inv_freq");
+    const std::vector<int> pow_pairs = t.at("torch_pow_pairs");
+    ASSERT_EQ(table.inv_freq.size(), want.size());
+    EXPECT_NEAR(table.attention_factor, t.at("attention_factor").get<double>(), 1e-15);
+    EXPECT_NEAR(reference.attention_factor, t.at("attention_factor").get<double>(), 1e-15);
+    for (size_t i = 0; i < want.size(); ++i) {
+      const bool rounded_differently = std::find(pow_pairs.begin(), pow_pairs.end(), static_cast<int>(i)) != pow_pairs.end();
+      for (double got : {table.inv_freq[i], reference.inv_freq[i]}) {
+        const int64_t ulps = std::llabs(static_cast<int64_t>(bits(got)) - static_cast<int64_t>(bits(want[i])));
+        EXPECT_LE(ulps, rounded_differently ? 1 : 0) << "pair " << i << ": " << got << " vs " << want[i];
+      }
+    }
+    json flipped = spec_json;  // the other truncate value gives another table: the data tells them apart
+    flipped["rope"]["truncate"] = !t.at("rope").at("truncate").get<bool>();
+    truncation_matters += compute_freqs(parse_spec(flipped.dump()), FreqMode::hf_fp32).inv_freq != table.inv_freq;
+  }
+  EXPECT_GE(truncation_matters, 4);
 }
 
 }  // namespace

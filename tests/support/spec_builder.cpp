@@ -67,6 +67,9 @@ std::vector<nlohmann::json> rope_blocks_for_every_type(int d, int64_t m) {
       {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", 8.0}, {"low_freq_factor", 1.0},
        {"high_freq_factor", 4.0}, {"original_max_position_embeddings", o}},
       {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"factor", 2.0}, {"partial_rotary_factor", 0.25}},
+      // GPT-OSS: YaRN's correction range kept fractional.
+      {{"rope_type", "yarn"}, {"rope_theta", 150000.0}, {"factor", 32.0}, {"original_max_position_embeddings", o},
+       {"truncate", false}},
       // PhiMoE: each table with its own attention factor.
       {{"rope_type", "longrope"}, {"rope_theta", 10000.0}, {"short_factor", short_factor},
        {"long_factor", long_factor}, {"original_max_position_embeddings", o}, {"short_mscale", 1.25},

@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Writes llama3.json and proportional.json: inv_freq tables as transformers computes them.
+"""Writes llama3.json, proportional.json and yarn.json: inv_freq tables as transformers computes them.
 
 Run with a Python that has torch and transformers (the files record both versions); the tests
 read only the JSON files. Each table is HF's float32 inv_freq (values written as doubles, exact),
 computed by the model classes' own rotary embedding (LlamaRotaryEmbedding, Gemma4's
-full-attention layers). `torch_pow_pairs` lists the pairs whose unscaled 1 / b^(2i/denominator)
+full-attention layers, GptOssRotaryEmbedding for YaRN with and without `truncate`). `torch_pow_pairs` lists the pairs whose unscaled 1 / b^(2i/denominator)
 torch rounds differently from the correctly rounded float32 power ropejit takes
 (docs/rope-math.md section 4): only there may ropejit's table differ, by one ulp.
 """
@@ -18,6 +18,8 @@ from transformers import LlamaConfig
 from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 from transformers.models.gemma4.configuration_gemma4 import Gemma4TextConfig
 from transformers.models.gemma4.modeling_gemma4 import Gemma4TextRotaryEmbedding
+from transformers.models.gpt_oss.configuration_gpt_oss import GptOssConfig
+from transformers.models.gpt_oss.modeling_gpt_oss import GptOssRotaryEmbedding
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -84,6 +86,29 @@ def proportional_tables():
     return out
 
 
+def yarn_tables():
+    # name, head_dim, rope_theta, factor, O, beta_fast, beta_slow, truncate, extra keys
+    configs = [
+        ("gpt-oss-20b", 64, 150000.0, 32.0, 4096, 32.0, 1.0, False, {}),
+        ("gpt-oss-truncated", 64, 150000.0, 32.0, 4096, 32.0, 1.0, True, {}),
+        ("d128-f4-untruncated", 128, 1000000.0, 4.0, 32768, 32.0, 1.0, False, {}),
+        ("d128-f4-truncated", 128, 1000000.0, 4.0, 32768, 32.0, 1.0, True, {}),
+        ("d64-mscale-untruncated", 64, 10000.0, 40.0, 4096, 32.0, 1.0, False, {"mscale": 1.0, "mscale_all_dim": 1.0}),
+    ]
+    out = []
+    for name, head_dim, theta, factor, original, fast, slow, truncate, extra in configs:
+        rope = {"rope_type": "yarn", "rope_theta": theta, "factor": factor, "original_max_position_embeddings": original,
+                "beta_fast": fast, "beta_slow": slow, "truncate": truncate, **extra}
+        config = GptOssConfig(head_dim=head_dim, num_attention_heads=8, num_key_value_heads=2,
+                              max_position_embeddings=int(original * factor), rope_parameters=rope)
+        rotary = GptOssRotaryEmbedding(config)
+        out.append({"name": name, "head_dim": head_dim, "max_position_embeddings": config.max_position_embeddings,
+                    "rope": rope, "attention_factor": float(rotary.attention_scaling),
+                    "torch_pow_pairs": torch_pow_pairs(theta, head_dim, head_dim // 2),
+                    "inv_freq": values(rotary.inv_freq)})
+    return out
+
+
 def write(name, tables):
     document = {"generated_by": "tests/data/freqs_golden/make_golden.py",
                 "transformers": transformers.__version__, "torch": torch.__version__, "tables": tables}
@@ -95,3 +120,4 @@ def write(name, tables):
 if __name__ == "__main__":
     write("llama3.json", llama3_tables())
     write("proportional.json", proportional_tables())
+    write("yarn.json", yarn_tables())
