@@ -203,6 +203,28 @@ TEST(HfLayers, SubConfigKeysAndNestedTextModels) {
   }
 }
 
+TEST(HfLayers, LayerMapOfADecoderSubConfig) {
+  // T5Gemma 2 keeps its decoder (with layer types) under "decoder"; errors name that path.
+  json config = json::parse(R"({"model_type": "t5gemma2", "decoder": {"model_type": "t5gemma2_decoder",
+    "hidden_size": 2304, "num_attention_heads": 8, "num_key_value_heads": 4, "head_dim": 256,
+    "max_position_embeddings": 131072, "num_hidden_layers": 2, "layer_types": ["sliding_attention", "full_attention"],
+    "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                        "full_attention": {"rope_type": "default", "rope_theta": 1000000.0}}}})");
+  const auto map = hf_layer_rope_map(config);
+  ASSERT_EQ(map.size(), 2u);
+  EXPECT_EQ(*map[1], "full_attention");
+  HfImportOptions options;
+  options.layer_type = "full_attention";
+  EXPECT_EQ(spec_from_hf(config, options).rope.theta, 1e6);
+  config["decoder"]["layer_types"] = {"sliding_attention", "chunked_attention"};
+  try {
+    hf_layer_rope_map(config);
+    FAIL() << "a layer type without a rope block was mapped";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(first_pointer(e), "decoder.layer_types[1]");
+  }
+}
+
 TEST(HfLayers, RopeInterleaveChoosesThePairing) {
   json config = json::parse(R"({"model_type": "deepseek_v3", "hidden_size": 7168, "num_attention_heads": 128,
     "qk_rope_head_dim": 64, "max_position_embeddings": 4096})");

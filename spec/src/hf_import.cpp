@@ -231,6 +231,29 @@ void import_qk_norm(const json& text, const ModelFamily& family, HfContext& ctx,
                          "rope_type default)", show_json(*local), show_json(*local)));
 }
 
+// Where a config keeps its text model: the family row's sub-config, else `text_config` where
+// the top level has no heads (transformers 5 composites; the nested model_type picks the row).
+struct TextModel {
+  const ModelFamily* family = nullptr;  // nullptr: not in the table
+  std::string_view key;                 // "" for the top level
+  const json* text = nullptr;           // nullptr or a non-object: reported by the caller
+};
+
+TextModel locate_text_model(const json& config, const std::string& model_type) {
+  TextModel out{find_model_family(model_type), "", &config};
+  const json* nested = HfContext::member(config, "text_config");
+  const bool use_nested = nested && nested->is_object() && (!out.family || out.family->text_config.empty()) &&
+                          !HfContext::member(config, "num_attention_heads") && !HfContext::member(config, "n_head");
+  if (use_nested && !out.family) {
+    const json* inner = HfContext::member(*nested, "model_type");
+    if (inner && inner->is_string()) out.family = find_model_family(inner->get<std::string>());
+  }
+  if (out.family && !out.family->text_config.empty()) out.key = out.family->text_config;
+  else if (use_nested) out.key = "text_config";
+  if (!out.key.empty()) out.text = HfContext::member(config, out.key);
+  return out;
+}
+
 // transformers 5's per-layer overrides for the layers of `layer_type`: per_layer_config
 // ({"05": {"head_dim": 512}}; HF requires a type's layers to agree), or Gemma 4's config.json
 // form, global_head_dim / num_global_key_value_heads for the full_attention layers.
@@ -294,15 +317,8 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   else if (model_type_json)
     early.push_back({"model_type", show_json(*model_type_json) +
                                        " is not allowed: must be a string such as \"llama\""});
-  const ModelFamily* found = find_model_family(model_type);
-  // A composite config (transformers 5 nests the text model): the family may be the text model's.
-  const json* nested = HfContext::member(config, "text_config");
-  const bool use_nested = nested && nested->is_object() && (!found || found->text_config.empty()) &&
-                          !HfContext::member(config, "num_attention_heads") && !HfContext::member(config, "n_head");
-  if (use_nested && !found) {
-    const json* inner = HfContext::member(*nested, "model_type");
-    if (inner && inner->is_string()) found = find_model_family(inner->get<std::string>());
-  }
+  const TextModel located = locate_text_model(config, model_type);
+  const ModelFamily* found = located.family;
   if (!found && early.empty() && !options.assume_generic)
     throw SpecError({{"model_type",
                       fmt::format("{} is not allowed: must be a model_type of ropejit's family table (docs/spec.md); "
@@ -316,19 +332,14 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   if (!family.unsupported.empty())
     throw SpecError({{"model_type", fmt::format("\"{}\" is not allowed: ropejit cannot express its RoPE: {} ({})",
                                                 family.model_type, family.unsupported, family.source)}});
-  const json* text = &config;
-  std::string prefix;
-  if (!family.text_config.empty() || use_nested) {
-    const std::string_view key = family.text_config.empty() ? std::string_view("text_config") : family.text_config;
-    prefix = std::string(key) + ".";
-    text = HfContext::member(config, key);
-    if (!text || !text->is_object())
-      throw SpecError({{std::string(key),
-                        text ? fmt::format("{} is not allowed: must be an object holding the text "
-                                           "model of model_type \"{}\"", show_json(*text), model_type)
-                             : fmt::format("missing required key: model_type \"{}\" keeps its "
-                                           "text model there", model_type)}});
-  }
+  const json* text = located.text;
+  const std::string prefix = located.key.empty() ? "" : std::string(located.key) + ".";
+  if (!text || !text->is_object())
+    throw SpecError({{std::string(located.key),
+                      text ? fmt::format("{} is not allowed: must be an object holding the text "
+                                         "model of model_type \"{}\"", show_json(*text), model_type)
+                           : fmt::format("missing required key: model_type \"{}\" keeps its "
+                                         "text model there", model_type)}});
   Imported out{json::object(), HfContext(prefix)};
   HfContext& ctx = out.context;
   json layered;
@@ -374,13 +385,10 @@ void append(std::vector<std::string>* warnings, const HfContext& ctx) {
 }  // namespace
 
 const json& hf_text_model(const json& config) {
-  const json* nested = config.is_object() ? HfContext::member(config, "text_config") : nullptr;
-  if (!nested || !nested->is_object()) return config;
+  if (!config.is_object()) return config;
   const json* type = HfContext::member(config, "model_type");
-  const ModelFamily* family = type && type->is_string() ? find_model_family(type->get<std::string>()) : nullptr;
-  if (family && !family->text_config.empty()) return *nested;
-  if (family && family->text_config.empty() && HfContext::member(config, "num_attention_heads")) return config;
-  return HfContext::member(config, "num_attention_heads") || HfContext::member(config, "n_head") ? config : *nested;
+  const TextModel located = locate_text_model(config, type && type->is_string() ? type->get<std::string>() : "");
+  return located.text && located.text->is_object() ? *located.text : config;
 }
 
 std::vector<std::string> hf_rope_layer_types(const json& config) {
@@ -402,7 +410,10 @@ std::vector<std::string> hf_rope_layer_types(const json& config) {
 
 std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
   const json& text = hf_text_model(config);
-  const std::string prefix = &text == &config ? "" : "text_config.";
+  const json* type = config.is_object() ? HfContext::member(config, "model_type") : nullptr;
+  const std::string_view key =
+      &text == &config ? "" : locate_text_model(config, type && type->is_string() ? type->get<std::string>() : "").key;
+  const std::string prefix = key.empty() ? "" : std::string(key) + ".";
   if (!text.is_object()) throw SpecError(std::vector<SpecIssue>{{"", "is not allowed: must be an object (a config.json)"}});
   const json* types = HfContext::member(text, "layer_types");
   const json* layers = HfContext::member(text, "num_hidden_layers");

@@ -33,8 +33,8 @@ std::vector<std::string> hf_rope_layer_types(const nlohmann::json& config);
 /// Throws SpecError naming the key when those lists are malformed.
 std::vector<std::optional<std::string>> hf_layer_rope_map(const nlohmann::json& config);
 
-/// The text model of a config: `text_config` when the family keeps it there or the top level has
-/// no attention heads, else the config itself.
+/// The text model of a config: the family row's sub-config (`text_config`, `decoder`,
+/// `thinker_config.text_config`, ...), `text_config` where the top level has no heads, else the config.
 const nlohmann::json& hf_text_model(const nlohmann::json& config);
 
 /// Parses config.json text. Malformed JSON throws SpecError (issue pointer ""); a number that
