@@ -1,6 +1,10 @@
 """ropejit.transformers: tiny randomly initialised Llama and Qwen2 models (built locally, fp32,
-CPU) give the same logits and generated tokens with their RoPE patched to ropejit."""
+CPU) give the same logits and generated tokens with their RoPE patched to ropejit; a bf16-cast
+Llama gives the logits of the same model loaded with from_pretrained(dtype=bf16); per-layer-type
+models (Gemma 3, GPT-OSS, Gemma 3n, Gemma 4) run each layer type with its own spec."""
+import collections
 import os
+import warnings
 
 import pytest
 
@@ -167,3 +171,112 @@ def test_public_apply_rotary_pos_emb_matches_hf():
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
     fallback = rope_hf.apply_rotary_pos_emb(q, k, cos, sin)  # no positions, no spec: HF's formula
     assert all(torch.equal(g, w) for g, w in zip(fallback, want))
+
+
+# ------------------------------------------------------------------ bf16-cast models
+
+def test_a_bf16_cast_model_runs_what_from_pretrained_loads(tmp_path, kernel_calls, patched):
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(**SIZES, initializer_range=0.1,  # peaked attention: RoPE moves the logits
+                                      rope_parameters={"rope_type": "default", "rope_theta": 10000.0})
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path)
+    loaded = transformers.LlamaForCausalLM.from_pretrained(tmp_path, dtype=torch.bfloat16).eval()
+    cast = transformers.LlamaForCausalLM.from_pretrained(tmp_path).eval().to(torch.bfloat16)
+    # the premise: from_pretrained keeps the rotary buffer fp32, model.to() rounds it
+    assert loaded.model.rotary_emb.inv_freq.dtype == torch.float32
+    assert cast.model.rotary_emb.inv_freq.dtype == torch.bfloat16 and cast.dtype == loaded.dtype == torch.bfloat16
+    input_ids = torch.randint(0, 128, (2, 200), generator=torch.Generator().manual_seed(8))
+    want = logits(loaded, input_ids).float()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state = patched(cast)
+        kernel_calls.clear()
+        got = logits(cast, input_ids).float()
+        logits(cast, input_ids)
+    said = [str(w.message) for w in caught if "inv_freq" in str(w.message)]
+    assert len(said) == 1 and "config's float32 frequencies" in said[0]  # once per patch, not per call
+    assert state.reason is None and state.note is not None and state.spec.dtype == "bf16"
+    assert state.kernel_calls == 4 == len(kernel_calls) and state.fallback_calls == 0
+    tolerance = dict(rtol=1.6e-2, atol=0.03 * want.abs().max().item())  # bf16: a few ulps of the logits
+    torch.testing.assert_close(got, want, **tolerance)
+    patched(loaded)  # the same frequencies: ropejit gives the two models the same logits, bit for bit
+    assert torch.equal(logits(loaded, input_ids).float(), got)
+    rope_hf.unpatch(loaded)
+    with torch.no_grad():  # the tolerance sees a RoPE 3 % off
+        loaded.model.rotary_emb.inv_freq.mul_(0.97)
+    assert not torch.allclose(logits(loaded, input_ids).float(), want, **tolerance)
+
+
+# ------------------------------------------------------------------ per-layer-type models
+
+COMMON = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=128,
+              vocab_size=128, max_position_embeddings=256, sliding_window=16, initializer_range=0.1)
+GEMMA3_ROPE = {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+               "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6}}
+
+
+def tiny_layered(kind, **overrides):
+    """(model, calls per layer type for one forward pass) of a tiny per-layer-type model."""
+    torch.manual_seed(0)
+    if kind == "gemma3":  # 5 sliding layers, then a full one
+        sizes = dict(COMMON, num_hidden_layers=6, rope_parameters=GEMMA3_ROPE)
+        config = transformers.Gemma3TextConfig(**dict(sizes, **overrides))
+        model = transformers.Gemma3ForCausalLM(config)
+    elif kind == "gpt_oss":  # sliding and full attention layers, one yarn rope block for both
+        config = transformers.GptOssConfig(**COMMON, num_hidden_layers=2, num_local_experts=4, num_experts_per_tok=2,
+                                           rope_parameters={"rope_type": "yarn", "rope_theta": 150000.0, "factor": 4.0,
+                                                            "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                                                            "original_max_position_embeddings": 64})
+        model = transformers.GptOssForCausalLM(config)
+        return model.eval(), {"all": 2}
+    elif kind == "gemma3n":  # apply_rotary_pos_emb(x, cos, sin): q and k in two calls
+        config = transformers.Gemma3nTextConfig(**COMMON, num_hidden_layers=4, vocab_size_per_layer_input=128,
+                                                hidden_size_per_layer_input=8, laurel_rank=8, num_kv_shared_layers=0,
+                                                layer_types=["sliding_attention", "full_attention"] * 2,
+                                                activation_sparsity_pattern=[0.0] * 4)
+        model = transformers.Gemma3nForCausalLM(config)
+    else:  # gemma4: proportional rope and heads of 32 on the full-attention layers, one-tensor calls
+        config = transformers.Gemma4TextConfig(**COMMON, num_hidden_layers=2, global_head_dim=32,
+                                               vocab_size_per_layer_input=128, hidden_size_per_layer_input=8,
+                                               layer_types=["sliding_attention", "full_attention"])
+        model = transformers.Gemma4ForCausalLM(config)
+    per_call = 2 if kind in ("gemma3n", "gemma4") else 1
+    return model.eval(), {t: n * per_call for t, n in collections.Counter(config.layer_types).items()}
+
+
+@pytest.mark.parametrize("kind", ["gemma3", "gpt_oss", "gemma3n", "gemma4"])
+def test_per_layer_type_models_run_each_layer_type_with_its_spec(kind, kernel_calls, patched):
+    model, calls = tiny_layered(kind)
+    input_ids = torch.randint(0, 128, (2, 40), generator=torch.Generator().manual_seed(9))
+    hf = logits(model, input_ids)
+    state = patched(model)
+    kernel_calls.clear()
+    ours = logits(model, input_ids)
+    assert state.reason is None and not state.declined and set(state.specs) == set(calls)
+    assert state.kernel_calls_by_type == calls and state.fallback_calls == 0
+    assert len(kernel_calls) == sum(calls.values())
+    torch.testing.assert_close(ours, hf, rtol=1e-4, atol=1e-4 * hf.abs().max().item())
+    if kind == "gemma3":  # the two layer types differ: each spec is the config's own block
+        assert (state.specs["sliding_attention"].rope_type, state.specs["full_attention"].rope_type) == ("default",
+                                                                                                          "linear")
+    if kind == "gemma4":
+        assert (state.specs["full_attention"].rope_type, state.specs["full_attention"].head_dim) == ("proportional", 32)
+
+
+def test_a_layer_type_ropejit_does_not_follow_keeps_hf(kernel_calls, patched):
+    rope = dict(GEMMA3_ROPE, full_attention={"rope_type": "dynamic", "factor": 2.0, "rope_theta": 1e6})
+    model, calls = tiny_layered("gemma3", rope_parameters=rope)
+    input_ids = torch.randint(0, 128, (1, 30), generator=torch.Generator().manual_seed(10))
+    hf = logits(model, input_ids)
+    with pytest.raises(ropejit.Error, match=r"full_attention: rope_type dynamic"):
+        rope_hf.patch(model, strict=True)
+    assert not hasattr(model, "_ropejit_patch")
+    with pytest.warns(RuntimeWarning, match=r"keeps HF's RoPE for full_attention: rope_type dynamic"):
+        state = patched(model)
+    kernel_calls.clear()
+    ours = logits(model, input_ids)
+    assert state.reason is None and list(state.specs) == ["sliding_attention"]
+    assert state.kernel_calls_by_type == {"sliding_attention": 5}
+    assert state.fallback_calls_by_type == {"full_attention": 1}
+    assert "rope_type dynamic" in state.fallback_reasons["full_attention"]
+    torch.testing.assert_close(ours, hf, rtol=1e-4, atol=1e-4 * hf.abs().max().item())

@@ -1,0 +1,67 @@
+"""The patch report (patch_report.py) on a fixed representative subset of the zoo's families:
+one rope block (Llama, Phi's partial rotary, DeepSeek V3's interleaved MLA), per layer type
+(Gemma 3, OLMo 3, ModernBERT, Gemma 4 with proportional rope), the one-tensor apply form (Gemma
+3n), a composite model (Gemma 3 with its vision tower), and Qwen2-VL, whose multimodal positions
+ropejit leaves to HF. Each tiny model's output patched is compared with HF's own unpatched.
+
+The whole zoo takes minutes (a kernel compile per family): run it with ``python patch_report.py``,
+which writes build/patch-table.md."""
+import os
+import pathlib
+
+import pytest
+
+os.environ["HF_HUB_OFFLINE"] = "1"
+pytest.importorskip("torch", reason="torch is not installed: the patch report is not run")
+pytest.importorskip("transformers", reason="transformers is not installed: the patch report is not run")
+
+import patch_report  # noqa: E402
+import ropejit.torch as rope_torch  # noqa: E402
+
+# family → what the patch must do with its tiny model
+SUBSET = {
+    "llama": "patched", "phi": "patched", "deepseek_v3": "patched", "gpt_oss": "patched",
+    "gemma3_text": "patched", "olmo3": "patched", "modernbert": "patched", "gemma4_text": "patched",
+    "gemma3n_text": "patched", "gemma3": "patched", "qwen2_vl": "no call",
+}
+
+
+@pytest.fixture(scope="module")
+def rows(runtime):
+    rope_torch.set_runtime(runtime)
+    result = patch_report.run(list(SUBSET))
+    out = patch_report.ROOT / os.environ.get("ROPEJIT_BUILD_DIR", "build") / "patch-table-subset.md"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(patch_report.table(result) + "\n")
+    return result
+
+
+def test_summary(rows, capsys):
+    with capsys.disabled():
+        print(f"\npatch report (subset): {patch_report.summary(rows)} (table: build/patch-table-subset.md)")
+    assert [r.family for r in rows] == list(SUBSET)
+
+
+def test_each_family_does_what_it_should(rows):
+    wrong = [f"{r.family}: {r.result} ({r.reason}), expected {SUBSET[r.family]}" for r in rows
+             if r.result != SUBSET[r.family]]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_patched_families_ran_the_kernel_on_every_layer_type(rows):
+    for r in rows:
+        if r.result == "patched":
+            assert r.calls and all(n > 0 for n in r.calls.values()), r
+    per_type = {r.family: set(r.calls) for r in rows}
+    assert per_type["gemma3"] == per_type["gemma4_text"] == {"sliding_attention", "full_attention"}
+
+
+def test_every_other_result_says_why(rows):
+    silent = [r.family for r in rows if r.result != "patched" and not r.reason.strip()]
+    assert not silent, f"no reason given for: {silent}"
+
+
+def test_the_families_come_from_the_zoo_table():
+    listed = patch_report.families()
+    assert set(SUBSET) <= set(listed) and len(listed) > 100
+    assert pathlib.Path(patch_report.EXPECTED).is_file()
