@@ -216,10 +216,12 @@ TEST(HfLayers, LayerMapOfADecoderSubConfig) {
   HfImportOptions options;
   options.layer_type = "full_attention";
   EXPECT_EQ(spec_from_hf(config, options).rope.theta, 1e6);
-  config["decoder"]["layer_types"] = {"sliding_attention", "chunked_attention"};
+  config["decoder"]["layer_types"] = {"conv", "full_attention"};  // LFM3: a type without a block has no RoPE
+  EXPECT_FALSE(hf_layer_rope_map(config)[0].has_value());
+  config["decoder"]["layer_types"] = {"sliding_attention", 7};
   try {
     hf_layer_rope_map(config);
-    FAIL() << "a layer type without a rope block was mapped";
+    FAIL() << "a layer type that is no string was mapped";
   } catch (const SpecError& e) {
     EXPECT_EQ(first_pointer(e), "decoder.layer_types[1]");
   }

@@ -434,11 +434,10 @@ std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
       if (!types || i >= types->size() || !(*types)[i].is_string())
         throw SpecError(std::vector<SpecIssue>{{fmt::format("{}layer_types[{}]", prefix, i),
                           "missing required key: a per-layer-type rope block needs each layer's type"}});
+      // A type without an entry has no RoPE (LFM3's conv layers: HF rotates only the listed types).
       const std::string type = (*types)[i].get<std::string>();
-      if (!block->contains(type))
-        throw SpecError(std::vector<SpecIssue>{{fmt::format("{}layer_types[{}]", prefix, i),
-                          fmt::format("\"{}\" is not allowed: the rope block has no entry for it", type)}});
-      out[i] = (*block)[type].is_null() ? std::nullopt : std::optional<std::string>(type);
+      const bool rotated = block->contains(type) && !(*block)[type].is_null();
+      out[i] = rotated ? std::optional<std::string>(type) : std::nullopt;
     }
     if (no_rope && i < no_rope->size()) {
       const json& use = (*no_rope)[i];
