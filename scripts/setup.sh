@@ -41,7 +41,7 @@ need_tools=0
 command -v nvdisasm >/dev/null 2>&1 || [ -x "$CUDA_HOME/bin/nvdisasm" ] || need_tools=1
 
 PACKAGES=(
-  cmake g++ make ninja-build pkg-config
+  cmake g++ make ninja-build pkg-config ccache
   nlohmann-json3-dev libcli11-dev libfmt-dev libxxhash-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   llvm-19-dev libclang-cpp19-dev libclang-19-dev clang-19 libclang-rt-19-dev
