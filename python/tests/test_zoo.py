@@ -3,7 +3,12 @@ Spec.from_hf and run through the kernel, against HF's own rotary module and appl
 
 Fails when a family recorded as matching in tests/data/zoo_expected.json stops matching, when
 any family imports wrong (a mismatch), or when a family ropejit refuses has no stated reason.
-Prints "M of N rope families match" and writes the whole table to build/zoo-table.md."""
+Prints "M of N rope families match" and writes the whole table to build/zoo-table.md.
+
+The rope-type variants (zoo_variants.py) run on one matching row per row kind (every matching
+row with ROPEJIT_ZOO_VARIANTS=all, or `python zoo.py --variants`); they fail when a run recorded
+as matching in tests/data/zoo_variants_expected.json stops matching, when a mismatch has no
+verified cause, or when a non-match has no reason. Table: build/zoo-variants.md."""
 import json
 import os
 import pathlib
@@ -15,9 +20,11 @@ pytest.importorskip("torch", reason="torch is not installed: the zoo is not run"
 pytest.importorskip("transformers", reason="transformers is not installed: the zoo is not run")
 
 import zoo  # noqa: E402
+import zoo_variants  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 EXPECTED = ROOT / "tests" / "data" / "zoo_expected.json"
+VARIANTS_EXPECTED = ROOT / "tests" / "data" / "zoo_variants_expected.json"
 
 
 def key(row):
@@ -59,3 +66,46 @@ def test_matching_families_still_match(rows):
     lost = [f"{k}: {now[k].result}: {now[k].reason}" if k in now else f"{k}: gone from the zoo"
             for k, result in expected.items() if result == "match" and (k not in now or now[k].result != "match")]
     assert not lost, "families that matched HF no longer do:\n" + "\n".join(lost)
+
+
+@pytest.fixture(scope="module")
+def variant_rows(runtime, rows):
+    every = os.environ.get("ROPEJIT_ZOO_VARIANTS") == "all"
+    result = zoo_variants.run(runtime, rows if every else zoo_variants.subset(rows))
+    out = ROOT / os.environ.get("ROPEJIT_BUILD_DIR", "build") / "zoo-variants.md"
+    out.write_text(zoo_variants.table(result) + "\n")
+    if os.environ.get("ROPEJIT_ZOO_WRITE_EXPECTED") == "1":  # a subset run keeps the other rows' records
+        recorded = {} if every or not VARIANTS_EXPECTED.exists() else json.loads(VARIANTS_EXPECTED.read_text())
+        recorded.update({zoo_variants.key(r): r.result for r in result})
+        VARIANTS_EXPECTED.write_text(json.dumps(recorded, indent=0, sort_keys=True) + "\n")
+    return result
+
+
+def test_variant_summary(rows, variant_rows, capsys):
+    with capsys.disabled():
+        print(f"\nzoo: {zoo_variants.summary(variant_rows)} (table: build/zoo-variants.md)")
+        for name, counts in zoo_variants.counts(variant_rows).items():
+            print(f"  {name}: " + ", ".join(f"{n} {result}" for result, n in counts.items() if n))
+    ran = {(r.family, r.layer_type) for r in variant_rows}
+    kinds = {r.kind for r in rows if r.result == "match"}
+    covered = {r.kind for r in rows if (r.family, r.layer_type) in ran}
+    assert kinds <= covered, f"row kinds without a variant run: {sorted(kinds - covered)}"
+    idle = [name for name, counts in zoo_variants.counts(variant_rows).items() if not counts["match"]]
+    assert not idle, f"no run of these variants matches HF: {idle}"
+
+
+def test_no_unexplained_variant_mismatch(variant_rows):
+    wrong = [f"{zoo_variants.key(r)}: {r.reason}" for r in variant_rows if r.result == "mismatch" and not r.explained]
+    assert not wrong, "ropejit differs from HF on these variants, for no known cause:\n" + "\n".join(wrong)
+
+
+def test_every_variant_non_match_has_a_reason(variant_rows):
+    silent = [zoo_variants.key(r) for r in variant_rows if r.result != "match" and not r.reason.strip()]
+    assert not silent, f"no reason given for: {silent}"
+
+
+def test_matching_variants_still_match(variant_rows):
+    expected = json.loads(VARIANTS_EXPECTED.read_text())
+    lost = [f"{zoo_variants.key(r)}: {r.result}: {r.reason}" for r in variant_rows
+            if expected.get(zoo_variants.key(r)) == "match" and r.result != "match"]
+    assert not lost, "variant runs that matched HF no longer do:\n" + "\n".join(lost)

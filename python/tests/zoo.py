@@ -2,10 +2,10 @@
 rotary embedding, its default config object (the text config of composite ones) per rope layer
 type, imported with ``Spec.from_hf`` and run through the kernel on the host backend, against
 HF's own rotary module and apply function. Used by test_zoo.py and by ``python zoo.py`` (which
-prints the table)."""
+prints the table; ``--variants`` adds each matching row's rope-type variants, zoo_variants.py)."""
 from __future__ import annotations
 
-import copy
+import dataclasses
 import json
 import logging
 import os
@@ -35,6 +35,7 @@ class Row:
     reason: str = ""
     path: str = "table"         # table: the C++ family table; probe: learned from HF's code
     compared: str = "q, k"      # what was compared with HF
+    kind: str = ""              # the row's kind (layout, import path, rope block form): row_kind()
 
 
 def candidates() -> Iterator[Tuple[str, Any]]:
@@ -85,11 +86,8 @@ def _kernel_spec(spec: ropejit.Spec) -> Dict[str, Any]:
     return dict(d, name="zoo", dtype="fp32", io=io)
 
 
-def compare(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config: Any,
-            rng: np.random.Generator) -> Optional[str]:
-    """None when ropejit matches HF; else what differs."""
-    import torch
-
+def shape_mismatch(spec: ropejit.Spec, hf: hfp.HfRope) -> Optional[str]:
+    """What differs in head_dim, layout or rotated dims (None when they agree)."""
     if spec.head_dim == hf.rotary_dim < hf.head_dim and hf.apply.__name__.endswith("_interleave"):
         # MLA: the spec's head is the rope slice HF's attention splits off (q_rot, k_rot) and rotates.
         hf.head_dim = hf.call_width = hf.rotary_dim
@@ -99,17 +97,48 @@ def compare(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config
         return f"layout {spec.layout}, HF pairs {hf.layout}"
     if spec.rotary_dim != hf.rotary_dim:
         return f"rotary_dim {spec.rotary_dim}, HF rotates {hf.rotary_dim}"
+    return None
+
+
+def freq_mismatch(ours: np.ndarray, attention: float, hf_inv_freq: np.ndarray, hf_attention: float) -> Optional[str]:
+    """What differs in inv_freq (beyond FREQ_ULPS) or the attention factor (None when they agree)."""
+    ours = ours[: len(hf_inv_freq)]
+    nonzero = hf_inv_freq != 0
+    ulps = np.abs(ours - hf_inv_freq)[nonzero] / np.spacing(hf_inv_freq[nonzero].astype(np.float32)).astype(np.float64)
+    if len(ours) != len(hf_inv_freq) or (ulps.size and ulps.max() > FREQ_ULPS):
+        return f"inv_freq differs by up to {ulps.max() if ulps.size else float('nan'):.3g} ulp"
+    if abs(attention - hf_attention) > 1e-6 * max(1.0, hf_attention):
+        return f"attention factor {attention:.9g}, HF {hf_attention:.9g}"
+    return None
+
+
+def compare(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config: Any,
+            rng: np.random.Generator) -> Optional[str]:
+    """None when ropejit matches HF; else what differs."""
+    why = shape_mismatch(spec, hf)
+    if why:
+        return why
     freqs = spec.freqs()
     ours = np.asarray(freqs["inv_freq"], dtype=np.float64)[: len(hf.inv_freq)]
-    nonzero = hf.inv_freq != 0
-    ulps = np.abs(ours - hf.inv_freq)[nonzero] / np.spacing(hf.inv_freq[nonzero].astype(np.float32)).astype(np.float64)
-    if len(ours) != len(hf.inv_freq) or (ulps.size and ulps.max() > FREQ_ULPS):
-        return f"inv_freq differs by up to {ulps.max() if ulps.size else float('nan'):.3g} ulp"
-    if abs(freqs["attention_factor"] - hf.attention_factor) > 1e-6 * max(1.0, hf.attention_factor):
-        return f"attention factor {freqs['attention_factor']:.9g}, HF {hf.attention_factor:.9g}"
-    all_positions = _positions(spec)
+    why = freq_mismatch(ours, freqs["attention_factor"], hf.inv_freq, hf.attention_factor)
+    if why:
+        return why
+    positions = _positions(spec)
+    if hfp.mrope_section(config) is not None:  # the formula past SMALL has no sections
+        positions = positions[positions < SMALL]
+    return rotation_mismatch(spec, hf, runtime, config, rng, positions, ours, hf.attention_factor)
+
+
+def rotation_mismatch(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config: Any,
+                      rng: np.random.Generator, positions: np.ndarray, inv_freq: np.ndarray,
+                      attention: float) -> Optional[str]:
+    """q and k through the kernel (seq_len = HF's run length, max position + 1) against HF's rotary
+    and apply function on one batch of `positions`; from SMALL on against HF's formula with
+    `inv_freq` (ropejit's, checked against HF's) and `attention`. Multimodal rows compare below
+    SMALL only (the formula has no sections), the larger positions still set the run length."""
+    import torch
+
     mrope = hfp.mrope_section(config) is not None
-    positions = all_positions[all_positions < SMALL] if mrope else all_positions
     hf_positions = hfp.position_ids_for(config, positions)
     q = rng.standard_normal((len(positions), spec.num_q_heads, spec.head_dim)).astype(np.float32)
     k = rng.standard_normal((len(positions), spec.num_kv_heads, spec.head_dim)).astype(np.float32)
@@ -124,14 +153,17 @@ def compare(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config
     # than the tolerance (docs/spec.md, "The zoo"): there the reference is HF's formula, fp32(p) *
     # inv_freq in float32, with ropejit's correctly rounded inv_freq and cos/sin in float64.
     large = positions >= SMALL
-    if large.any():
-        want_q[large] = exact_rotation(q[large], positions[large], hf, ours)
-        want_k[large] = exact_rotation(k[large], positions[large], hf, ours)
+    if large.any() and not mrope:
+        scaled = dataclasses.replace(hf, attention_factor=attention)
+        want_q[large] = exact_rotation(q[large], positions[large], scaled, inv_freq)
+        want_k[large] = exact_rotation(k[large], positions[large], scaled, inv_freq)
+    kept = ~large if mrope else np.ones(len(positions), dtype=bool)
     for name, got, want in (("q", q_out, want_q), ("k", k_out, want_k)):
-        error = np.abs(np.asarray(got, dtype=np.float64) - want).max() / max(1.0, np.abs(want).max())
+        diff = np.abs(np.asarray(got, dtype=np.float64)[kept] - want[kept])
+        error = diff.max() / max(1.0, np.abs(want[kept]).max())
         if not error <= TOLERANCE:
-            where = np.unravel_index(np.argmax(np.abs(np.asarray(got, dtype=np.float64) - want)), want.shape)
-            return f"{name} differs from HF by {error:.3g} (position {positions[where[0]]}, dim {where[2]})"
+            where = np.unravel_index(np.argmax(diff), diff.shape)
+            return f"{name} differs from HF by {error:.3g} (position {positions[kept][where[0]]}, dim {where[2]})"
     return None
 
 
@@ -155,6 +187,7 @@ def check(model_type: str, config: Any, layer_type: Optional[str], runtime: rope
         row.result, row.reason = "refused", _short(e)
         return row
     row.path = "probe" if getattr(spec, "learned", False) else "table"
+    row.kind = row_kind(row, spec, hf, hfp.text_config(config))
     try:
         mismatch = compare(spec, hf, runtime, hfp.text_config(config), rng)
     except ropejit.Error as e:
@@ -166,6 +199,19 @@ def check(model_type: str, config: Any, layer_type: Optional[str], runtime: rope
     if mismatch:
         row.result, row.reason = "mismatch", mismatch
     return row
+
+
+def row_kind(row: Row, spec: ropejit.Spec, hf: hfp.HfRope, config: Any) -> str:
+    """What distinguishes how a row's rope is built: layout, import path, the rope block's form
+    (one block or per layer type, multimodal sections), MLA slice, partial or proportional
+    rotation, complex freqs_cis. The zoo's variant test runs one row per kind."""
+    words = [spec.layout, row.path, "per-layer" if row.layer_type != "-" else "one-block"]
+    words += ["mrope"] if hfp.mrope_section(config) is not None else []
+    words += ["mla"] if hf.apply.__name__.endswith("_interleave") else []
+    words += ["proportional"] if spec.rope_type == "proportional" else []
+    words += ["partial"] if hf.rotary_dim < hf.head_dim else []
+    words += ["complex"] if hf.complex_freqs else []
+    return "/".join(words)
 
 
 def _short(e: BaseException) -> str:
@@ -222,9 +268,30 @@ def table(rows: List[Row]) -> str:
     return "\n".join(lines)
 
 
-if __name__ == "__main__":
+def main(argv: List[str]) -> None:
+    """``python zoo.py [--variants] [model_type ...]``: prints the table (and with --variants the
+    rope-type variants of every matching row, also written to build/zoo-variants.md)."""
+    variants = "--variants" in argv
+    only = [a for a in argv if a != "--variants"] or None
     rt = ropejit.Runtime("host", cache_dir=os.environ.get("ROPEJIT_CACHE_DIR"))
-    result = run(rt, sys.argv[1:] or None)
+    result = run(rt, only)
     print(table(result))
     with open(os.environ.get("ZOO_JSON", "/tmp/zoo_rows.json"), "w") as f:
         json.dump([asdict(r) for r in result], f, indent=1)
+    if variants:
+        import zoo_variants
+
+        runs = zoo_variants.run(rt, result)
+        text = zoo_variants.table(runs)
+        print("\n" + text)
+        out = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                           os.environ.get("ROPEJIT_BUILD_DIR", "build"), "zoo-variants.md")
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with open(out, "w") as f:
+            f.write(text + "\n")
+        with open(os.environ.get("ZOO_VARIANTS_JSON", "/tmp/zoo_variants.json"), "w") as f:
+            json.dump([asdict(r) for r in runs], f, indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
