@@ -251,6 +251,15 @@ TEST(HfLayers, PhiMoeScalesEachLongRopeTableByItsMscale) {
   const FreqTable table = compute_freqs(spec, FreqMode::hf_fp32);
   EXPECT_EQ(table.attention_factor, 1.243163121016122);  // in place of sqrt(1 + ln 32 / ln 4096)
   EXPECT_EQ(table.attention_factor_long, 1.5);
+  // Another type with them: PhiMoE's forward would still scale by them, which no spec of that type does.
+  json yarn = config;
+  yarn["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}, {"short_mscale", 1.1}, {"long_mscale", 1.2}};
+  try {
+    spec_from_hf(yarn, HfImportOptions{});
+    FAIL() << "PhiMoE's yarn block with mscales was imported";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("rope_scaling.short_mscale"), std::string::npos) << e.what();
+  }
   // Phi-3's rotary ignores them (HF warns): the computed factor stays, for both tables.
   config["model_type"] = "phi3";
   std::vector<std::string> warnings;

@@ -150,10 +150,17 @@ void copy_keys(const json& block, const std::string& block_key, const HfRopeType
                 "one spec per layer type; import a config holding one block");
       continue;
     }
-    // PhiMoE's rotary reads these two (other families' modules ignore them, as HF warns).
-    const bool phimoe_key = family.longrope_mscale && row.type == RopeType::longrope &&
-                            (key == "short_mscale" || key == "long_mscale");
-    if (applies(row, key) || phimoe_key) {
+    // PhiMoE's rotary reads these two (other families' modules ignore them, as HF warns); its
+    // forward puts them in place of every non-default type's factor, which a spec has for longrope only.
+    const bool mscale_key = family.longrope_mscale && (key == "short_mscale" || key == "long_mscale");
+    if (mscale_key && row.type != RopeType::longrope && row.type != RopeType::default_) {
+      ctx.error(key_path, "/rope",
+                fmt::format("{} is not allowed with rope_type \"{}\": must be absent (PhiMoE's forward multiplies "
+                            "cos and sin by it in place of the type's attention factor; ropejit takes it with "
+                            "longrope only)", show_json(item.value()), row.name));
+      continue;
+    }
+    if (applies(row, key) || (mscale_key && row.type == RopeType::longrope)) {
       if (is_unset(key, item.value())) continue;
       const RopeParamRule* rule = find_rope_param(key);
       if (rule && rule->kind == ParamKind::integer &&
