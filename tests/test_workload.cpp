@@ -86,10 +86,14 @@ TEST(Workload, BytesMovedIsTheSumOfTheBuffersForEverySpecAndIoForm) {
       for (const BufferDesc& b : buffers) sum += b.moved_bytes();
       EXPECT_EQ(bytes_moved(spec, shape.tokens, shape.batch, shape.max_seq_len), sum);
       EXPECT_EQ(sum, documented_bytes(spec, shape.tokens, shape.batch, shape.max_seq_len));
-      // Bound to distinct aligned addresses (never read: host_memory false), they form Args
-      // the launch checks accept, covering the rows the grid runs over.
+      // Bound to disjoint aligned address ranges (never read: host_memory false), they form
+      // Args the launch checks accept, covering the rows the grid runs over.
       std::vector<void*> ptrs;
-      for (size_t i = 0; i < buffers.size(); ++i) ptrs.push_back(reinterpret_cast<void*>(uintptr_t(1 + i) << 20));
+      uintptr_t next = uintptr_t(1) << 20;
+      for (const BufferDesc& b : buffers) {
+        ptrs.push_back(reinterpret_cast<void*>(next));
+        next += (static_cast<uintptr_t>(b.bytes()) + (uintptr_t(1) << 20)) & ~((uintptr_t(1) << 20) - 1);
+      }
       const Args args = bind_buffers(buffers, shape, ptrs, 1 << 20);
       const CheckedLaunch checked = check_launch(spec, default_config(spec).vec, args, false);
       const bool padded = spec.io.output == OutputForm::padded_bhsd;

@@ -456,6 +456,7 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
       check_paged_host(spec, a);
       check_rerotate_host(spec, a);
     }
+    check_no_overlap(spec, a);
     return out;
   }
   check_no_rerotate(a);
@@ -472,6 +473,7 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
     positions.check_host(spec, a);
     if (output.check_host) output.check_host(spec, a);
   }
+  check_no_overlap(spec, a);
   return out;
 }
 

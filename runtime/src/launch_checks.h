@@ -118,6 +118,9 @@ BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k);
 BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape);
 /// Host arrays: every token's slot inside the caches (or -1), no slot written twice.
 void check_paged_host(const Spec& spec, const Args& a);
+
+/// No buffer the launch writes shares a byte with another of its buffers (launch_overlap.cpp).
+void check_no_overlap(const Spec& spec, const Args& a);
 /// Other output forms: every cache argument unset.
 void check_no_cache(const Args& a);
 /// q rewritten in place or q_out, the caches, the slot mapping or block tables.

@@ -1,0 +1,113 @@
+// No buffer a launch writes may share a byte with another buffer of the launch: a kernel
+// that writes one while reading or writing the other races with itself. The exception is an
+// output passed as the very view of its own input (q_out == q, same stride): each element is
+// read and then written by one thread, which is in place. Views into one allocation (q and k
+// of a fused QKV tensor, K and V halves of a combined paged cache) are fine when their bytes
+// interleave without meeting: views with one row stride are compared row by row, exactly.
+#include <algorithm>
+#include <string_view>
+
+#include "launch_checks.h"
+
+namespace ropejit::launch_detail {
+
+namespace {
+
+// A buffer's pointer and row stride (elements; 0: dense) as the caller passed them.
+struct ArgView {
+  const void* ptr = nullptr;
+  int64_t stride = 0;
+};
+
+ArgView arg_view(const Args& a, std::string_view name) {
+  if (name == "q") return {a.q, a.q_stride};
+  if (name == "k") return {a.k, a.k_stride};
+  if (name == "v") return {a.v, a.v_stride};
+  if (name == "qkv") return {a.qkv, a.qkv_stride};
+  if (name == "q_out") return {a.q_out, a.q_out_stride};
+  if (name == "k_out") return {a.k_out, a.k_out_stride};
+  if (name == "v_out") return {a.v_out, a.v_out_stride};
+  if (name == "k_cache") return {a.k_cache, a.k_cache_page_stride};
+  if (name == "v_cache") return {a.v_cache, a.v_cache_page_stride};
+  if (name == "bias") return {a.bias, 0};
+  if (name == "q_norm_weight") return {a.q_norm_weight, 0};
+  if (name == "k_norm_weight") return {a.k_norm_weight, 0};
+  if (name == "positions") return {a.positions, 0};
+  if (name == "cu_seqlens") return {a.cu_seqlens, 0};
+  if (name == "start_pos") return {a.start_pos, 0};
+  if (name == "slot_mapping") return {a.slot_mapping, 0};
+  if (name == "block_tables") return {a.block_tables, 0};
+  if (name == "new_positions") return {a.new_positions, 0};
+  if (name == "new_start_pos") return {a.new_start_pos, 0};
+  throw Error(Status::internal, fmt::format("launch_overlap: no Args field for buffer {}", name));
+}
+
+// The bytes a launch may touch: `rows` rows of `width` bytes, `stride` bytes apart.
+struct Extent {
+  const char* name;
+  uintptr_t begin;
+  int64_t rows, width, stride;
+  bool written;
+  uintptr_t end() const { return begin + static_cast<uintptr_t>((rows - 1) * stride + width); }
+};
+
+// Rows of equal stride meet when some row k of b (relative to a's first) starts before a row
+// of a ends and ends after it starts: the smallest k past a's start decides.
+bool rows_meet(const Extent& a, const Extent& b) {
+  const int64_t s = a.stride;
+  const int64_t d = static_cast<int64_t>(b.begin - a.begin);  // may be negative (two's complement)
+  // k with d + k*s + b.width > 0, and rows i of a, j of b: k = j - i in [-(a.rows - 1), b.rows - 1].
+  const int64_t num = -d - b.width;
+  int64_t k = num >= 0 ? num / s + 1 : -((-num) / s) + ((-num) % s == 0 ? 1 : 0);
+  k = std::max(k, -(a.rows - 1));
+  return k <= b.rows - 1 && d + k * s < a.width;
+}
+
+bool overlap(const Extent& a, const Extent& b) {
+  if (a.end() <= b.begin || b.end() <= a.begin) return false;
+  if (a.stride == b.stride && a.stride > 0 && a.width <= a.stride && b.width <= b.stride) return rows_meet(a, b);
+  return true;  // hulls meet and the rows are not comparable: refused rather than guessed
+}
+
+// q_out as q's own view (and k_out / k, v_out / v): in place through aliasing.
+bool same_role_view(const Extent& a, const Extent& b) {
+  const std::string_view x = a.name, y = b.name;
+  const bool pair = (x == "q_out" && y == "q") || (x == "k_out" && y == "k") || (x == "v_out" && y == "v") ||
+                    (y == "q_out" && x == "q") || (y == "k_out" && x == "k") || (y == "v_out" && x == "v");
+  return pair && a.begin == b.begin && a.stride == b.stride && a.width == b.width && a.rows == b.rows;
+}
+
+}  // namespace
+
+void check_no_overlap(const Spec& spec, const Args& a) {
+  if (a.num_tokens == 0) return;
+  LaunchShape shape;
+  shape.tokens = a.num_tokens;
+  shape.batch = a.batch;
+  shape.max_seq_len = a.max_seq_len;
+  shape.positions_type = a.positions_type;
+  shape.cache_pages = a.cache_num_pages;
+  shape.max_blocks_per_seq = a.max_blocks_per_seq;
+  std::vector<Extent> extents;
+  for (const BufferDesc& b : launch_buffers(spec, shape)) {
+    const ArgView view = arg_view(a, b.name);
+    if (!view.ptr || b.rows <= 0 || b.row_elements <= 0) continue;
+    const int64_t stride = (view.stride ? view.stride : b.row_stride) * b.element_bytes;
+    extents.push_back({b.name, reinterpret_cast<uintptr_t>(view.ptr), b.rows, b.row_elements * b.element_bytes,
+                       stride, b.is_written()});
+  }
+  for (size_t i = 0; i < extents.size(); ++i)
+    for (size_t j = 0; j < extents.size(); ++j) {
+      const Extent& w = extents[i];
+      const Extent& x = extents[j];
+      if (i == j || !w.written || (x.written && j < i)) continue;  // each written pair once
+      if (same_role_view(w, x) || !overlap(w, x)) continue;
+      fail(w.name, fmt::format("{} is not allowed: its bytes [{:#x}, {:#x}) overlap {} at [{:#x}, {:#x}), and the "
+                               "launch writes {} (buffers a launch writes must not share memory with any other; "
+                               "for in place, pass an output as the same view as its input, or use io.output inplace)",
+                               ptr_text(reinterpret_cast<const void*>(w.begin)), w.begin, w.end(), x.name, x.begin,
+                               x.end(), w.name));
+    }
+}
+
+}  // namespace ropejit::launch_detail
