@@ -181,7 +181,7 @@ TEST_F(TuningDbTest, ConcurrentWritersLoseNoEntries) {
   EXPECT_EQ(from_first, kPerWriter);
   EXPECT_EQ(from_second, kPerWriter);
   for (const auto& p : fs::directory_iterator(dir_))
-    EXPECT_EQ(p.path().filename().string().find(".tmp-"), std::string::npos) << "leftover " << p.path();
+    EXPECT_EQ(p.path().filename().string().find(".tmp."), std::string::npos) << "leftover " << p.path();
 }
 
 TEST_F(TuningDbTest, TruncatedFileIsIgnoredThenMovedAsideOnSave) {

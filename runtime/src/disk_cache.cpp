@@ -193,13 +193,6 @@ Hash128 CacheKey::hash() const { return hash_bytes(text()); }
 
 // ---------------------------------------------------------------- CacheLock
 
-CacheLock::~CacheLock() {
-  if (fd_ >= 0) {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
-  }
-}
-
 // ---------------------------------------------------------------- location
 
 std::string resolve_cache_dir(const std::string& explicit_dir) {
@@ -318,24 +311,10 @@ bool DiskCache::store(const CacheKey& key, std::string_view payload) {
     disable(fmt::format("cannot create folder {}: {}", shard, errno_text()));
     return false;
   }
-  // Readers see the old entry or the new one, never a partial file.
-  const std::string temp = fmt::format("{}.tmp.{}.{:016x}", path, ::getpid(), random_u64());
-  int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0 && errno == ENOENT) {  // a concurrent clear removed the empty shard: make it again, once
-    if (::mkdir(shard.c_str(), 0755) == 0 || errno == EEXIST)
-      fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  }
-  if (fd < 0) {
-    disable(fmt::format("cannot write {}: {}", temp, errno_text()));
-    return false;
-  }
-  bool ok = write_all(fd, bytes.data(), bytes.size()) && (!options_.fsync || ::fsync(fd) == 0);
-  std::string why = ok ? std::string() : errno_text();
-  if (::close(fd) != 0 && ok) ok = false, why = errno_text();
-  if (ok && ::rename(temp.c_str(), path.c_str()) != 0) ok = false, why = errno_text();
-  if (!ok) {
-    ::unlink(temp.c_str());
-    disable(fmt::format("cannot write {}: {}", path, why));
+  // Readers see the old entry or the new one, never a partial file (a concurrent clear may
+  // remove the empty shard meanwhile: the helper makes it again once).
+  if (std::string why = write_file_atomically(path, bytes, options_.fsync); !why.empty()) {
+    disable(why);
     return false;
   }
   evict_beyond_bound(path);
@@ -355,7 +334,7 @@ void DiskCache::evict_beyond_bound(const std::string& keep_path) {
   for_each_cache_file(dir_, [&](const std::string& path, const std::string& name) {
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
-    if (name.find(".tmp.") != std::string::npos) {
+    if (is_atomic_temp_name(name)) {
       if (now - mtime_ns_of(st) > kStaleTempNs) ::unlink(path.c_str());
       return;
     }
@@ -380,16 +359,9 @@ std::unique_ptr<CacheLock> DiskCache::open_lock(const CacheKey& key, bool wait) 
   path.replace(path.size() - 4, 4, ".lock");
   const std::string shard = path.substr(0, path.find_last_of('/'));
   if (::mkdir(shard.c_str(), 0755) != 0 && errno != EEXIST) return nullptr;
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return nullptr;
-  int rc;
-  do rc = ::flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB);
-  while (rc != 0 && errno == EINTR);
-  if (rc != 0) {
-    ::close(fd);
-    return nullptr;
-  }
-  return std::make_unique<CacheLock>(fd);
+  FileLock file_lock(path, wait);
+  if (!file_lock.locked()) return nullptr;
+  return std::make_unique<CacheLock>(std::move(file_lock));
 }
 
 std::unique_ptr<CacheLock> DiskCache::try_lock(const CacheKey& key) const {
@@ -404,7 +376,7 @@ std::vector<CacheEntryInfo> DiskCache::list() const {
   std::vector<CacheEntryInfo> entries;
   if (dir_.empty()) return entries;
   for_each_cache_file(dir_, [&](const std::string& path, const std::string& name) {
-    if (!ends_with(name, ".bin") || name.find(".tmp.") != std::string::npos) return;
+    if (!ends_with(name, ".bin") || is_atomic_temp_name(name)) return;
     CacheEntryInfo info = read_entry_info(path);
     if (info.mtime_ns != 0 || info.size != 0) entries.push_back(std::move(info));
   });
@@ -427,7 +399,7 @@ size_t DiskCache::clear() {
     shards.push_back(path.substr(0, path.find_last_of('/')));
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return;
-    if (name.find(".tmp.") != std::string::npos) {
+    if (is_atomic_temp_name(name)) {
       if (S_ISREG(st.st_mode) && now - mtime_ns_of(st) > kStaleTempNs) ::unlink(path.c_str());
     } else if (ends_with(name, ".bin") && ::unlink(path.c_str()) == 0) {
       ++removed;

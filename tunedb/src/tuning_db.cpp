@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "ropejit/atomic_file.h"
 #include "ropejit/error.h"
 #include "ropejit/json_limits.h"
 #include "ropejit/warnings.h"
@@ -274,59 +275,18 @@ std::string resolve_link(const std::string& path) {
   return target;
 }
 
-/// flock'ed `<path>.lock` for one read-merge-write.
-class FileLock {
- public:
-  explicit FileLock(const std::string& path) {
-    const std::string lock_path = path + ".lock";
-    fd_ = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0)
-      throw Error(Status::io_error, fmt::format("tuning database: cannot open lock file {}: {}", lock_path,
-                                                std::strerror(errno)));
-    while (::flock(fd_, LOCK_EX) != 0) {
-      if (errno == EINTR) continue;
-      const int err = errno;
-      ::close(fd_);
-      throw Error(Status::io_error, fmt::format("tuning database: cannot lock {}: {}", lock_path, std::strerror(err)));
-    }
-  }
-  ~FileLock() {
-    ::flock(fd_, LOCK_UN);
-    ::close(fd_);
-  }
-  FileLock(const FileLock&) = delete;
-  FileLock& operator=(const FileLock&) = delete;
+/// flock'ed `<path>.lock` for one read-merge-write; an error when it cannot be taken.
+FileLock lock_database(const std::string& path) {
+  std::string why;
+  FileLock lock(path + ".lock", /*wait=*/true, &why);
+  if (!lock.locked()) throw Error(Status::io_error, "tuning database: " + why);
+  return lock;
+}
 
- private:
-  int fd_ = -1;
-};
-
+// Always durable (ropejit/atomic_file.h): a database is small and precious, measured once.
 void write_atomically(const std::string& path, const std::string& text) {
-  static std::atomic<int> counter{0};
-  const std::string tmp = fmt::format("{}.tmp-{}-{}", path, ::getpid(), counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0)
-    throw Error(Status::io_error, fmt::format("tuning database: cannot write {}: {}", tmp, std::strerror(errno)));
-  size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw Error(Status::io_error, fmt::format("tuning database: writing {} failed: {}", tmp, std::strerror(err)));
-    }
-    done += static_cast<size_t>(n);
-  }
-  ::fsync(fd);  // a database is small and precious: survive a crash right after the rename
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    throw Error(Status::io_error, fmt::format("tuning database: rename {} -> {} failed: {}", tmp, path,
-                                              std::strerror(err)));
-  }
+  if (std::string why = write_file_atomically(path, text, /*durable=*/true); !why.empty())
+    throw Error(Status::io_error, "tuning database: " + why);
 }
 
 // Under the lock: the current file (or empty), moving a corrupt one aside; refuses other formats.
@@ -444,7 +404,7 @@ void save_tuning_entries(const std::string& path, const DeviceMetadata& metadata
 void merge_tuning_db_into(const std::string& path, const TuningDbFile& from, const WarningSink& warn) {
   if (path.empty()) throw Error(Status::invalid_argument, "tuning database path is empty");
   const std::string target = resolve_link(path);
-  FileLock lock(target);
+  const FileLock lock = lock_database(target);
   TuningDbFile file = read_for_update(target, warn);
   merge_tuning_db(file, from);
   write_atomically(target, tuning_db_to_json(file));

@@ -9,8 +9,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "ropejit/atomic_file.h"
 #include "ropejit/compile.h"
 #include "ropejit/warnings.h"
 
@@ -59,14 +61,13 @@ struct CacheEntryInfo {
 /// duplicate compile work: readers never take it and correctness never depends on it.
 class CacheLock {
  public:
-  /// Takes ownership of an open, locked descriptor.
-  explicit CacheLock(int fd) noexcept : fd_(fd) {}
-  ~CacheLock();
+  /// Takes ownership of a held lock.
+  explicit CacheLock(FileLock lock) noexcept : lock_(std::move(lock)) {}
   CacheLock(const CacheLock&) = delete;
   CacheLock& operator=(const CacheLock&) = delete;
 
  private:
-  int fd_;
+  FileLock lock_;
 };
 
 /// Resolves the cache folder: `explicit_dir`, else $ROPEJIT_CACHE_DIR, else
