@@ -103,15 +103,9 @@ void dry_run(const TuneArgs& a, const std::vector<int64_t>& tokens) {
     // Each distinct source compiled once (configs differing only in launch fields share one),
     // on `threads` threads (NVRTC is thread-safe); then every config reported in order.
     const auto wall_start = std::chrono::steady_clock::now();
-    std::vector<ropejit::Source> sources;
-    std::vector<size_t> source_of(space.configs.size());
-    std::map<std::string, size_t> by_hash;
-    for (size_t i = 0; i < space.configs.size(); ++i) {
-      ropejit::Source s = ropejit::generate_source(ropejit::make_plan(spec, space.configs[i]));
-      const auto [it, added] = by_hash.emplace(s.hash.hex(), sources.size());
-      if (added) sources.push_back(std::move(s));
-      source_of[i] = it->second;
-    }
+    const ropejit::DistinctSources distinct = ropejit::distinct_sources(spec, space.configs);
+    const std::vector<ropejit::Source>& sources = distinct.sources;
+    const std::vector<size_t>& source_of = distinct.source_of;
     std::vector<std::optional<ropejit::Binary>> binaries(sources.size());
     std::vector<std::string> errors(sources.size());
     ropejit::parallel_for(sources.size(), threads, [&](size_t i) {

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdint>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -192,6 +194,24 @@ Source generate_source(const Plan& plan) {
   // The text only #includes the templates: hash what they are too.
   out.hash = hash_bytes(t + templates_hash().hex());
   out.text = std::move(t);
+  return out;
+}
+
+DistinctSources distinct_sources(const Spec& spec, const std::vector<Config>& configs,
+                                 const std::function<bool(size_t)>& keep) {
+  DistinctSources out;
+  out.source_of.assign(configs.size(), SIZE_MAX);
+  std::map<std::string, size_t> by_hash;
+  for (size_t i = 0; i < configs.size(); ++i) {
+    if (keep && !keep(i)) continue;
+    Source source = generate_source(make_plan(spec, configs[i]));
+    const auto [it, added] = by_hash.emplace(source.hash.hex(), out.sources.size());
+    if (added) {
+      out.sources.push_back(std::move(source));
+      out.first_config.push_back(i);
+    }
+    out.source_of[i] = it->second;
+  }
   return out;
 }
 

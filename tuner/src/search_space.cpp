@@ -131,19 +131,11 @@ std::vector<Config> bucket_candidates(const Spec& spec, const std::vector<Config
 
 std::map<std::string, KernelStats> static_reports(const Spec& spec, const std::vector<Config>& configs,
                                                   const std::vector<const Binary*>& binaries, unsigned threads) {
-  std::vector<Source> sources;
-  std::vector<size_t> first_config, source_of(configs.size(), SIZE_MAX);
-  std::map<std::string, size_t> by_hash;
-  for (size_t i = 0; i < configs.size() && i < binaries.size(); ++i) {
-    if (!binaries[i]) continue;
-    Source src = generate_source(make_plan(spec, configs[i]));
-    const auto [it, added] = by_hash.emplace(src.hash.hex(), sources.size());
-    if (added) {
-      sources.push_back(std::move(src));
-      first_config.push_back(i);
-    }
-    source_of[i] = it->second;
-  }
+  const DistinctSources distinct =
+      distinct_sources(spec, configs, [&](size_t i) { return i < binaries.size() && binaries[i]; });
+  const std::vector<Source>& sources = distinct.sources;
+  const std::vector<size_t>& first_config = distinct.first_config;
+  const std::vector<size_t>& source_of = distinct.source_of;
   std::vector<std::optional<KernelStats>> reports(sources.size());
   parallel_for(sources.size(), threads, [&](size_t j) {
     try {

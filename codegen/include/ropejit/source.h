@@ -1,6 +1,9 @@
 #pragma once
 /// Plan and Source: the generator stages (docs/architecture.md §1).
+#include <cstddef>
+#include <functional>
 #include <string>
+#include <vector>
 
 #include "ropejit/config.h"
 #include "ropejit/freqs.h"
@@ -35,6 +38,18 @@ Hash128 templates_hash();
 
 /// Emits the source of a plan.
 Source generate_source(const Plan& plan);
+
+/// The distinct sources of a spec's configs (configs that differ only in launch fields share
+/// one): `sources[j]` was made for config `first_config[j]`, and config i uses
+/// `sources[source_of[i]]` (SIZE_MAX for one `keep` leaves out), so each is compiled once.
+struct DistinctSources {
+  std::vector<Source> sources;
+  std::vector<size_t> first_config;
+  std::vector<size_t> source_of;
+};
+/// The distinct sources of `configs` (all, or those `keep(i)` is true for).
+DistinctSources distinct_sources(const Spec& spec, const std::vector<Config>& configs,
+                                 const std::function<bool(size_t)>& keep = {});
 
 
 }  // namespace ropejit
