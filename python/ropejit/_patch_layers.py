@@ -7,6 +7,15 @@ its one rotary module once per layer type, ``rotary_emb(x, position_ids, layer_t
 each layer the cos/sin of its type; so the layer type of a call is known where cos is made, and
 the patch keys the spec by it. A model with one rope block has the single key :data:`ALL`.
 
+Multimodal models (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, Qwen3.5, PaddleOCR-VL, GLM-OCR, ...) give their
+rotary module ``position_ids`` of shape ``[3, B, S]`` (temporal, height, width) and mix the three
+streams into cos per frequency pair (``mrope_section``, contiguous or Qwen3-VL's interleaved
+form); their apply function is the usual one. The spec of such a layer type has ropejit's mrope
+positions, with the sections of the config or, where the config has none, the rotary module's
+default; the probe rotates three different streams and picks the form (contiguous or
+interleaved) HF computes. Where no mrope spec agrees (NeoMME's two row/column streams), the
+one-stream spec runs for text positions (all rows equal) and HF keeps the others.
+
 ``model.to(torch.bfloat16)`` also casts the rotary module's ``inv_freq`` buffers, so HF's angles
 are then taken from bf16-rounded frequencies. ``from_pretrained(dtype=torch.bfloat16)`` keeps
 them float32 (transformers 5.24, modeling_utils.py): the model is built under
@@ -113,9 +122,12 @@ def misfit(q: Any, k: Any, position_ids: Any, spec: Spec, unsqueeze_dim: int,
         return f"unsqueeze_dim {unsqueeze_dim} (ropejit takes 1 or 2)"
     if position_ids.dtype not in (torch.int32, torch.int64):
         return f"position_ids of {position_ids.dtype} (ropejit takes int32 or int64)"
-    if position_ids.dim() != 2:
-        return (f"position_ids of shape {list(position_ids.shape)} (multimodal positions, one row per section?): "
-                "ropejit takes [B, S]")
+    mrope = is_mrope(spec)
+    if position_ids.dim() == 3 and not (mrope and position_ids.shape[0] == 3):
+        return (f"position_ids of shape {list(position_ids.shape)} with rows that differ (multimodal positions): "
+                + ("ropejit's mrope takes 3 streams" if mrope else "the spec of this layer type has one stream"))
+    if position_ids.dim() not in (2, 3):
+        return f"position_ids of shape {list(position_ids.shape)}: ropejit takes [B, S] (or [3, B, S] for mrope)"
     tokens_axis = 2 if unsqueeze_dim == 1 else 1
     allowed = tuple(allowed or (spec.head_dim,))
     for name, t in (("q", q), ("k", k)):
@@ -128,9 +140,81 @@ def misfit(q: Any, k: Any, position_ids: Any, spec: Spec, unsqueeze_dim: int,
             return f"{name} of shape {list(t.shape)} and {t.dtype} does not pair with q {list(q.shape)} {q.dtype}"
     if q.device.type not in ("cpu", "cuda") or position_ids.device != q.device:
         return f"q on {q.device}, position_ids on {position_ids.device}: ropejit runs on one cpu or cuda device"
-    if position_ids.shape[-1] != q.shape[tokens_axis] or position_ids.shape[0] not in (1, q.shape[0]):
+    if position_ids.shape[-1] != q.shape[tokens_axis] or position_ids.shape[-2] not in (1, q.shape[0]):
         return f"position_ids of shape {list(position_ids.shape)} for q of shape {list(q.shape)}"
     return None
+
+
+# ------------------------------------------------------------------ multimodal positions
+
+def is_mrope(spec: Spec) -> bool:
+    """Whether the spec takes three position streams (temporal, height, width)."""
+    return spec.io["positions"] == "mrope"
+
+
+def kernel_positions(position_ids: torch.Tensor, spec: Spec) -> torch.Tensor:
+    """HF's position_ids as the op takes them for the spec: [B, S] repeated as three equal streams
+    for an mrope spec (text tokens: HF's rotary module expands them so)."""
+    if is_mrope(spec) and position_ids.dim() == 2:
+        return position_ids.expand(3, *position_ids.shape)
+    return position_ids
+
+
+def one_stream(position_ids: Any) -> Any:
+    """[n, B, S] position_ids whose rows are all equal (text tokens) as [B, S]; others unchanged.
+    The comparison reads the tensor (a device sync on CUDA): the hook calls it once per rotary call,
+    only for layer types whose spec has one stream."""
+    if isinstance(position_ids, torch.Tensor) and position_ids.dim() == 3 and position_ids.shape[0] > 1 \
+            and bool((position_ids == position_ids[:1]).all()):
+        return position_ids[0]
+    return position_ids
+
+
+def mrope_candidates(spec: Spec, rotary_modules: Sequence[torch.nn.Module]) -> Tuple[List[Spec], List[str]]:
+    """The specs to probe for a layer type, in order, and why a multimodal form could not be built:
+    an mrope spec (the config's form, then the other one), or for a one-stream spec whose rotary
+    module mixes streams by ``mrope_section`` (the config has no sections: the module's default),
+    that section contiguous and interleaved; the spec itself last."""
+    forms: List[Tuple[List[int], bool]] = []
+    if is_mrope(spec):
+        section, interleaved = list(spec.io["mrope_section"]), bool(spec.io["mrope_interleaved"])
+        forms = [(section, interleaved), (section, not interleaved)]
+    else:
+        sections = [getattr(m, "mrope_section", None) for m in rotary_modules]
+        section = next((list(value) for value in sections if _is_section(value)), None)
+        forms = [(section, False), (section, True)] if section else []
+    candidates, refused = [], []
+    for section, interleaved in forms:
+        if interleaved:
+            section = _interleaved_section(section, spec.rotary_dim // 2)
+        io = dict(spec.io, positions="mrope", mrope_section=section, mrope_interleaved=interleaved)
+        try:
+            candidates.append(Spec.from_json(dict(spec.to_dict(), io=io)))
+        except (_ropejit.Error, ValueError) as e:
+            refused.append(f"mrope_section {section}{' interleaved' if interleaved else ''}: {_first_line(e)}")
+    if not is_mrope(spec):
+        candidates.append(spec)
+    else:
+        candidates.append(Spec.from_json(dict(spec.to_dict(), io={"output": spec.io["output"]})))
+    return candidates, refused
+
+
+def _interleaved_section(section: Sequence[int], pairs: int) -> List[int]:
+    """The sections HF's interleaved recomposition (Qwen3-VL's) gives on `pairs` frequency pairs:
+    height takes pairs 1, 4, ... below 3h, width 2, 5, ... below 3w, both cut at the last pair,
+    temporal all the others (so a section that does not sum to the pairs still has one meaning)."""
+    height = len(range(1, min(3 * section[1], pairs), 3))
+    width = len(range(2, min(3 * section[2], pairs), 3))
+    return [pairs - height - width, height, width]
+
+
+def _is_section(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and len(value) == 3 and all(
+        isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in value)
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
 
 
 # ------------------------------------------------------------------ specs per layer type
@@ -142,6 +226,8 @@ def layer_specs(config: Any, dtype: str) -> Tuple[Dict[str, Spec], Dict[str, str
         entries = _ropejit.hf_layer_rope_map(_text(config.to_dict(), "HF config"))
     except (_ropejit.Error, ValueError, TypeError) as e:
         entries = _typed_layers(config)  # LFM 3's "conv" layers have no rope block and fail the map
+        if entries is None and "num_hidden_layers" in str(e) and not getattr(config, "layer_types", None):
+            entries = [""]  # no layer count the map reads (Moonshine's decoder_num_hidden_layers): one block
         if entries is None:
             return {}, {ALL: f"ropejit cannot express the config: {e}"}
     keys = sorted({entry for entry in entries if entry is not None})
@@ -152,18 +238,49 @@ def layer_specs(config: Any, dtype: str) -> Tuple[Dict[str, Spec], Dict[str, str
     for entry in keys:
         key = entry or ALL
         try:
-            spec = Spec.from_hf(config, dtype=dtype, **({"layer_type": entry} if entry else {}))
+            spec = _from_hf(config, dtype, entry)
         except (_ropejit.Error, ValueError, NotImplementedError) as e:
             declined[key] = f"ropejit cannot express the config: {e}"
             continue
         if spec.rope_type in SEQUENCE_DEPENDENT:
             declined[key] = f"rope_type {spec.rope_type}: HF's frequencies follow the sequence length"
-        elif spec.io["positions"] == "mrope":
-            declined[key] = "multimodal positions (mrope) use another HF function"
         else:  # HF normalizes q and k before apply_rotary_pos_emb: the spec only rotates
             spec_dict = {name: value for name, value in spec.to_dict().items() if name != "qk_norm"}
-            specs[key] = Spec.from_json(dict(spec_dict, io={"output": "separate"}))
+            io = {name: spec.io[name] for name in ("positions", "mrope_section", "mrope_interleaved")} \
+                if is_mrope(spec) else {}
+            specs[key] = Spec.from_json(dict(spec_dict, io=dict(io, output="separate")))
     return specs, declined
+
+
+_MROPE_KEYS = ("mrope_section", "mrope_interleaved")
+
+
+def _from_hf(config: Any, dtype: str, layer_type: Optional[str]) -> Spec:
+    """Spec.from_hf for a layer type; where the importer refuses the config's mrope sections
+    (GLM-OCR and PaddleOCR-VL are not in its multimodal list, Qwen3.5's interleaved [11, 11, 10]
+    fails its section rule) the config without them: mrope_candidates adds the rotary module's
+    sections back and the probe checks them against HF."""
+    options = {"layer_type": layer_type} if layer_type else {}
+    try:
+        return Spec.from_hf(config, dtype=dtype, **options)
+    except (_ropejit.Error, ValueError) as e:
+        data = config.to_dict() if hasattr(config, "to_dict") else dict(config)
+        stripped = _without_mrope(data)
+        if "mrope_section" not in str(e) or stripped == data:
+            raise
+        return Spec.from_hf(stripped, dtype=dtype, **options)
+
+
+def _without_mrope(data: Dict[str, Any]) -> Dict[str, Any]:
+    """A config dict with the mrope keys taken out of its rope blocks (one, or one per layer type)."""
+    out = dict(data)
+    for name in ("rope_parameters", "rope_scaling"):
+        block = out.get(name)
+        if isinstance(block, dict):
+            block = {k: v for k, v in block.items() if k not in _MROPE_KEYS}
+            out[name] = {k: ({n: x for n, x in v.items() if n not in _MROPE_KEYS} if isinstance(v, dict) else v)
+                         for k, v in block.items()}
+    return out
 
 
 def _typed_layers(config: Any) -> Optional[List[Optional[str]]]:
@@ -188,12 +305,48 @@ def decline_reason(declined: Dict[str, str]) -> str:
 
 def text_rotary_modules(model: torch.nn.Module, text_config: Any = None) -> List[torch.nn.Module]:
     """The model's ``*RotaryEmbedding`` modules of its text layers: those built from `text_config`
-    where some are (an audio encoder's rotary, GLM-ASR's, has its own config), else all but the
-    ones named for vision or audio towers."""
+    or a copy of it (GraniteSWA's one per layer_rope_theta) where some are (an audio encoder's
+    rotary, GLM-ASR's, has a config of another class), else all but the ones named for vision or
+    audio towers."""
     named = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")
              and not any(word in type(m).__name__ for word in NOT_TEXT)]
-    own = [m for m in named if text_config is not None and getattr(m, "config", None) is text_config]
+    own = [m for m in named if text_config is not None and type(getattr(m, "config", None)) is type(text_config)]
     return own or named
+
+
+def module_specs(rotary_modules: Sequence[torch.nn.Module], text_config: Any, specs: Dict[str, Spec], dtype: str
+                 ) -> Tuple[Dict[str, Spec], Dict[str, str], Dict[int, Dict[str, str]]]:
+    """The specs of rotary modules built from a copy of the text config with a rope block of
+    their own (GraniteSWA's per-layer theta): ``(new specs, new declined, {id(module): {layer
+    key: spec key}})``. A module whose spec for a key is the text config's shares its key; another
+    gets a key of its own, named for what differs (``"all (rope_theta=1000000.0)"``)."""
+    new_specs: Dict[str, Spec] = {}
+    new_declined: Dict[str, str] = {}
+    keys: Dict[int, Dict[str, str]] = {}
+    for rotary in rotary_modules:
+        config = getattr(rotary, "config", None)
+        if config is None or config is text_config:
+            continue
+        own, declined = layer_specs(config, dtype)
+        mapping = keys.setdefault(id(rotary), {})
+        for key, spec in own.items():
+            if specs.get(key) == spec:
+                mapping[key] = key
+                continue
+            name = _key_name(key, spec, specs.get(key))
+            mapping[key] = name
+            new_specs.setdefault(name, spec)
+        for key, why in declined.items():  # a key the main spec runs must not take this module's calls
+            mapping[key] = f"{key} ({type(rotary).__name__} {len(keys)})" if key in specs else key
+            new_declined.setdefault(mapping[key], why)
+    return new_specs, new_declined, keys
+
+
+def _key_name(key: str, spec: Spec, main: Optional[Spec]) -> str:
+    """The key of a module's own spec: the layer key and the rope fields that differ from the main spec."""
+    rope, main_rope = spec.to_dict()["rope"], (main.to_dict()["rope"] if main is not None else {})
+    differ = [f"{name}={value}" for name, value in rope.items() if main_rope.get(name) != value]
+    return f"{key} ({', '.join(differ) or spec.hash[:8]})"
 
 
 def takes_layer_type(rotary: torch.nn.Module) -> bool:
@@ -260,11 +413,13 @@ def probe(spec: Spec, spec_json: str, rotary: torch.nn.Module, key: str, config:
     last = max(spec.max_position_embeddings - 1, 1)
     positions = [0, 1, 2, 3, 17, 100 % last, last // 2, last]
     position_ids = torch.tensor([positions], device=device)
+    if is_mrope(spec):  # three different streams, as an image's grid gives, so that the sections show
+        position_ids = torch.stack((position_ids, position_ids // 2 + 1, position_ids // 3 + 2))
     generator = torch.Generator().manual_seed(0)
     q = torch.randn(1, spec.num_q_heads, len(positions), width, generator=generator).to(device)
     k = torch.randn(1, spec.num_kv_heads, len(positions), width, generator=generator).to(device)
     largest = max(spec.freqs()["inv_freq"] or [1.0])
-    tolerance = 1e-4 + torch.tensor(positions, dtype=torch.float64, device=device)[:, None] * largest * _ANGLE_ULPS
+    tolerance = 1e-4 + position_ids.reshape(-1, len(positions)).amax(0).double()[:, None] * largest * _ANGLE_ULPS
     with torch.no_grad():
         cos, sin = reference_rotary(rotary)(torch.zeros(1, 1, 1, device=device), position_ids, *call)
         got = rotate_form("interleave" if form == "interleave" else "qk", q, k, position_ids, spec_json, 1)

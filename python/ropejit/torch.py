@@ -9,6 +9,10 @@ captured by CUDA graphs. CPU tensors run on the host backend, CUDA tensors on th
     import ropejit.torch
     spec = ropejit.Spec.from_hf(config, dtype="bf16")
     q, k = ropejit.torch.apply_rope(q, k, position_ids, spec=spec)   # [T, H, D] or [B, S, H, D]
+
+A spec with multimodal positions (``io.positions = "mrope"``, Qwen2-VL's and Qwen3-VL's
+sections) takes three position streams: ``[3, T]``, or ``[3, B, S]`` / ``[3, 1, S]`` (HF's
+``position_ids`` of those models).
 """
 import atexit
 import functools
@@ -99,18 +103,21 @@ def _normalized(spec_json: str, output: str) -> str:
     if spec.get("qk_norm"):
         raise ArgumentError("spec: qk_norm is set, but apply_rope only rotates: normalize q and k first and "
                             "drop qk_norm from the spec")
-    if spec.get("io", {}).get("positions") == "mrope":
-        raise ArgumentError('spec: io.positions "mrope" is not allowed: apply_rope takes one position per token')
-    # The op's own io form: q and k apart, per-token positions; the rope math stays the spec's.
-    spec["io"] = {"input": "separate", "output": output, "qkv_bias": False, "copy_v": False,
-                  "positions": "explicit"}
+    io = spec.get("io", {})
+    # The op's own io form: q and k apart, per-token positions (three streams for mrope); the
+    # rope math stays the spec's.
+    mrope = {name: io[name] for name in ("mrope_section", "mrope_interleaved") if name in io} \
+        if io.get("positions") == "mrope" else {}
+    spec["io"] = dict({"input": "separate", "output": output, "qkv_bias": False, "copy_v": False,
+                       "positions": "mrope" if mrope else "explicit"}, **mrope)
     return Spec.from_json(spec).to_json()
 
 
 def op_spec_json(spec: SpecLike, inplace: bool = False) -> str:
     """The canonical JSON the op takes: `spec` (a Spec, dict or JSON text) with its io block
-    replaced by the op's form (separate q and k, explicit positions; output separate, or inplace
-    when `inplace`). Raises SpecError for a bad spec, ArgumentError for qk_norm or mrope specs."""
+    replaced by the op's form (separate q and k, explicit positions, or mrope positions with the
+    spec's sections; output separate, or inplace when `inplace`). Raises SpecError for a bad spec,
+    ArgumentError for qk_norm specs."""
     if isinstance(spec, Spec):
         text = spec.to_json()
     elif isinstance(spec, dict):
@@ -145,9 +152,13 @@ def _check(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, spec: Spec
         raise ArgumentError(f"positions: dtype {positions.dtype} is not allowed: must be torch.int32 | torch.int64")
     batch_shape = list(q.shape[:-2])
     allowed = [batch_shape] + ([[1, batch_shape[1]]] if q.dim() == 4 else [])
+    streams = _streams(spec)
+    if streams:  # mrope: one row per position stream
+        allowed = [[streams] + shape for shape in allowed]
     if list(positions.shape) not in allowed:
+        of = f"{streams} streams of the {tokens}] of q" if streams else f"{tokens}] of q"
         raise ArgumentError(f"positions: shape {list(positions.shape)} is not allowed: must be "
-                            + " or ".join(str(s) for s in allowed) + f" ({tokens}] of q)")
+                            + " or ".join(str(s) for s in allowed) + f" ({of})")
     for name, t in (("k", k), ("positions", positions)):
         if t.device != q.device:
             raise ArgumentError(f"{name} is on {t.device}, but q is on {q.device}")
@@ -176,7 +187,16 @@ def _dense_rows(rows: torch.Tensor) -> bool:
             and (tokens <= 1 or rows.stride(0) >= heads * dim))
 
 
-def _positions_per_token(positions: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+def _streams(spec: Spec) -> int:
+    """The position streams per token the kernel reads: 3 for mrope, else 0 (positions [T])."""
+    return 3 if spec.io["positions"] == "mrope" else 0
+
+
+def _positions_per_token(positions: torch.Tensor, q: torch.Tensor, spec: Spec) -> torch.Tensor:
+    """positions as the kernel reads them: [T], or [3, T] stream-major for mrope."""
+    streams = _streams(spec)
+    if streams:
+        return positions.expand(streams, *q.shape[:-2]).reshape(streams, -1).contiguous()
     return positions.expand(q.shape[:-2]).reshape(-1).contiguous()
 
 
@@ -192,7 +212,7 @@ def _apply_rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, spec_
     q_rows = _token_rows(q, "q", copy_allowed=True)
     if q_rows.shape[0] > 0:
         k_rows = _token_rows(k, "k", copy_allowed=True)
-        kernel_for(spec_json, q.device)(q_rows, k_rows, positions=_positions_per_token(positions, q),
+        kernel_for(spec_json, q.device)(q_rows, k_rows, positions=_positions_per_token(positions, q, spec),
                                         q_out=q_out.view(q_rows.shape), k_out=k_out.view(k_rows.shape),
                                         seq_len=seq_len)
     return q_out, k_out
@@ -242,7 +262,7 @@ def _apply_rope_inplace(q: torch.Tensor, k: torch.Tensor, positions: torch.Tenso
     q_rows = _token_rows(q, "q", copy_allowed=False)
     k_rows = _token_rows(k, "k", copy_allowed=False)
     if q_rows.shape[0] > 0:
-        kernel_for(spec_json, q.device)(q_rows, k_rows, positions=_positions_per_token(positions, q),
+        kernel_for(spec_json, q.device)(q_rows, k_rows, positions=_positions_per_token(positions, q, spec),
                                         seq_len=seq_len)
 
 
@@ -261,7 +281,9 @@ def apply_rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, *, spe
     q: ``[T, Hq, D]`` or ``[B, S, Hq, D]``; k: the same with Hkv heads; both of the spec's dtype,
     on one device (CPU: host backend; CUDA: cuda backend). Each token's heads should be one dense
     row (other layouts are copied first); tokens may be strided. positions: int32 or int64,
-    ``[T]`` or ``[B, S]`` (``[1, S]`` is broadcast over the batch, as HF's ``position_ids``).
+    ``[T]`` or ``[B, S]`` (``[1, S]`` is broadcast over the batch, as HF's ``position_ids``); for
+    an mrope spec one row per stream (temporal, height, width) before those: ``[3, T]``,
+    ``[3, B, S]`` or ``[3, 1, S]``.
     spec: a Spec, dict or JSON text; its io block is replaced by the op's form (q and k apart,
     explicit positions), so ``Spec.from_hf(config)`` works as it is.
     inplace: False returns new contiguous tensors (differentiable); True rotates q and k where

@@ -29,9 +29,9 @@ import torch
 
 from . import _ropejit
 from . import torch as ropejit_torch
-from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decline_reason, heads_of, layer_key,
-                            layer_specs, misfit, probe, rotate, rotate_form, takes_layer_type, text_rotary_modules,
-                            widths)
+from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decline_reason, heads_of, is_mrope,
+                            kernel_positions, layer_key, layer_specs, misfit, module_specs, mrope_candidates,
+                            one_stream, probe, rotate, rotate_form, takes_layer_type, text_rotary_modules, widths)
 from ._spec import Spec
 
 __all__ = ["patch", "unpatch", "apply_rotary_pos_emb", "RopePatch"]
@@ -47,7 +47,10 @@ class RopePatch:
     ``note`` on what ropejit does differently from the model as it is (a cast ``inv_freq``), the
     HF functions replaced (``functions``: ``"module.function"`` -> the layer types it runs
     ropejit for), and how many calls ran ropejit's kernel or fell back to HF's, in all and per
-    layer type, with the first reason for a fallback per layer type."""
+    layer type, with the first reason for a fallback per layer type. Multimodal layer types run
+    the spec's mrope positions (``[3, B, S]``); ``text_positions_only`` names those whose rotary
+    mixes position streams in a way no mrope spec matched, with why: ropejit runs them where the
+    rows are equal (text tokens) and HF runs the others."""
 
     spec: Optional[Spec]
     reason: Optional[str] = None
@@ -61,11 +64,14 @@ class RopePatch:
     kernel_calls_by_type: Dict[str, int] = field(default_factory=dict)
     fallback_calls_by_type: Dict[str, int] = field(default_factory=dict)
     fallback_reasons: Dict[str, str] = field(default_factory=dict)
+    text_positions_only: Dict[str, str] = field(default_factory=dict)
     _hooks: List[Any] = field(default_factory=list, repr=False)
     _replaced: List[Tuple[str, str]] = field(default_factory=list, repr=False)
     # (function, layer type) → the head widths the probe passed (the head; the rotated slice)
     _widths: Dict[Tuple[str, str], List[int]] = field(default_factory=dict, repr=False)
     _spec_json: Dict[Tuple[Any, ...], str] = field(default_factory=dict, repr=False)
+    # id(rotary module) → {layer key: spec key} for modules with a rope block of their own
+    _module_keys: Dict[int, Dict[str, str]] = field(default_factory=dict, repr=False)
 
     def spec_json(self, dtype: torch.dtype, layer: str = ALL, q_heads: Optional[int] = None,
                   k_heads: Optional[int] = None, width: Optional[int] = None) -> Optional[str]:
@@ -114,10 +120,31 @@ def _remember(cos: torch.Tensor, position_ids: torch.Tensor, state: RopePatch, l
 
 
 def _recalled(cos: Any) -> Optional[Tuple[torch.Tensor, RopePatch, str]]:
+    """The positions, patch state and layer key of a cos a patched rotary module made, or of a
+    slice of its tokens (Qwen4-Exp's attention takes ``cos[:, -S:, :]``); None for any other."""
     entry = _positions_by_cos.get(id(cos))
-    if entry is None or entry[0]() is not cos:
+    if entry is not None and entry[0]() is cos:
+        return entry[1], entry[2], entry[3]
+    base = getattr(cos, "_base", None)
+    entry = _positions_by_cos.get(id(base)) if isinstance(cos, torch.Tensor) and base is not None else None
+    if entry is None or entry[0]() is not base:
         return None
-    return entry[1], entry[2], entry[3]
+    start = _token_slice(cos, base)
+    if start is None:
+        return None
+    return entry[1][..., start:start + cos.shape[-2]], entry[2], entry[3]
+
+
+def _token_slice(view: torch.Tensor, base: torch.Tensor) -> Optional[int]:
+    """The first token of `view` when it is `base` ([B, S, D]) cut to a run of its tokens, else None."""
+    if view.dim() != 3 or base.dim() != 3 or view.stride() != base.stride() or view.shape[0] != base.shape[0] \
+            or view.shape[2] != base.shape[2]:
+        return None
+    offset = view.storage_offset() - base.storage_offset()
+    step = base.stride(1)
+    if step <= 0 or offset % step or not 0 <= offset // step <= base.shape[1] - view.shape[1]:
+        return None
+    return offset // step
 
 
 # ------------------------------------------------------------------ the rotation
@@ -137,6 +164,8 @@ def _rotate_recorded(function: str, form: str, q: Any, k: Any, cos: Any, unsquee
         why: Optional[str] = f"HF keeps layer type {layer}: {state.declined.get(layer, 'not patched')}"
     elif not allowed:
         why = f"{function} is not ropejit's rotation for layer type {layer} (the probe said so)"
+    elif form != "one" and k is None:
+        why = f"{function} called with q alone (k None): the probe checked it with q and k"
     else:
         why = misfit(q, None if form == "one" else k, position_ids, spec, unsqueeze_dim, allowed)
     spec_json = None
@@ -147,7 +176,7 @@ def _rotate_recorded(function: str, form: str, q: Any, k: Any, cos: Any, unsquee
     state._count(layer, why)
     if why is not None or spec_json is None:
         return None
-    return rotate_form(form, q, k, position_ids, spec_json, unsqueeze_dim)
+    return rotate_form(form, q, k, kernel_positions(position_ids, spec), spec_json, unsqueeze_dim)
 
 
 def hf_apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -167,7 +196,8 @@ def apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, si
     """HF's ``apply_rotary_pos_emb`` through ropejit: q ``[B, Hq, S, D]`` and k ``[B, Hkv, S, D]``
     (``[B, S, H, D]`` with ``unsqueeze_dim=2``) rotated; same shapes and dtype as HF returns.
 
-    The positions are `position_ids` (``[B, S]`` or ``[1, S]``) when given, else the ones a
+    The positions are `position_ids` (``[B, S]`` or ``[1, S]``; ``[3, B, S]`` for a spec with
+    mrope positions) when given, else the ones a
     patched model's rotary module made `cos` from; the spec is `spec` when given, else that
     model's for the layer type of `cos`. cos and sin are then not read. Falls back to HF Llama's
     cos/sin formula (:func:`hf_apply_rotary_pos_emb`) when the positions or the spec are unknown
@@ -180,10 +210,12 @@ def apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, si
     if spec is not None and position_ids is not None and q.dtype in _DTYPE_NAMES:
         if spec.qk_norm:  # HF normalizes q and k before this function: the spec must only rotate
             spec = Spec.from_json({key: value for key, value in spec.to_dict().items() if key != "qk_norm"})
+        if not is_mrope(spec):
+            position_ids = one_stream(position_ids)
         if misfit(q, k, position_ids, spec, unsqueeze_dim) is None:
             spec_json = ropejit_torch.op_spec_json(dict(spec.to_dict(), dtype=_DTYPE_NAMES[q.dtype],
                                                         num_kv_heads=heads_of(k, unsqueeze_dim)))
-            return rotate(q, k, position_ids, spec_json, unsqueeze_dim)
+            return rotate(q, k, kernel_positions(position_ids, spec), spec_json, unsqueeze_dim)
     return hf_apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim)
 
 
@@ -250,6 +282,10 @@ def _plan(model: torch.nn.Module, state: RopePatch, rotary_modules: List[torch.n
         state.reason = f"the model's dtype {model.dtype} is not one of fp32, fp16, bf16"
         return
     state.specs, state.declined = layer_specs(config, dtype)
+    main = list(state.specs)
+    own_specs, own_declined, state._module_keys = module_specs(rotary_modules, config, state.specs, dtype)
+    state.specs.update(own_specs)
+    state.declined.update(own_declined)
     if state.specs and not rotary_modules:
         state.reason = "the model has no *RotaryEmbedding module"
     elif state.specs and not functions:
@@ -262,23 +298,63 @@ def _plan(model: torch.nn.Module, state: RopePatch, rotary_modules: List[torch.n
         state.note = (f"the rotary module's inv_freq is {cast} (model.to(dtype) rounds it); ropejit runs the "
                       "config's float32 frequencies, as a model loaded with from_pretrained(dtype=...) has them")
     for key in list(state.specs):
+        serving = [m for m in rotary_modules if _serves(state, m, key, main)]
+        candidates, refused = mrope_candidates(state.specs[key], serving)
+        if not verify and len(candidates) > 1 and not is_mrope(state.specs[key]):
+            # the rotary module's default sections are used only where the probe confirms them
+            candidates, refused = candidates[-1:], ["verify=False: the rotary module's mrope_section is not probed"]
         mismatches = []
-        for module_name, name, form in functions:
-            function = f"{module_name}.{name}"
-            for width in widths(state.specs[key]):
-                mismatch = _probe_all(state, key, width, rotary_modules if verify else [], config,
-                                      _original(module_name, name), form)
-                if mismatch is None:
-                    state._widths.setdefault((function, key), []).append(width)
-                    if key not in state.functions.setdefault(function, []):
-                        state.functions[function].append(key)
-                else:
-                    mismatches.append(mismatch)
-        if not any(key in keys for keys in state.functions.values()):
-            state.declined[key] = "; ".join(mismatches)
+        for spec in candidates:
+            found = _probe_functions(state, key, spec, serving if verify else [], config, functions)
+            if isinstance(found, list):
+                mismatches += [f"{_form(spec)}: {m}" if len(candidates) > 1 else m for m in found]
+                continue
+            if not is_mrope(spec) and (refused or len(candidates) > 1):
+                state.text_positions_only[key] = "; ".join(refused + mismatches)
+            break
+        else:
+            state.declined[key] = "; ".join(refused + mismatches)
             del state.specs[key]
     if not state.specs:
         state.reason = decline_reason(state.declined)
+
+
+def _serves(state: RopePatch, rotary: torch.nn.Module, key: str, main: List[str]) -> bool:
+    """Whether layers of spec key `key` get their cos from `rotary`: a module of the text config
+    serves its keys, one with a rope block of its own the keys it maps to."""
+    if id(rotary) not in state._module_keys:
+        return key in main
+    return key in state._module_keys[id(rotary)].values()
+
+
+def _probe_functions(state: RopePatch, key: str, spec: Spec, rotary_modules: List[torch.nn.Module], config: Any,
+                     functions: List[Tuple[str, str, str]]) -> Optional[List[str]]:
+    """Makes `spec` layer type `key`'s and records the functions and head widths where ropejit
+    agrees with HF (returns None); where it agrees with none, returns the disagreements."""
+    state.specs[key] = spec
+    for cached in [cached for cached in state._spec_json if cached[0] == key]:
+        del state._spec_json[cached]
+    mismatches = []
+    for module_name, name, form in functions:
+        function = f"{module_name}.{name}"
+        for width in widths(spec):
+            mismatch = _probe_all(state, key, width, rotary_modules, config, _original(module_name, name), form)
+            if mismatch is None:
+                state._widths.setdefault((function, key), []).append(width)
+                if key not in state.functions.setdefault(function, []):
+                    state.functions[function].append(key)
+            else:
+                mismatches.append(mismatch)
+    if any(key in keys for keys in state.functions.values()):
+        return None
+    return mismatches
+
+
+def _form(spec: Spec) -> str:
+    """The position form of a spec, for messages."""
+    if not is_mrope(spec):
+        return "one position stream"
+    return f"mrope_section {spec.io['mrope_section']}{' interleaved' if spec.io['mrope_interleaved'] else ''}"
 
 
 def _probe_all(state: RopePatch, key: str, width: int, rotary_modules: List[torch.nn.Module], config: Any,
@@ -286,8 +362,10 @@ def _probe_all(state: RopePatch, key: str, width: int, rotary_modules: List[torc
     """The first disagreement of ropejit with `function` over the rotary modules, or None."""
     spec = state.specs[key]
     for rotary in rotary_modules:
+        # the layer key the module's own config has for this spec key (the key itself for the text config's)
+        layer = next((k for k, v in state._module_keys.get(id(rotary), {}).items() if v == key), key)
         try:
-            mismatch = probe(spec, state.spec_json(torch.float32, key, width=width) or "", rotary, key,
+            mismatch = probe(spec, state.spec_json(torch.float32, key, width=width) or "", rotary, layer,
                              getattr(rotary, "config", config), function, form, width)
         except (_ropejit.Error, ValueError, NotImplementedError, RuntimeError, TypeError) as e:
             mismatch = (f"the probe of {function.__module__}.{function.__name__} on heads of {width} failed: "
@@ -341,6 +419,9 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False) 
         warnings.warn(f"ropejit: {name} keeps HF's RoPE for {decline_reason(state.declined)}", RuntimeWarning, 2)
     if state.note:
         warnings.warn(f"ropejit: {name}: {state.note}", RuntimeWarning, 2)
+    if state.text_positions_only:
+        warnings.warn(f"ropejit: {name} keeps HF's RoPE for multimodal positions (rows that differ) of "
+                      f"{decline_reason(state.text_positions_only)}", RuntimeWarning, 2)
     state.spec = state.specs.get(ALL)
     keys = list(state.specs) + list(state.declined)
     typed = {id(m) for m in rotary_modules if takes_layer_type(m)}  # forward(x, position_ids, layer_type)
@@ -353,9 +434,14 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False) 
         named = ("position_ids", "layer_type") if with_type else ("position_ids",)
         extra = [a for a in args[3 if with_type else 2:] if a is not None] + [
             v for n, v in kwargs.items() if n not in named and v is not None]
-        layer = layer_key(layer_type, keys)
+        own = state._module_keys.get(id(module), {})
+        layer = layer_key(layer_type, list(own) or keys)
+        layer = own.get(layer, layer) if layer is not None else None
         # An argument the spec knows nothing of may change HF's cos: leave those calls to HF.
         if isinstance(position_ids, torch.Tensor) and not extra and layer and isinstance(output, tuple) and output:
+            spec = state.specs.get(layer)
+            if spec is not None and not is_mrope(spec):  # text tokens of a multimodal model: equal rows
+                position_ids = one_stream(position_ids)
             _remember(output[0], position_ids, state, layer)
 
     state._hooks = [m.register_forward_hook(remember_positions, with_kwargs=True) for m in rotary_modules]

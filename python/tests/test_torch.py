@@ -186,6 +186,30 @@ def test_backward_matches_autograd_of_cos_sin_formula(gen):
         torch.testing.assert_close(got, w, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("interleaved", [False, True], ids=["contiguous", "interleaved"])
+def test_mrope_takes_three_position_streams(gen, interleaved):
+    section = [4, 6, 6] if not interleaved else [6, 5, 5]  # temporal, height, width pairs of the 16
+    spec = make_spec(io={"positions": "mrope", "mrope_section": section, "mrope_interleaved": interleaved})
+    q, k = heads(gen, 2, 5, HQ, D), heads(gen, 2, 5, HKV, D)
+    positions = torch.randint(0, 4000, (3, 1, 5), generator=gen)  # [3, 1, S]: broadcast over the batch
+    q_out, k_out = rope_torch.apply_rope(q, k, positions, spec=spec)
+    # Each frequency pair rotates by its stream's position: pair by pair through the one-stream reference.
+    if interleaved:
+        stream = [1 if i % 3 == 1 and i < 3 * section[1] else 2 if i % 3 == 2 and i < 3 * section[2] else 0
+                  for i in range(D // 2)]
+    else:
+        stream = [s for s, n in enumerate(section) for _ in range(n)]
+    for got, x in ((q_out, q), (k_out, k)):
+        want = np.empty(x.shape)
+        for pair, s in enumerate(stream):
+            rotated = expected(x, positions[s], make_spec())
+            want[..., [pair, pair + D // 2]] = rotated[..., [pair, pair + D // 2]]
+        assert_matches(got, want, "fp32", "mrope")
+    with pytest.raises(ropejit.ArgumentError, match=r"positions: shape \[1, 5\] is not allowed: must be "
+                                                    r"\[3, 2, 5\] or \[3, 1, 5\] \(3 streams"):
+        rope_torch.apply_rope(q, k, positions[0], spec=spec)
+
+
 @pytest.fixture
 def call(gen):
     """Valid arguments, and a checker that a bad call raises and leaves q and k as they were."""

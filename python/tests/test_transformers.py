@@ -17,6 +17,7 @@ import ropejit.torch as rope_torch  # noqa: E402
 import ropejit.transformers as rope_hf  # noqa: E402
 from transformers.models.llama import modeling_llama  # noqa: E402
 from transformers.models.qwen2 import modeling_qwen2  # noqa: E402
+from transformers.models.qwen2_vl import modeling_qwen2_vl  # noqa: E402
 
 LLAMA3_ROPE = {"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
@@ -279,4 +280,122 @@ def test_a_layer_type_ropejit_does_not_follow_keeps_hf(kernel_calls, patched):
     assert state.kernel_calls_by_type == {"sliding_attention": 5}
     assert state.fallback_calls_by_type == {"full_attention": 1}
     assert "rope_type dynamic" in state.fallback_reasons["full_attention"]
+    torch.testing.assert_close(ours, hf, rtol=1e-4, atol=1e-4 * hf.abs().max().item())
+
+
+# ------------------------------------------------------------------ multimodal positions, several rotary modules
+
+TEXT_SIZES = dict(num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128,
+                  vocab_size=128, max_position_embeddings=4096, initializer_range=0.1)
+
+
+def grid_positions(text=4, rows=2, cols=3, after=3):
+    """[3, 1, S] position_ids as Qwen2-VL's get_rope_index gives them: text tokens (three equal
+    rows), an image of rows x cols patches (temporal fixed, height and width walking the grid),
+    text again from the image's largest position on."""
+    t = torch.arange(text).expand(3, -1)
+    cell = torch.arange(rows * cols)
+    image = torch.stack((torch.zeros_like(cell), cell // cols, cell % cols)) + text
+    tail = torch.arange(after).expand(3, -1) + image.max() + 1
+    return torch.cat((t, image, tail), dim=1)[:, None, :]
+
+
+def tiny_mrope(kind, rope):
+    torch.manual_seed(0)
+    if kind == "qwen2_vl":
+        config = transformers.Qwen2VLTextConfig(hidden_size=64, rope_parameters=rope, **TEXT_SIZES)
+        return transformers.Qwen2VLTextModel(config).eval()
+    if kind == "qwen3_vl":
+        config = transformers.Qwen3VLTextConfig(hidden_size=128, head_dim=32, rope_parameters=rope, **TEXT_SIZES)
+        return transformers.Qwen3VLTextModel(config).eval()
+    config = transformers.Qwen3_5TextConfig(hidden_size=128, head_dim=64, rope_parameters=rope,
+                                            layer_types=["full_attention"] * 2, **TEXT_SIZES)
+    return transformers.Qwen3_5TextModel(config).eval()
+
+
+def hidden(model, input_ids, position_ids=None):
+    with torch.no_grad():
+        return model(input_ids=input_ids, position_ids=position_ids, use_cache=False).last_hidden_state
+
+
+# The config's sections (Qwen2-VL: contiguous, as imported) and Qwen3-VL's interleaved form, which the
+# config does not flag (HF's Qwen3-VL always interleaves): the probe picks it.
+MROPE = {"qwen2_vl": ({"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}, False),
+         "qwen3_vl": ({"rope_type": "default", "rope_theta": 5e5, "mrope_section": [6, 5, 5]}, True)}
+
+
+@pytest.mark.parametrize("kind", list(MROPE))
+def test_multimodal_positions_run_the_kernel_with_three_streams(kind, kernel_calls, patched):
+    rope, interleaved = MROPE[kind]
+    model = tiny_mrope(kind, rope)
+    position_ids = grid_positions()
+    input_ids = torch.randint(1, 128, (1, position_ids.shape[-1]), generator=torch.Generator().manual_seed(11))
+    hf = hidden(model, input_ids, position_ids)
+    one_stream = hidden(model, input_ids, position_ids[:1].expand(3, -1, -1))
+    assert not torch.allclose(one_stream, hf, rtol=1e-3, atol=1e-3)  # the three streams move HF's output
+    state = patched(model)
+    spec = state.specs["all"]
+    assert (spec.io["positions"], spec.io["mrope_section"], spec.io["mrope_interleaved"]) == (
+        "mrope", rope["mrope_section"], interleaved)
+    kernel_calls.clear()
+    ours = hidden(model, input_ids, position_ids)
+    assert state.kernel_calls == 2 and state.fallback_calls == 0 and not state.text_positions_only
+    assert all(p.shape == (3, 1, position_ids.shape[-1]) and torch.equal(p, position_ids) for p in kernel_calls)
+    torch.testing.assert_close(ours, hf, rtol=1e-4, atol=1e-4 * hf.abs().max().item())
+    text = hidden(model, input_ids)  # text positions: HF expands [B, S] to three equal rows
+    rope_hf.unpatch(model)
+    torch.testing.assert_close(text, hidden(model, input_ids), rtol=1e-4, atol=1e-4)
+
+
+def test_public_apply_rotary_pos_emb_takes_mrope_positions():
+    model = tiny_mrope("qwen2_vl", MROPE["qwen2_vl"][0])
+    position_ids = grid_positions()
+    gen = torch.Generator().manual_seed(12)
+    q, k = torch.randn(1, 4, position_ids.shape[-1], 16, generator=gen), torch.randn(1, 2, position_ids.shape[-1],
+                                                                                      16, generator=gen)
+    cos, sin = model.rotary_emb(q, position_ids)
+    want = modeling_qwen2_vl.apply_rotary_pos_emb(q, k, cos, sin)
+    spec = ropejit.Spec.from_hf(model.config, dtype="fp32")
+    got = rope_hf.apply_rotary_pos_emb(q, k, cos, sin, position_ids, spec=spec)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+
+def test_sections_ropejit_refuses_run_text_positions_only(kernel_calls, patched):
+    # Qwen3.5's interleaved [11, 11, 10] of 32 pairs: HF's slices take height pair 31, ropejit's rule
+    # (3 * max(h, w) <= rotary_dim / 2) refuses it; the one-stream spec runs where the rows are equal.
+    rope = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0, "mrope_section": [11, 11, 10],
+            "mrope_interleaved": True}
+    model = tiny_mrope("qwen3_5", rope)
+    position_ids = grid_positions()
+    input_ids = torch.randint(1, 128, (1, position_ids.shape[-1]), generator=torch.Generator().manual_seed(13))
+    hf_grid, hf_text = hidden(model, input_ids, position_ids), hidden(model, input_ids)
+    with pytest.warns(RuntimeWarning, match=r"keeps HF's RoPE for multimodal positions \(rows that differ\) of "
+                                            r"mrope_section \[11, 11, 10\] interleaved"):
+        state = patched(model)
+    assert state.specs["all"].io["positions"] == "explicit" and "all" in state.text_positions_only
+    kernel_calls.clear()
+    ours_grid = hidden(model, input_ids, position_ids)
+    assert state.kernel_calls == 0 and "rows that differ" in state.fallback_reasons["all"]
+    ours_text = hidden(model, input_ids)
+    assert state.kernel_calls == 2 and all(p.shape == (1, position_ids.shape[-1]) for p in kernel_calls)
+    torch.testing.assert_close(ours_grid, hf_grid, rtol=0, atol=0)
+    torch.testing.assert_close(ours_text, hf_text, rtol=1e-4, atol=1e-4 * hf_text.abs().max().item())
+
+
+def test_rotary_modules_of_their_own_theta_run_their_own_spec(kernel_calls, patched):
+    # GraniteSWA builds one rotary module per layer_rope_theta (from a copy of the config; 0 = NoPE).
+    config = transformers.GraniteSWAConfig(hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                                           num_key_value_heads=2, intermediate_size=128, vocab_size=128,
+                                           layer_rope_theta=[1e4, 5e5, 0], sliding_window=64, initializer_range=0.1,
+                                           layer_types=["full_attention", "sliding_attention", "sliding_attention"])
+    torch.manual_seed(0)
+    model = transformers.GraniteSWAForCausalLM(config).eval()
+    input_ids = torch.randint(1, 128, (1, 40), generator=torch.Generator().manual_seed(14))
+    hf = logits(model, input_ids)
+    state = patched(model)
+    assert {key: spec.to_dict()["rope"]["rope_theta"] for key, spec in state.specs.items()} == {
+        "all": 1e4, "all (rope_theta=500000.0)": 5e5}
+    ours = logits(model, input_ids)
+    assert state.kernel_calls_by_type == {"all": 1, "all (rope_theta=500000.0)": 1} and state.fallback_calls == 0
     torch.testing.assert_close(ours, hf, rtol=1e-4, atol=1e-4 * hf.abs().max().item())
