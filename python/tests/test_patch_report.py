@@ -1,11 +1,14 @@
 """The patch report (patch_report.py) on a fixed representative subset of the zoo's families:
 one rope block (Llama, Phi's partial rotary, DeepSeek V3's interleaved MLA), per layer type
 (Gemma 3, OLMo 3, ModernBERT, Gemma 4 with proportional rope), the one-tensor apply form (Gemma
-3n), a composite model (Gemma 3 with its vision tower), and Qwen2-VL, whose multimodal positions
-ropejit leaves to HF. Each tiny model's output patched is compared with HF's own unpatched.
+3n), a composite model (Gemma 3 with its vision tower), multimodal positions (Qwen2-VL whole,
+Qwen3-VL's text decoder, whose composite model does not build shrunk, with its interleaved
+sections; NeoMME's two streams, which ropejit runs for text positions only), GraniteSWA (a
+rotary module per layer theta) and Qwen4-Exp (its attention takes a slice of cos's tokens).
+Each tiny model's output patched is compared with HF's own unpatched.
 
-The whole zoo takes minutes (a kernel compile per family): run it with ``python patch_report.py``,
-which writes build/patch-table.md."""
+The whole zoo takes longer (a kernel compile per family, about a minute warm): run it with
+``python patch_report.py``, which writes build/patch-table.md."""
 import os
 import pathlib
 
@@ -22,7 +25,8 @@ import ropejit.torch as rope_torch  # noqa: E402
 SUBSET = {
     "llama": "patched", "phi": "patched", "deepseek_v3": "patched", "gpt_oss": "patched",
     "gemma3_text": "patched", "olmo3": "patched", "modernbert": "patched", "gemma4_text": "patched",
-    "gemma3n_text": "patched", "gemma3": "patched", "qwen2_vl": "no call",
+    "gemma3n_text": "patched", "gemma3": "patched", "qwen2_vl": "patched", "qwen3_vl": "patched",
+    "neomme": "partial", "granite_swa": "patched", "qwen4_exp_text": "patched",
 }
 
 
@@ -54,6 +58,14 @@ def test_patched_families_ran_the_kernel_on_every_layer_type(rows):
             assert r.calls and all(n > 0 for n in r.calls.values()), r
     per_type = {r.family: set(r.calls) for r in rows}
     assert per_type["gemma3"] == per_type["gemma4_text"] == {"sliding_attention", "full_attention"}
+
+
+def test_multimodal_families_ran_the_kernel_on_different_position_rows(rows):
+    by_family = {r.family: r for r in rows}
+    for family in ("qwen2_vl", "qwen3_vl"):
+        assert "3 different position rows and the text positions ran the kernel" in by_family[family].reason
+    assert by_family["qwen3_vl"].model == "Qwen3VLTextModel (text decoder)"
+    assert "HF keeps the 2 different position rows" in by_family["neomme"].reason
 
 
 def test_every_other_result_says_why(rows):
