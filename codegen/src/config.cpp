@@ -67,8 +67,7 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
     return fmt::format("heads_per_thread {} is not allowed: must be in [1, 64]", c.heads_per_thread);
   if (c.sincos == SinCosMode::table && rerotate(spec))
     return "sincos table is not allowed for op rerotate: its angles are differences of two positions' angles";
-  if (c.sincos == SinCosMode::table &&
-      (spec.rope.type == RopeType::dynamic || spec.rope.type == RopeType::longrope))
+  if (c.sincos == SinCosMode::table && frequencies_depend_on_run_length(spec.rope.type))
     return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
                        to_string(spec.rope.type));
   return std::nullopt;

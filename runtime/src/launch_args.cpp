@@ -425,7 +425,7 @@ std::string seq_len_reason(const RopeParams& rope, const char* field) {
 bool needs_seq_len(const Spec& spec) { return needs_seq_len(spec.rope); }
 
 bool needs_seq_len(const RopeParams& rope) {
-  return (rope.type == RopeType::dynamic && !rope.seq_len) || rope.type == RopeType::longrope;
+  return frequencies_depend_on_run_length(rope.type) && !rope.seq_len;  // seq_len: dynamic's fixed length
 }
 
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {

@@ -28,7 +28,7 @@ void read_mrope(const json& block, const std::string& base, int rotary_dim, Rope
   if (interleaved) io.mrope_interleaved = reader.boolean(*interleaved, base + "/mrope_interleaved").value_or(false);
   // dynamic NTK and LongRoPE pick their frequencies from the sequence length, which three
   // position streams leave undefined (no released model combines them).
-  if (rope_type == RopeType::dynamic || rope_type == RopeType::longrope)
+  if (frequencies_depend_on_run_length(rope_type))
     reader.not_allowed(base + "/positions", std::string("mrope"),
                        fmt::format("another form with rope_type {} (its frequencies depend on the sequence "
                                    "length, which three position streams do not define)",

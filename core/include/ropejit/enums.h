@@ -87,6 +87,23 @@ template <> constexpr const auto& enum_table<OpKind>() { return kOpNames; }
 template <> constexpr const auto& enum_table<Layout>() { return kLayoutNames; }
 template <> constexpr const auto& enum_table<DType>() { return kDTypeNames; }
 template <> constexpr const auto& enum_table<RopeType>() { return kRopeTypeNames; }
+
+/// Facts of a rope type, kept on its row so that every use reads them instead of restating them.
+struct RopeTypeFacts {
+  RopeType type;
+  bool run_length;  ///< its frequencies depend on the run length max(position) + 1 (launch seq_len)
+};
+inline constexpr std::array<RopeTypeFacts, 8> kRopeTypeFacts{{
+    {RopeType::default_, false}, {RopeType::linear, false}, {RopeType::ntk, false}, {RopeType::dynamic, true},
+    {RopeType::yarn, false}, {RopeType::longrope, true}, {RopeType::llama3, false}, {RopeType::proportional, false}}};
+static_assert(kRopeTypeFacts.size() == kRopeTypeNames.size(), "a rope type without its facts row");
+/// True for dynamic NTK and LongRoPE: the table a launch uses depends on its run length
+/// (dynamic with a fixed rope.seq_len excepted, a spec-level choice).
+constexpr bool frequencies_depend_on_run_length(RopeType type) {
+  for (const RopeTypeFacts& row : kRopeTypeFacts)
+    if (row.type == type) return row.run_length;
+  return false;
+}
 template <> constexpr const auto& enum_table<AnglePrecision>() { return kAngleNames; }
 template <> constexpr const auto& enum_table<InputForm>() { return kInputNames; }
 template <> constexpr const auto& enum_table<OutputForm>() { return kOutputNames; }
