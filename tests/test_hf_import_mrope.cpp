@@ -74,10 +74,24 @@ TEST(HfImportMrope, ErrorsNameTheConfigKey) {
   EXPECT_EQ(key, "rope_scaling.mrope_section");
   EXPECT_NE(message.find("summing to rotary_dim / 2 = 64"), std::string::npos) << message;
 
+  // HF reads no mrope_interleaved key (each family's module fixes the form): a value is ignored.
   json bad_flag = qwen3_vl();
   bad_flag["text_config"]["rope_scaling"]["mrope_interleaved"] = "yes";
-  std::tie(key, message) = first_issue(bad_flag);
-  EXPECT_EQ(key, "text_config.rope_scaling.mrope_interleaved");
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(spec_from_hf(bad_flag, HfImportOptions{}, &warnings).io.mrope_interleaved);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings.back().find("text_config.rope_scaling.mrope_interleaved"), std::string::npos) << warnings.back();
+  json no_flag = qwen3_vl();
+  no_flag["text_config"]["rope_scaling"].erase("mrope_interleaved");
+  EXPECT_TRUE(spec_from_hf(no_flag, HfImportOptions{}).io.mrope_interleaved);  // always, as HF's module
+  json contiguous = qwen2_5_vl();
+  contiguous["rope_scaling"]["mrope_interleaved"] = true;
+  EXPECT_FALSE(spec_from_hf(contiguous, HfImportOptions{}).io.mrope_interleaved);
+  // Qwen3.5's [11, 11, 10] over 32 pairs: height takes pairs 1 ... 31, width 2 ... 29.
+  json qwen3_5 = qwen3_vl();
+  qwen3_5["text_config"]["head_dim"] = 64;
+  qwen3_5["text_config"]["rope_scaling"]["mrope_section"] = {11, 11, 10};
+  EXPECT_EQ(spec_from_hf(qwen3_5, HfImportOptions{}).io.mrope_section, (std::vector<int>{11, 11, 10}));
 
   // A one-stream family refuses the keys, naming the families that take them.
   json llama = qwen2_5_vl();

@@ -237,7 +237,7 @@ std::vector<BadCase> bad_cases() {
       {"mrope interleaved width too wide",
        edit(llama3_spec, [](json& j) {
          j["io"] = {{"positions", "mrope"}, {"mrope_section", {8, 22, 34}}, {"mrope_interleaved", true}}; }),
-       "/io/mrope_section", "must be height and width counts <= rotary_dim / 6 = 21 with mrope_interleaved"},
+       "/io/mrope_section", "must be height count <= (rotary_dim / 2 + 1) / 3 = 21 and width count <= rotary_dim / 6 = 21"},
       {"mrope section without mrope positions",
        edit(llama3_spec, [](json& j) { j["io"] = {{"mrope_section", {16, 24, 24}}}; }),
        "/io/mrope_section", "[16,24,24] is not allowed: must be absent unless io.positions is \"mrope\""},

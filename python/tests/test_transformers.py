@@ -321,7 +321,10 @@ def hidden(model, input_ids, position_ids=None):
 # The config's sections (Qwen2-VL: contiguous, as imported) and Qwen3-VL's interleaved form, which the
 # config does not flag (HF's Qwen3-VL always interleaves): the probe picks it.
 MROPE = {"qwen2_vl": ({"rope_type": "default", "rope_theta": 1e6, "mrope_section": [2, 3, 3]}, False),
-         "qwen3_vl": ({"rope_type": "default", "rope_theta": 5e5, "mrope_section": [6, 5, 5]}, True)}
+         "qwen3_vl": ({"rope_type": "default", "rope_theta": 5e5, "mrope_section": [6, 5, 5]}, True),
+         # Qwen3.5's shipped [11, 11, 10] of 32 pairs: height reaches pair 31, the last one.
+         "qwen3_5": ({"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0,
+                      "mrope_section": [11, 11, 10], "mrope_interleaved": True}, True)}
 
 
 @pytest.mark.parametrize("kind", list(MROPE))
@@ -359,28 +362,6 @@ def test_public_apply_rotary_pos_emb_takes_mrope_positions():
     got = rope_hf.apply_rotary_pos_emb(q, k, cos, sin, position_ids, spec=spec)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
-
-
-def test_sections_ropejit_refuses_run_text_positions_only(kernel_calls, patched):
-    # Qwen3.5's interleaved [11, 11, 10] of 32 pairs: HF's slices take height pair 31, ropejit's rule
-    # (3 * max(h, w) <= rotary_dim / 2) refuses it; the one-stream spec runs where the rows are equal.
-    rope = {"rope_type": "default", "rope_theta": 1e4, "partial_rotary_factor": 1.0, "mrope_section": [11, 11, 10],
-            "mrope_interleaved": True}
-    model = tiny_mrope("qwen3_5", rope)
-    position_ids = grid_positions()
-    input_ids = torch.randint(1, 128, (1, position_ids.shape[-1]), generator=torch.Generator().manual_seed(13))
-    hf_grid, hf_text = hidden(model, input_ids, position_ids), hidden(model, input_ids)
-    with pytest.warns(RuntimeWarning, match=r"keeps HF's RoPE for multimodal positions \(rows that differ\) of "
-                                            r"mrope_section \[11, 11, 10\] interleaved"):
-        state = patched(model)
-    assert state.specs["all"].io["positions"] == "explicit" and "all" in state.text_positions_only
-    kernel_calls.clear()
-    ours_grid = hidden(model, input_ids, position_ids)
-    assert state.kernel_calls == 0 and "rows that differ" in state.fallback_reasons["all"]
-    ours_text = hidden(model, input_ids)
-    assert state.kernel_calls == 2 and all(p.shape == (1, position_ids.shape[-1]) for p in kernel_calls)
-    torch.testing.assert_close(ours_grid, hf_grid, rtol=0, atol=0)
-    torch.testing.assert_close(ours_text, hf_text, rtol=1e-4, atol=1e-4 * hf_text.abs().max().item())
 
 
 def test_rotary_modules_of_their_own_theta_run_their_own_spec(kernel_calls, patched):

@@ -74,6 +74,13 @@ ModelFamily qk_rmsnorm(std::string_view type, std::string_view source, double we
   });
 }
 
+// Qwen3-VL's text rotary (recomposition_frequencies): height and width take every third pair.
+ModelFamily interleaved_mrope(ModelFamily f) {
+  f.mrope = true;
+  f.mrope_interleaved = true;
+  return f;
+}
+
 ModelFamily unsupported(std::string_view type, std::string_view source, std::string_view why) {
   return row(type, source, [&](ModelFamily& f) { f.unsupported = why; });
 }
@@ -109,8 +116,8 @@ const std::vector<ModelFamily>& model_families() {
         f.bias_default = true;
         f.mrope = true;
       }),
-      qk_rmsnorm("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", 0.0, "text_config", true),
-      qk_rmsnorm("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", 0.0, "text_config", true),
+      interleaved_mrope(qk_rmsnorm("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", 0.0, "text_config", true)),
+      interleaved_mrope(qk_rmsnorm("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", 0.0, "text_config", true)),
       row("gemma", "models/gemma/modeling_gemma.py"),
       row("gemma2", "models/gemma2/modeling_gemma2.py"),
       // Gemma 3: Gemma3RMSNorm(head_dim) scales by (1 + w); its local (sliding) layers rotate
@@ -229,14 +236,11 @@ const std::vector<ModelFamily>& model_families() {
       row("olmo2", "models/olmo2"),
       row("olmo_hybrid", "models/olmo_hybrid"),
       row("olmoe", "models/olmoe"),
-      row("paddleocr_vl_text", "models/paddleocr_vl_text"),
       row("persimmon", "models/persimmon"),
       row("pocket_tts", "models/pocket_tts"),
       row("qwen2_moe", "models/qwen2_moe"),
       row("qwen3_next", "models/qwen3_next"),
       row("qwen3_omni_moe_talker_code_predictor", "models/qwen3_omni_moe_talker_code_predictor"),
-      row("qwen3_omni_moe_talker_text", "models/qwen3_omni_moe_talker_text"),
-      row("qwen4_exp_text", "models/qwen4_exp_text"),
       row("seed_oss", "models/seed_oss"),
       row("smollm3", "models/smollm3"),
       row("starcoder2", "models/starcoder2"),
@@ -281,10 +285,14 @@ const std::vector<ModelFamily>& model_families() {
       row("qwen2_5_omni_text", "models/qwen2_5_omni", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen2_vl_text", "models/qwen2_vl", [](ModelFamily& f) { f.mrope = true; }),
       row("qwen2_5_vl_text", "models/qwen2_5_vl", [](ModelFamily& f) { f.mrope = true; }),
-      row("qwen3_5_moe_text", "models/qwen3_5_moe", [](ModelFamily& f) { f.mrope = true; }),
-      row("qwen3_5_text", "models/qwen3_5", [](ModelFamily& f) { f.mrope = true; }),
-      row("qwen3_vl_moe_text", "models/qwen3_vl_moe", [](ModelFamily& f) { f.mrope = true; }),
-      row("qwen3_vl_text", "models/qwen3_vl", [](ModelFamily& f) { f.mrope = true; }),
+      row("paddleocr_vl_text", "models/paddleocr_vl", [](ModelFamily& f) { f.mrope = true; }),
+      // Their text rotary recomposes the streams interleaved whatever the config says.
+      interleaved_mrope(row("qwen3_5_moe_text", "models/qwen3_5_moe")),
+      interleaved_mrope(row("qwen3_5_text", "models/qwen3_5")),
+      interleaved_mrope(row("qwen3_vl_moe_text", "models/qwen3_vl_moe")),
+      interleaved_mrope(row("qwen3_vl_text", "models/qwen3_vl")),
+      interleaved_mrope(row("qwen4_exp_text", "models/qwen4_exp")),
+      interleaved_mrope(row("qwen3_omni_moe_talker_text", "models/qwen3_omni_moe")),
 
       // Its rotary's forward multiplies cos/sin by short_mscale / long_mscale (longrope).
       row("phimoe", "models/phimoe/modeling_phimoe.py", [](ModelFamily& f) { f.longrope_mscale = true; }),
@@ -333,7 +341,10 @@ const std::vector<ModelFamily>& model_families() {
       row("cohere2_moe", "models/cohere2_moe", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("ernie4_5", "models/ernie4_5", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("ernie4_5_moe", "models/ernie4_5_moe", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
-      row("glm_ocr_text", "models/glm_ocr", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
+      row("glm_ocr_text", "models/glm_ocr", [](ModelFamily& f) {
+        f.layout = Layout::interleaved;
+        f.mrope = true;  // contiguous sections, each frequency repeated for its pair (2i, 2i+1)
+      }),
       row("helium", "models/helium", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("moonshine_streaming", "models/moonshine_streaming", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("openai_privacy_filter", "models/openai_privacy_filter", [](ModelFamily& f) { f.layout = Layout::interleaved; }),

@@ -46,6 +46,7 @@ struct ModelFamily {
   std::string_view unsupported;                       ///< non-empty: why ropejit cannot express its RoPE
   bool longrope_mscale = false;  ///< longrope's short_mscale / long_mscale scale cos and sin (PhiMoE)
   bool mrope = false;  ///< the rope block may hold mrope_section / mrope_interleaved (VL models)
+  bool mrope_interleaved = false;  ///< mrope: HF's module interleaves the streams (a config's key is ignored)
   bool qk_rmsnorm = false;           ///< per-head RMSNorm of q and k before RoPE, always: imported as qk_norm
   double qk_norm_weight_offset = 0;  ///< Gemma: (1 + w)
 };

@@ -266,8 +266,8 @@ void warn_like_hf(const json& rope, const std::string& block_key, const std::str
 
 // Multimodal RoPE (Qwen2-VL's mrope_section, Qwen3-VL's mrope_interleaved): [3, T] positions.
 // A section with the "mrope" type is required; without either key the model takes one stream.
-void import_mrope(const json& block, const std::string& block_key, const HfRopeType& row, HfContext& ctx,
-                  json& spec) {
+void import_mrope(const json& block, const std::string& block_key, const HfRopeType& row, const ModelFamily& family,
+                  HfContext& ctx, json& spec) {
   const json* section = HfContext::member(block, "mrope_section");
   const json* interleaved = HfContext::member(block, "mrope_interleaved");
   if (!section) {
@@ -281,10 +281,13 @@ void import_mrope(const json& block, const std::string& block_key, const HfRopeT
   io["mrope_section"] = *section;
   ctx.source("/io/mrope_section", block_key + ".mrope_section");
   ctx.source("/io/positions", block_key + ".mrope_section");
-  if (interleaved) {
-    io["mrope_interleaved"] = *interleaved;
-    ctx.source("/io/mrope_interleaved", block_key + ".mrope_interleaved");
-  }
+  // The family's module decides the form; HF reads no mrope_interleaved key.
+  io["mrope_interleaved"] = family.mrope_interleaved;
+  ctx.source("/io/mrope_interleaved", block_key + (interleaved ? ".mrope_interleaved" : ".mrope_section"));
+  if (interleaved && *interleaved != json(family.mrope_interleaved))
+    ctx.warn(block_key + ".mrope_interleaved",
+             fmt::format("{} ignored, as HF does: model_type {}'s rotary module {} the streams", show_json(*interleaved),
+                         family.model_type, family.mrope_interleaved ? "always interleaves" : "never interleaves"));
 }
 
 // Per-layer-type blocks (HF v5: {"full_attention": {...}, "sliding_attention": {...}}): the one
@@ -386,7 +389,7 @@ void import_rope(const json& text, const ModelFamily& family, std::optional<int6
   rope["rope_type"] = std::string(to_string(row->type));
   ctx.source("/rope/rope_type", type_key);
   copy_keys(*block, block_key, *row, family, ctx, rope);
-  if (family.mrope) import_mrope(*block, block_key, *row, ctx, spec);
+  if (family.mrope) import_mrope(*block, block_key, *row, family, ctx, spec);
   import_original_length(text, block_key, row->type, max_positions, max_key, ctx, rope);
   for (std::string_view key : row->required)
     if (!rope.contains(std::string(key)) && !HfContext::member(*block, key) &&

@@ -53,10 +53,12 @@ void read_mrope(const json& block, const std::string& base, int rotary_dim, Rope
     reader.not_allowed(base + "/mrope_section", *section, must);
     return;
   }
-  if (io.mrope_interleaved && pairs > 0 && 3 * std::max(counts[1], counts[2]) > pairs)
+  // Interleaved, height takes pairs 1, 4, ..., 3h - 2 and width 2, 5, ..., 3w - 1: each must exist.
+  if (io.mrope_interleaved && pairs > 0 && (3 * counts[1] - 2 > pairs - 1 || 3 * counts[2] - 1 > pairs - 1))
     reader.not_allowed(base + "/mrope_section", *section,
-                       fmt::format("height and width counts <= rotary_dim / 6 = {} with mrope_interleaved "
-                                   "(every third pair of the {})", pairs / 3, pairs));
+                       fmt::format("height count <= (rotary_dim / 2 + 1) / 3 = {} and width count <= rotary_dim / 6 "
+                                   "= {} with mrope_interleaved (height takes pairs 1, 4, ..., width 2, 5, ... of the {})",
+                                   (pairs + 1) / 3, pairs / 3, pairs));
   io.mrope_section = counts;
 }
 
