@@ -107,7 +107,7 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
       "  grid = ceil(rows * {} head groups * {} lanes / {}) blocks{}, where rows = {}.\n",
       sizeof(KernelParams), config.block_threads, w.head_groups, w.lanes, config.block_threads,
       config.grid == GridMode::persistent ? " capped at the blocks resident on the GPU (grid-stride loop)" : "",
-      spec.io.output == OutputForm::padded_bhsd ? "batch * max_seq_len" : "num_tokens");
+      grid_rows_text(spec.io.output));
   const std::string lane = w.lanes == 1 ? "every vector" : fmt::format("one {}-element vector lane", config.vec);
   if (rerotate(spec))
     h += fmt::format("Each thread: {} of a cached key (its {} K-cache heads, rotary part only), {} heads {} apart, "
@@ -120,7 +120,7 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
                      spec.io.copy_v ? fmt::format(", {} v", spec.num_kv_heads) : std::string(), config.heads_per_thread,
                      w.head_groups, w.pairs_per_lane);
   h += fmt::format("Bytes moved per token: {} (ropejit::bytes_moved, one sequence).\n",
-                   bytes_moved(spec, 1, 1, spec.io.output == OutputForm::padded_bhsd ? 1 : 0));
+                   bytes_moved(spec, 1, 1, grid_rows(spec.io.output, 0, 1, 1)));  // S = 1 where rows are padded slots
   if (!options.report_arch.empty()) {
     const Binary binary = compile_nvrtc(source, options.report_arch);
     h += fmt::format("Compiled for {} by NVRTC {}: {} registers, {} bytes spilled, {} bytes of stack.\n",

@@ -95,7 +95,7 @@ WorkloadShape workload_shape(const Spec& spec, int64_t tokens) {
     w.batch = 1;
     w.max_seq_len = w.tokens;
   }
-  w.rows = spec.io.output == OutputForm::padded_bhsd ? int64_t(w.batch) * w.max_seq_len : w.tokens;
+  w.rows = grid_rows(spec.io.output, w.tokens, w.batch, w.max_seq_len);
   w.bytes = bytes_moved(spec, w.tokens, w.batch, w.max_seq_len);  // batch and S only count for their forms
   return w;
 }

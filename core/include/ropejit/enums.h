@@ -2,6 +2,7 @@
 /// The one table of every enumerated spec value: parsing, validation messages, the schema,
 /// the CLI and the generator all read these tables (never a second allow-list).
 #include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -97,6 +98,26 @@ inline constexpr std::array<RopeTypeFacts, 8> kRopeTypeFacts{{
     {RopeType::default_, false}, {RopeType::linear, false}, {RopeType::ntk, false}, {RopeType::dynamic, true},
     {RopeType::yarn, false}, {RopeType::longrope, true}, {RopeType::llama3, false}, {RopeType::proportional, false}}};
 static_assert(kRopeTypeFacts.size() == kRopeTypeNames.size(), "a rope type without its facts row");
+/// Facts of an output form, on its row.
+struct OutputFormFacts {
+  OutputForm form;
+  bool padded_rows;  ///< the grid covers every (sequence, slot) of batch x max_seq_len, not the tokens
+};
+inline constexpr std::array<OutputFormFacts, 4> kOutputFormFacts{{
+    {OutputForm::inplace, false}, {OutputForm::separate, false}, {OutputForm::padded_bhsd, true},
+    {OutputForm::paged_kv, false}}};
+static_assert(kOutputFormFacts.size() == kOutputNames.size(), "an output form without its facts row");
+/// The rows a launch's grid covers: the tokens, or batch x max_seq_len for a padded output.
+constexpr int64_t grid_rows(OutputForm form, int64_t tokens, int64_t batch, int64_t max_seq_len) {
+  for (const OutputFormFacts& row : kOutputFormFacts)
+    if (row.form == form && row.padded_rows) return batch * max_seq_len;
+  return tokens;
+}
+/// The grid's row count as text, for reports.
+constexpr std::string_view grid_rows_text(OutputForm form) {
+  return grid_rows(form, 0, 1, 1) == 1 ? "batch * max_seq_len" : "num_tokens";
+}
+
 /// True for dynamic NTK and LongRoPE: the table a launch uses depends on its run length
 /// (dynamic with a fixed rope.seq_len excepted, a spec-level choice).
 constexpr bool frequencies_depend_on_run_length(RopeType type) {
