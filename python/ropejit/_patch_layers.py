@@ -225,8 +225,8 @@ def layer_specs(config: Any, dtype: str) -> Tuple[Dict[str, Spec], Dict[str, str
     try:
         entries = _ropejit.hf_layer_rope_map(_text(config.to_dict(), "HF config"))
     except (_ropejit.Error, ValueError, TypeError) as e:
-        entries = _typed_layers(config)  # LFM 3's "conv" layers have no rope block and fail the map
-        if entries is None and "num_hidden_layers" in str(e) and not getattr(config, "layer_types", None):
+        entries = None
+        if "num_hidden_layers" in str(e) and not getattr(config, "layer_types", None):
             entries = [""]  # no layer count the map reads (Moonshine's decoder_num_hidden_layers): one block
         if entries is None:
             return {}, {ALL: f"ropejit cannot express the config: {e}"}
@@ -281,17 +281,6 @@ def _without_mrope(data: Dict[str, Any]) -> Dict[str, Any]:
             out[name] = {k: ({n: x for n, x in v.items() if n not in _MROPE_KEYS} if isinstance(v, dict) else v)
                          for k, v in block.items()}
     return out
-
-
-def _typed_layers(config: Any) -> Optional[List[Optional[str]]]:
-    """Each layer's type where the config has a rope block for it (None for the others), for a
-    config whose rope_parameters are keyed by layer type; None for any other config."""
-    block, types = getattr(config, "rope_parameters", None), getattr(config, "layer_types", None)
-    if not isinstance(block, dict) or not isinstance(types, (list, tuple)) or not all(
-            isinstance(v, dict) or v is None for v in block.values()):
-        return None
-    layers = [t if isinstance(t, str) and block.get(t) is not None else None for t in types]
-    return layers if any(layers) else None
 
 
 def decline_reason(declined: Dict[str, str]) -> str:
