@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "backend.h"
-#include "host/host_jit.h"
-#include "memory_cache.h"
+#include "backends/backend.h"
+#include "backends/host/host_jit.h"
+#include "caches/memory_cache.h"
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "host/host_jit.h"
+#include "backends/host/host_jit.h"
 #include "support/run_command.h"
 #include "support/spec_builder.h"
 

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "backend.h"
-#include "host/host_jit.h"
+#include "backends/backend.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/check/harness.h"
 #include "support/spec_builder.h"
 

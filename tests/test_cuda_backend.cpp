@@ -1,5 +1,5 @@
-// The cuda backend (runtime/src/cuda_backend.cpp) and the driver table it calls through
-// (runtime/src/cuda_driver.cpp). Without a usable driver: it says so
+// The cuda backend (runtime/src/backends/cuda_backend.cpp) and the driver table it calls through
+// (runtime/src/backends/cuda_driver.cpp). Without a usable driver: it says so
 // clearly and never crashes (libcuda is dlopen'ed, not linked). With a GPU: memory round
 // trips, NVRTC CUBIN and PTX modules launched on random data and checked against the float64
 // reference, the disk cache hit path, event timing, driver error reporting, and Kernel::launch
@@ -19,10 +19,10 @@
 #include <thread>
 #include <vector>
 
-#include "backend.h"
-#include "cuda_driver.h"
-#include "cuda_graph.h"
-#include "launch_args.h"
+#include "backends/backend.h"
+#include "backends/cuda_driver.h"
+#include "backends/cuda_graph.h"
+#include "launch/launch_args.h"
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backend.h"
-#include "host/host_jit.h"
+#include "backends/backend.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/runtime.h"
 #include "support/cache_test_util.h"
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "host/host_jit.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"

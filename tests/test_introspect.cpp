@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "launch_args.h"
+#include "launch/launch_args.h"
 #include "ropejit/freqs.h"
 #include "ropejit/introspect.h"
 #include "ropejit/ropejit.h"

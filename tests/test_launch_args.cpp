@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "host/host_jit.h"
-#include "launch_args.h"
+#include "backends/host/host_jit.h"
+#include "launch/launch_args.h"
 #include "support/launch_test_util.h"
 #include "support/spec_builder.h"
 

@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "memory_cache.h"
+#include "caches/memory_cache.h"
 
 using ropejit::Hash128;
 using ropejit::MemoryCache;

@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "hf_import.h"
-#include "host/host_jit.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/freqs.h"
 #include "ropejit/runtime.h"
 #include "support/spec_builder.h"

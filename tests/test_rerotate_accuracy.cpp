@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "host/host_jit.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/check/reference.h"
 #include "ropejit/fp_convert.h"
 #include "ropejit/runtime.h"

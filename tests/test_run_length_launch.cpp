@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
-#include "backend.h"
-#include "host/host_jit.h"
+#include "backends/backend.h"
+#include "backends/host/host_jit.h"
 #include "kernel_variant.h"
-#include "launch_args.h"
+#include "launch/launch_args.h"
 #include "ropejit/ropejit.h"
 #include "support/launch_test_util.h"
 #include "support/spec_builder.h"

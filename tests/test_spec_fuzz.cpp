@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "host/host_jit.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/check/harness.h"

@@ -12,15 +12,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "host/host_jit.h"
-#include "launch_args.h"
+#include "backends/host/host_jit.h"
+#include "launch/launch_args.h"
 #include "ropejit/compile.h"
 #include "ropejit/config.h"
 #include "ropejit/kernel_stats.h"
 #include "ropejit/standalone.h"
 #include "support/run_command.h"
 #include "support/spec_builder.h"
-#include "workload.h"
+#include "workload/workload.h"
 
 using namespace ropejit;
 using ropejit::test::SpecFields;

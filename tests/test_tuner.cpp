@@ -12,9 +12,9 @@
 #include <random>
 #include <set>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "cos_sin_table.h"
-#include "device_workload.h"
+#include "workload/device_workload.h"
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
 #include "support/spec_builder.h"

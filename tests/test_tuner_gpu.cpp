@@ -14,8 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "backend.h"
-#include "device_info.h"
+#include "backends/backend.h"
+#include "backends/device_info.h"
 #include "ropejit/runtime.h"
 #include "ropejit/tuner.h"
 #include "ropejit/tuning_db.h"

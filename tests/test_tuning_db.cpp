@@ -10,9 +10,9 @@
 #include <sstream>
 #include <thread>
 
-#include "backend.h"
-#include "device_info.h"
-#include "host/host_jit.h"
+#include "backends/backend.h"
+#include "backends/device_info.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/compile.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"

@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "launch_args.h"
+#include "launch/launch_args.h"
 #include "ropejit/fp_convert.h"
 #include "support/repo_paths.h"
 #include "support/spec_builder.h"
-#include "workload.h"
+#include "workload/workload.h"
 
 using namespace ropejit;
 

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "backend.h"
-#include "device_workload.h"
+#include "backends/backend.h"
+#include "workload/device_workload.h"
 
 namespace ropejit::check {
 

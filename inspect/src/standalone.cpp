@@ -126,7 +126,7 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
     h += fmt::format("Compiled for {} by NVRTC {}: {} registers, {} bytes spilled, {} bytes of stack.\n",
                      options.report_arch, nvrtc_version(), binary.registers, binary.spill_bytes, binary.stack_bytes);
   }
-  h += fmt::format("Fill KernelParams as ropejit::check_launch does (runtime/src/launch_args.cpp): tensors as\n"
+  h += fmt::format("Fill KernelParams as ropejit::check_launch does (runtime/src/launch/launch_args.cpp): tensors as\n"
                    "TensorRef {{ptr, token_stride, head_stride, batch_stride}} in elements.\n");
   return commented(h);
 }

@@ -4,10 +4,10 @@
 // distinct bucket config; the tuner's measurer one per candidate.
 #include <memory>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "cos_sin_table.h"
-#include "launch_args.h"
-#include "memory_cache.h"
+#include "launch/launch_args.h"
+#include "caches/memory_cache.h"
 #include "ropejit/cache.h"
 
 namespace ropejit {

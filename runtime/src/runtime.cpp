@@ -8,13 +8,13 @@
 
 #include <fmt/format.h>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "kernel_variant.h"
-#include "memory_cache.h"
+#include "caches/memory_cache.h"
 #include "ropejit/buckets.h"
 #include "ropejit/cache.h"
 #include "ropejit/source.h"
-#include "tuned_configs.h"
+#include "caches/tuned_configs.h"
 
 namespace ropejit {
 

@@ -4,7 +4,7 @@
 // ROPEJIT_HOST_BACKEND only to pick host fp16/bf16 bit conversions.
 //
 // It defines exactly the CUDA symbols that templates/ropejit/*.cuh, the generated source
-// (codegen/src/source.cpp) and the launcher (runtime/src/host/host_jit.cpp) use, no more:
+// (codegen/src/source.cpp) and the launcher (runtime/src/backends/host/host_jit.cpp) use, no more:
 // whatever is here must stay correct, and unused emulation is untested emulation. A template
 // that starts using another CUDA symbol fails the host backend tests (HostJit*, Conformance*)
 // with "use of undeclared identifier"; add that symbol here then, with CUDA's semantics.

@@ -2,7 +2,7 @@
 // ropejit_args. The fuzz build has no backend (no host JIT, no GPU), so no kernel object exists;
 // the target runs what ropejit_kernel_launch runs before a launch: the struct_size check of the
 // C API (c_api::check_struct_size, older callers' sizes included), the completion of a shorter
-// struct with ropejit_args_init's defaults, and check_launch (runtime/src/launch_args.h), which
+// struct with ropejit_args_init's defaults, and check_launch (runtime/src/launch/launch_args.h), which
 // KernelVariant::prepare calls with the backend's host_memory flag.
 //
 // Input: byte 0 picks the spec (specs/*.json, then kExtraSpecs), byte 1 the mode (bits 0-1), the
@@ -38,8 +38,8 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "c_api_guard.h"
-#include "launch_args.h"
+#include "c_api/c_api_guard.h"
+#include "launch/launch_args.h"
 #include "ropejit/config.h"
 #include "ropejit/error.h"
 #include "ropejit/introspect.h"

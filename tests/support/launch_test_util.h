@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launch_args.h"
+#include "launch/launch_args.h"
 #include "ropejit/config.h"
 
 namespace ropejit::test {

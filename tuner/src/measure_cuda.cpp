@@ -11,11 +11,11 @@
 
 #include <fmt/format.h>
 
-#include "backend.h"
-#include "cuda_driver.h"
-#include "cuda_graph.h"
-#include "device_info.h"
-#include "device_workload.h"
+#include "backends/backend.h"
+#include "backends/cuda_driver.h"
+#include "backends/cuda_graph.h"
+#include "backends/device_info.h"
+#include "workload/device_workload.h"
 #include "kernel_variant.h"
 #include "ropejit/cache.h"
 #include "ropejit/parallel.h"

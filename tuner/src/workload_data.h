@@ -6,7 +6,7 @@
 
 #include "ropejit/spec.h"
 #include "ropejit/tuner.h"
-#include "workload.h"
+#include "workload/workload.h"
 
 namespace ropejit {
 

@@ -1,7 +1,7 @@
 // Launch argument checks (docs/architecture.md §9): bad input never reaches a kernel; and
 // each io form's buffers, so the workload builders and bytes_moved follow the same rows.
-#include "launch_args.h"
-#include "launch_checks.h"
+#include "launch/launch_args.h"
+#include "launch/launch_checks.h"
 
 #include <algorithm>
 #include <array>

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "launch_checks.h"
+#include "launch/launch_checks.h"
 
 namespace ropejit::launch_detail {
 

@@ -20,7 +20,7 @@
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/spec.h"
-#include "c_api_guard.h"
+#include "c_api/c_api_guard.h"
 
 // A kernel keeps its backend alive and may outlive the Runtime that made it (ropejit/runtime.h),
 // so each handle owns just its object: ropejit_runtime_destroy never invalidates a kernel.

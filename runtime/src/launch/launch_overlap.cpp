@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "launch_checks.h"
+#include "launch/launch_checks.h"
 
 namespace ropejit::launch_detail {
 

@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "cuda_driver.h"
+#include "backends/cuda_driver.h"
 
 namespace ropejit {
 

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "ropejit/config.h"
 #include "ropejit/warnings.h"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_args.h"
+#include "launch/launch_args.h"
 #include "ropejit/spec.h"
 
 namespace ropejit {

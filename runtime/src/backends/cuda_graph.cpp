@@ -1,6 +1,6 @@
 // CUDA graph capture and replay: stream capture -> cuGraphInstantiateWithFlags -> cuGraphUpload,
 // replays with cuGraphLaunch, all through the process-wide driver table.
-#include "cuda_graph.h"
+#include "backends/cuda_graph.h"
 
 #include <vector>
 

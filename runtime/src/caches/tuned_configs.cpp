@@ -1,10 +1,10 @@
 // Tuned config lookup for Runtime::get(): the tuning database section of the running device,
 // read once per Runtime; get() resolves each bucket with a hash lookup.
-#include "tuned_configs.h"
+#include "caches/tuned_configs.h"
 
 #include <fmt/format.h>
 
-#include "device_info.h"
+#include "backends/device_info.h"
 #include "ropejit/tuning_db.h"
 
 namespace ropejit {

@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "backend.h"
-#include "cached_binary.h"
-#include "cuda_driver.h"
+#include "backends/backend.h"
+#include "caches/cached_binary.h"
+#include "backends/cuda_driver.h"
 #include "ropejit/cache.h"
 #include "ropejit/error.h"
 

@@ -2,7 +2,7 @@
 // to LLVM IR in process; an ORC LLJIT per module turns it into machine code; launch() loops
 // the grid on CPU threads through a launcher function generated next to the kernel.
 // Built with -fno-rtti (LLVM headers): no dynamic_cast/typeid here.
-#include "host/host_jit.h"
+#include "backends/host/host_jit.h"
 
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>

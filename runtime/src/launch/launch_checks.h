@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "launch_args.h"
+#include "launch/launch_args.h"
 #include "ropejit/config.h"
 
 namespace ropejit::launch_detail {

@@ -1,4 +1,4 @@
-#include "cached_binary.h"
+#include "caches/cached_binary.h"
 
 #include <optional>
 

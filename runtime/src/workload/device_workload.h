@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "backend.h"
+#include "backends/backend.h"
 #include "kernel_variant.h"
 #include "ropejit/runtime.h"
-#include "workload.h"
+#include "workload/workload.h"
 
 namespace ropejit {
 

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "launch_args.h"
+#include "launch/launch_args.h"
 
 namespace ropejit {
 

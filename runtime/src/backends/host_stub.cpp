@@ -2,7 +2,7 @@
 // unsupported, and callers can ask first through host_backend_available().
 #ifndef ROPEJIT_HAVE_HOST_BACKEND
 
-#include "host/host_jit.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/error.h"
 
 namespace ropejit {

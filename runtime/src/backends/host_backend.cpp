@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "backend.h"
-#include "cached_binary.h"
-#include "host/host_jit.h"
+#include "backends/backend.h"
+#include "caches/cached_binary.h"
+#include "backends/host/host_jit.h"
 #include "ropejit/cache.h"
 #include "ropejit/error.h"
 #include "ropejit/version.h"

@@ -1,5 +1,5 @@
 // The one workload builder (see workload.h): sequences, positions and buffer contents.
-#include "workload.h"
+#include "workload/workload.h"
 
 #include <algorithm>
 #include <cstring>
