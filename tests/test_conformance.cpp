@@ -341,7 +341,7 @@ TEST_P(Conformance, RerotateKvCache) {
           f.positions = cache_index == std::string("block_tables") ? "varlen" : slot_positions[(index / 2 + round) % 2];
           const auto& [to, from] = ropes[(index + round) % 3];
           f.rope = to;
-          f.rerotate_from = from;
+          f.from_rope = from;
           if (to == longrope) {
             const std::vector<double> half(short_factor.begin(), short_factor.begin() + shape.rotary_dim / 2);
             f.rope["short_factor"] = half;
@@ -409,7 +409,7 @@ TEST_P(Conformance, ProportionalRope) {
     f.output = "paged_kv";
     f.io_extra = {{"page_size", 16}, {"cache_dtype", cache_dtype}};
     f.rope = {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"factor", 8.0}, {"partial_rotary_factor", 0.25}};
-    f.rerotate_from = {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"partial_rotary_factor", 0.25}};
+    f.from_rope = {{"rope_type", "proportional"}, {"rope_theta", 1000000.0}, {"partial_rotary_factor", 0.25}};
     const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
     check::CaseOptions o;
     o.tokens = 77;

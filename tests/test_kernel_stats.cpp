@@ -304,7 +304,7 @@ const std::vector<GateRow>& gate_rows() {
         const Roofline r = roofline(s, find_gpu_part("H100-SXM"), kTokens, bytes_moved(spec, kTokens, 1, kTokens));
         const int cache_bits = paged_kv(spec) ? 8 * config.vec * cache_dtype_size(spec.io.cache_dtype, spec.dtype) : 128;
         out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits,
-                       rerotate(spec)});
+                       spec.op == OpKind::rerotate});
       }
     }
     return out;

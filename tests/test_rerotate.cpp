@@ -47,7 +47,7 @@ TEST(Rerotate, SpecFieldsAreValidatedWithNamedErrors) {
   const Spec parsed = parse_spec(spec.dump());
   EXPECT_EQ(parsed.op, OpKind::rerotate);
   EXPECT_FALSE(parsed.io.copy_v) << "v is untouched";
-  EXPECT_EQ(parsed.rerotate_from.type, parsed.rope.type) << "from defaults to the rope block";
+  EXPECT_EQ(parsed.from_rope.type, parsed.rope.type) << "from defaults to the rope block";
 
   nlohmann::json bad = spec;
   bad["io"]["output"] = "inplace";
@@ -87,13 +87,13 @@ TEST(Rerotate, SpecFieldsAreValidatedWithNamedErrors) {
 
 TEST(Rerotate, CanonicalJsonNamesTheOpOnlyForRerotate) {
   SpecFields f = rerotate_fields();
-  f.rerotate_from = {{"rope_type", "linear"}, {"rope_theta", 10000.0}, {"factor", 2.0}};
+  f.from_rope = {{"rope_type", "linear"}, {"rope_theta", 10000.0}, {"factor", 2.0}};
   const Spec spec = test::make_spec(f);
   const std::string text = canonical_json(spec);
   EXPECT_NE(text.find("\"op\":\"rerotate\""), std::string::npos) << text;
   EXPECT_NE(text.find("\"rerotate\":{\"from\":{\"rope_type\":\"linear\""), std::string::npos) << text;
   EXPECT_EQ(canonical_json(parse_spec(text)), text) << "canonical text round-trips";
-  f.rerotate_from = {{"rope_type", "linear"}, {"rope_theta", 10000.0}, {"factor", 3.0}};
+  f.from_rope = {{"rope_type", "linear"}, {"rope_theta", 10000.0}, {"factor", 3.0}};
   EXPECT_NE(spec_hash(test::make_spec(f)), spec_hash(spec)) << "the old parameters are part of the hash";
   // A rope spec's canonical text has no op: every existing hash (cache keys, tuning entries) holds.
   const std::string rope_text = canonical_json(test::make_spec(SpecFields{}));

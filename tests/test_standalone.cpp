@@ -213,7 +213,7 @@ TEST(Standalone, HostBackendOutputsAreBitIdentical) {
     run(*module_a, bytes_a);
     run(*module_b, bytes_b);
     // A re-rotation that keeps every position and the length rotates by 0: its keys stay as they are.
-    const bool identity = rerotate(c.spec) && w.new_positions.empty() && w.new_start_pos.empty() &&
+    const bool identity = c.spec.op == OpKind::rerotate && w.new_positions.empty() && w.new_start_pos.empty() &&
                           w.from_seq_len == w.seq_len;
     for (size_t i = 0; i < w.buffers.size(); ++i) {
       EXPECT_TRUE(bytes_a[i] == bytes_b[i]) << c.what << ": buffer " << w.buffers[i].desc.name << " differs";

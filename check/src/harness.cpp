@@ -99,7 +99,7 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   if (const HostBuffer* b = host.find("bias")) problem.bias = b->bytes.data();
   if (const HostBuffer* b = host.find("q_norm_weight")) problem.q_norm_weight = b->bytes.data();
   if (const HostBuffer* b = host.find("k_norm_weight")) problem.k_norm_weight = b->bytes.data();
-  if (rerotate(spec)) {  // the keys as they were, and where they move
+  if (written_rope(spec)) {  // the keys as they were, and where they move
     const HostBuffer* cache = host.find("k_cache");
     if (!cache) throw Error(Status::internal, "rerotate workload has no k_cache");
     problem.k_cache_in = cache->bytes.data();

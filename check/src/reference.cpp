@@ -209,7 +209,7 @@ RefOutputs reference_rerotate(const Spec& spec, const RefProblem& problem) {
   out.run_length = problem.run_length > 0 ? problem.run_length : max_new + 1;
   out.freqs = reference_freqs(spec, out.run_length, /*hf_fp32=*/true);
   Spec written = spec;
-  written.rope = spec.rerotate_from;
+  written.rope = spec.from_rope;
   const RefFreqs from = reference_freqs(written, problem.from_run_length > 0 ? problem.from_run_length : max_old + 1, true);
   const std::vector<int64_t> slots = cache_slots(spec, problem, seqs, out.token_positions);
 
@@ -266,7 +266,7 @@ const RefTensor* RefOutputs::find(const std::string& name) const {
 }
 
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
-  if (rerotate(spec)) return reference_rerotate(spec, problem);
+  if (written_rope(spec)) return reference_rerotate(spec, problem);
   const int64_t T = problem.num_tokens, D = spec.head_dim;
   const int64_t Hq = spec.num_q_heads, Hkv = spec.num_kv_heads;
   const int rotary_dim = spec.rotary_dim;

@@ -8,6 +8,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "codegen_ops.h"
 #include "ropejit/json_limits.h"
 
 namespace ropejit {
@@ -65,8 +66,9 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
                        c.vec, D - d);
   if (c.heads_per_thread < 1 || c.heads_per_thread > 64)
     return fmt::format("heads_per_thread {} is not allowed: must be in [1, 64]", c.heads_per_thread);
-  if (c.sincos == SinCosMode::table && rerotate(spec))
-    return "sincos table is not allowed for op rerotate: its angles are differences of two positions' angles";
+  if (c.sincos == SinCosMode::table && !op_facts(spec.op).table_sincos)
+    return fmt::format("sincos table is not allowed for op {}: its angles are not one position's angles",
+                       to_string(spec.op));
   if (c.sincos == SinCosMode::table && frequencies_depend_on_run_length(spec.rope.type))
     return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
                        to_string(spec.rope.type));
@@ -102,20 +104,9 @@ std::string config_name(const Config& c) {
                      to_string(c.sincos), to_string(c.grid));
 }
 
-bool rotary_tail_moves(const Spec& spec) {
-  if (rerotate(spec)) return false;  // the cached tail stays where it is
-  return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec));
-}
+bool rotary_tail_moves(const Spec& spec) { return codegen_detail::codegen_op(spec.op).tail_moves(spec); }
 
-WorkShape work_shape(const Spec& spec, const Config& c) {
-  if (rerotate(spec))  // rerotate.cuh rerotate_shape: the K heads, rotating lanes only
-    return make_work_shape(spec.head_dim, spec.rotary_dim, 0, spec.num_kv_heads, spec.layout == Layout::interleaved,
-                           false, true, false, c.vec, c.heads_per_thread, false);
-  return make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
-                         spec.layout == Layout::interleaved, spec.io.copy_v,
-                         spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
-                         c.heads_per_thread, spec.qk_norm.enabled);
-}
+WorkShape work_shape(const Spec& spec, const Config& c) { return codegen_detail::codegen_op(spec.op).work_shape(spec, c); }
 
 LaunchDims launch_dims(const Spec& spec, const Config& c, int64_t rows, int sm_count, int blocks_per_sm) {
   const int64_t items = work_items(work_shape(spec, c), rows);

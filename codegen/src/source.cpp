@@ -9,9 +9,98 @@
 
 #include <fmt/format.h>
 
+#include "codegen_ops.h"
 #include "embedded_templates.h"
 
 namespace ropejit {
+
+namespace codegen_detail {
+
+// "padded_bhsd" -> "PaddedBhsd".
+std::string camel_case(std::string_view name) {
+  std::string out;
+  bool upper = true;
+  for (char ch : name) {
+    if (ch == '_') {
+      upper = true;
+      continue;
+    }
+    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
+    upper = false;
+  }
+  return out;
+}
+
+// Exact float literal (hex) of the constant `name`: the baked value is the float32 HF computes,
+// bit for bit. A value that is no finite float32 would print as "inff"/"nanf", which does not
+// compile: refused, naming the constant (spec validation keeps specs from getting here).
+// `index` >= 0: the element of the table `name`.
+std::string float_literal(std::string_view name, double v, int index) {
+  const float f = static_cast<float>(v);
+  if (!std::isfinite(f))
+    throw Error(Status::internal, fmt::format("generated source: {}{} = {} is no finite float32, so it has no literal",
+                                              name, index >= 0 ? fmt::format("[{}]", index) : "", v));
+  return fmt::format("{:a}f", f);
+}
+
+void SourceText::table(const char* name, const std::vector<double>& values) {
+  std::string& out = text;
+  out += fmt::format("__device__ const float {}[{}] = {{", name, values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    out += (i % 6 == 0) ? "\n   " : "";
+    out += " " + float_literal(name, values[i], static_cast<int>(i)) + ",";
+  }
+  out += "\n};\n";
+}
+
+
+namespace {
+
+// Op rope's row: rope.cuh over q, k (and v) heads; its attention factor(s) baked.
+WorkShape rope_work_shape(const Spec& spec, const Config& c) {
+  return make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
+                         spec.layout == Layout::interleaved, spec.io.copy_v, spec.io.output == OutputForm::inplace,
+                         tail_changes(spec), c.vec, c.heads_per_thread, spec.qk_norm.enabled);
+}
+
+void rope_traits(const Plan& plan, SourceText& out) {
+  // Pairs from here on have inv_freq 0 (proportional) in every table: the kernel leaves them be.
+  out.line("int", "kRotatedPairs", plan.freqs.rotated_pairs);
+  out.float_line("kAttentionFactor", plan.freqs.attention_factor);
+  if (plan.spec.rope.type == RopeType::longrope)  // the long table's own factor (PhiMoE)
+    out.float_line("kAttentionFactorLong", plan.freqs.attention_factor_long);
+}
+
+std::string rope_tables(const Plan& plan, SourceText& out) {
+  out.table("kInvFreq", plan.freqs.inv_freq);
+  const bool has_long = !plan.freqs.inv_freq_long.empty();
+  if (has_long) out.table("kInvFreqLong", plan.freqs.inv_freq_long);
+  return fmt::format("kInvFreq, {}", has_long ? "kInvFreqLong" : "kInvFreq");
+}
+
+}  // namespace
+
+extern const CodegenOp kCodegenOp_rope = {
+    OpKind::rope, "rope",
+    [](const Spec& spec) { return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec)); },
+    rope_work_shape, rope_traits, rope_tables};
+
+#define ROPEJIT_CODEGEN_OP_DECLARE(name) extern const CodegenOp kCodegenOp_##name;
+ROPEJIT_OPS(ROPEJIT_CODEGEN_OP_DECLARE)
+#undef ROPEJIT_CODEGEN_OP_DECLARE
+
+const CodegenOp& codegen_op(OpKind op) {
+#define ROPEJIT_CODEGEN_OP_ROW(name) &kCodegenOp_##name,
+  static const CodegenOp* const rows[] = {ROPEJIT_OPS(ROPEJIT_CODEGEN_OP_ROW)};
+#undef ROPEJIT_CODEGEN_OP_ROW
+  const CodegenOp& row = *rows[static_cast<int>(op)];
+  if (row.op != op) throw Error(Status::internal, fmt::format("codegen op table out of order at {}", to_string(op)));
+  return row;
+}
+
+}  // namespace codegen_detail
+
+using namespace codegen_detail;
 
 namespace {
 
@@ -36,51 +125,6 @@ const char* cache_storage_tag(const Spec& s) {
   return "?";
 }
 
-// "padded_bhsd" -> "PaddedBhsd".
-std::string camel_case(std::string_view name) {
-  std::string out;
-  bool upper = true;
-  for (char ch : name) {
-    if (ch == '_') {
-      upper = true;
-      continue;
-    }
-    out += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(ch))) : ch;
-    upper = false;
-  }
-  return out;
-}
-
-// One flag per row of an enum table (kOutputPaddedBhsd, kPositionsVarlen, kRopeDynamic, ...):
-// a new form or rope type gets its Traits line from its enum row, with no edit here.
-template <class Form>
-void form_flags(std::string& t, std::string_view prefix, Form chosen) {
-  for (const auto& row : enum_table<Form>())
-    t += fmt::format("  static constexpr bool k{}{} = {};\n", prefix, camel_case(row.name),
-                     row.value == chosen);
-}
-
-// Exact float literal (hex) of the constant `name`: the baked value is the float32 HF computes,
-// bit for bit. A value that is no finite float32 would print as "inff"/"nanf", which does not
-// compile: refused, naming the constant (spec validation keeps specs from getting here).
-// `index` >= 0: the element of the table `name`.
-std::string float_literal(std::string_view name, double v, int index = -1) {
-  const float f = static_cast<float>(v);
-  if (!std::isfinite(f))
-    throw Error(Status::internal, fmt::format("generated source: {}{} = {} is no finite float32, so it has no literal",
-                                              name, index >= 0 ? fmt::format("[{}]", index) : "", v));
-  return fmt::format("{:a}f", f);
-}
-
-void append_table(std::string& out, const char* name, const std::vector<double>& values) {
-  out += fmt::format("__device__ const float {}[{}] = {{", name, values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
-    out += (i % 6 == 0) ? "\n   " : "";
-    out += " " + float_literal(name, values[i], static_cast<int>(i)) + ",";
-  }
-  out += "\n};\n";
-}
-
 }  // namespace
 
 Hash128 hash_templates(const std::vector<EmbeddedFile>& files) {
@@ -100,7 +144,7 @@ Plan make_plan(const Spec& spec, const Config& config) {
     throw Error(Status::unsupported, fmt::format("config {} cannot implement spec \"{}\": {}",
                                                  config_name(config), spec.name, *problem));
   Plan plan{spec, config, compute_freqs(spec, FreqMode::hf_fp32), {}};
-  if (rerotate(spec)) plan.from_freqs = compute_freqs(rerotate_from_spec(spec), FreqMode::hf_fp32);
+  if (written_rope(spec)) plan.from_freqs = compute_freqs(from_rope_spec(spec), FreqMode::hf_fp32);
   return plan;
 }
 
@@ -112,25 +156,21 @@ Source generate_source(const Plan& plan) {
   // Only what changes the code goes in: configs differing in launch-only fields (grid mode)
   // share one source, hence one compile and one cache entry.
   t += fmt::format("// Generated by ropejit {}. spec \"{}\" {}.\n", version(), s.name, spec_hash(s).hex());
-  const bool rerotating = rerotate(s);
-  t += fmt::format("#include \"ropejit/{}.cuh\"\n\nnamespace {{\n\nstruct Traits {{\n", rerotating ? "rerotate" : "rope");
+  const CodegenOp& op = codegen_op(s.op);
+  SourceText text{t};
+  t += fmt::format("#include \"ropejit/{}.cuh\"\n\nnamespace {{\n\nstruct Traits {{\n", op.kernel);
   t += fmt::format("  typedef {} Storage;\n", storage_tag(s.dtype));
-  auto line = [&](const char* type, const char* name, auto value) {
-    t += fmt::format("  static constexpr {} {} = {};\n", type, name, value);
-  };
+  auto line = [&](const char* type, const char* name, auto value) { text.line(type, name, value); };
   line("int", "kHeadDim", s.head_dim);
   line("int", "kRotaryDim", s.rotary_dim);
-  // Pairs from here on have inv_freq 0 (proportional) in every table: the kernel leaves them be.
-  line("int", "kRotatedPairs",
-       rerotating ? std::max(plan.freqs.rotated_pairs, plan.from_freqs.rotated_pairs) : plan.freqs.rotated_pairs);
   line("int", "kNumQHeads", s.num_q_heads);
   line("int", "kNumKvHeads", s.num_kv_heads);
   line("bool", "kInterleaved", s.layout == Layout::interleaved);
   line("bool", "kCopyV", s.io.copy_v);
   line("bool", "kHasBias", s.io.qkv_bias);
-  form_flags(t, "Input", s.io.input);
-  form_flags(t, "Output", s.io.output);
-  form_flags(t, "Positions", s.io.positions);
+  text.flags("Input", s.io.input);
+  text.flags("Output", s.io.output);
+  text.flags("Positions", s.io.positions);
   if (s.io.positions == PositionsForm::mrope) {  // pairs per position stream (rope.cuh mrope_stream)
     line("int", "kMropeTemporal", s.io.mrope_section.at(0));
     line("int", "kMropeHeight", s.io.mrope_section.at(1));
@@ -141,50 +181,30 @@ Source generate_source(const Plan& plan) {
     t += fmt::format("  typedef {} CacheStorage;\n", cache_storage_tag(s));
     line("int", "kPageSize", s.io.page_size);
     line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_);
-    form_flags(t, "CacheIndex", s.io.cache_index);
+    text.flags("CacheIndex", s.io.cache_index);
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }
   line("bool", "kQkNorm", s.qk_norm.enabled);
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)
-    t += fmt::format("  static constexpr float kNormEps = {};\n", float_literal("kNormEps", s.qk_norm.eps));
+    text.float_line("kNormEps", s.qk_norm.eps);
     line("bool", "kNormWeight", s.qk_norm.weight == NormWeight::per_head);
-    t += fmt::format("  static constexpr float kNormWeightOffset = {};\n", float_literal("kNormWeightOffset", s.qk_norm.weight_offset));
+    text.float_line("kNormWeightOffset", s.qk_norm.weight_offset);
   }
   line("bool", "kAngleExact", s.angle == AnglePrecision::exact);
-  form_flags(t, "Rope", s.rope.type);  // kRopeDynamic, kRopeLongrope, ...: run-time frequency hooks
-  // rerotate scales by the ratio of the two factors instead (an unused float member would still
-  // be a global in the PTX, which the standalone file, pruned, would not have).
-  if (!rerotating)
-    t += fmt::format("  static constexpr float kAttentionFactor = {};\n",
-                     float_literal("kAttentionFactor", plan.freqs.attention_factor));
-  if (!rerotating && s.rope.type == RopeType::longrope)  // the long table's own factor (PhiMoE)
-    t += fmt::format("  static constexpr float kAttentionFactorLong = {};\n",
-                     float_literal("kAttentionFactorLong", plan.freqs.attention_factor_long));
-  if (rerotating) {  // the old parameters (rerotate.cuh delta_angles)
-    form_flags(t, "FromRope", s.rerotate_from.type);
-    t += fmt::format("  static constexpr float kAttentionRatio = {};\n",
-                     float_literal("kAttentionRatio", plan.freqs.attention_factor / plan.from_freqs.attention_factor));
-  }
+  text.flags("Rope", s.rope.type);  // kRopeDynamic, kRopeLongrope, ...: run-time frequency hooks
+  op.traits(plan, text);
   line("int", "kVec", c.vec);
   line("int", "kHeadsPerThread", c.heads_per_thread);
   line("bool", "kTableSinCos", c.sincos == SinCosMode::table);
   t += "};\n\n";
-  append_table(t, "kInvFreq", plan.freqs.inv_freq);
-  const bool has_long = !plan.freqs.inv_freq_long.empty();
-  if (has_long) append_table(t, "kInvFreqLong", plan.freqs.inv_freq_long);
-  const bool from_long = rerotating && !plan.from_freqs.inv_freq_long.empty();
-  if (rerotating) append_table(t, "kInvFreqFrom", plan.from_freqs.inv_freq);
-  if (from_long) append_table(t, "kInvFreqFromLong", plan.from_freqs.inv_freq_long);
+  const std::string table_args = op.tables(plan, text);
   t += "\n}  // namespace\n\n";
   // Min blocks per SM caps registers at 64 (half occupancy): without it ptxas aims for full
   // occupancy (32 registers at 256 threads) and spills. A QK-norm kernel that also rounds to
   // FP8 in software (before sm_89) needs more: 80 registers, 3/8 occupancy, no spill.
   const bool wide = s.qk_norm.enabled && paged_kv(s) && s.io.cache_dtype != CacheDType::auto_;
   const int threads_per_sm = wide ? 768 : 1024;
-  const std::string call =
-      rerotating ? fmt::format("rerotate_kernel<Traits>(p, kInvFreq, {}, kInvFreqFrom, {})",
-                               has_long ? "kInvFreqLong" : "kInvFreq", from_long ? "kInvFreqFromLong" : "kInvFreqFrom")
-                 : fmt::format("rope_kernel<Traits>(p, kInvFreq, {})", has_long ? "kInvFreqLong" : "kInvFreq");
+  const std::string call = fmt::format("{}_kernel<Traits>(p, {})", op.kernel, table_args);
   t += fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const ropejit::KernelParams p) {{\n"
       "  ropejit::{};\n}}\n",

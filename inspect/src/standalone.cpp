@@ -109,16 +109,17 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
       config.grid == GridMode::persistent ? " capped at the blocks resident on the GPU (grid-stride loop)" : "",
       grid_rows_text(spec.io.output));
   const std::string lane = w.lanes == 1 ? "every vector" : fmt::format("one {}-element vector lane", config.vec);
-  if (rerotate(spec))
-    h += fmt::format("Each thread: {} of a cached key (its {} K-cache heads, rotary part only), {} heads {} apart, "
-                     "{} pairs per lane.\n",
-                     lane, spec.num_kv_heads, config.heads_per_thread, w.head_groups, w.pairs_per_lane);
-  else
-    h += fmt::format("Each thread: {} of head row (a token's {} q, {} k{} heads), {} heads {} apart, {} pairs per rotating "
-                     "lane.\n",
-                     lane, spec.num_q_heads, spec.num_kv_heads,
-                     spec.io.copy_v ? fmt::format(", {} v", spec.num_kv_heads) : std::string(), config.heads_per_thread,
-                     w.head_groups, w.pairs_per_lane);
+  std::string heads;  // what one row of the grid holds, by the op's heads (OpFacts::heads)
+  switch (op_facts(spec.op).heads) {
+    case OpHeads::kv: heads = fmt::format("a cached key (its {} K-cache heads, rotary part only)", spec.num_kv_heads); break;
+    case OpHeads::q: heads = fmt::format("head row (a token's {} q heads)", spec.num_q_heads); break;
+    case OpHeads::qkv:
+      heads = fmt::format("head row (a token's {} q, {} k{} heads)", spec.num_q_heads, spec.num_kv_heads,
+                          spec.io.copy_v ? fmt::format(", {} v", spec.num_kv_heads) : std::string());
+      break;
+  }
+  h += fmt::format("Each thread: {} of {}, {} heads {} apart, {} pairs per rotating lane.\n", lane, heads,
+                   config.heads_per_thread, w.head_groups, w.pairs_per_lane);
   h += fmt::format("Bytes moved per token: {} (ropejit::bytes_moved, one sequence).\n",
                    bytes_moved(spec, 1, 1, grid_rows(spec.io.output, 0, 1, 1)));  // S = 1 where rows are padded slots
   if (!options.report_arch.empty()) {

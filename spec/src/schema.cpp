@@ -1,6 +1,7 @@
 // The JSON Schema of the spec format, generated from the enum tables and the rope parameter
 // table (so specs/schema.json can never drift from the validator's allow-lists).
 #include "spec_json.h"
+#include "spec_ops.h"
 
 namespace ropejit {
 
@@ -147,9 +148,10 @@ std::string spec_schema_json() {
   ordered_json properties;
   properties["name"] = {{"description", "free text, part of the hash"}, {"type", "string"},
                         {"minLength", 1}};
-  properties["op"] = enum_schema<OpKind>(
-      "rope (default): rotate q and k as they are produced; rerotate: rotate the keys already in a paged K "
-      "cache from rerotate.from and the positions they were written at to rope and new positions");
+  std::string op_summary;
+  for (const auto& row : enum_table<OpKind>())
+    op_summary += (op_summary.empty() ? "" : "; ") + std::string(spec_detail::spec_op(row.value).summary);
+  properties["op"] = enum_schema<OpKind>(op_summary);
   properties["head_dim"] = integer_schema(1, kMaxHeadDim, "D, elements per head");
   ordered_json rotary = integer_schema(2, kMaxHeadDim, "d, rotated elements (even, <= head_dim; default head_dim)");
   rotary["multipleOf"] = 2;
@@ -164,11 +166,8 @@ std::string spec_schema_json() {
   properties["max_position_embeddings"] = integer_schema(1, kMaxPositions, "M");
   properties["angle"] = enum_schema<AnglePrecision>("angle precision (default fp32)");
   properties["rope"] = {{"$ref", "#/$defs/rope"}};
-  properties["rerotate"] = {
-      {"description", "op rerotate only: the rope parameters the cached keys were written with (default: rope)"},
-      {"type", "object"},
-      {"properties", {{"from", {{"$ref", "#/$defs/rope"}}}}},
-      {"additionalProperties", false}};
+  for (const auto& row : enum_table<OpKind>())
+    if (const auto schema = spec_detail::spec_op(row.value).schema) schema(properties);
   properties["io"] = {{"$ref", "#/$defs/io"}};
   properties["qk_norm"] = {
       {"description", "RMSNorm of each q and k head before the rotation (after the bias); absent: none"},

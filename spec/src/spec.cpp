@@ -10,6 +10,7 @@
 
 #include "json_parse.h"
 #include "spec_json.h"
+#include "spec_ops.h"
 
 namespace ropejit {
 
@@ -27,17 +28,6 @@ std::string join_issues(const std::vector<SpecIssue>& issues) {
   return out;
 }
 
-// Every parameter of the rope type, in table order; an unset one is written as its default.
-void put_rope_fields(ordered_json& out, const RopeParams& rope, int64_t max_positions) {
-  out["rope_type"] = std::string(to_string(rope.type));
-  for (const auto& rule : rope_param_rules()) {
-    if (!rule.applies(rope.type)) continue;
-    json value = rope_param_value(rope, rule);
-    if (value.is_null())
-      value = rule.fallback_max_positions.has(rope.type) ? json(max_positions) : rule.fallback;
-    if (!value.is_null()) out[std::string(rule.key)] = value;
-  }
-}
 
 bool is_scalar_list(const ordered_json& value) {
   if (!value.is_array() || value.empty()) return false;
@@ -86,6 +76,22 @@ void pretty_into(std::string& out, const ordered_json& value, int indent) {
 
 }  // namespace
 
+namespace spec_detail {
+
+// Every parameter of the rope type, in table order; an unset one is written as its default.
+void put_rope_fields(ordered_json& out, const RopeParams& rope, int64_t max_positions) {
+  out["rope_type"] = std::string(to_string(rope.type));
+  for (const auto& rule : rope_param_rules()) {
+    if (!rule.applies(rope.type)) continue;
+    json value = rope_param_value(rope, rule);
+    if (value.is_null())
+      value = rule.fallback_max_positions.has(rope.type) ? json(max_positions) : rule.fallback;
+    if (!value.is_null()) out[std::string(rule.key)] = value;
+  }
+}
+
+}  // namespace spec_detail
+
 SpecError::SpecError(std::vector<SpecIssue> issues)
     : Error(Status::invalid_spec, join_issues(issues),
             issues.empty() ? std::string() : issues.front().pointer),
@@ -106,8 +112,8 @@ Spec load_spec_file(const std::string& path) {
 ordered_json spec_to_json(const Spec& spec) {
   ordered_json out;
   out["name"] = spec.name;
-  // Only a rerotate spec says its op: every rope spec keeps the text (and hash) it had.
-  if (rerotate(spec)) out["op"] = std::string(to_string(spec.op));
+  // Only another op than the default says its op: every rope spec keeps the text (and hash) it had.
+  if (spec.op != OpKind{}) out["op"] = std::string(to_string(spec.op));
   out["head_dim"] = spec.head_dim;
   out["rotary_dim"] = spec.rotary_dim;
   out["num_q_heads"] = spec.num_q_heads;
@@ -117,14 +123,9 @@ ordered_json spec_to_json(const Spec& spec) {
   out["max_position_embeddings"] = spec.max_position_embeddings;
   out["angle"] = std::string(to_string(spec.angle));
   ordered_json rope = ordered_json::object();
-  put_rope_fields(rope, spec.rope, spec.max_position_embeddings);
+  spec_detail::put_rope_fields(rope, spec.rope, spec.max_position_embeddings);
   out["rope"] = std::move(rope);
-  if (rerotate(spec)) {
-    // Written only when it differs from rope: absent means the same block, so one text each.
-    ordered_json from = ordered_json::object();
-    put_rope_fields(from, spec.rerotate_from, spec.max_position_embeddings);
-    if (from != out["rope"]) out["rerotate"] = {{"from", std::move(from)}};
-  }
+  if (const auto write = spec_detail::spec_op(spec.op).write) write(spec, out);
   ordered_json io = ordered_json::object();
   io["input"] = std::string(to_string(spec.io.input));
   io["output"] = std::string(to_string(spec.io.output));

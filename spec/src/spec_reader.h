@@ -151,19 +151,14 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
                      const std::string& base);
 
 /// The io block (absent: the defaults), with io.mrope_* checked against rotary_dim and the rope
-/// type; op rerotate copies no v.
+/// type; an op whose kernel reads no v copies none.
 IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_type, OpKind op);
-
-/// op rerotate: the `rerotate` block (`from`, defaulting to the rope block) and what the op
-/// rules out (an output other than paged_kv, a bias, a QK-norm, mrope positions, q_output
-/// separate); op rope: no `rerotate` block. Reads spec.rope, spec.io and spec.op.
-void read_rerotate(const json& document, Reader& reader, Spec& spec);
 
 /// The qk_norm block (present: enabled).
 QkNorm read_qk_norm(const json& block, Reader& reader);
 
 /// Adds an issue when the spec's baked frequencies or attention factor are no finite float32 > 0
-/// (op rerotate: those of rerotate.from too).
+/// (and those of the op's from_rope block).
 void check_derived_frequencies(const Spec& spec, Reader& reader);
 
 }  // namespace ropejit::spec_detail

@@ -9,6 +9,7 @@
 
 #include "ropejit/freqs.h"
 #include "ropejit/json_limits.h"
+#include "spec_ops.h"
 #include "spec_reader.h"
 
 namespace ropejit {
@@ -131,8 +132,13 @@ const std::vector<std::string_view>& spec_top_level_keys() {
   static const std::vector<std::string_view> keys{
       "name",   "head_dim", "rotary_dim", "partial_rotary_factor", "num_q_heads", "num_kv_heads",
       "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io", "qk_norm",
-      "op",     "rerotate"};
-  return keys;
+      "op"};
+  static const std::vector<std::string_view> with_ops = [] {
+    std::vector<std::string_view> all = keys;
+    for (std::string_view key : op_block_keys()) all.push_back(key);
+    return all;
+  }();
+  return with_ops;
 }
 
 const std::vector<std::string_view>& spec_required_keys() {
@@ -348,7 +354,7 @@ namespace {
 // rotated share is the rope block's own partial_rotary_factor.
 void check_proportional_rotary(const json& document, Reader& reader, const Spec& spec) {
   const bool proportional = spec.rope.type == RopeType::proportional ||
-                            (rerotate(spec) && spec.rerotate_from.type == RopeType::proportional);
+                            (written_rope(spec) && written_rope(spec)->type == RopeType::proportional);
   if (!proportional || spec.head_dim <= 0 || spec.rotary_dim <= 0 || spec.rotary_dim == spec.head_dim) return;
   const std::string why = "with rope_type proportional (its pairs (i, i + head_dim/2) span the whole head; "
                           "rotate a share of them with rope.partial_rotary_factor)";
@@ -452,7 +458,8 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings, "/rope");
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type, spec.op);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
-  read_rerotate(document, reader, spec);
+  refuse_other_op_blocks(document, reader, spec);
+  spec_op(spec.op).read(document, reader, spec);
   check_proportional_rotary(document, reader, spec);
   if (issues.empty()) check_derived_frequencies(spec, reader);
   return spec;

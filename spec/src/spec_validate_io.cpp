@@ -6,6 +6,7 @@
 #include <fmt/core.h>
 
 #include "ropejit/freqs.h"
+#include "spec_ops.h"
 #include "spec_reader.h"
 
 namespace ropejit::spec_detail {
@@ -142,11 +143,13 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
     io.qkv_bias = reader.boolean(*v, base + "/qkv_bias").value_or(io.qkv_bias);
   if (const json* v = member(*block, "positions"))
     io.positions = reader.enumeration<PositionsForm>(*v, base + "/positions").value_or(io.positions);
-  io.copy_v = op == OpKind::rope && io_requires_copy_v(io);
+  const bool reads_v = op_facts(op).heads == OpHeads::qkv;  // the op's kernel reads q, k and v
+  io.copy_v = reads_v && io_requires_copy_v(io);
   if (const json* v = member(*block, "copy_v")) {
     auto copy_v = reader.boolean(*v, base + "/copy_v");
-    if (copy_v && *copy_v && op == OpKind::rerotate)
-      reader.not_allowed(base + "/copy_v", *v, "false when op is rerotate (only keys are rotated; v is untouched)");
+    if (copy_v && *copy_v && !reads_v)
+      reader.not_allowed(base + "/copy_v", *v,
+                         fmt::format("false when op is {} (its kernel reads no v; v is untouched)", to_string(op)));
     else if (copy_v && !*copy_v && io.copy_v)
       reader.not_allowed(base + "/copy_v", *v,
                          io.output == OutputForm::paged_kv ? "true when output is paged_kv (v goes into the V cache)"
@@ -246,7 +249,7 @@ void check_rope_frequencies(const Spec& spec, const std::string& base, Reader& r
 
 void check_derived_frequencies(const Spec& spec, Reader& reader) {
   check_rope_frequencies(spec, "/rope", reader);
-  if (rerotate(spec)) check_rope_frequencies(rerotate_from_spec(spec), "/rerotate/from", reader);
+  if (written_rope(spec)) check_rope_frequencies(from_rope_spec(spec), spec_op(spec.op).from_pointer, reader);
   if (spec.qk_norm.enabled && bad_float32(spec.qk_norm.eps))
     reader.not_allowed("/qk_norm/eps", spec.qk_norm.eps,
                        "a number >= 1.4e-45 (the smallest float32 > 0: the kernel bakes it as a float)");

@@ -1,7 +1,8 @@
-// Spec validation of op rerotate: the `rerotate` block and what the op rules out.
+// Op rerotate's row of the spec layer's op table: the `rerotate` block (read, written, its
+// schema) and what the op rules out.
 #include <fmt/core.h>
 
-#include "spec_reader.h"
+#include "spec_ops.h"
 
 namespace ropejit::spec_detail {
 
@@ -42,15 +43,11 @@ void check_one_factor(const RopeParams& rope, const std::string& base, Reader& r
                                  has_long ? "short_mscale" : "long_mscale"));
 }
 
-}  // namespace
-
-void read_rerotate(const json& document, Reader& reader, Spec& spec) {
+// The `rerotate` block (`from`, defaulting to the rope block) and what the op rules out (an
+// output other than paged_kv, a bias, a QK-norm, mrope positions, q_output separate).
+void read_op(const json& document, Reader& reader, Spec& spec) {
   const json* block = member(document, "rerotate");
-  if (spec.op != OpKind::rerotate) {
-    if (block) reader.not_allowed("/rerotate", *block, "absent unless op is \"rerotate\"");
-    return;
-  }
-  spec.rerotate_from = spec.rope;
+  spec.from_rope = spec.rope;
   if (block) {
     if (!block->is_object()) {
       reader.not_allowed("/rerotate", *block, "an object such as {\"from\": {\"rope_type\": \"default\", ...}}");
@@ -58,14 +55,37 @@ void read_rerotate(const json& document, Reader& reader, Spec& spec) {
       static const std::vector<std::string_view> keys{"from"};
       reader.check_keys(*block, "/rerotate", keys);
       if (const json* from = member(*block, "from"))
-        spec.rerotate_from = read_rope(*from, reader, spec.rotary_dim, spec.max_position_embeddings, "/rerotate/from");
+        spec.from_rope = read_rope(*from, reader, spec.rotary_dim, spec.max_position_embeddings, "/rerotate/from");
     }
   }
   check_rerotate_io(member(document, "io"), spec, reader);
   check_one_factor(spec.rope, "/rope", reader);
-  check_one_factor(spec.rerotate_from, "/rerotate/from", reader);
+  check_one_factor(spec.from_rope, "/rerotate/from", reader);
   if (const json* v = member(document, "qk_norm"))
     reader.not_allowed("/qk_norm", *v, "absent when op is rerotate (cached keys are already normalized)");
 }
+
+// Written only when it differs from rope: absent means the same block, so one text each.
+void write_op(const Spec& spec, nlohmann::ordered_json& out) {
+  nlohmann::ordered_json from = nlohmann::ordered_json::object();
+  put_rope_fields(from, spec.from_rope, spec.max_position_embeddings);
+  if (from != out["rope"]) out["rerotate"] = {{"from", std::move(from)}};
+}
+
+void schema_op(nlohmann::ordered_json& properties) {
+  properties["rerotate"] = {
+      {"description", "op rerotate only: the rope parameters the cached keys were written with (default: rope)"},
+      {"type", "object"},
+      {"properties", {{"from", {{"$ref", "#/$defs/rope"}}}}},
+      {"additionalProperties", false}};
+}
+
+}  // namespace
+
+extern const SpecOp kSpecOp_rerotate = {
+    OpKind::rerotate,
+    "rerotate: rotate the keys already in a paged K cache from rerotate.from and the positions they were "
+    "written at to rope and new positions",
+    "rerotate", "/rerotate/from", read_op, write_op, schema_op};
 
 }  // namespace ropejit::spec_detail

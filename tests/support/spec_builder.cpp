@@ -26,7 +26,7 @@ nlohmann::json spec_json(const SpecFields& f) {
                          {"io", io}};
   if (!f.qk_norm.is_null()) spec["qk_norm"] = f.qk_norm;
   if (f.op != "rope") spec["op"] = f.op;
-  if (!f.rerotate_from.is_null()) spec["rerotate"] = {{"from", f.rerotate_from}};
+  if (!f.from_rope.is_null()) spec["rerotate"] = {{"from", f.from_rope}};
   return spec;
 }
 

@@ -32,7 +32,7 @@ struct SpecFields {
   nlohmann::json qk_norm;          ///< the qk_norm block when not null
   nlohmann::json io_extra;         ///< more io keys (paged_kv's) when not null
   std::string op = "rope";         ///< written when not "rope"
-  nlohmann::json rerotate_from;    ///< op rerotate: the rerotate.from block when not null
+  nlohmann::json from_rope;    ///< op rerotate: the rerotate.from block when not null
 };
 
 /// The spec JSON of the fields.

@@ -9,10 +9,18 @@
 
 namespace ropejit {
 
+/// Every op, once, in enum order. Each layer builds its op table by expanding this list, so an
+/// op is one row here, its facts row below, and its own files per layer (a missing row of a
+/// layer is an undefined symbol at link time): docs/architecture.md §11.
+#define ROPEJIT_OPS(X) X(rope) X(rerotate)
 /// What a kernel does: rotate q and k as they are produced (rope), or rotate the keys already in
 /// a paged K cache from the rope parameters and positions they were written with to new ones
 /// (rerotate: the LongRoPE short-to-long switch, a context shift).
-enum class OpKind { rope, rerotate };
+enum class OpKind {
+#define ROPEJIT_OP_ENUMERATOR(name) name,
+  ROPEJIT_OPS(ROPEJIT_OP_ENUMERATOR)
+#undef ROPEJIT_OP_ENUMERATOR
+};
 /// Rotation pairing: neox = (i, i + d/2) "rotate_half"; interleaved = (2i, 2i+1).
 enum class Layout { neox, interleaved };
 /// Storage type of q/k/v (math always runs in fp32).
@@ -51,8 +59,9 @@ struct EnumName {
   std::string_view name;
 };
 
-inline constexpr std::array<EnumName<OpKind>, 2> kOpNames{{
-    {OpKind::rope, "rope"}, {OpKind::rerotate, "rerotate"}}};
+#define ROPEJIT_OP_NAME_ROW(name) EnumName<OpKind>{OpKind::name, #name},
+inline constexpr EnumName<OpKind> kOpNames[] = {ROPEJIT_OPS(ROPEJIT_OP_NAME_ROW)};
+#undef ROPEJIT_OP_NAME_ROW
 inline constexpr std::array<EnumName<Layout>, 2> kLayoutNames{{
     {Layout::neox, "neox"}, {Layout::interleaved, "interleaved"}}};
 inline constexpr std::array<EnumName<DType>, 3> kDTypeNames{{
@@ -107,6 +116,23 @@ inline constexpr std::array<OutputFormFacts, 4> kOutputFormFacts{{
     {OutputForm::inplace, false}, {OutputForm::separate, false}, {OutputForm::padded_bhsd, true},
     {OutputForm::paged_kv, false}}};
 static_assert(kOutputFormFacts.size() == kOutputNames.size(), "an output form without its facts row");
+
+/// The heads of a token an op's kernel touches.
+enum class OpHeads { qkv, kv, q };
+/// Facts of an op that stages other than its own files read (docs/architecture.md §11).
+struct OpFacts {
+  OpKind op;
+  OpHeads heads;      ///< q, k and v (v when copied), the K heads only, or the q heads only
+  bool from_rope;     ///< it carries a second rope block `<op>.from`: the parameters its data was written with
+  bool table_sincos;  ///< each angle is one position's, so a cos/sin table can serve it
+};
+inline constexpr OpFacts kOpFacts[] = {
+    {OpKind::rope, OpHeads::qkv, false, true},
+    {OpKind::rerotate, OpHeads::kv, true, false},  // angles are differences of two positions' angles
+};
+static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
+/// The facts row of `op` (rows are in enum order).
+constexpr const OpFacts& op_facts(OpKind op) { return kOpFacts[static_cast<int>(op)]; }
 /// The rows a launch's grid covers: the tokens, or batch x max_seq_len for a padded output.
 constexpr int64_t grid_rows(OutputForm form, int64_t tokens, int64_t batch, int64_t max_seq_len) {
   for (const OutputFormFacts& row : kOutputFormFacts)

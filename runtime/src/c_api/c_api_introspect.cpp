@@ -67,7 +67,7 @@ ropejit_spec_info describe(const ropejit::Spec& spec) {
   info.qk_norm = spec.qk_norm.enabled;
   info.qk_norm_weight = spec.qk_norm.enabled ? c_name(spec.qk_norm.weight) : nullptr;
   info.op = c_name(spec.op);
-  info.from_rope_type = ropejit::rerotate(spec) ? c_name(spec.rerotate_from.type) : nullptr;
+  info.from_rope_type = ropejit::written_rope(spec) ? c_name(spec.from_rope.type) : nullptr;
   const std::string hash = ropejit::spec_hash(spec).hex();
   std::memcpy(info.spec_hash, hash.c_str(), sizeof(info.spec_hash));  // 32 digits and the NUL
   return info;

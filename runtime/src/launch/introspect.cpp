@@ -60,9 +60,6 @@ std::vector<LaunchField> launch_fields(const Spec& spec) {
     if (std::string_view(name) != "struct_size") fields.push_back({name, FieldUse::unused, {}, {}, false});
   mark(field_named(fields, "num_tokens"), FieldUse::required);
   mark(field_named(fields, "seq_len"), needs_seq_len(spec) ? FieldUse::required : FieldUse::optional);
-  if (rerotate(spec))  // the length the keys were written at, for the old parameters
-    mark(field_named(fields, "from_seq_len"),
-         needs_seq_len(spec.rerotate_from) ? FieldUse::required : FieldUse::optional);
   // The buffers with int32 and with int64 positions: an element type that differs is either.
   LaunchShape shape;
   const std::vector<BufferDesc> buffers = launch_buffers(spec, shape);

@@ -399,6 +399,58 @@ void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
 
 namespace launch_detail {
 
+void bind_positions(const FormContext& c, const Args& a, KernelParams& p) {
+  find_form(kPositionsForms, c.spec.io.positions).bind(c, a, p);
+}
+
+void check_positions_form_host(const Spec& spec, const Args& a) {
+  find_form(kPositionsForms, spec.io.positions).check_host(spec, a);
+}
+
+void buffers_positions(const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
+}
+
+// Op rope's row: the input form, the bias, the QK-norm weights, the positions form, the output form.
+extern const LaunchOp kLaunchOp_rope = {
+    OpKind::rope,
+    [](const FormContext& c, const Args& a, KernelParams& p) {
+      find_form(kInputForms, c.spec.io.input).bind(c, a, p);
+      bind_bias(c, a, p);
+      bind_norm_weights(c, a, p);
+      bind_positions(c, a, p);
+      if (!paged_kv(c.spec)) check_no_cache(a);
+      const char* why = "unless the spec's op is rerotate";  // TODO(field list): the generic unused-field check
+      check_null(a.new_positions, "new_positions", why);
+      check_null(a.new_start_pos, "new_start_pos", why);
+      require(a.from_seq_len == 0, "from_seq_len", fmt::format("{} is not allowed: must be 0 {}", a.from_seq_len, why));
+      return find_form(kOutputForms, c.spec.io.output).bind(c, a, p);
+    },
+    [](const Spec& spec, const Args& a) {
+      check_positions_form_host(spec, a);
+      if (const auto check = find_form(kOutputForms, spec.io.output).check_host) check(spec, a);
+    },
+    [](const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+      find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
+      buffers_bias(spec, out);
+      buffers_norm_weights(spec, out);
+      buffers_positions(spec, shape, out);
+      find_form(kOutputForms, spec.io.output).buffers(spec, shape, out);
+    }};
+
+#define ROPEJIT_LAUNCH_OP_DECLARE(name) extern const LaunchOp kLaunchOp_##name;
+ROPEJIT_OPS(ROPEJIT_LAUNCH_OP_DECLARE)
+#undef ROPEJIT_LAUNCH_OP_DECLARE
+
+const LaunchOp& launch_op(OpKind op) {
+#define ROPEJIT_LAUNCH_OP_ROW(name) &kLaunchOp_##name,
+  static const LaunchOp* const rows[] = {ROPEJIT_OPS(ROPEJIT_LAUNCH_OP_ROW)};
+#undef ROPEJIT_LAUNCH_OP_ROW
+  const LaunchOp& row = *rows[static_cast<int>(op)];
+  if (row.op != op) throw Error(Status::internal, fmt::format("launch op table out of order at {}", to_string(op)));
+  return row;
+}
+
 RunLength run_length_choices(const Spec& spec, const RopeParams& rope, int64_t length, const char* field, bool any) {
   RunLength out;
   if (needs_seq_len(rope) && any)
@@ -444,51 +496,18 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   CheckedLaunch out;
   KernelParams& p = out.params;
   p.num_tokens = a.num_tokens;
-  const PositionsFormOps& positions = find_form(kPositionsForms, spec.io.positions);
-  if (rerotate(spec)) {
-    positions.bind(c, a, p);
-    out.rows = bind_rerotate(c, a, p);
-    bind_run_length(c, a, p);
-    if (host_memory) {
-      Args structure = a;  // cu_seqlens and ranges; the lengths are checked per key below
-      structure.seq_len = 0;
-      positions.check_host(spec, structure);
-      check_paged_host(spec, a);
-      check_rerotate_host(spec, a);
-    }
-    check_no_overlap(spec, a);
-    return out;
-  }
-  check_no_rerotate(a);
-  find_form(kInputForms, spec.io.input).bind(c, a, p);
-  bind_bias(c, a, p);
-  bind_norm_weights(c, a, p);
-  positions.bind(c, a, p);
-  const OutputFormOps& output = find_form(kOutputForms, spec.io.output);
-  if (!paged_kv(spec)) check_no_cache(a);
-  out.rows = output.bind(c, a, p);
+  const LaunchOp& op = launch_op(spec.op);
+  out.rows = op.bind(c, a, p);
   bind_run_length(c, a, p);
   // On the host backend the pointers are host memory: the arrays' contents are checked too.
-  if (host_memory) {
-    positions.check_host(spec, a);
-    if (output.check_host) output.check_host(spec, a);
-  }
+  if (host_memory) op.check_host(spec, a);
   check_no_overlap(spec, a);
   return out;
 }
 
 std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shape) {
   std::vector<BufferDesc> out;
-  if (rerotate(spec)) {
-    find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
-    buffers_rerotate(spec, shape, out);
-    return out;
-  }
-  find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
-  buffers_bias(spec, out);
-  buffers_norm_weights(spec, out);
-  find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
-  find_form(kOutputForms, spec.io.output).buffers(spec, shape, out);
+  launch_op(spec.op).buffers(spec, shape, out);
   return out;
 }
 

@@ -1,4 +1,4 @@
-// Launch arguments and buffers of op rerotate (docs/spec.md "Re-rotating the KV cache"): the K
+// Op rerotate's row of the launch op table (docs/spec.md "Re-rotating the KV cache"): the K
 // cache with its slot index and scale, the keys' old positions (the positions form) and new ones,
 // and the run lengths that select each rope block's frequencies.
 #include <string_view>
@@ -35,9 +35,10 @@ std::pair<int64_t, int64_t> key_positions(const Spec& spec, const Args& a, int64
   return {old_position, a.new_start_pos ? a.new_start_pos[b] + index : old_position};
 }
 
-}  // namespace
-
-int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p) {
+// Binds the positions form, the K cache (slot index, page stride, k_scale), the new positions
+// and the old rope parameters' run-time choices, refusing every rope-only argument.
+int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
+  bind_positions(c, a, p);
   for (const auto& [ptr, name] :
        {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"}, {a.qkv, "qkv"}, {a.bias, "bias"},
         {a.q_out, "q_out"}, {a.k_out, "k_out"}, {a.v_out, "v_out"}, {a.q_norm_weight, "q_norm_weight"},
@@ -65,7 +66,7 @@ int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p) {
   }
   require(a.from_seq_len >= 0 && a.from_seq_len <= kMaxPosition + 1, "from_seq_len",
           fmt::format("{} is not allowed: must be 0 (not given) or in [1, 2^31]", a.from_seq_len));
-  const RunLength from = run_length_choices(c.spec, c.spec.rerotate_from, a.from_seq_len, "from_seq_len", c.any);
+  const RunLength from = run_length_choices(c.spec, c.spec.from_rope, a.from_seq_len, "from_seq_len", c.any);
   p.from_use_dynamic_base = from.use_dynamic_base;
   p.from_dynamic_log2_base = from.dynamic_log2_base;
   p.from_use_long_table = from.use_long_table;
@@ -73,14 +74,19 @@ int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p) {
   return a.num_tokens;
 }
 
-void check_rerotate_host(const Spec& spec, const Args& a) {
+// Old positions below from_seq_len and new ones in [0, 2^31) and below seq_len.
+void check_host_op(const Spec& spec, const Args& a) {
+  Args structure = a;  // cu_seqlens and ranges; the lengths are checked per key below
+  structure.seq_len = 0;
+  check_positions_form_host(spec, structure);
+  check_paged_host(spec, a);
   for (int64_t t = 0; t < a.num_tokens; ++t) {
     const auto [old_position, new_position] = key_positions(spec, a, t);
     if (a.from_seq_len > 0 && old_position >= a.from_seq_len)
       fail(spec.io.positions == PositionsForm::explicit_ ? "positions" : "start_pos",
            fmt::format("key {} is at position {}, which is not allowed: must be < from_seq_len = {} (the length "
                        "the keys were written at){}", t, old_position, a.from_seq_len,
-                       needs_seq_len(spec.rerotate_from) ? seq_len_reason(spec.rerotate_from, "from_seq_len") : ""));
+                       needs_seq_len(spec.from_rope) ? seq_len_reason(spec.from_rope, "from_seq_len") : ""));
     const char* field = spec.io.positions == PositionsForm::explicit_ ? "new_positions" : "new_start_pos";
     if (new_position < 0 || new_position > kMaxPosition)
       fail(field, fmt::format("key {} moves to position {}, which is not allowed: must lie in [0, 2^31)", t,
@@ -91,17 +97,21 @@ void check_rerotate_host(const Spec& spec, const Args& a) {
   }
 }
 
-void buffers_rerotate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+// The positions form's, the new positions (with from_seq_len), the K cache (each key read and
+// written), the slot index.
+void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  buffers_positions(s, shape, out);
+  const BoundField from_seq_len{"from_seq_len", needs_seq_len(s.from_rope) ? FieldUse::required : FieldUse::optional};
   if (s.io.positions == PositionsForm::explicit_) {
     const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
     BufferDesc b{"new_positions", BufferKind::new_positions, shape.tokens, 1, 1, bytes, 1, false,
-                 bind_new_positions_ptr, {"T"}};
+                 bind_new_positions_ptr, {"T"}, {from_seq_len}};
     b.use = FieldUse::optional;
     out.push_back(b);
   } else {
     const bool varlen = s.io.positions == PositionsForm::varlen;
     BufferDesc b{"new_start_pos", BufferKind::new_start_pos, varlen ? shape.batch : 1, 1, 1, 8, 1, false,
-                 bind_to<&ropejit_args::new_start_pos>, {varlen ? "B" : "1"}};
+                 bind_to<&ropejit_args::new_start_pos>, {varlen ? "B" : "1"}, {from_seq_len}};
     b.use = FieldUse::optional;
     out.push_back(b);
   }
@@ -111,11 +121,8 @@ void buffers_rerotate(const Spec& s, const LaunchShape& shape, std::vector<Buffe
   out.push_back(cache_index_buffer(s, shape));
 }
 
-void check_no_rerotate(const Args& a) {
-  const char* why = "unless the spec's op is rerotate";
-  check_null(a.new_positions, "new_positions", why);
-  check_null(a.new_start_pos, "new_start_pos", why);
-  require(a.from_seq_len == 0, "from_seq_len", fmt::format("{} is not allowed: must be 0 {}", a.from_seq_len, why));
-}
+}  // namespace
+
+extern const LaunchOp kLaunchOp_rerotate = {OpKind::rerotate, bind_op, check_host_op, buffers_op};
 
 }  // namespace ropejit::launch_detail

@@ -144,16 +144,27 @@ std::string seq_len_reason(const RopeParams& rope, const char* field);
 /// tokens). Copies nothing: it runs on every launch.
 RunLength run_length_choices(const Spec& spec, const RopeParams& rope, int64_t length, const char* field, bool any);
 
-// ---------------------------------------------------------------- op rerotate (launch_args_rerotate.cpp)
+// ---------------------------------------------------------------- the op table
 
-/// Binds the K cache (slot index, page stride, k_scale), the new positions and the old rope
-/// parameters' run-time choices, refusing every rope-only argument; returns the rows (keys).
-int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p);
-/// Host arrays: old positions below from_seq_len and new ones in [0, 2^31) and below seq_len.
-void check_rerotate_host(const Spec& spec, const Args& a);
-/// The K cache (each key read and written), the new positions, the slot index.
-void buffers_rerotate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
-/// op rope: the rerotate arguments unset.
-void check_no_rerotate(const Args& a);
+/// One op's launch (docs/architecture.md §11): its argument checks, host-array checks and
+/// buffers. Rows live in each op's own file (op rope's in launch_args.cpp).
+struct LaunchOp {
+  OpKind op;
+  /// Checks and binds every argument but the run length (seq_len); returns the grid's rows.
+  int64_t (*bind)(const FormContext& c, const Args& a, KernelParams& p);
+  /// Checks the contents of the host arrays (host backend only).
+  void (*check_host)(const Spec& spec, const Args& a);
+  /// Appends every buffer of one launch.
+  void (*buffers)(const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out);
+};
+
+/// The row of `op`.
+const LaunchOp& launch_op(OpKind op);
+
+/// The spec's positions form (every op places its rows by positions): bind, check the host
+/// arrays (positions below seq_len when `a.seq_len` > 0), append its buffers.
+void bind_positions(const FormContext& c, const Args& a, KernelParams& p);
+void check_positions_form_host(const Spec& spec, const Args& a);
+void buffers_positions(const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out);
 
 }  // namespace ropejit::launch_detail

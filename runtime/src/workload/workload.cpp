@@ -128,7 +128,7 @@ void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
   }
 }
 
-// op rerotate: where each key moves. Explicit: a new position per key (one case in four keeps
+// An op whose data was written with other positions (OpFacts::from_rope): where each key moves. Explicit: a new position per key (one case in four keeps
 // them all: the LongRoPE switch), else a shift of each sequence's start, as a context shift
 // moves a window; positions stay in [0, max_position).
 void draw_moves(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w) {
@@ -163,7 +163,7 @@ void draw_moves(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
   w.seq_len = 1 + (o.tokens ? *std::max_element(w.moved_positions.begin(), w.moved_positions.end()) : 0);
 }
 
-// op rerotate: a K cache of random finite values (the keys), in the cache dtype: normal(0, 1)
+// A cache the launch reads (OpFacts::from_rope: written before, with from_rope): random finite values (the keys), in the cache dtype: normal(0, 1)
 // in the storage dtype, or FP8 codes that are no NaN (and no infinity: e5m2).
 std::string random_keys(const Spec& spec, int64_t count, std::mt19937_64& rng) {
   if (spec.io.cache_dtype == CacheDType::auto_) return random_values(spec.dtype, count, 0, 1.0, rng);
@@ -201,7 +201,7 @@ std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkl
       return raw_bytes(std::vector<int32_t>(w.positions.begin(), w.positions.end()));
     case BufferKind::cu_seqlens: return raw_bytes(w.cu_seqlens);
     case BufferKind::start_pos: return raw_bytes(w.start_pos);
-    case BufferKind::cache: return rerotate(spec) ? random_keys(spec, b.rows * b.row_stride, rng) : random_bytes(b.bytes(), rng);
+    case BufferKind::cache: return written_rope(spec) ? random_keys(spec, b.rows * b.row_stride, rng) : random_bytes(b.bytes(), rng);
     case BufferKind::slot_mapping: return raw_bytes(w.slot_mapping);
     case BufferKind::block_tables: return raw_bytes(w.block_tables);
     case BufferKind::new_positions:
@@ -238,7 +238,7 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
     case PositionsForm::offset: draw_offset(o, rng, w); break;
     case PositionsForm::mrope: draw_positions(o, 3, rng, w); break;
   }
-  if (rerotate(spec)) draw_moves(spec, o, rng, w);
+  if (written_rope(spec)) draw_moves(spec, o, rng, w);
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows and cache pages: a kernel must leave them untouched.

@@ -81,9 +81,10 @@ struct Spec {
   int64_t max_position_embeddings = 0;  ///< M
   AnglePrecision angle = AnglePrecision::fp32;
   RopeParams rope;                   ///< rerotate: the parameters the keys are rotated to
-  /// rerotate only: the parameters the cached keys were rotated with (`rerotate.from`; the same
-  /// as `rope` when absent: a shift of positions, or LongRoPE's short table to its long one).
-  RopeParams rerotate_from;
+  /// An op whose facts say from_rope (rerotate): the parameters its data was written with
+  /// (`rerotate.from`; the same as `rope` when absent: a shift of positions, or LongRoPE's short
+  /// table to its long one). Unused otherwise.
+  RopeParams from_rope;
   IoSpec io;
   QkNorm qk_norm;                    ///< absent: no normalization
 };
@@ -140,14 +141,15 @@ Hash128 spec_hash(const Spec& spec);
 /// the QKV bias, or the QK-norm (it normalizes the whole head).
 inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled; }
 
-/// True when the spec re-rotates keys already in a paged K cache (op rerotate).
-inline bool rerotate(const Spec& s) { return s.op == OpKind::rerotate; }
+/// The op's second rope block (the parameters its data was written with), or null when its op
+/// has none (OpFacts::from_rope).
+inline const RopeParams* written_rope(const Spec& s) { return op_facts(s.op).from_rope ? &s.from_rope : nullptr; }
 
-/// The spec with `rerotate_from` as its rope block: the keys as they were written (freqs of the
-/// old parameters come from it).
-inline Spec rerotate_from_spec(const Spec& s) {
+/// The spec with `from_rope` as its rope block: the data as it was written (freqs of the old
+/// parameters come from it).
+inline Spec from_rope_spec(const Spec& s) {
   Spec from = s;
-  from.rope = s.rerotate_from;
+  from.rope = s.from_rope;
   return from;
 }
 
@@ -160,9 +162,14 @@ inline bool q_inplace(const Spec& s) {
   return s.io.output == OutputForm::inplace || (paged_kv(s) && s.io.q_output == QOutput::inplace);
 }
 
-/// Heads per token that the kernel touches: Hq + Hkv (+ Hkv when v is copied); rerotate: Hkv.
+/// Heads per token that the kernel touches (OpFacts::heads): Hq + Hkv (+ Hkv when v is copied),
+/// Hkv, or Hq.
 inline int total_heads(const Spec& s) {
-  if (rerotate(s)) return s.num_kv_heads;
+  switch (op_facts(s.op).heads) {
+    case OpHeads::kv: return s.num_kv_heads;
+    case OpHeads::q: return s.num_q_heads;
+    case OpHeads::qkv: break;
+  }
   return s.num_q_heads + s.num_kv_heads + (s.io.copy_v ? s.num_kv_heads : 0);
 }
 

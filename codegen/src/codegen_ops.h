@@ -1,0 +1,60 @@
+#pragma once
+// Internal: the codegen layer's op table (docs/architecture.md §11) and the text helpers an
+// op's generated lines use. Each op's row lives in its own file (op rope's in source.cpp).
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "ropejit/config.h"
+#include "ropejit/source.h"
+
+namespace ropejit::codegen_detail {
+
+/// "padded_bhsd" -> "PaddedBhsd".
+std::string camel_case(std::string_view name);
+/// Exact float literal (hex) of the constant `name` (`index` >= 0: an element of that table).
+std::string float_literal(std::string_view name, double v, int index = -1);
+
+/// Appends lines of the generated source's Traits struct and its baked tables.
+struct SourceText {
+  std::string& text;
+  /// `static constexpr <type> <name> = <value>;`
+  template <class V>
+  void line(const char* type, const char* name, V value) {
+    text += fmt::format("  static constexpr {} {} = {};\n", type, name, value);
+  }
+  /// A float constant, bit exact.
+  void float_line(const char* name, double value) {
+    text += fmt::format("  static constexpr float {} = {};\n", name, float_literal(name, value));
+  }
+  /// One flag per row of an enum table (kRopeDynamic, ...): a new row needs no edit here.
+  template <class Form>
+  void flags(std::string_view prefix, Form chosen) {
+    for (const auto& row : enum_table<Form>())
+      text += fmt::format("  static constexpr bool k{}{} = {};\n", prefix, camel_case(row.name), row.value == chosen);
+  }
+  /// A baked `__device__ const float name[]` table.
+  void table(const char* name, const std::vector<double>& values);
+};
+
+/// One op's part of planning and generating a kernel.
+struct CodegenOp {
+  OpKind op;
+  /// templates/ropejit/<kernel>.cuh, whose entry is ropejit::<kernel>_kernel<Traits>.
+  const char* kernel;
+  /// rotary_tail_moves: the pass-through tail [d, D) is copied by the kernel.
+  bool (*tail_moves)(const Spec& spec);
+  /// work_shape of a valid (spec, config).
+  WorkShape (*work_shape)(const Spec& spec, const Config& config);
+  /// Its frequency Traits lines (kRotatedPairs, attention factors, ...).
+  void (*traits)(const Plan& plan, SourceText& out);
+  /// Its baked tables; returns the kernel call's arguments after `p`.
+  std::string (*tables)(const Plan& plan, SourceText& out);
+};
+
+/// The row of `op`.
+const CodegenOp& codegen_op(OpKind op);
+
+}  // namespace ropejit::codegen_detail

@@ -1,0 +1,49 @@
+// The spec layer's op table: one row per ROPEJIT_OPS entry, each defined in its op's own file
+// (op rope, the base op, has nothing of its own beyond the common fields).
+#include "spec_ops.h"
+
+#include <fmt/core.h>
+
+namespace ropejit::spec_detail {
+
+extern const SpecOp kSpecOp_rope = {
+    OpKind::rope,
+    "rope (default): rotate q and k as they are produced",
+    nullptr, nullptr,
+    [](const json&, Reader&, Spec&) {},
+    nullptr, nullptr};
+
+#define ROPEJIT_SPEC_OP_DECLARE(name) extern const SpecOp kSpecOp_##name;
+ROPEJIT_OPS(ROPEJIT_SPEC_OP_DECLARE)
+#undef ROPEJIT_SPEC_OP_DECLARE
+
+namespace {
+
+#define ROPEJIT_SPEC_OP_ROW(name) &kSpecOp_##name,
+const SpecOp* const kSpecOps[] = {ROPEJIT_OPS(ROPEJIT_SPEC_OP_ROW)};
+#undef ROPEJIT_SPEC_OP_ROW
+
+}  // namespace
+
+const SpecOp& spec_op(OpKind op) {
+  const SpecOp& row = *kSpecOps[static_cast<int>(op)];
+  if (row.op != op) throw Error(Status::internal, fmt::format("spec op table out of order at {}", to_string(op)));
+  return row;
+}
+
+std::vector<std::string_view> op_block_keys() {
+  std::vector<std::string_view> keys;
+  for (const SpecOp* row : kSpecOps)
+    if (row->block) keys.push_back(row->block);
+  return keys;
+}
+
+void refuse_other_op_blocks(const json& document, Reader& reader, const Spec& spec) {
+  for (const SpecOp* row : kSpecOps)
+    if (row->block && row->op != spec.op)
+      if (const json* block = member(document, row->block))
+        reader.not_allowed(std::string("/") + row->block, *block,
+                           fmt::format("absent unless op is \"{}\"", to_string(row->op)));
+}
+
+}  // namespace ropejit::spec_detail

@@ -1,0 +1,36 @@
+#pragma once
+// Internal: the spec layer's op table (docs/architecture.md §11): what reading, writing and the
+// schema do for an op beyond the common fields. Each op's row lives in its own file.
+#include <nlohmann/json.hpp>
+
+#include "spec_reader.h"
+
+namespace ropejit::spec_detail {
+
+/// One op's part of spec reading, spec_to_json and the schema.
+struct SpecOp {
+  OpKind op;
+  const char* summary;       ///< what the op does, for the schema's "op" description
+  const char* block;         ///< its own top-level block ("rerotate"), or null; refused under other ops
+  const char* from_pointer;  ///< JSON pointer of its from_rope block (OpFacts::from_rope), or null
+  /// Reads its block and refuses what the op rules out; runs after rope, io and qk_norm are read.
+  void (*read)(const json& document, Reader& reader, Spec& spec);
+  /// Adds its block to spec_to_json's object; null: nothing of its own.
+  void (*write)(const Spec& spec, nlohmann::ordered_json& out);
+  /// Adds its block to the schema's top-level properties; null: nothing of its own.
+  void (*schema)(nlohmann::ordered_json& properties);
+};
+
+/// Every parameter of `rope`'s type, in table order; an unset one written as its default.
+void put_rope_fields(nlohmann::ordered_json& out, const RopeParams& rope, int64_t max_positions);
+
+/// The row of `op`.
+const SpecOp& spec_op(OpKind op);
+
+/// Every op's own block key (the spec's top-level keys include them).
+std::vector<std::string_view> op_block_keys();
+
+/// Refuses the block of an op other than the spec's (`"rerotate": {...}` under op rope).
+void refuse_other_op_blocks(const json& document, Reader& reader, const Spec& spec);
+
+}  // namespace ropejit::spec_detail
