@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "codegen_ops.h"
+#include "ropejit/json_fields.h"
 #include "ropejit/json_limits.h"
 
 namespace ropejit {
@@ -136,47 +137,21 @@ Config config_from_json(std::string_view text) {
   const auto j = nlohmann::json::parse(text, nullptr, false);
   if (j.is_discarded() || !j.is_object())
     throw Error(Status::invalid_argument, "config: not a JSON object: " + clip_for_message(text));
+  JsonFields f(Status::invalid_argument, "config ");
+  std::vector<std::string_view> keys;
+  for (const auto& t : tunables()) keys.push_back(t.name);
+  f.check_keys(j, "", keys);
+  // Each key is optional (absent: the default); an int64 or uint64 beyond int is refused, never wrapped.
+  constexpr auto optional = JsonFields::Presence::optional;
+  constexpr int64_t lo = std::numeric_limits<int>::min(), hi = std::numeric_limits<int>::max();
   Config c;
-  auto get_int = [&](const char* key, int& field) {
-    if (!j.contains(key)) return;
-    const auto& value = j[key];
-    // An int64 or uint64 beyond int would wrap into another, possibly valid, value.
-    const bool in_int = value.is_number_unsigned()
-                            ? value.get<uint64_t>() <= static_cast<uint64_t>(std::numeric_limits<int>::max())
-                            : value.is_number_integer() && value.get<int64_t>() >= std::numeric_limits<int>::min() &&
-                                  value.get<int64_t>() <= std::numeric_limits<int>::max();
-    if (!in_int)
-      throw Error(Status::invalid_argument,
-                  fmt::format("config /{}: {} is not allowed: must be an integer in [{}, {}]", key,
-                              clip_for_message(value.dump()), std::numeric_limits<int>::min(),
-                              std::numeric_limits<int>::max()),
-                  std::string("/") + key);
-    field = value.get<int>();
-  };
-  auto get_enum = [&](const char* key, auto& field) {
-    if (!j.contains(key)) return;
-    using E = std::decay_t<decltype(field)>;
-    const auto value = j[key].is_string() ? enum_from_string<E>(j[key].get<std::string>()) : std::nullopt;
-    if (!value)
-      throw Error(Status::invalid_argument,
-                  fmt::format("config /{}: {} is not allowed: must be one of {}", key, clip_for_message(j[key].dump()),
-                              allowed_names<E>()),
-                  std::string("/") + key);
-    field = *value;
-  };
-  std::string allowed;
-  for (const auto& t : tunables()) allowed += (allowed.empty() ? "" : ", ") + std::string(t.name);
-  for (const auto& [key, value] : j.items()) {
-    const auto& table = tunables();
-    if (std::none_of(table.begin(), table.end(), [&](const Tunable& t) { return t.name == key; }))
-      throw Error(Status::invalid_argument,
-                  fmt::format("config /{}: unknown key; allowed: {}", clip_for_message(key), allowed), "/" + key);
-  }
-  get_int("block_threads", c.block_threads);
-  get_int("vec", c.vec);
-  get_int("heads_per_thread", c.heads_per_thread);
-  get_enum("sincos", c.sincos);
-  get_enum("grid", c.grid);
+  c.block_threads = static_cast<int>(
+      f.integer_field(j, "", "block_threads", lo, hi, optional).value_or(c.block_threads));
+  c.vec = static_cast<int>(f.integer_field(j, "", "vec", lo, hi, optional).value_or(c.vec));
+  c.heads_per_thread = static_cast<int>(
+      f.integer_field(j, "", "heads_per_thread", lo, hi, optional).value_or(c.heads_per_thread));
+  c.sincos = f.enum_field<SinCosMode>(j, "", "sincos", optional).value_or(c.sincos);
+  c.grid = f.enum_field<GridMode>(j, "", "grid", optional).value_or(c.grid);
   return c;
 }
 

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropejit/json_fields.h"  // show_json, nearest_key
 #include "ropejit/spec.h"
 
 namespace ropejit {
@@ -126,11 +127,5 @@ std::string pretty_json_text(const nlohmann::ordered_json& value);
 /// The JSON Schema (draft 2020-12) of the spec format, generated from the enum tables and
 /// rope_param_rules (specs/schema.json is this text).
 std::string spec_schema_json();
-
-/// Closest candidate by edit distance if close enough to be a likely typo, else empty.
-std::string nearest_key(std::string_view key, const std::vector<std::string_view>& candidates);
-
-/// A JSON value as messages show it (non-finite numbers by name, long values cut).
-std::string show_json(const nlohmann::json& value);
 
 }  // namespace ropejit

@@ -163,53 +163,6 @@ bool io_requires_copy_v(const IoSpec& io) {
 
 namespace {
 
-// Optimal string alignment distance (Levenshtein plus adjacent transpositions).
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i)
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-    }
-  return d[a.size()][b.size()];
-}
-
-}  // namespace
-
-std::string show_json(const json& value) {
-  if (value.is_number_float()) {
-    const double d = value.get<double>();
-    if (std::isnan(d)) return "nan";
-    if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
-  }
-  if (value.is_array() && value.size() > 4) return fmt::format("a list of {} items", value.size());
-  return clip_for_message(value.dump());
-}
-
-std::string nearest_key(std::string_view key, const std::vector<std::string_view>& candidates) {
-  std::string best;
-  size_t best_distance = std::numeric_limits<size_t>::max();
-  const size_t limit = key.size() <= 4 ? 1 : key.size() <= 8 ? 2 : 3;
-  for (auto candidate : candidates) {
-    size_t distance = edit_distance(key, candidate);
-    // "type" -> "rope_type", "theta" -> "rope_theta": a known key ending in "_" + key.
-    bool suffix = candidate.size() > key.size() + 1 &&
-                  candidate.substr(candidate.size() - key.size()) == key &&
-                  candidate[candidate.size() - key.size() - 1] == '_';
-    if ((distance <= limit || suffix) && distance < best_distance) {
-      best = std::string(candidate);
-      best_distance = distance;
-    }
-  }
-  return best;
-}
-
-namespace {
-
 
 // Stores one rope parameter value into the RopeParams member its row names.
 void store(RopeParams& rope, const RopeParamRule& rule, const json& value, Reader& reader,
@@ -272,7 +225,7 @@ RopeParams spec_detail::read_rope(const json& block, Reader& reader, int rotary_
     }
     if (type && !rule->applies(*type)) {
       reader.add(pointer, fmt::format("does not apply to rope_type \"{}\"; its keys are: {}",
-                                      to_string(*type), join(type_keys)));
+                                      to_string(*type), join_keys(type_keys)));
       continue;
     }
     store(rope, *rule, item.value(), reader, pointer);
@@ -367,7 +320,9 @@ void check_proportional_rotary(const json& document, Reader& reader, const Spec&
 }  // namespace
 
 Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
-  Reader reader(issues);
+  // Every issue is listed at once; 4096.0 reads as 4096 (tools that print every number as a float).
+  Reader reader([&](const std::string& pointer, const std::string& message) { issues.push_back({pointer, message}); });
+  reader.accept_integral_floats();
   Spec spec;
   if (!document.is_object()) {
     reader.not_allowed("", document, "an object (a spec)");

@@ -24,61 +24,21 @@
 
 #include "ropejit/atomic_file.h"
 #include "ropejit/error.h"
+#include "ropejit/json_fields.h"
 #include "ropejit/json_limits.h"
 #include "ropejit/warnings.h"
 
 namespace ropejit {
 
 using json = nlohmann::ordered_json;
+using in_json = nlohmann::json;  // what JsonFields reads; key order does not matter when reading
 
 namespace {
 
 void emit_warning(const WarningSink& warn, const std::string& message) { ropejit::warn(warn, message); }
 
-[[noreturn]] void bad_field(const std::string& pointer, const std::string& message) {
-  throw Error(Status::io_error, fmt::format("tuning database {}: {}", pointer, message), pointer);
-}
-
-// Typed field access that names the JSON pointer of a missing or mistyped field.
-const json& field(const json& object, const std::string& pointer, const char* key) {
-  if (!object.is_object()) bad_field(pointer, "must be a JSON object");
-  auto it = object.find(key);
-  if (it == object.end()) bad_field(pointer + "/" + key, "is missing");
-  return *it;
-}
-
-std::string get_string(const json& object, const std::string& pointer, const char* key) {
-  const json& v = field(object, pointer, key);
-  if (!v.is_string())
-    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a string", clip_for_message(v.dump())));
-  return v.get<std::string>();
-}
-
-// An integer in [lo, hi]; one beyond int64 (a uint64) is refused, never wrapped.
-int64_t get_int(const json& object, const std::string& pointer, const char* key, int64_t lo = INT64_MIN,
-                int64_t hi = INT64_MAX) {
-  const json& v = field(object, pointer, key);
-  bool in_range = v.is_number_integer();
-  if (v.is_number_unsigned()) in_range = v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX);
-  if (in_range) in_range = v.get<int64_t>() >= lo && v.get<int64_t>() <= hi;
-  if (!in_range) {
-    const std::string must = lo == INT64_MIN && hi == INT64_MAX ? "an integer"
-                             : hi == INT64_MAX                   ? fmt::format("an integer >= {}", lo)
-                                                                 : fmt::format("an integer in [{}, {}]", lo, hi);
-    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be {}", clip_for_message(v.dump()), must));
-  }
-  return v.get<int64_t>();
-}
-
-// A finite number >= min (> min when `exclusive`).
-double get_number(const json& object, const std::string& pointer, const char* key, double min, bool exclusive) {
-  const json& v = field(object, pointer, key);
-  const double d = v.is_number() ? v.get<double>() : 0.0;
-  if (!v.is_number() || !std::isfinite(d) || (exclusive ? d <= min : d < min))
-    bad_field(pointer + "/" + key, fmt::format("{} is not allowed: must be a finite number {} {}",
-                                               clip_for_message(v.dump()), exclusive ? ">" : ">=", min));
-  return d;
-}
+// The database's fields: the first problem throws io_error naming its JSON pointer.
+JsonFields db_fields() { return JsonFields(Status::io_error, "tuning database "); }
 
 // Seconds since 1970 of an ISO 8601 UTC time "YYYY-MM-DDTHH:MM:SSZ" (the form utc_now_iso8601
 // writes), or nullopt: dates are compared as times, never as text.
@@ -116,15 +76,17 @@ json metadata_json(const DeviceMetadata& m) {
   return j;
 }
 
-DeviceMetadata metadata_from(const json& j, const std::string& p) {
+// Reading throws on the first problem, so each reader's value is there when it returns.
+DeviceMetadata metadata_from(const in_json& j, const std::string& p) {
+  JsonFields f = db_fields();
   DeviceMetadata m;
-  m.ropejit_version = get_string(j, p, "ropejit_version");
-  m.nvrtc_version = get_string(j, p, "nvrtc_version");
-  m.driver_version = static_cast<int>(get_int(j, p, "driver_version", 0, INT_MAX));
-  m.gpu_name = get_string(j, p, "gpu_name");
-  m.compute_capability = get_string(j, p, "compute_capability");
-  m.sm_count = static_cast<int>(get_int(j, p, "sm_count", 1, INT_MAX));
-  m.l2_bytes = get_int(j, p, "l2_bytes", 0);
+  m.ropejit_version = *f.string_field(j, p, "ropejit_version");
+  m.nvrtc_version = *f.string_field(j, p, "nvrtc_version");
+  m.driver_version = static_cast<int>(*f.integer_field(j, p, "driver_version", 0, INT_MAX));
+  m.gpu_name = *f.string_field(j, p, "gpu_name");
+  m.compute_capability = *f.string_field(j, p, "compute_capability");
+  m.sm_count = static_cast<int>(*f.integer_field(j, p, "sm_count", 1, INT_MAX));
+  m.l2_bytes = *f.integer_field(j, p, "l2_bytes", 0, INT64_MAX);
   return m;
 }
 
@@ -135,15 +97,16 @@ json timed_json(const TimedConfig& t) {
   return j;
 }
 
-TimedConfig timed_from(const json& j, const std::string& p) {
+TimedConfig timed_from(const in_json& j, const std::string& p) {
+  JsonFields f = db_fields();
   TimedConfig t;
-  const json& c = field(j, p, "config");
+  const in_json& c = *f.member(j, p, "config");
   try {
     t.config = config_from_json(c.dump());
   } catch (const Error& e) {
-    bad_field(p + "/config", e.what());
+    f.add(p + "/config", e.what());
   }
-  t.time_us = get_number(j, p, "time_us", 0.0, true);  // a measured time: > 0
+  t.time_us = *f.number_field(j, p, "time_us", 0.0, true);  // a measured time: > 0
   return t;
 }
 
@@ -162,26 +125,26 @@ json entry_json(const TuningEntry& e) {
   return j;
 }
 
-TuningEntry entry_from(const json& j, const std::string& p) {
+TuningEntry entry_from(const in_json& j, const std::string& p) {
+  JsonFields f = db_fields();
+  constexpr auto optional = JsonFields::Presence::optional;
   TuningEntry e;
-  e.spec_hash = get_string(j, p, "spec_hash");
+  e.spec_hash = *f.string_field(j, p, "spec_hash");
   if (e.spec_hash.size() != 32 || e.spec_hash.find_first_not_of("0123456789abcdef") != std::string::npos)
-    bad_field(p + "/spec_hash", fmt::format("{} is not allowed: must be 32 lowercase hex digits",
-                                            clip_for_message(json(e.spec_hash).dump())));
+    f.not_allowed(p + "/spec_hash", e.spec_hash, "32 lowercase hex digits");
   if (j.contains("spec_name") && j["spec_name"].is_string()) e.spec_name = j["spec_name"].get<std::string>();
-  e.bucket = static_cast<int>(get_int(j, p, "bucket", 0, kNumBuckets - 1));
-  e.tokens = get_int(j, p, "tokens", 1);
+  e.bucket = static_cast<int>(*f.integer_field(j, p, "bucket", 0, kNumBuckets - 1));
+  e.tokens = *f.integer_field(j, p, "tokens", 1, INT64_MAX);
   if (bucket_of(e.tokens) != e.bucket)
-    bad_field(p + "/tokens", fmt::format("{} is not allowed: must be a token count of bucket {} ({})", e.tokens,
-                                         e.bucket, bucket_name(e.bucket)));
-  e.best = timed_from(field(j, p, "best"), p + "/best");
+    f.not_allowed(p + "/tokens", e.tokens,
+                  fmt::format("a token count of bucket {} ({})", e.bucket, bucket_name(e.bucket)));
+  e.best = timed_from(*f.member(j, p, "best"), p + "/best");
   if (j.contains("runner_up") && !j["runner_up"].is_null()) e.runner_up = timed_from(j["runner_up"], p + "/runner_up");
-  if (j.contains("default_time_us")) e.default_time_us = get_number(j, p, "default_time_us", 0.0, false);
-  if (j.contains("gbps")) e.gbps = get_number(j, p, "gbps", 0.0, false);
-  e.date = get_string(j, p, "date");
+  e.default_time_us = f.number_field(j, p, "default_time_us", 0.0, false, optional).value_or(e.default_time_us);
+  e.gbps = f.number_field(j, p, "gbps", 0.0, false, optional).value_or(e.gbps);
+  e.date = *f.string_field(j, p, "date");
   if (!utc_seconds(e.date))
-    bad_field(p + "/date", fmt::format("{} is not allowed: must be an ISO 8601 UTC time such as "
-                                       "\"2025-01-31T12:00:00Z\"", clip_for_message(json(e.date).dump())));
+    f.not_allowed(p + "/date", e.date, "an ISO 8601 UTC time such as \"2025-01-31T12:00:00Z\"");
   return e;
 }
 
@@ -352,21 +315,21 @@ std::string tuning_db_to_json(const TuningDbFile& file) {
 
 TuningDbFile tuning_db_from_json(const std::string& text) {
   if (auto problem = json_text_problem(text)) throw Error(Status::io_error, "tuning database: " + *problem);
-  const auto j = json::parse(text, nullptr, false);
+  const auto j = in_json::parse(text, nullptr, false);
   if (j.is_discarded()) throw Error(Status::io_error, "tuning database: not valid JSON (truncated?)");
-  if (!j.is_object()) bad_field("", "must be a JSON object");
-  const int64_t format = get_int(j, "", "format");
+  JsonFields f = db_fields();
+  const int64_t format = *f.integer_field(j, "", "format", INT64_MIN, INT64_MAX);
   if (format != kTuningDbFormat)
-    bad_field("/format", fmt::format("{} is not allowed: this ropejit reads format {}", format, kTuningDbFormat));
-  const json& devices = field(j, "", "devices");
-  if (!devices.is_array()) bad_field("/devices", "must be an array");
+    f.add("/format", fmt::format("{} is not allowed: this ropejit reads format {}", format, kTuningDbFormat));
+  const in_json& devices = *f.member(j, "", "devices");
+  if (!devices.is_array()) f.not_allowed("/devices", devices, "an array");
   TuningDbFile file;
   for (size_t i = 0; i < devices.size(); ++i) {
     const std::string p = fmt::format("/devices/{}", i);
     DeviceSection section;
-    section.metadata = metadata_from(field(devices[i], p, "metadata"), p + "/metadata");
-    const json& entries = field(devices[i], p, "entries");
-    if (!entries.is_array()) bad_field(p + "/entries", "must be an array");
+    section.metadata = metadata_from(*f.member(devices[i], p, "metadata"), p + "/metadata");
+    const in_json& entries = *f.member(devices[i], p, "entries");
+    if (!entries.is_array()) f.not_allowed(p + "/entries", entries, "an array");
     std::vector<TuningEntry> parsed;
     for (size_t e = 0; e < entries.size(); ++e) parsed.push_back(entry_from(entries[e], fmt::format("{}/entries/{}", p, e)));
     // A file may list a device twice (hand-concatenated): combine instead of failing.
