@@ -8,6 +8,7 @@
 
 #include "backends/backend.h"
 #include "workload/device_workload.h"
+#include "reference_detail.h"
 
 namespace ropejit::check {
 
@@ -39,9 +40,6 @@ ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const st
   if (desc.token_rows) return {bytes.data(), desc.row_stride, D, 0};
   return {bytes.data(), 0, 0, 0};  // padded: dense
 }
-
-// The reference's view of a token-major input buffer.
-ref::RefInput ref_input(const HostBuffer& b, int64_t head_dim) { return {b.bytes.data(), b.desc.row_stride, head_dim}; }
 
 }  // namespace
 
@@ -79,7 +77,6 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   report.run_length = host.seq_len;
   report.bytes_moved = host.bytes_moved();
 
-  const int64_t D = spec.head_dim;
   ref::RefProblem problem;
   problem.num_tokens = o.tokens;
   problem.positions = host.positions;
@@ -93,20 +90,7 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   problem.cache_pages = host.shape.cache_pages;
   problem.k_scale = host.shape.k_scale;
   problem.v_scale = host.shape.v_scale;
-  for (const auto& [name, input] : {std::pair<const char*, ref::RefInput*>{"q", &problem.q}, {"k", &problem.k},
-                                    {"v", &problem.v}, {"qkv", &problem.qkv}})
-    if (const HostBuffer* b = host.find(name)) *input = ref_input(*b, D);
-  if (const HostBuffer* b = host.find("bias")) problem.bias = b->bytes.data();
-  if (const HostBuffer* b = host.find("q_norm_weight")) problem.q_norm_weight = b->bytes.data();
-  if (const HostBuffer* b = host.find("k_norm_weight")) problem.k_norm_weight = b->bytes.data();
-  if (written_rope(spec)) {  // the keys as they were, and where they move
-    const HostBuffer* cache = host.find("k_cache");
-    if (!cache) throw Error(Status::internal, "rerotate workload has no k_cache");
-    problem.k_cache_in = cache->bytes.data();
-    problem.cache_page_stride = cache->desc.row_stride;
-    problem.new_positions = host.moved_positions;
-    problem.from_run_length = host.from_seq_len;
-  }
+  ref::detail::check_op(spec.op).problem_inputs(spec, host, problem);  // the op's own inputs
 
   const Args args = device.args(0);
   kernel.launch(args, nullptr);

@@ -1,0 +1,69 @@
+#pragma once
+// Private to check/src: the helpers every op's reference shares, and the per-op table through
+// which reference_outputs and the harness reach an op's own code (one row per OpKind).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "ropejit/check/reference.h"
+#include "ropejit/fp_convert.h"
+
+namespace ropejit {
+struct HostWorkload;
+}  // namespace ropejit
+
+namespace ropejit::ref::detail {
+
+/// Throws std::invalid_argument("reference_outputs: " + what).
+[[noreturn]] void bad_problem(const std::string& what);
+
+/// Sequence and row of every token, from cu_seqlens (empty when not given).
+struct Sequences {
+  int64_t batch = 0;
+  std::vector<int64_t> sequence_of_token;
+  std::vector<int64_t> row_of_token;
+};
+
+/// The sequences of problem.cu_seqlens, checked against num_tokens (batch 0 without them).
+Sequences split_sequences(const RefProblem& problem);
+
+/// Position of every token in the spec's positions form (mrope: its temporal stream).
+std::vector<int64_t> token_positions(const Spec& spec, const RefProblem& problem, const Sequences& seqs);
+
+/// The cache slot of every token (-1: not cached), from the slot mapping, or from its
+/// sequence's block table at its position; checked against the caches' size.
+std::vector<int64_t> cache_slots(const Spec& spec, const RefProblem& problem, const Sequences& seqs,
+                                 const std::vector<int64_t>& positions);
+
+/// A zero tensor of `layout` (padded_bhsd: every element padding until a row is stored).
+RefTensor make_tensor(const std::string& name, RefLayout layout, int64_t batch, int64_t rows, int64_t heads,
+                      int64_t head_dim);
+
+/// A paged cache [pages, Hkv, page_size, D] of the spec's cache dtype, every element untouched
+/// until a token's slot writes it; `fp8_scale` (named `scale_name` in errors) applies to FP8 caches.
+RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const std::string& name, double fp8_scale,
+                            const std::string& scale_name);
+
+/// The FP8 format of a cache dtype (auto_ reads as e4m3; callers check for FP8 first).
+Fp8Format fp8_format(CacheDType type);
+
+/// The check layer's part of one op: its float64 reference and its share of the harness's
+/// reference problem.
+struct CheckOp {
+  OpKind op;
+  /// Expected outputs of one launch (reference_outputs for this op).
+  RefOutputs (*reference)(const Spec& spec, const RefProblem& problem);
+  /// Fills the problem's op-specific inputs from the harness's workload (the shared ones,
+  /// positions, sequences and cache indexing, are the harness's).
+  void (*problem_inputs)(const Spec& spec, const HostWorkload& host, RefProblem& problem);
+};
+
+/// Each op's row (kCheckOp_<op>), defined in the op's own file (reference_<op>.cpp).
+#define ROPEJIT_CHECK_OP_DECLARE(name) extern const CheckOp kCheckOp_##name;
+ROPEJIT_OPS(ROPEJIT_CHECK_OP_DECLARE)
+#undef ROPEJIT_CHECK_OP_DECLARE
+
+/// The row of `op`.
+const CheckOp& check_op(OpKind op);
+
+}  // namespace ropejit::ref::detail
