@@ -78,14 +78,7 @@ class Kernel:
             k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos))
             if value is not None}
         views = {name: view(value, name) for name, value in given.items()}
-        io = self.spec.io
-        if self.spec.op == "rerotate":
-            tokens = self._keys(views, num_tokens)
-        else:
-            first = "qkv" if io["input"] == "packed_qkv" else "q"
-            if first not in views:
-                raise ArgumentError(f"{first} is required: the spec's io.input is {io['input']}")
-            tokens = views[first].shape[0] if views[first].shape else 0
+        tokens = self._tokens(views, num_tokens)
         batch, max_seq = self._batch_and_length(views, max_seq_len)
         positions_type = views["positions"].dtype if "positions" in views else "int32"
         if positions_type not in ("int32", "int64"):
@@ -118,15 +111,20 @@ class Kernel:
 
     # ---------------------------------------------------------------- helpers
 
-    @staticmethod
-    def _keys(views: Dict[str, ArrayView], num_tokens: Optional[int]) -> int:
-        """op rerotate: the number of keys, from positions [T] or slot_mapping [T], else num_tokens."""
-        for name in ("positions", "slot_mapping", "new_positions"):
+    def _tokens(self, views: Dict[str, ArrayView], num_tokens: Optional[int]) -> int:
+        """The number of tokens (op rerotate: keys): the first dim of the first given array the
+        spec shapes [T, ...] (launch_fields order: q or qkv before positions), else num_tokens."""
+        fields = launch_fields(self.spec, 0, 0, 0, "int32", 0, 0)
+        token_fields = [f["name"] for f in fields if f["use"] != "unused" and f["dims"][:1] == ["T"]]
+        for name in token_fields:
             if name in views and views[name].shape:
                 return views[name].shape[0]
-        if num_tokens is None:
-            raise ArgumentError("num_tokens is required: no positions or slot_mapping array gives the number of keys")
-        return int(num_tokens)
+        if num_tokens is not None:
+            return int(num_tokens)
+        required = [f["name"] for f in fields if f["use"] == "required" and f["dims"][:1] == ["T"]]
+        if required:
+            raise ArgumentError(f"{required[0]} is required: the spec's launches read it ({self._io_summary()})")
+        raise ArgumentError(f"num_tokens is required: none of {', '.join(token_fields)} is given to say it")
 
     def _io_summary(self) -> str:
         io = self.spec.io
@@ -206,19 +204,10 @@ class Kernel:
         return 0
 
     def _results(self, given: Dict[str, Any], allocated: Dict[str, Any]) -> Tuple[Any, ...]:
-        io = self.spec.io
-        with_v = io["copy_v"]
-        if self.spec.op == "rerotate":
-            return (given.get("k_cache"),)
-        if io["output"] == "paged_kv":
-            q_result = given.get("qkv") if io["input"] == "packed_qkv" and io["q_output"] == "inplace" else (
-                given.get("q") if io["q_output"] == "inplace" else given.get("q_out"))
-            return (q_result, given.get("k_cache"), given.get("v_cache"))
-        if io["output"] == "inplace":
-            if io["input"] == "packed_qkv":
-                return (given["qkv"],)
-            return (given.get("q"), given.get("k")) + ((given.get("v"),) if with_v else ())
-        return (given.get("q_out"), given.get("k_out")) + ((given.get("v_out"),) if with_v else ())
+        """Every array the launch writes, in launch_fields order: (q, k[, v]), qkv, (q_out, k_out[,
+        v_out]), (q, k_cache, v_cache), (k_cache,) ..."""
+        fields = launch_fields(self.spec, 0, 0, 0, "int32", 0, 0)
+        return tuple(given.get(f["name"]) for f in fields if f["written"] and f["use"] != "unused")
 
 
 def _accepted_shapes(shape: Tuple[int, ...], strided: bool) -> Tuple[Tuple[int, ...], ...]:
