@@ -1,5 +1,5 @@
 // The reference helpers every op shares, the per-op table reference_outputs dispatches through,
-// and the tolerance check (compare). The ops' own math: reference_rope.cpp, reference_rerotate.cpp.
+// and the tolerance check (compare). The ops' own math: reference_rope.cpp, op_rerotate.cpp.
 #include "ropejit/check/reference.h"
 
 #include <algorithm>

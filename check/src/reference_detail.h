@@ -58,7 +58,7 @@ struct CheckOp {
   void (*problem_inputs)(const Spec& spec, const HostWorkload& host, RefProblem& problem);
 };
 
-/// Each op's row (kCheckOp_<op>), defined in the op's own file (reference_<op>.cpp).
+/// Each op's row (kCheckOp_<op>), defined in the op's own file (op_<op>.cpp; op rope's in reference_rope.cpp).
 #define ROPEJIT_CHECK_OP_DECLARE(name) extern const CheckOp kCheckOp_##name;
 ROPEJIT_OPS(ROPEJIT_CHECK_OP_DECLARE)
 #undef ROPEJIT_CHECK_OP_DECLARE

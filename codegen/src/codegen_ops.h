@@ -1,6 +1,6 @@
 #pragma once
 // Internal: the codegen layer's op table (docs/architecture.md §11) and the text helpers an
-// op's generated lines use. Each op's row lives in its own file (op rope's in source.cpp).
+// op's generated lines use. Each op's row lives in its own file, codegen/src/op_<op>.cpp (op rope's in source.cpp).
 #include <string>
 #include <string_view>
 #include <vector>

@@ -1,6 +1,6 @@
 #pragma once
 // Internal: the spec layer's op table (docs/architecture.md §11): what reading, writing and the
-// schema do for an op beyond the common fields. Each op's row lives in its own file.
+// schema do for an op beyond the common fields. Each op's row lives in its own file, spec/src/op_<op>.cpp (op rope's in spec_ops.cpp).
 #include <nlohmann/json.hpp>
 
 #include "spec_reader.h"

@@ -147,7 +147,7 @@ RunLength run_length_choices(const Spec& spec, const RopeParams& rope, int64_t l
 // ---------------------------------------------------------------- the op table
 
 /// One op's launch (docs/architecture.md §11): its argument checks, host-array checks and
-/// buffers. Rows live in each op's own file (op rope's in launch_args.cpp).
+/// buffers. Rows live in each op's own file, launch/op_<op>.cpp (op rope's in launch_args.cpp).
 struct LaunchOp {
   OpKind op;
   /// Checks and binds every argument but the run length (seq_len); returns the grid's rows.
