@@ -48,6 +48,11 @@ ModelFamily llama4(std::string_view type, std::string_view text_config) {
     f.bias_keys = {};                // Llama4TextConfig sets attention_bias = False
     f.theta_default = 500000.0;
     f.text_config = text_config;
+    f.no_rope_interval = 4;  // Llama4TextConfig: no_rope_layer_interval = 4, `if not no_rope_layers`
+    f.no_rope_empty_is_default = true;
+    f.nope_op_key = "attn_temperature_tuning";  // modeling_llama4.py: NoPE layers scale q (default True)
+    f.nope_op = OpKind::attn_temperature;
+    f.nope_op_default = true;
   });
 }
 
@@ -242,7 +247,11 @@ const std::vector<ModelFamily>& model_families() {
       row("qwen3_next", "models/qwen3_next"),
       row("qwen3_omni_moe_talker_code_predictor", "models/qwen3_omni_moe_talker_code_predictor"),
       row("seed_oss", "models/seed_oss"),
-      row("smollm3", "models/smollm3"),
+      [] {
+        ModelFamily f = row("smollm3", "models/smollm3");
+        f.no_rope_interval = 4;  // SmolLM3Config: no_rope_layers None -> every 4th layer NoPE
+        return f;
+      }(),
       row("starcoder2", "models/starcoder2"),
       row("t5_gemma_module", "models/t5_gemma_module"),
       row("timesfm2_5", "models/timesfm2_5"),
@@ -363,7 +372,11 @@ const std::vector<ModelFamily>& model_families() {
         return f;
       }(),
       deepseek("longcat_flash", "models/longcat_flash"),
-      deepseek("mistral_large4_text", "models/mistral_large4"),
+      [] {
+        ModelFamily f = deepseek("mistral_large4_text", "models/mistral_large4");
+        f.no_rope_interval = 4;  // MistralLarge4TextConfig: no_rope_layers None -> every 4th layer NoPE
+        return f;
+      }(),
       not_rope("bloom", "models/bloom/modeling_bloom.py", "ALiBi attention biases"),
       not_rope("mpt", "models/mpt/modeling_mpt.py", "ALiBi attention biases"),
       not_rope("gpt2", "models/gpt2/modeling_gpt2.py", "learned absolute position embeddings"),

@@ -42,6 +42,15 @@ struct ModelFamily {
   std::string_view text_config;                       ///< sub-config with the text model
   std::string_view qk_norm_key;                       ///< boolean: a LayerNorm of q and k before RoPE
   std::string_view no_rope_key;                       ///< boolean: true means no RoPE (ALiBi)
+  /// no_rope_layers absent (HF's __post_init__): a NoPE layer every `no_rope_layer_interval`-th
+  /// layer, this interval by default (SmolLM3, Llama 4, Mistral Large 4); nullopt: all rotate.
+  std::optional<int64_t> no_rope_interval;
+  bool no_rope_empty_is_default = false;  ///< an empty no_rope_layers takes the default too (Llama 4: `if not`)
+  /// NoPE layers run this op when the boolean `nope_op_key` is true (default `nope_op_default`):
+  /// Llama 4's attn_temperature_tuning scales q by the attention temperature (op attn_temperature).
+  std::string_view nope_op_key;
+  OpKind nope_op = OpKind::rope;
+  bool nope_op_default = false;
   std::string_view not_rope;                          ///< non-empty: why there is no RoPE at all
   std::string_view unsupported;                       ///< non-empty: why ropejit cannot express its RoPE
   bool longrope_mscale = false;  ///< longrope's short_mscale / long_mscale scale cos and sin (PhiMoE)

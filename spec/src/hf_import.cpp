@@ -3,6 +3,7 @@
 // dim, the bias and the length, and reports every problem by its config.json key.
 // The math each field feeds is described in docs/rope-math.md.
 #include "hf_import.h"
+#include "spec_ops.h"
 
 #include <algorithm>
 
@@ -304,6 +305,20 @@ json layer_text(const json& text, const std::string& layer_type, const ModelFami
   return out;
 }
 
+// Another op than rope (a NoPE layer's, from hf_layer_ops): "op" and the op's block from the
+// config keys of the same names (SpecOp::hf_keys).
+void import_op(const json& text, OpKind op, HfContext& ctx, json& spec) {
+  const spec_detail::SpecOp& row = spec_detail::spec_op(op);
+  spec["op"] = std::string(to_string(op));
+  json block = json::object();
+  for (const char* const* key = row.hf_keys; key && *key; ++key)
+    if (const json* v = HfContext::member(text, *key)) {
+      block[*key] = *v;
+      ctx.source(fmt::format("/{}/{}", row.block, *key), ctx.path(*key));
+    }
+  if (!block.empty()) spec[row.block] = block;
+}
+
 Imported import_config(const json& config, const HfImportOptions& options) {
   if (!config.is_object())
     throw SpecError({{"", show_json(config) + " is not allowed: must be an object (a config.json)"}});
@@ -375,6 +390,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   import_rope(*text, family, max_positions, max_key, options.layer_type, ctx, spec);
   import_bias(*text, family, ctx, spec);
   import_qk_norm(*text, family, ctx, spec);
+  if (options.op != OpKind{}) import_op(*text, options.op, ctx, spec);
   return out;
 }
 
@@ -408,18 +424,63 @@ std::vector<std::string> hf_rope_layer_types(const json& config) {
   return out;
 }
 
-std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
-  const json& text = hf_text_model(config);
+namespace {
+
+// The text model, its family row (generic when not in the table) and the key path prefix.
+struct LayerContext {
+  const json& text;
+  const ModelFamily& family;
+  std::string prefix;
+};
+
+LayerContext layer_context(const json& config) {
   const json* type = config.is_object() ? HfContext::member(config, "model_type") : nullptr;
-  const std::string_view key =
-      &text == &config ? "" : locate_text_model(config, type && type->is_string() ? type->get<std::string>() : "").key;
-  const std::string prefix = key.empty() ? "" : std::string(key) + ".";
-  if (!text.is_object()) throw SpecError(std::vector<SpecIssue>{{"", "is not allowed: must be an object (a config.json)"}});
+  const TextModel located = locate_text_model(config, type && type->is_string() ? type->get<std::string>() : "");
+  const json& text = hf_text_model(config);
+  const std::string_view key = &text == &config ? "" : located.key;
+  return {text, located.family ? *located.family : generic_model_family(), key.empty() ? "" : std::string(key) + "."};
+}
+
+// 1 where layer i rotates, per no_rope_layers, or HF's default every-interval-th NoPE layer
+// (no_rope_layer_interval, else the family's) when the list is absent (or empty, Llama 4).
+std::vector<int> rope_layer_flags(const LayerContext& c, size_t count) {
+  std::vector<int> flags(count, 1);
+  const json* no_rope = HfContext::member(c.text, "no_rope_layers");
+  if (no_rope && !no_rope->is_null() && !no_rope->is_array())
+    throw SpecError(std::vector<SpecIssue>{{c.prefix + "no_rope_layers", "is not allowed: must be a list"}});
+  const bool listed = no_rope && no_rope->is_array() && !(no_rope->empty() && c.family.no_rope_empty_is_default);
+  if (!listed) {
+    if (!c.family.no_rope_interval) return flags;
+    int64_t interval = *c.family.no_rope_interval;
+    if (const json* v = HfContext::member(c.text, "no_rope_layer_interval")) {
+      if (!v->is_number_integer() || v->get<int64_t>() < 1)
+        throw SpecError(std::vector<SpecIssue>{{c.prefix + "no_rope_layer_interval",
+                                                show_json(*v) + " is not allowed: must be an integer >= 1"}});
+      interval = v->get<int64_t>();
+    }
+    for (size_t i = 0; i < count; ++i) flags[i] = (int64_t(i) + 1) % interval != 0 ? 1 : 0;
+    return flags;
+  }
+  for (size_t i = 0; i < count && i < no_rope->size(); ++i) {
+    const json& use = (*no_rope)[i];
+    if (!use.is_number_integer() && !use.is_boolean())
+      throw SpecError(std::vector<SpecIssue>{{fmt::format("{}no_rope_layers[{}]", c.prefix, i), show_json(use) + " is not allowed: must be 0 or 1"}});
+    flags[i] = (use.is_boolean() ? use.get<bool>() : use.get<int64_t>() != 0) ? 1 : 0;  // HF: use_rope = no_rope_layers[i]
+  }
+  return flags;
+}
+
+}  // namespace
+
+std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
+  if (!hf_text_model(config).is_object())
+    throw SpecError(std::vector<SpecIssue>{{"", "is not allowed: must be an object (a config.json)"}});
+  const LayerContext c = layer_context(config);
+  const json& text = c.text;
+  const std::string& prefix = c.prefix;
   const json* types = HfContext::member(text, "layer_types");
   const json* layers = HfContext::member(text, "num_hidden_layers");
-  const json* no_rope = HfContext::member(text, "no_rope_layers");
   if (types && !types->is_array()) throw SpecError(std::vector<SpecIssue>{{prefix + "layer_types", "is not allowed: must be a list"}});
-  if (no_rope && !no_rope->is_array()) throw SpecError(std::vector<SpecIssue>{{prefix + "no_rope_layers", "is not allowed: must be a list"}});
   size_t count = types ? types->size() : 0;
   if (layers && layers->is_number_integer() && layers->get<int64_t>() > 0 && layers->get<int64_t>() < (1 << 20))
     count = static_cast<size_t>(layers->get<int64_t>());
@@ -428,6 +489,7 @@ std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
   const std::vector<std::string> blocks = hf_rope_layer_types(config);
   const json* block = HfContext::member(text, "rope_parameters");
   if (!block) block = HfContext::member(text, "rope_scaling");
+  const std::vector<int> rotates = rope_layer_flags(c, count);
   std::vector<std::optional<std::string>> out(count, std::string());
   for (size_t i = 0; i < count; ++i) {
     if (!blocks.empty()) {
@@ -439,13 +501,26 @@ std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
       const bool rotated = block->contains(type) && !(*block)[type].is_null();
       out[i] = rotated ? std::optional<std::string>(type) : std::nullopt;
     }
-    if (no_rope && i < no_rope->size()) {
-      const json& use = (*no_rope)[i];
-      if (!use.is_number_integer() && !use.is_boolean())
-        throw SpecError(std::vector<SpecIssue>{{fmt::format("{}no_rope_layers[{}]", prefix, i), show_json(use) + " is not allowed: must be 0 or 1"}});
-      if ((use.is_boolean() && !use.get<bool>()) || (use.is_number_integer() && use.get<int64_t>() == 0))
-        out[i] = std::nullopt;  // HF: use_rope = no_rope_layers[layer_idx]
-    }
+    if (!rotates[i]) out[i] = std::nullopt;
+  }
+  return out;
+}
+
+std::vector<std::optional<OpKind>> hf_layer_ops(const json& config) {
+  const std::vector<std::optional<std::string>> rope = hf_layer_rope_map(config);
+  const LayerContext c = layer_context(config);
+  bool nope_op = c.family.nope_op_default;  // what a NoPE layer runs instead, when the family has one
+  if (const json* v = c.family.nope_op_key.empty() ? nullptr : HfContext::member(c.text, c.family.nope_op_key)) {
+    if (!v->is_boolean())
+      throw SpecError(std::vector<SpecIssue>{{c.prefix + std::string(c.family.nope_op_key),
+                                              show_json(*v) + " is not allowed: must be true or false"}});
+    nope_op = v->get<bool>();
+  }
+  const std::vector<int> rotates = rope_layer_flags(c, rope.size());
+  std::vector<std::optional<OpKind>> out(rope.size());
+  for (size_t i = 0; i < rope.size(); ++i) {
+    if (rope[i]) out[i] = OpKind::rope;
+    else if (!rotates[i] && nope_op && !c.family.nope_op_key.empty()) out[i] = c.family.nope_op;
   }
   return out;
 }

@@ -20,6 +20,7 @@ struct HfImportOptions {
   std::optional<Layout> layout;      ///< default: inferred from model_type
   std::string layer_type;            ///< the layer type whose rope block to take (per-layer-type configs)
   bool assume_generic = false;       ///< import an unknown model_type with Llama's conventions (else refused)
+  OpKind op = OpKind::rope;          ///< the layer's op (hf_layer_ops): its block from the config's keys
 };
 
 /// The layer types of a per-layer-type rope block (rope_parameters keyed by layer type, HF v5),
@@ -29,9 +30,14 @@ std::vector<std::string> hf_rope_layer_types(const nlohmann::json& config);
 
 /// One entry per decoder layer (num_hidden_layers, else the length of layer_types): the layer type
 /// whose rope block it takes ("" when the config has one block for all), or nullopt for a layer
-/// without RoPE (no_rope_layers[i] == 0 as in SmolLM3 and Llama 4, or a null per-layer block).
+/// without RoPE (no_rope_layers[i] == 0 as in SmolLM3 and Llama 4 — absent, HF's default of a NoPE
+/// layer every no_rope_layer_interval-th — or a null per-layer block).
 /// Throws SpecError naming the key when those lists are malformed.
 std::vector<std::optional<std::string>> hf_layer_rope_map(const nlohmann::json& config);
+
+/// The op each layer runs: rope where hf_layer_rope_map has a block, the family's NoPE op on a
+/// NoPE layer (Llama 4 with attn_temperature_tuning: attn_temperature), else nullopt (nothing).
+std::vector<std::optional<OpKind>> hf_layer_ops(const nlohmann::json& config);
 
 /// The text model of a config: the family row's sub-config (`text_config`, `decoder`,
 /// `thinker_config.text_config`, ...), `text_config` where the top level has no heads, else the config.

@@ -19,6 +19,8 @@ struct SpecOp {
   void (*write)(const Spec& spec, nlohmann::ordered_json& out);
   /// Adds its block to the schema's top-level properties; null: nothing of its own.
   void (*schema)(nlohmann::ordered_json& properties);
+  /// HF config keys the import copies into its block under the same names (null-terminated), or null.
+  const char* const* hf_keys = nullptr;
 };
 
 /// Every parameter of `rope`'s type, in table order; an unset one written as its default.

@@ -18,6 +18,7 @@ double fma(double x, double y, double z);  // sincos.cuh: Cody-Waite reduction
 float fmaf(float x, float y, float z);     // rope.cuh, sincos.cuh
 float sqrtf(float x);             // rope.cuh: QK-norm (IEEE, as CUDA's default -prec-sqrt)
 double exp2(double x);            // rope.cuh: dynamic NTK inv_freq
+float log1pf(float x);            // attn_temperature.cuh: the temperature of a position
 }
 
 // --- CUDA declaration specifiers: no meaning on the CPU ---

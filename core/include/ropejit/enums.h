@@ -12,10 +12,11 @@ namespace ropejit {
 /// Every op, once, in enum order. Each layer builds its op table by expanding this list, so an
 /// op is one row here, its facts row below, and its own files per layer (a missing row of a
 /// layer is an undefined symbol at link time): docs/architecture.md §11.
-#define ROPEJIT_OPS(X) X(rope) X(rerotate)
+#define ROPEJIT_OPS(X) X(rope) X(rerotate) X(attn_temperature)
 /// What a kernel does: rotate q and k as they are produced (rope), or rotate the keys already in
 /// a paged K cache from the rope parameters and positions they were written with to new ones
-/// (rerotate: the LongRoPE short-to-long switch, a context shift).
+/// (rerotate: the LongRoPE short-to-long switch, a context shift), or scale q in place by the
+/// attention temperature of its position (attn_temperature: Llama 4's NoPE layers).
 enum class OpKind {
 #define ROPEJIT_OP_ENUMERATOR(name) name,
   ROPEJIT_OPS(ROPEJIT_OP_ENUMERATOR)
@@ -123,12 +124,14 @@ enum class OpHeads { qkv, kv, q };
 struct OpFacts {
   OpKind op;
   OpHeads heads;      ///< q, k and v (v when copied), the K heads only, or the q heads only
+  bool uses_rope;     ///< its kernel reads the rope block's frequencies (else the block only describes the model)
   bool from_rope;     ///< it carries a second rope block `<op>.from`: the parameters its data was written with
   bool table_sincos;  ///< each angle is one position's, so a cos/sin table can serve it
 };
 inline constexpr OpFacts kOpFacts[] = {
-    {OpKind::rope, OpHeads::qkv, false, true},
-    {OpKind::rerotate, OpHeads::kv, true, false},  // angles are differences of two positions' angles
+    {OpKind::rope, OpHeads::qkv, true, false, true},
+    {OpKind::rerotate, OpHeads::kv, true, true, false},  // angles are differences of two positions' angles
+    {OpKind::attn_temperature, OpHeads::q, false, false, false},  // no angle at all
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
 /// The facts row of `op` (rows are in enum order).

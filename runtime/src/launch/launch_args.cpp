@@ -388,6 +388,7 @@ void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
 
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
+  if (!op_facts(c.spec.op).uses_rope) return;  // seq_len stays a plain bound on positions
   const RunLength run = run_length_choices(c.spec, c.spec.rope, a.seq_len, "seq_len", c.any);
   p.use_dynamic_base = run.use_dynamic_base;
   p.dynamic_log2_base = run.dynamic_log2_base;
@@ -474,7 +475,7 @@ std::string seq_len_reason(const RopeParams& rope, const char* field) {
 
 }  // namespace launch_detail
 
-bool needs_seq_len(const Spec& spec) { return needs_seq_len(spec.rope); }
+bool needs_seq_len(const Spec& spec) { return op_facts(spec.op).uses_rope && needs_seq_len(spec.rope); }
 
 bool needs_seq_len(const RopeParams& rope) {
   return frequencies_depend_on_run_length(rope.type) && !rope.seq_len;  // seq_len: dynamic's fixed length

@@ -68,6 +68,13 @@ struct QkNorm {
   double weight_offset = 0.0;                ///< Gemma's (1 + w): 1.0
 };
 
+/// The `attn_temperature` block (op attn_temperature, Llama 4's NoPE layers): q of a token at
+/// position p is scaled by log1p(floor((p + 1) / floor_scale)) * attn_scale + 1.
+struct AttnTemperature {
+  int64_t floor_scale = 8192;  ///< HF's floor_scale (its default)
+  double attn_scale = 0.1;     ///< HF's attn_scale (its default)
+};
+
 /// A validated spec. Build one with parse_spec(); every field is checked and canonical.
 struct Spec {
   std::string name;                  ///< free text, part of the hash
@@ -87,6 +94,7 @@ struct Spec {
   RopeParams from_rope;
   IoSpec io;
   QkNorm qk_norm;                    ///< absent: no normalization
+  AttnTemperature attn_temperature;  ///< op attn_temperature only
 };
 
 /// One validation problem: JSON pointer, and a message naming the value and what is allowed.
