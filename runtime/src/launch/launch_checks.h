@@ -39,10 +39,6 @@ inline void check_span(const void* p, int64_t bytes, const char* name) {
                            ptr_text(p), bytes));
 }
 
-inline void check_null(const void* p, const char* name, const char* why) {
-  if (p) fail(name, fmt::format("{} is not allowed: must be null {}", ptr_text(p), why));
-}
-
 inline void check_present(const void* p, const char* name, const char* why) {
   if (!p) fail(name, fmt::format("null is not allowed: required {}", why));
 }
@@ -121,8 +117,6 @@ void check_paged_host(const Spec& spec, const Args& a);
 
 /// No buffer the launch writes shares a byte with another of its buffers (launch_overlap.cpp).
 void check_no_overlap(const Spec& spec, const Args& a);
-/// Other output forms: every cache argument unset.
-void check_no_cache(const Args& a);
 /// q rewritten in place or q_out, the caches, the slot mapping or block tables.
 void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
 
@@ -147,13 +141,11 @@ RunLength run_length_choices(const Spec& spec, const RopeParams& rope, int64_t l
 // ---------------------------------------------------------------- op rerotate (launch_args_rerotate.cpp)
 
 /// Binds the K cache (slot index, page stride, k_scale), the new positions and the old rope
-/// parameters' run-time choices, refusing every rope-only argument; returns the rows (keys).
+/// parameters' run-time choices (check_unused_fields refuses the rope-only ones); returns the rows (keys).
 int64_t bind_rerotate(const FormContext& c, const Args& a, KernelParams& p);
 /// Host arrays: old positions below from_seq_len and new ones in [0, 2^31) and below seq_len.
 void check_rerotate_host(const Spec& spec, const Args& a);
 /// The K cache (each key read and written), the new positions, the slot index.
 void buffers_rerotate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
-/// op rope: the rerotate arguments unset.
-void check_no_rerotate(const Args& a);
 
 }  // namespace ropejit::launch_detail
