@@ -27,20 +27,9 @@ using ropejit::test::Storage;
 
 namespace {
 
-/// The ropejit_args fields that are pointers (the launch refuses them set where unused).
-const std::vector<std::string> kPointerFields = {
-    "q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions", "cu_seqlens", "start_pos",
-    "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables"};
-/// The paged cache's scalars, refused set where the spec leaves them unused.
-const std::vector<std::string> kCacheScalars = {"cache_num_pages", "k_cache_page_stride", "v_cache_page_stride",
-                                                "max_blocks_per_seq", "k_scale", "v_scale"};
 /// Bytes of each element type name launch_fields reports.
 const std::map<std::string, int> kTypeBytes = {{"bf16", 2}, {"fp16", 2}, {"fp32", 4}, {"int32", 4},
                                                {"int64", 8}, {"fp8_e4m3", 1}, {"fp8_e5m2", 1}};
-
-bool contains(const std::vector<std::string>& names, std::string_view name) {
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
 
 const LaunchField& field_of(const std::vector<LaunchField>& fields, std::string_view name) {
   for (const LaunchField& f : fields)
@@ -58,18 +47,6 @@ void expect_field(const Spec& spec, std::string_view name, FieldUse use, std::st
   EXPECT_EQ(f.dims, dims) << name;
 }
 
-/// Args field `name` of `a`: its bytes (up to the next field).
-void* field_bytes(Args& a, std::string_view name, size_t* size) {
-  size_t offset = 0, next = 0;
-  for (size_t i = 0; const char* field = ropejit_struct_field("ropejit_args", i, &offset); ++i)
-    if (name == field) {
-      ropejit_struct_field("ropejit_args", i + 1, &next);
-      *size = next - offset;
-      return reinterpret_cast<char*>(&a) + offset;
-    }
-  throw std::runtime_error("no ropejit_args field " + std::string(name));
-}
-
 /// check_launch's verdict: "" when accepted, else the argument it names.
 std::string refused_field(const Spec& spec, const Args& a) {
   try {
@@ -82,7 +59,7 @@ std::string refused_field(const Spec& spec, const Args& a) {
 
 /// launch_fields against launch_buffers and check_launch: each buffer's field has its use, element
 /// size and (from the dims) its element count; Args bound from the buffers launch, and leaving out
-/// each required field, or setting each unused pointer or cache scalar, is refused naming it.
+/// each required field, or setting each unused field (shape fields excepted), is refused naming it.
 void expect_fields_agree(const Spec& spec) {
   SCOPED_TRACE(canonical_json(spec));
   const bool fp8 = paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_;
@@ -105,33 +82,18 @@ void expect_fields_agree(const Spec& spec) {
   }
 
   Storage storage;
-  std::vector<void*> ptrs;
-  size_t at = 0;
-  for (const BufferDesc& b : buffers) {
-    ptrs.push_back(storage.at(at));
-    at += (b.bytes() + 63) / 64 * 64;
-  }
-  ASSERT_LE(at, storage.bytes.size());
-  const Args args = bind_buffers(buffers, shape, ptrs, needs_seq_len(spec) ? 16 : 0);
+  const Args args = test::bound_args(spec, buffers, shape, storage);
   ASSERT_EQ(refused_field(spec, args), "");
   for (const LaunchField& f : fields) {
     if (f.name == "num_tokens") continue;  // 0 tokens is a valid launch
     Args probe = args;
-    size_t size = 0;
-    void* bytes = field_bytes(probe, f.name, &size);
+    const ArgsField& row = kArgsFields[args_field_index(f.name)];
     if (f.use == FieldUse::unused) {
-      if (contains(kPointerFields, f.name)) {
-        void* set = storage.at(0);
-        std::memcpy(bytes, &set, sizeof set);
-      } else if (contains(kCacheScalars, f.name)) {
-        if (f.name == "k_scale" || f.name == "v_scale") *static_cast<float*>(bytes) = 1.0f;
-        else *static_cast<int64_t*>(bytes) = 1;
-      } else {
-        continue;  // other unused scalars are not read
-      }
+      if (is_shape_field(f.name)) continue;  // range-checked, not refused as unused
+      test::set_off_default(probe, row, storage.at(0));
       EXPECT_EQ(refused_field(spec, probe), f.name) << f.name << " set where unused";
     } else {
-      std::memset(bytes, 0, size);
+      std::memset(reinterpret_cast<char*>(&probe) + row.offset, 0, row.size);
       EXPECT_EQ(refused_field(spec, probe), f.use == FieldUse::required ? std::string(f.name) : "")
           << f.name << " left out (" << to_string(f.use) << ")";
     }

@@ -62,7 +62,7 @@ TEST(LaunchArgs, SeparateInplaceExplicit) {
   expect_rejected(spec, b, "qkv", "must be null");
   b = a;
   b.q_out = s.at(0);
-  expect_rejected(spec, b, "q_out", "inplace");
+  expect_rejected(spec, b, "q_out", "must be null unless io.output separate or padded_bhsd");
   b = a;
   b.q_stride = 100;
   expect_rejected(spec, b, "q_stride", "multiple of 8");
@@ -77,10 +77,10 @@ TEST(LaunchArgs, SeparateInplaceExplicit) {
   expect_rejected(spec, b, "positions", "null is not allowed");
   b = a;
   b.bias = s.at(0);
-  expect_rejected(spec, b, "bias", "qkv_bias is false");
+  expect_rejected(spec, b, "bias", "must be null unless io.qkv_bias (this spec does not use it)");
   b = a;
   b.cu_seqlens = reinterpret_cast<const int32_t*>(s.at(0));
-  expect_rejected(spec, b, "cu_seqlens", "explicit");
+  expect_rejected(spec, b, "cu_seqlens", "must be null unless io.positions varlen");
   std::vector<int32_t> negative = {0, 1, -5, 3};
   b = a;
   b.positions = negative.data();
@@ -127,13 +127,13 @@ TEST(LaunchArgs, FusedPaddedVarlen) {
   expect_rejected(spec, b, "v_out", "required");
   b = a;
   b.q_out_stride = 64;
-  expect_rejected(spec, b, "q_out_stride", "padded_bhsd");
+  expect_rejected(spec, b, "q_out_stride", "64 is not allowed: must be 0 unless io.output separate");
   b = a;
   b.batch = 0;
   expect_rejected(spec, b, "batch", "must be >= 1");
   b = a;
   b.positions = cu.data();
-  expect_rejected(spec, b, "positions", "varlen");
+  expect_rejected(spec, b, "positions", "must be null unless io.positions explicit or mrope");
   std::vector<int64_t> bad_start = {-1, 0, 0};
   b = a;
   b.start_pos = bad_start.data();
@@ -164,11 +164,11 @@ TEST(LaunchArgs, OffsetPositions) {
   std::vector<int32_t> positions = {0, 1, 2, 3, 4};
   b = a;
   b.positions = positions.data();
-  expect_rejected(spec, b, "positions", "offset (use start_pos)");
+  expect_rejected(spec, b, "positions", "must be null unless io.positions explicit or mrope");
   std::vector<int32_t> cu = {0, 5};
   b = a;
   b.cu_seqlens = cu.data();
-  expect_rejected(spec, b, "cu_seqlens", "one sequence");
+  expect_rejected(spec, b, "cu_seqlens", "must be null unless io.positions varlen");
   b = a;
   b.batch = 2;
   expect_rejected(spec, b, "batch", "must be 0 or 1");
@@ -214,7 +214,7 @@ TEST(LaunchArgs, MropePositionsAreThreeStreams) {
   std::vector<int64_t> start = {0};
   b = a;
   b.start_pos = start.data();
-  expect_rejected(spec, b, "start_pos", "io.positions is mrope");
+  expect_rejected(spec, b, "start_pos", "must be null unless io.positions varlen or offset");
   // Every stream is checked: a bad width position (stream 2, token 1) is entry 9.
   std::vector<int64_t> bad = positions;
   bad[9] = -7;
@@ -256,7 +256,7 @@ TEST(LaunchArgs, QkNormWeights) {
   b.q_norm_weight = s.at((2 << 16) + 4);
   expect_rejected(spec, b, "q_norm_weight", "16-byte aligned");
   // Without a weighted norm the pointers must stay null.
-  expect_rejected(ropejit::test::make_spec({}), a, "q_norm_weight", "unless the spec's qk_norm has weight per_head");
+  expect_rejected(ropejit::test::make_spec({}), a, "q_norm_weight", "must be null unless qk_norm with weight per_head");
   SpecFields unweighted = f;
   unweighted.qk_norm["weight"] = "none";
   expect_rejected(ropejit::test::make_spec(unweighted), a, "q_norm_weight", "must be null");

@@ -102,7 +102,7 @@ TEST(PagedKv, SlotMappingArguments) {
   expect_rejected(spec, b, "v_cache", "8-byte aligned");  // 8 FP8 elements per store
   b = a;
   b.k_out = s.at(0);
-  expect_rejected(spec, b, "k_out", "rotated k goes to k_cache");
+  expect_rejected(spec, b, "k_out", "must be null unless io.output separate or padded_bhsd");
   b = a;
   b.cache_num_pages = 0;
   expect_rejected(spec, b, "cache_num_pages", "0 is not allowed");
@@ -134,7 +134,7 @@ TEST(PagedKv, SlotMappingArguments) {
   expect_rejected(spec, b, "k_cache_page_stride", "overflow");
 
   const Spec plain = ropejit::test::make_spec(paged_fields("auto", "slot_mapping"));
-  expect_rejected(plain, a, "k_scale", "must be 0 unless the spec's io.cache_dtype is fp8");
+  expect_rejected(plain, a, "k_scale", "0.5 is not allowed: must be 0 unless an fp8 io.cache_dtype");
 
   // Another output form: a cache argument is a mistake, named rather than ignored.
   SpecFields inplace_fields = paged_fields("auto", "slot_mapping");
@@ -148,10 +148,10 @@ TEST(PagedKv, SlotMappingArguments) {
   b.positions = a.positions;
   EXPECT_NO_THROW(check_launch(inplace, 8, b, true));
   b.slot_mapping = slots.data();
-  expect_rejected(inplace, b, "slot_mapping", "must be null unless the spec's io.output is paged_kv");
+  expect_rejected(inplace, b, "slot_mapping", "must be null unless io.cache_index slot_mapping with io.output paged_kv");
   b.slot_mapping = nullptr;
   b.cache_num_pages = 4;
-  expect_rejected(inplace, b, "cache_num_pages", "must be 0 unless the spec's io.output is paged_kv");
+  expect_rejected(inplace, b, "cache_num_pages", "4 is not allowed: must be 0 unless io.output paged_kv");
 }
 
 TEST(PagedKv, BlockTablesArguments) {

@@ -118,17 +118,17 @@ TEST(Rerotate, LaunchChecksNameEveryArgument) {
 
   Args bad = a;
   bad.q = s.at(1 << 16);
-  expect_rejected(spec, bad, "q", "must be null when the spec's op is rerotate");
+  expect_rejected(spec, bad, "q", "must be null unless op rope with io.input separate");
   bad = a;
   bad.v_cache = s.at(1 << 16);
-  expect_rejected(spec, bad, "v_cache", "must be null when the spec's op is rerotate");
+  expect_rejected(spec, bad, "v_cache", "must be null unless io.output paged_kv with op rope");
   bad = a;
   bad.k_cache = nullptr;
   expect_rejected(spec, bad, "k_cache", "null is not allowed");
   bad = a;
   std::vector<int64_t> new_start = {0};
   bad.new_start_pos = new_start.data();
-  expect_rejected(spec, bad, "new_start_pos", "use new_positions");
+  expect_rejected(spec, bad, "new_start_pos", "must be null unless op rerotate with io.positions varlen or offset");
   bad = a;
   std::vector<int32_t> moved = {1, 2, -1};
   bad.new_positions = moved.data();
@@ -152,10 +152,10 @@ TEST(Rerotate, LaunchChecksNameEveryArgument) {
   r.k = s.at(1 << 16);
   r.positions = positions.data();
   r.new_positions = positions.data();
-  expect_rejected(rope, r, "new_positions", "unless the spec's op is rerotate");
+  expect_rejected(rope, r, "new_positions", "must be null unless op rerotate with io.positions explicit");
   r.new_positions = nullptr;
   r.from_seq_len = 5;
-  expect_rejected(rope, r, "from_seq_len", "must be 0 unless the spec's op is rerotate");
+  expect_rejected(rope, r, "from_seq_len", "5 is not allowed: must be 0 unless op rerotate");
 }
 
 TEST(Rerotate, LongRopeFromNeedsTheLengthTheKeysWereWrittenAt) {

@@ -12,6 +12,7 @@
 #include <nanobind/stl/string_view.h>
 
 #include "bindings.h"
+#include "ropejit/args_fields.h"
 #include "ropejit/runtime.h"
 
 namespace nb = nanobind;
@@ -38,26 +39,14 @@ void store(T& member, nb::handle value, const std::string& name) {
 
 using Setter = std::function<void(Args&, nb::handle)>;
 
-// Every ropejit_args field by name (struct_size excepted); test_binding.py checks the list is
-// complete against ropejit_struct_field, the C API's own list.
+// Every ropejit_args field by name (struct_size excepted), from the field list
+// (ropejit/args_fields.h); test_binding.py checks it against ropejit_struct_field.
 const std::map<std::string, Setter>& setters() {
   static const std::map<std::string, Setter> table = [] {
     std::map<std::string, Setter> t;
-#define ROPEJIT_FIELD(f) t[#f] = [](Args& a, nb::handle v) { store(a.f, v, #f); };
-    ROPEJIT_FIELD(num_tokens) ROPEJIT_FIELD(q) ROPEJIT_FIELD(k) ROPEJIT_FIELD(v)
-    ROPEJIT_FIELD(q_stride) ROPEJIT_FIELD(k_stride) ROPEJIT_FIELD(v_stride)
-    ROPEJIT_FIELD(qkv) ROPEJIT_FIELD(qkv_stride) ROPEJIT_FIELD(bias)
-    ROPEJIT_FIELD(q_out) ROPEJIT_FIELD(k_out) ROPEJIT_FIELD(v_out)
-    ROPEJIT_FIELD(q_out_stride) ROPEJIT_FIELD(k_out_stride) ROPEJIT_FIELD(v_out_stride)
-    ROPEJIT_FIELD(positions) ROPEJIT_FIELD(positions_type) ROPEJIT_FIELD(cu_seqlens) ROPEJIT_FIELD(start_pos)
-    ROPEJIT_FIELD(batch) ROPEJIT_FIELD(max_seq_len) ROPEJIT_FIELD(seq_len)
-    ROPEJIT_FIELD(q_norm_weight) ROPEJIT_FIELD(k_norm_weight)
-    ROPEJIT_FIELD(k_cache) ROPEJIT_FIELD(v_cache) ROPEJIT_FIELD(cache_num_pages)
-    ROPEJIT_FIELD(k_cache_page_stride) ROPEJIT_FIELD(v_cache_page_stride)
-    ROPEJIT_FIELD(slot_mapping) ROPEJIT_FIELD(block_tables) ROPEJIT_FIELD(max_blocks_per_seq)
-    ROPEJIT_FIELD(k_scale) ROPEJIT_FIELD(v_scale)
-    ROPEJIT_FIELD(new_positions) ROPEJIT_FIELD(new_start_pos) ROPEJIT_FIELD(from_seq_len)
-#undef ROPEJIT_FIELD
+#define ROPEJIT_SETTER(f, since, used_by) t[#f] = [](Args& a, nb::handle v) { store(a.f, v, #f); };
+    ROPEJIT_ARGS_FIELDS(ROPEJIT_SETTER)
+#undef ROPEJIT_SETTER
     return t;
   }();
   return table;

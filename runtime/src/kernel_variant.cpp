@@ -11,6 +11,7 @@ std::shared_ptr<const KernelVariant> KernelVariant::create(Backend& backend, con
   v->backend_ = &backend;
   v->spec_ = spec;
   v->config_ = config;
+  v->used_fields_ = used_args_fields(spec);  // once, not per launch
   const Plan plan = make_plan(spec, config);
   const Source source = generate_source(plan);
   bool created = false;
@@ -36,7 +37,7 @@ std::shared_ptr<const KernelVariant> KernelVariant::create(Backend& backend, con
 }
 
 CheckedLaunch KernelVariant::prepare(const Args& args) const {
-  CheckedLaunch checked = check_launch(spec_, config_.vec, args, backend_->host_memory());
+  CheckedLaunch checked = check_launch(spec_, config_.vec, args, backend_->host_memory(), used_fields_);
   if (table_) {
     checked.params.cos_sin_table = table_->data;
     checked.params.cos_sin_table_rows = table_->rows;

@@ -50,6 +50,7 @@ class KernelVariant {
   Config config_;
   std::shared_ptr<LoadedModule> module_;
   std::shared_ptr<DeviceTable> table_;  // SinCosMode::table only
+  ArgsFieldSet used_fields_;            // the Args fields the spec's launches read, for check_launch
   int blocks_per_sm_ = 0;               // resident blocks per SM (persistent grids only)
   bool from_cache_ = true;
 };

@@ -19,7 +19,7 @@
 // the checks must never read them, and this harness never dereferences a fuzzed pointer.
 // Promises checked: a refused launch throws Error(invalid_argument) (or unsupported for a
 // struct_size from a newer header) naming a real ropejit_args field; an accepted launch leaves
-// every field that launch_fields calls unused (pointers and cache fields) at 0 and every
+// every field that launch_fields calls unused (shape fields excepted) at its default and every
 // required pointer set when num_tokens > 0; ropejit_spec_launch_field (C) agrees with
 // launch_fields; bytes_moved of an accepted shape is an Error or >= 0.
 #include <sys/mman.h>
@@ -39,6 +39,7 @@
 
 #include "fuzz_common.h"
 #include "c_api/c_api_guard.h"
+#include "launch/args_fields.h"
 #include "launch/launch_args.h"
 #include "ropejit/config.h"
 #include "ropejit/error.h"
@@ -88,23 +89,6 @@ struct Case {
   std::vector<ropejit::LaunchField> fields;
 };
 
-constexpr const char* kPointerFields[] = {"q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions",
-                                          "cu_seqlens", "start_pos", "q_norm_weight", "k_norm_weight", "k_cache",
-                                          "v_cache", "slot_mapping", "block_tables", "new_positions", "new_start_pos"};
-constexpr const char* kCacheFields[] = {"cache_num_pages", "k_cache_page_stride", "v_cache_page_stride",
-                                        "max_blocks_per_seq", "k_scale", "v_scale"};
-constexpr size_t kArgsSizeBeforeNorm = offsetof(ropejit_args, q_norm_weight);
-constexpr size_t kArgsSizeBeforeCache = offsetof(ropejit_args, k_cache);
-constexpr size_t kArgsSizeBeforeRerotate = offsetof(ropejit_args, new_positions);
-
-bool listed(std::string_view name, const char* const* begin, const char* const* end) {
-  for (auto it = begin; it != end; ++it)
-    if (name == *it) return true;
-  return false;
-}
-bool is_pointer(std::string_view n) { return listed(n, std::begin(kPointerFields), std::end(kPointerFields)); }
-bool is_cache_field(std::string_view n) { return listed(n, std::begin(kCacheFields), std::end(kCacheFields)); }
-
 // Every ropejit_args field (struct_size included) with its offset and size, from the C API.
 const std::vector<ArgField>& arg_fields() {
   static const std::vector<ArgField> fields = [] {
@@ -123,15 +107,6 @@ const ArgField* arg_field(std::string_view name) {
   for (const ArgField& f : arg_fields())
     if (f.name == name) return &f;
   return nullptr;
-}
-
-// The field's bytes as an unsigned number (pointers, integers, float bits): nonzero = "set".
-uint64_t field_bits(const ropejit_args& a, const ArgField& f) {
-  uint64_t v = 0;
-  std::memcpy(&v, reinterpret_cast<const char*>(&a) + f.offset, f.size);
-  if (f.name == "positions_type" || f.name == "batch" || f.name == "k_scale" || f.name == "v_scale")
-    v &= 0xffffffffu;  // 4-byte fields followed by padding
-  return v;
 }
 
 std::string read_text(const std::filesystem::path& p) {
@@ -230,15 +205,16 @@ void check_refusal(const ropejit::Error& e, bool struct_size_step) {
   if (!arg_field(e.field())) finding("a refused launch names no ropejit_args field: \"" + e.field() + "\": " + e.what());
 }
 
-// After acceptance: unused pointers and cache fields are 0, required pointers are set.
+// After acceptance: unused fields (shape fields excepted) at their defaults, required pointers set.
 void check_accepted(const Case& c, const ropejit_args& a, const ropejit::CheckedLaunch& checked) {
   for (const ropejit::LaunchField& f : c.fields) {
-    const ArgField* field = arg_field(f.name);
-    if (!field) finding("launch_fields names a field the C layout lacks: " + std::string(f.name));
-    const bool set = field_bits(a, *field) != 0;
-    if (f.use == ropejit::FieldUse::unused && set && (is_pointer(f.name) || is_cache_field(f.name)))
+    const ropejit::ArgsField* field = ropejit::find_args_field(f.name);
+    if (!field || !arg_field(f.name)) finding("launch_fields names a field the C layout lacks: " + std::string(f.name));
+    const bool set = !ropejit::field_is_default(*field, a);
+    if (f.use == ropejit::FieldUse::unused && set && !ropejit::is_shape_field(f.name))
       finding("a launch was accepted with the unused field " + std::string(f.name) + " set (" + c.spec.name + ")");
-    if (f.use == ropejit::FieldUse::required && !set && is_pointer(f.name) && a.num_tokens > 0)
+    if (f.use == ropejit::FieldUse::required && !set && field->kind == ropejit::ArgsFieldKind::pointer &&
+        a.num_tokens > 0)
       finding("a launch was accepted without the required " + std::string(f.name) + " (" + c.spec.name + ")");
   }
   if (checked.rows < 0) finding("check_launch gave negative rows");
@@ -329,14 +305,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  static constexpr size_t kSizes[4] = {sizeof(ropejit_args), kArgsSizeBeforeNorm, kArgsSizeBeforeCache,
-                                       kArgsSizeBeforeRerotate};
-  args.struct_size = size_choice < 4 ? kSizes[size_choice] : size_t(in.take<uint64_t>());
+  static_assert(ropejit::kArgsOlderSizes.size() == 3, "size_choice picks this header's size or an older one in 0-3");
+  args.struct_size = size_choice == 0  ? sizeof(ropejit_args)
+                     : size_choice < 4 ? ropejit::kArgsOlderSizes[size_t(size_choice - 1)]
+                                       : size_t(in.take<uint64_t>());
 
   // ropejit_kernel_launch: the struct_size check, then the caller's bytes over the defaults.
   try {
     ropejit::c_api::check_struct_size(args.struct_size, sizeof(ropejit_args), "ropejit_args",
-                                      {kArgsSizeBeforeNorm, kArgsSizeBeforeCache, kArgsSizeBeforeRerotate});
+                                      ropejit::kArgsOlderSizes.data(), ropejit::kArgsOlderSizes.size());
   } catch (const ropejit::Error& e) {
     check_refusal(e, true);
     return 0;

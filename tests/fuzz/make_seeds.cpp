@@ -170,7 +170,7 @@ void launch_seeds(const fs::path& out) {
     if (e.path().extension() == ".json" && e.path().filename() != "schema.json") files.push_back(e.path());
   std::sort(files.begin(), files.end());
   std::vector<bool> rerotates;
-  for (const auto& f : files) rerotates.push_back(ropejit::rerotate(ropejit::load_spec_file(f.string())));
+  for (const auto& f : files) rerotates.push_back(ropejit::load_spec_file(f.string()).op == ropejit::OpKind::rerotate);
   rerotates.resize(files.size() + 5, false);
   for (size_t i = 0; i < rerotates.size(); ++i) {
     const int32_t from = rerotates[i] ? 64 : 0;  // from_seq_len: only op rerotate takes one

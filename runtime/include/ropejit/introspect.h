@@ -27,7 +27,7 @@ struct LaunchShape {
 enum class FieldUse {
   required,  ///< must be set (non-null, or a value in range)
   optional,  ///< may be left 0 / NULL (a dense stride, no start positions, int32 positions)
-  unused,    ///< not read: leave it 0 / NULL (pointers and cache fields that are set are rejected)
+  unused,    ///< not read: leave it 0 / NULL (set, it is rejected; shape fields are range-checked instead)
 };
 /// Names of FieldUse values.
 inline constexpr std::array<EnumName<FieldUse>, 3> kFieldUseNames{{

@@ -269,7 +269,8 @@ ROPEJIT_C_API ropejit_status ropejit_spec_freqs(const char* spec_json, int long_
 typedef enum ropejit_field_use {
   ROPEJIT_FIELD_REQUIRED = 0, /**< must be set (non-NULL, or a value in range) */
   ROPEJIT_FIELD_OPTIONAL = 1, /**< may be 0 / NULL (a dense stride, no start positions, int32 positions) */
-  ROPEJIT_FIELD_UNUSED = 2    /**< not read: leave it 0 / NULL (set pointers and cache fields are rejected) */
+  ROPEJIT_FIELD_UNUSED = 2    /**< not read: leave it 0 / NULL (set, it is rejected; the shape fields num_tokens,
+                                   batch, max_seq_len, seq_len, positions_type are range-checked instead) */
 } ropejit_field_use;
 
 /** One ropejit_args field as launches of a spec use it (ropejit::LaunchField). */

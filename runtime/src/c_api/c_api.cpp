@@ -21,6 +21,7 @@
 #include "ropejit/source.h"
 #include "ropejit/spec.h"
 #include "c_api/c_api_guard.h"
+#include "launch/args_fields.h"
 
 // A kernel keeps its backend alive and may outlive the Runtime that made it (ropejit/runtime.h),
 // so each handle owns just its object: ropejit_runtime_destroy never invalidates a kernel.
@@ -59,10 +60,6 @@ using ropejit::c_api::require_non_null;
 /// before programmatic_dependent_launch.
 constexpr size_t kOptionsSizeV010 = offsetof(ropejit_runtime_options, on_warning);
 constexpr size_t kOptionsSizeBeforePdl = offsetof(ropejit_runtime_options, programmatic_dependent_launch);
-/// ropejit_args before the QK-norm weights, and before the paged KV cache fields.
-constexpr size_t kArgsSizeBeforeNorm = offsetof(ropejit_args, q_norm_weight);
-constexpr size_t kArgsSizeBeforeCache = offsetof(ropejit_args, k_cache);
-constexpr size_t kArgsSizeBeforeRerotate = offsetof(ropejit_args, new_positions);
 
 /// The caller's struct (its struct_size bytes, already checked: an older caller's is shorter)
 /// with the fields it lacks at the defaults `init` sets.
@@ -136,10 +133,10 @@ ropejit::Args to_args(const ropejit_args& a) {
   return args;
 }
 
-/// One public struct's fields for ropejit_struct_field. The offsets come from the compiler; a
-/// field missing here is caught by tests/c_api/check_ctypes_layout.py (it compares the args and
-/// options tables with the fields the header declares; tests/test_introspect.cpp checks the
-/// introspection structs' ends), a field that no longer exists fails to compile.
+/// One public struct's fields for ropejit_struct_field. The offsets come from the compiler; the
+/// args table is generated from ROPEJIT_ARGS_FIELDS (checked to tile ropejit_args); a field
+/// missing from the others is caught by tests/c_api/check_ctypes_layout.py (options) and
+/// tests/test_introspect.cpp (the introspection structs' ends), one that no longer exists fails to compile.
 struct FieldInfo {
   const char* name;
   size_t offset;
@@ -153,28 +150,9 @@ constexpr FieldInfo kOptionsFields[] = {
     ROPEJIT_FIELD(ropejit_runtime_options, user_data),
     ROPEJIT_FIELD(ropejit_runtime_options, programmatic_dependent_launch),
 };
-constexpr FieldInfo kArgsFields[] = {
-    ROPEJIT_FIELD(ropejit_args, struct_size),  ROPEJIT_FIELD(ropejit_args, num_tokens),
-    ROPEJIT_FIELD(ropejit_args, q),            ROPEJIT_FIELD(ropejit_args, k),
-    ROPEJIT_FIELD(ropejit_args, v),            ROPEJIT_FIELD(ropejit_args, q_stride),
-    ROPEJIT_FIELD(ropejit_args, k_stride),     ROPEJIT_FIELD(ropejit_args, v_stride),
-    ROPEJIT_FIELD(ropejit_args, qkv),          ROPEJIT_FIELD(ropejit_args, qkv_stride),
-    ROPEJIT_FIELD(ropejit_args, bias),         ROPEJIT_FIELD(ropejit_args, q_out),
-    ROPEJIT_FIELD(ropejit_args, k_out),        ROPEJIT_FIELD(ropejit_args, v_out),
-    ROPEJIT_FIELD(ropejit_args, q_out_stride), ROPEJIT_FIELD(ropejit_args, k_out_stride),
-    ROPEJIT_FIELD(ropejit_args, v_out_stride), ROPEJIT_FIELD(ropejit_args, positions),
-    ROPEJIT_FIELD(ropejit_args, positions_type), ROPEJIT_FIELD(ropejit_args, cu_seqlens),
-    ROPEJIT_FIELD(ropejit_args, start_pos),    ROPEJIT_FIELD(ropejit_args, batch),
-    ROPEJIT_FIELD(ropejit_args, max_seq_len),  ROPEJIT_FIELD(ropejit_args, seq_len),
-    ROPEJIT_FIELD(ropejit_args, q_norm_weight), ROPEJIT_FIELD(ropejit_args, k_norm_weight),
-    ROPEJIT_FIELD(ropejit_args, k_cache),      ROPEJIT_FIELD(ropejit_args, v_cache),
-    ROPEJIT_FIELD(ropejit_args, cache_num_pages), ROPEJIT_FIELD(ropejit_args, k_cache_page_stride),
-    ROPEJIT_FIELD(ropejit_args, v_cache_page_stride), ROPEJIT_FIELD(ropejit_args, slot_mapping),
-    ROPEJIT_FIELD(ropejit_args, block_tables), ROPEJIT_FIELD(ropejit_args, max_blocks_per_seq),
-    ROPEJIT_FIELD(ropejit_args, k_scale),      ROPEJIT_FIELD(ropejit_args, v_scale),
-    ROPEJIT_FIELD(ropejit_args, new_positions), ROPEJIT_FIELD(ropejit_args, new_start_pos),
-    ROPEJIT_FIELD(ropejit_args, from_seq_len),
-};
+#define ROPEJIT_ARGS_FIELD(f, since, used_by) ROPEJIT_FIELD(ropejit_args, f),
+constexpr FieldInfo kArgsLayout[] = {ROPEJIT_FIELD(ropejit_args, struct_size), ROPEJIT_ARGS_FIELDS(ROPEJIT_ARGS_FIELD)};
+#undef ROPEJIT_ARGS_FIELD
 constexpr FieldInfo kSpecInfoFields[] = {
     ROPEJIT_FIELD(ropejit_spec_info, struct_size),  ROPEJIT_FIELD(ropejit_spec_info, head_dim),
     ROPEJIT_FIELD(ropejit_spec_info, rotary_dim),   ROPEJIT_FIELD(ropejit_spec_info, num_q_heads),
@@ -207,7 +185,7 @@ struct StructInfo {
 };
 #define ROPEJIT_STRUCT(type, fields) StructInfo{#type, fields, std::size(fields), sizeof(type)}
 constexpr StructInfo kStructs[] = {
-    ROPEJIT_STRUCT(ropejit_args, kArgsFields), ROPEJIT_STRUCT(ropejit_runtime_options, kOptionsFields),
+    ROPEJIT_STRUCT(ropejit_args, kArgsLayout), ROPEJIT_STRUCT(ropejit_runtime_options, kOptionsFields),
     ROPEJIT_STRUCT(ropejit_spec_info, kSpecInfoFields), ROPEJIT_STRUCT(ropejit_launch_field, kLaunchFieldFields),
 };
 #undef ROPEJIT_STRUCT
@@ -223,8 +201,9 @@ ropejit_status ropejit::c_api::fail(Status code, std::string message) {
   return static_cast<ropejit_status>(code);
 }
 
-void ropejit::c_api::check_struct_size(size_t got, size_t ours, const char* type, std::initializer_list<size_t> older) {
-  if (got == ours || std::find(older.begin(), older.end(), got) != older.end()) return;
+void ropejit::c_api::check_struct_size(size_t got, size_t ours, const char* type, const size_t* older,
+                                      size_t count) {
+  if (got == ours || std::find(older, older + count, got) != older + count) return;
   if (got == 0)
     throw Error(Status::invalid_argument,
                 fmt::format("{}.struct_size is 0: initialize it with {}_init() or set it to sizeof({})", type, type,
@@ -235,9 +214,9 @@ void ropejit::c_api::check_struct_size(size_t got, size_t ours, const char* type
                             "than the library)",
                             type, got, type, ours));
   throw Error(Status::invalid_argument,
-              older.size() ? fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({})) or an earlier "
-                                         "release's size ({})",
-                                         type, got, ours, type, fmt::join(older, ", "))
+              count ? fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({})) or an earlier "
+                                  "release's size ({})",
+                                  type, got, ours, type, fmt::join(older, older + count, ", "))
                            : fmt::format("{}.struct_size {} is not allowed: must be {} (sizeof({}))", type, got, ours, type));
 }
 
@@ -307,8 +286,8 @@ ropejit_status ropejit_kernel_launch(const ropejit_kernel* kernel, const ropejit
   return guarded("ropejit_kernel_launch", [&] {
     require_non_null(kernel, "kernel");
     require_non_null(args, "args");
-    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args",
-                      {kArgsSizeBeforeNorm, kArgsSizeBeforeCache, kArgsSizeBeforeRerotate});
+    check_struct_size(args->struct_size, sizeof(ropejit_args), "ropejit_args", ropejit::kArgsOlderSizes.data(),
+                      ropejit::kArgsOlderSizes.size());
     kernel->kernel.launch(to_args(completed(*args, ropejit_args_init)), stream);
   });
 }

@@ -38,8 +38,12 @@ ropejit_status guarded(const char* function, Body&& body) noexcept {
 }
 
 /// Checks the caller's struct_size: `ours` (sizeof in this library) or, for a struct that grew,
-/// one of `older` (the sizes of its earlier releases; the fields past them keep their defaults).
-void check_struct_size(size_t got, size_t ours, const char* type, std::initializer_list<size_t> older = {});
+/// one of the `count` sizes at `older` (its earlier releases'; the fields past them keep their defaults).
+void check_struct_size(size_t got, size_t ours, const char* type, const size_t* older, size_t count);
+/// The same with the earlier sizes listed.
+inline void check_struct_size(size_t got, size_t ours, const char* type, std::initializer_list<size_t> older = {}) {
+  check_struct_size(got, ours, type, older.begin(), older.size());
+}
 
 /// `text` as a NUL-terminated copy the C caller releases with free().
 char* malloc_copy(const std::string& text);

@@ -23,7 +23,7 @@ using namespace launch_detail;
 
 constexpr int64_t kMaxTokens = int64_t(1) << 40;
 // One side's q, k, v pointers: q and k present when `required` (v too when the spec copies
-// it), v null when it does not, each aligned for the kernel's vector accesses.
+// it), each aligned for the kernel's vector accesses (a v the spec does not copy is refused as unused).
 void check_qkv(const std::array<const void*, 3>& ptrs, const std::array<const char*, 3>& names, bool required,
                bool copy_v, int align, const char* why) {
   if (required) {
@@ -31,7 +31,6 @@ void check_qkv(const std::array<const void*, 3>& ptrs, const std::array<const ch
     check_present(ptrs[1], names[1], why);
     if (copy_v) check_present(ptrs[2], names[2], "when the spec copies v (io.copy_v)");
   }
-  if (!copy_v) check_null(ptrs[2], names[2], "when the spec does not copy v (io.copy_v false)");
   for (int r = 0; r < 3; ++r) check_aligned(ptrs[r], align, names[r]);
 }
 
@@ -84,7 +83,6 @@ void check_positions_host(const Spec& spec, const Args& a, int64_t count) {
 // ---------------------------------------------------------------- input forms
 
 void bind_input_separate(const FormContext& c, const Args& a, KernelParams& p) {
-  check_null(a.qkv, "qkv", "when the spec's io.input is separate (use q, k, v)");
   check_qkv({a.q, a.k, a.v}, {"q", "k", "v"}, c.any, c.spec.io.copy_v, c.align,
             "when the spec's io.input is separate");
   p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
@@ -93,8 +91,6 @@ void bind_input_separate(const FormContext& c, const Args& a, KernelParams& p) {
 }
 
 void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
-  for (const auto& [ptr, name] : {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"}})
-    check_null(ptr, name, "when the spec's io.input is packed_qkv (use qkv)");
   if (c.any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
   check_aligned(a.qkv, c.align, "qkv");
   const int64_t stride = resolve_stride(a.qkv_stride, (c.Hq + 2 * c.Hkv) * c.D, c.vec, "qkv_stride", a.num_tokens, c.esize);
@@ -112,8 +108,6 @@ void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
 template <PositionsForm kForm>
 void bind_positions_array(const FormContext& c, const Args& a, KernelParams& p) {
   const std::string when = fmt::format("when the spec's io.positions is {}", to_string(kForm));
-  check_null(a.cu_seqlens, "cu_seqlens", when.c_str());
-  check_null(a.start_pos, "start_pos", when.c_str());
   if (c.any)
     check_present(a.positions, "positions",
                   (kForm == PositionsForm::mrope ? when + " ([3, num_tokens])" : when).c_str());
@@ -123,7 +117,6 @@ void bind_positions_array(const FormContext& c, const Args& a, KernelParams& p) 
 }
 
 void bind_positions_varlen(const FormContext&, const Args& a, KernelParams& p) {
-  check_null(a.positions, "positions", "when the spec's io.positions is varlen (use cu_seqlens)");
   require(a.batch >= 1, "batch", fmt::format("{} is not allowed: must be >= 1 with varlen positions", a.batch));
   check_present(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is varlen");
   p.cu_seqlens = a.cu_seqlens;
@@ -134,8 +127,6 @@ void bind_positions_varlen(const FormContext&, const Args& a, KernelParams& p) {
 // One sequence at an offset kept in device memory, so a captured graph replays decode steps
 // while the caller advances start_pos[0] (HF's cache_position = arange(past, past + T)).
 void bind_positions_offset(const FormContext&, const Args& a, KernelParams& p) {
-  check_null(a.positions, "positions", "when the spec's io.positions is offset (use start_pos)");
-  check_null(a.cu_seqlens, "cu_seqlens", "when the spec's io.positions is offset (one sequence)");
   require(a.batch == 0 || a.batch == 1, "batch",
           fmt::format("{} is not allowed: must be 0 or 1 with offset positions (one sequence)", a.batch));
   check_aligned(a.start_pos, 8, "start_pos");
@@ -156,9 +147,6 @@ void check_offset_host(const Spec& spec, const Args& a) {
 // ---------------------------------------------------------------- output forms (return grid rows)
 
 int64_t bind_output_inplace(const FormContext&, const Args& a, KernelParams& p) {
-  for (const auto& [ptr, name] :
-       {std::pair<const void*, const char*>{a.q_out, "q_out"}, {a.k_out, "k_out"}, {a.v_out, "v_out"}})
-    check_null(ptr, name, "when the spec's io.output is inplace");
   for (int r = 0; r < 3; ++r) p.out[r] = p.in[r];
   return a.num_tokens;
 }
@@ -178,8 +166,6 @@ int64_t bind_output_padded(const FormContext& c, const Args& a, KernelParams& p)
             "when the spec's io.output is not inplace");
   require(a.max_seq_len >= 1 && a.max_seq_len <= (1 << 30), "max_seq_len",
           fmt::format("{} is not allowed: must be in [1, 2^30] for padded_bhsd", a.max_seq_len));
-  require(a.q_out_stride == 0 && a.k_out_stride == 0 && a.v_out_stride == 0, "q_out_stride",
-          "non-zero strides are not allowed for padded_bhsd (outputs are dense [B, H, S, D])");
   const int64_t S = a.max_seq_len, D = c.D;
   p.out[kRoleQ] = TensorRef{a.q_out, D, S * D, c.Hq * S * D};
   p.out[kRoleK] = TensorRef{a.k_out, D, S * D, c.Hkv * S * D};
@@ -346,10 +332,7 @@ const Ops& find_form(const Ops (&table)[N], Form form) {
 
 // QKV bias: one row of [(Hq + 2 Hkv) D], split by role like the packed input.
 void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
-  if (!c.spec.io.qkv_bias) {
-    check_null(a.bias, "bias", "when the spec's io.qkv_bias is false");
-    return;
-  }
+  if (!c.spec.io.qkv_bias) return;
   if (c.any || c.spec.io.output == OutputForm::padded_bhsd)
     check_present(a.bias, "bias", "when the spec's io.qkv_bias is true");
   check_aligned(a.bias, c.align, "bias");
@@ -364,14 +347,10 @@ void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
 // storage dtype, read as vectors like the data.
 void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) {
   const QkNorm& norm = c.spec.qk_norm;
-  const bool wanted = norm.enabled && norm.weight == NormWeight::per_head;
+  if (!norm.enabled || norm.weight != NormWeight::per_head) return;
   for (int role = 0; role < 2; ++role) {
     const void* weight = role == 0 ? a.q_norm_weight : a.k_norm_weight;
     const char* name = role == 0 ? "q_norm_weight" : "k_norm_weight";
-    if (!wanted) {
-      check_null(weight, name, "unless the spec's qk_norm has weight per_head");
-      continue;
-    }
     if (c.any) check_present(weight, name, "when the spec's qk_norm has weight per_head ([head_dim])");
     check_aligned(weight, c.align, name);
     p.norm_weight[role] = weight;
@@ -420,11 +399,6 @@ extern const LaunchOp kLaunchOp_rope = {
       bind_bias(c, a, p);
       bind_norm_weights(c, a, p);
       bind_positions(c, a, p);
-      if (!paged_kv(c.spec)) check_no_cache(a);
-      const char* why = "unless the spec's op is rerotate";  // TODO(field list): the generic unused-field check
-      check_null(a.new_positions, "new_positions", why);
-      check_null(a.new_start_pos, "new_start_pos", why);
-      require(a.from_seq_len == 0, "from_seq_len", fmt::format("{} is not allowed: must be 0 {}", a.from_seq_len, why));
       return find_form(kOutputForms, c.spec.io.output).bind(c, a, p);
     },
     [](const Spec& spec, const Args& a) {
@@ -482,6 +456,10 @@ bool needs_seq_len(const RopeParams& rope) {
 }
 
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory) {
+  return check_launch(spec, vec, a, host_memory, used_args_fields(spec));
+}
+
+CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_memory, const ArgsFieldSet& used) {
   require(a.num_tokens >= 0 && a.num_tokens <= kMaxTokens, "num_tokens",
           fmt::format("{} is not allowed: must be in [0, 2^40]", a.num_tokens));
   // Values no form reads still must not be nonsense: a negative count is a caller's bug.
@@ -491,6 +469,8 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   require(a.max_seq_len >= 0, "max_seq_len", fmt::format("{} is not allowed: must be >= 0", a.max_seq_len));
   require(a.positions_type == PositionsType::int32 || a.positions_type == PositionsType::int64, "positions_type",
           fmt::format("{} is not allowed: must be int32 (0) or int64 (1)", static_cast<int>(a.positions_type)));
+  // Any other field this spec's launches do not read must be left at its default.
+  check_unused_fields(a, used);
   const int esize = dtype_size(spec.dtype);
   const FormContext c{spec, vec, esize, vec * esize, a.num_tokens > 0,
                       spec.head_dim, spec.num_q_heads, spec.num_kv_heads};

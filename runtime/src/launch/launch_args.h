@@ -4,8 +4,10 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "launch/args_fields.h"
 #include "ropejit/introspect.h"
 #include "ropejit/params.cuh"
 #include "ropejit/runtime.h"
@@ -21,7 +23,10 @@ struct CheckedLaunch {
 /// Checks `args` for `spec` launched with vectors of `vec` elements; throws
 /// Error(invalid_argument) naming the argument, its value and what is allowed.
 /// `host_memory`: the pointers are host memory, so array contents are checked too.
+/// A field the spec's launches do not use (launch_fields) must be at its default.
 CheckedLaunch check_launch(const Spec& spec, int vec, const Args& args, bool host_memory);
+/// The same with `used` = used_args_fields(spec), which a caller launching one spec often keeps.
+CheckedLaunch check_launch(const Spec& spec, int vec, const Args& args, bool host_memory, const ArgsFieldSet& used);
 
 /// A paged K or V cache as the kernel addresses it: element (page, offset, head, e) at
 /// page * batch_stride + offset * token_stride + head * head_stride + e, in the spec's
@@ -78,6 +83,15 @@ struct BufferDesc {
   bool is_data() const {
     return kind == BufferKind::input || kind == BufferKind::inout || kind == BufferKind::output ||
            kind == BufferKind::cache;
+  }
+  /// The bound field holding the row stride (token or page stride: named *_stride), or null.
+  const char* stride_field() const {
+    constexpr std::string_view kSuffix = "_stride";
+    for (const BoundField& f : bound) {
+      const std::string_view name = f.name ? f.name : "";
+      if (name.size() > kSuffix.size() && name.substr(name.size() - kSuffix.size()) == kSuffix) return f.name;
+    }
+    return nullptr;
   }
   /// True when a launch writes the buffer.
   bool is_written() const {

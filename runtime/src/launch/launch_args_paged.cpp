@@ -62,12 +62,10 @@ TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg,
   return cache_tensor(c.spec, cache, page_stride);
 }
 
-// FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others none.
+// FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others have none
+// (the scales are unused there: check_unused_fields refuses one that is set).
 float inverse_scale(const FormContext& c, float scale, const char* name) {
-  if (c.spec.io.cache_dtype == CacheDType::auto_) {
-    require(scale == 0.0f, name, fmt::format("{} is not allowed: must be 0 unless the spec's io.cache_dtype is fp8", scale));
-    return 1.0f;
-  }
+  if (c.spec.io.cache_dtype == CacheDType::auto_) return 1.0f;
   const float inverse = 1.0f / scale;
   require(std::isfinite(scale) && scale > 0.0f && std::isfinite(inverse), name,
           fmt::format("{} is not allowed: must be a finite number > 0 (FP8 {} stores fp8(x / {}))", scale,
@@ -77,10 +75,7 @@ float inverse_scale(const FormContext& c, float scale, const char* name) {
 
 int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) {
   const IoSpec& io = c.spec.io;
-  check_null(a.k_out, "k_out", "when the spec's io.output is paged_kv (rotated k goes to k_cache)");
-  check_null(a.v_out, "v_out", "when the spec's io.output is paged_kv (v goes to v_cache)");
   if (io.q_output == QOutput::inplace) {
-    check_null(a.q_out, "q_out", "when the spec's io.q_output is inplace (q is rotated in place)");
     p.out[kRoleQ] = p.in[kRoleQ];
   } else {
     if (c.any) check_present(a.q_out, "q_out", "when the spec's io.q_output is separate");
@@ -101,14 +96,10 @@ void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p) {
           fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each cache)", a.cache_num_pages));
   p.cache_pages = a.cache_num_pages;
   if (io.cache_index == CacheIndex::slot_mapping) {
-    check_null(a.block_tables, "block_tables", "when the spec's io.cache_index is slot_mapping");
-    require(a.max_blocks_per_seq == 0, "max_blocks_per_seq",
-            fmt::format("{} is not allowed: must be 0 when the spec's io.cache_index is slot_mapping", a.max_blocks_per_seq));
     if (c.any) check_present(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is slot_mapping ([num_tokens])");
     check_aligned(a.slot_mapping, 8, "slot_mapping");
     p.slot_mapping = reinterpret_cast<const i64*>(a.slot_mapping);
   } else {
-    check_null(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is block_tables");
     if (c.any) check_present(a.block_tables, "block_tables", "when the spec's io.cache_index is block_tables");
     require(a.max_blocks_per_seq >= (c.any ? 1 : 0) && a.max_blocks_per_seq <= kMaxPosition, "max_blocks_per_seq",
             fmt::format("{} is not allowed: must be in [1, 2^31) (block_tables is [batch, max_blocks_per_seq])",
@@ -117,22 +108,6 @@ void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p) {
     p.block_tables = a.block_tables;
     p.max_blocks_per_seq = a.max_blocks_per_seq;
   }
-}
-
-// Other output forms: the cache arguments must be unset (a caller who passes them expects them used).
-void check_no_cache(const Args& a) {
-  const char* why = "unless the spec's io.output is paged_kv";
-  check_null(a.k_cache, "k_cache", why);
-  check_null(a.v_cache, "v_cache", why);
-  check_null(a.slot_mapping, "slot_mapping", why);
-  check_null(a.block_tables, "block_tables", why);
-  for (const auto& [value, name] : {std::pair<int64_t, const char*>{a.cache_num_pages, "cache_num_pages"},
-                                    {a.k_cache_page_stride, "k_cache_page_stride"},
-                                    {a.v_cache_page_stride, "v_cache_page_stride"},
-                                    {a.max_blocks_per_seq, "max_blocks_per_seq"}})
-    require(value == 0, name, fmt::format("{} is not allowed: must be 0 {}", value, why));
-  require(a.k_scale == 0.0f, "k_scale", fmt::format("{} is not allowed: must be 0 {}", a.k_scale, why));
-  require(a.v_scale == 0.0f, "v_scale", fmt::format("{} is not allowed: must be 0 {}", a.v_scale, why));
 }
 
 // The slot each token writes (host arrays): every one -1 (slot_mapping only) or inside the

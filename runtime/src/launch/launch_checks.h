@@ -39,10 +39,6 @@ inline void check_span(const void* p, int64_t bytes, const char* name) {
                            ptr_text(p), bytes));
 }
 
-inline void check_null(const void* p, const char* name, const char* why) {
-  if (p) fail(name, fmt::format("{} is not allowed: must be null {}", ptr_text(p), why));
-}
-
 inline void check_present(const void* p, const char* name, const char* why) {
   if (!p) fail(name, fmt::format("null is not allowed: required {}", why));
 }
@@ -121,8 +117,6 @@ void check_paged_host(const Spec& spec, const Args& a);
 
 /// No buffer the launch writes shares a byte with another of its buffers (launch_overlap.cpp).
 void check_no_overlap(const Spec& spec, const Args& a);
-/// Other output forms: every cache argument unset.
-void check_no_cache(const Args& a);
 /// q rewritten in place or q_out, the caches, the slot mapping or block tables.
 void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
 

@@ -13,33 +13,17 @@ namespace ropejit::launch_detail {
 
 namespace {
 
-// A buffer's pointer and row stride (elements; 0: dense) as the caller passed them.
+// A buffer's pointer and row stride (elements; 0: dense) as the caller passed them: the Args
+// field of the buffer's name and its stride field.
 struct ArgView {
   const void* ptr = nullptr;
   int64_t stride = 0;
 };
 
-ArgView arg_view(const Args& a, std::string_view name) {
-  if (name == "q") return {a.q, a.q_stride};
-  if (name == "k") return {a.k, a.k_stride};
-  if (name == "v") return {a.v, a.v_stride};
-  if (name == "qkv") return {a.qkv, a.qkv_stride};
-  if (name == "q_out") return {a.q_out, a.q_out_stride};
-  if (name == "k_out") return {a.k_out, a.k_out_stride};
-  if (name == "v_out") return {a.v_out, a.v_out_stride};
-  if (name == "k_cache") return {a.k_cache, a.k_cache_page_stride};
-  if (name == "v_cache") return {a.v_cache, a.v_cache_page_stride};
-  if (name == "bias") return {a.bias, 0};
-  if (name == "q_norm_weight") return {a.q_norm_weight, 0};
-  if (name == "k_norm_weight") return {a.k_norm_weight, 0};
-  if (name == "positions") return {a.positions, 0};
-  if (name == "cu_seqlens") return {a.cu_seqlens, 0};
-  if (name == "start_pos") return {a.start_pos, 0};
-  if (name == "slot_mapping") return {a.slot_mapping, 0};
-  if (name == "block_tables") return {a.block_tables, 0};
-  if (name == "new_positions") return {a.new_positions, 0};
-  if (name == "new_start_pos") return {a.new_start_pos, 0};
-  throw Error(Status::internal, fmt::format("launch_overlap: no Args field for buffer {}", name));
+ArgView arg_view(const Args& a, const BufferDesc& b) {
+  const char* stride = b.stride_field();
+  return {field_pointer(kArgsFields[args_field_index(b.name)], a),
+          stride ? field_integer(kArgsFields[args_field_index(stride)], a) : 0};
 }
 
 // The bytes a launch may touch: `rows` rows of `width` bytes, `stride` bytes apart.
@@ -90,7 +74,7 @@ void check_no_overlap(const Spec& spec, const Args& a) {
   shape.max_blocks_per_seq = a.max_blocks_per_seq;
   std::vector<Extent> extents;
   for (const BufferDesc& b : launch_buffers(spec, shape)) {
-    const ArgView view = arg_view(a, b.name);
+    const ArgView view = arg_view(a, b);
     if (!view.ptr || b.rows <= 0 || b.row_elements <= 0) continue;
     const int64_t stride = (view.stride ? view.stride : b.row_stride) * b.element_bytes;
     extents.push_back({b.name, reinterpret_cast<uintptr_t>(view.ptr), b.rows, b.row_elements * b.element_bytes,

@@ -10,8 +10,6 @@ namespace ropejit::launch_detail {
 
 namespace {
 
-constexpr const char* kWhy = "when the spec's op is rerotate (it rotates the keys of k_cache in place)";
-
 void bind_new_positions_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
   a.new_positions = ptr;
   a.positions_type = shape.positions_type;
@@ -36,31 +34,17 @@ std::pair<int64_t, int64_t> key_positions(const Spec& spec, const Args& a, int64
 }
 
 // Binds the positions form, the K cache (slot index, page stride, k_scale), the new positions
-// and the old rope parameters' run-time choices, refusing every rope-only argument.
+// and the old rope parameters' run-time choices (check_unused_fields refuses the rope-only ones).
 int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   bind_positions(c, a, p);
-  for (const auto& [ptr, name] :
-       {std::pair<const void*, const char*>{a.q, "q"}, {a.k, "k"}, {a.v, "v"}, {a.qkv, "qkv"}, {a.bias, "bias"},
-        {a.q_out, "q_out"}, {a.k_out, "k_out"}, {a.v_out, "v_out"}, {a.q_norm_weight, "q_norm_weight"},
-        {a.k_norm_weight, "k_norm_weight"}, {a.v_cache, "v_cache"}})
-    check_null(ptr, name, kWhy);
-  for (const auto& [value, name] :
-       {std::pair<int64_t, const char*>{a.q_stride, "q_stride"}, {a.k_stride, "k_stride"}, {a.v_stride, "v_stride"},
-        {a.qkv_stride, "qkv_stride"}, {a.q_out_stride, "q_out_stride"}, {a.k_out_stride, "k_out_stride"},
-        {a.v_out_stride, "v_out_stride"}, {a.v_cache_page_stride, "v_cache_page_stride"}})
-    require(value == 0, name, fmt::format("{} is not allowed: must be 0 {}", value, kWhy));
-  require(a.v_scale == 0.0f, "v_scale", fmt::format("{} is not allowed: must be 0 {}", a.v_scale, kWhy));
   p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
   p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
   p.cache_scale = c.spec.io.cache_dtype == CacheDType::auto_ ? 1.0f : a.k_scale;
   if (c.spec.io.positions == PositionsForm::explicit_) {
-    check_null(a.new_start_pos, "new_start_pos", "when the spec's io.positions is explicit (use new_positions)");
     check_aligned(a.new_positions, a.positions_type == PositionsType::int64 ? 8 : 4, "new_positions");
     p.new_positions = a.new_positions;
   } else {
-    check_null(a.new_positions, "new_positions",
-               "unless the spec's io.positions is explicit (use new_start_pos, one per sequence)");
     check_aligned(a.new_start_pos, 8, "new_start_pos");
     p.new_start_pos = reinterpret_cast<const i64*>(a.new_start_pos);
   }
