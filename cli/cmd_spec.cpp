@@ -51,21 +51,26 @@ struct FromHfArgs {
 };
 
 // --layers: every distinct spec of the model and the layer -> spec map, as one JSON document.
+// A layer that runs another op than rope (Llama 4's NoPE layers) maps to that op's name.
 std::string layers_document(const nlohmann::json& config, HfImportOptions options,
                             std::vector<std::string>& warnings) {
   const auto map = hf_layer_rope_map(config);
+  const auto ops = hf_layer_ops(config);
   nlohmann::json specs = nlohmann::json::object(), layers = nlohmann::json::array();
   const std::string base = options.name;
-  for (const auto& entry : map) {
-    if (!entry) {
+  for (size_t i = 0; i < map.size(); ++i) {
+    if (!ops[i]) {
       layers.push_back(nullptr);
       continue;
     }
-    const std::string key = entry->empty() ? "all" : *entry;
+    const bool rope = *ops[i] == OpKind{};
+    const std::string type = rope ? *map[i] : std::string();
+    const std::string key = !rope ? std::string(to_string(*ops[i])) : type.empty() ? "all" : type;
     layers.push_back(key);
     if (specs.contains(key)) continue;
-    options.layer_type = *entry;
-    if (!entry->empty() && !base.empty()) options.name = base + "-" + *entry;
+    options.layer_type = type;
+    options.op = *ops[i];
+    options.name = base.empty() || (rope && type.empty()) ? base : base + "-" + key;
     specs[key] = nlohmann::json::parse(canonical_json(spec_from_hf(config, options, &warnings)));
   }
   return nlohmann::json({{"specs", specs}, {"layers", layers}}).dump(2) + "\n";

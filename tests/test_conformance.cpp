@@ -501,6 +501,32 @@ TEST_P(Conformance, EveryTunableValue) {
   }
 }
 
+// Op attn_temperature (Llama 4's NoPE layers): q scaled in place, every dtype and positions form,
+// odd token counts, strided rows, a small floor_scale so positions cross many floors.
+TEST_P(Conformance, AttnTemperature) {
+  int index = 0;
+  for (const char* dtype : kDtypes)
+    for (const char* positions : {"explicit", "varlen", "offset"}) {
+      SpecFields f = case_fields("attn-temperature", "neox", dtype, index % 2 ? 80 : 128, index % 2 ? 80 : 128, index, 3);
+      f.op = "attn_temperature";
+      f.positions = positions;
+      f.max_position_embeddings = 1 << 20;
+      nlohmann::json spec = ropejit::test::spec_json(f);
+      spec["attn_temperature"] = {{"floor_scale", 1 + index * 37}, {"attn_scale", 0.05 * (index + 1)}};
+      const Kernel kernel = runtime().get(parse_spec(spec.dump()));
+      for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(301)}) {
+        check::CaseOptions o;
+        o.tokens = tokens;
+        o.strided = index % 3 == 1;
+        o.positions_type = index % 2 ? PositionsType::int64 : PositionsType::int32;
+        o.max_position = 1 << 20;
+        expect_case(kernel, o, fmt::format("attn_temperature {} {} floor_scale {}", dtype, positions, 1 + index * 37));
+      }
+      ++index;
+    }
+  EXPECT_EQ(index, 9);
+}
+
 // The real model specs in specs/ run end to end and match the reference.
 TEST_P(Conformance, ModelSpecs) {
   const auto files = ropejit::test::spec_files();

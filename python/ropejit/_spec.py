@@ -71,11 +71,12 @@ class Spec:
     @classmethod
     def from_hf(cls, config: JsonLike, *, dtype: Optional[str] = None, layout: Optional[str] = None,
                 name: str = "", layer_type: Optional[str] = None, assume_llama: bool = False,
-                learn: bool = True) -> "Spec":
+                learn: bool = True, op: str = "rope") -> "Spec":
         """The spec of a Hugging Face config: a transformers config object, a ``config.json`` dict,
         JSON text, or a path (a model folder works too). ``dtype`` defaults to bf16, ``layout`` to
         the model type's. ``layer_type`` picks the rope block of a config whose rope parameters are
-        per layer type (Gemma 3, GPT-OSS, ...; :meth:`from_hf_layers` imports them all).
+        per layer type (Gemma 3, GPT-OSS, ...; :meth:`from_hf_layers` imports them all); ``op``
+        the op of a layer that runs another (Llama 4's NoPE layers: ``"attn_temperature"``).
 
         A model_type missing from ropejit's family table is refused (``ropejit.SpecError`` naming
         ``model_type``), unless ``assume_llama`` (Llama's conventions) or, with ``learn`` and
@@ -90,7 +91,7 @@ class Spec:
             config = config.to_dict()
         text = _text(config, "HF config")
         try:
-            spec, warnings = _ropejit.spec_from_hf(text, name, dtype, layout, layer_type or "", assume_llama)
+            spec, warnings = _ropejit.spec_from_hf(text, name, dtype, layout, layer_type or "", assume_llama, op)
         except _ropejit.SpecError as e:
             if not learn or assume_llama or not _unknown_family(e):
                 raise
@@ -102,9 +103,10 @@ class Spec:
     @classmethod
     def from_hf_layers(cls, config: JsonLike, **options: Any) -> "Tuple[Dict[str, Spec], List[Optional[str]]]":
         """Every distinct spec of a model and the layer -> spec map: ``({key: Spec}, [key or None per
-        layer])``; the key is the layer type (``"all"`` when one rope block serves every layer), None
-        a layer without RoPE (SmolLM3's and Llama 4's ``no_rope_layers``, a null per-layer block).
-        ``options`` are :meth:`from_hf`'s."""
+        layer])``; the key is the layer type (``"all"`` when one rope block serves every layer), the
+        op's name for a layer that runs another op (Llama 4's NoPE layers with attention temperature
+        tuning: ``"attn_temperature"``), None a layer without either (SmolLM3's ``no_rope_layers``,
+        a null per-layer block). ``options`` are :meth:`from_hf`'s."""
         if not isinstance(config, dict) and hasattr(config, "to_dict"):
             source: Any = config
             text = _text(config.to_dict(), "HF config")
@@ -113,14 +115,14 @@ class Spec:
             text = json.dumps(_finite(source))
         specs: Dict[str, Spec] = {}
         layers: List[Optional[str]] = []
-        for entry in _ropejit.hf_layer_rope_map(text):
-            if entry is None:
+        for entry, op in zip(_ropejit.hf_layer_rope_map(text), _ropejit.hf_layer_ops(text)):
+            if op is None:
                 layers.append(None)
                 continue
-            key = entry or "all"
+            key = op if op != "rope" else (entry or "all")
             layers.append(key)
             if key not in specs:
-                specs[key] = cls.from_hf(source, layer_type=entry or None, **options)
+                specs[key] = cls.from_hf(source, layer_type=entry or None, op=op, **options)
         return specs, layers
 
     def validate(self) -> "Spec":

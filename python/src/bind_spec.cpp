@@ -133,8 +133,13 @@ void bind_spec(nb::module_& m) {
   m.def(
       "spec_from_hf",
       [](const std::string& config_text, const std::string& name, const std::optional<std::string>& dtype,
-         const std::optional<std::string>& layout, const std::string& layer_type, bool assume_generic) {
+         const std::optional<std::string>& layout, const std::string& layer_type, bool assume_generic,
+         const std::string& op) {
         HfImportOptions options;
+        const auto op_kind = enum_from_string<OpKind>(op);
+        if (!op_kind)
+          throw Error(Status::invalid_argument, "op \"" + op + "\" is not allowed: must be one of " + allowed_names<OpKind>());
+        options.op = *op_kind;
         options.name = name;
         options.layer_type = layer_type;
         options.assume_generic = assume_generic;
@@ -155,8 +160,17 @@ void bind_spec(nb::module_& m) {
         return nb::make_tuple(spec, warnings);
       },
       nb::arg("config_text"), nb::arg("name") = "", nb::arg("dtype") = nb::none(), nb::arg("layout") = nb::none(),
-      nb::arg("layer_type") = "", nb::arg("assume_generic") = false,
-      "A spec from HF config.json text; returns (spec, warnings).");
+      nb::arg("layer_type") = "", nb::arg("assume_generic") = false, nb::arg("op") = "rope",
+      "A spec from HF config.json text (the layer op `op`); returns (spec, warnings).");
+  m.def(
+      "hf_layer_ops",
+      [](const std::string& config_text) {
+        nb::list out;
+        for (const auto& op : hf_layer_ops(parse_hf_config(config_text)))
+          out.append(op ? nb::cast(std::string(to_string(*op))) : nb::none());
+        return out;
+      },
+      nb::arg("config_text"), "Per decoder layer: the op it runs (\"rope\", \"attn_temperature\", ...), or None.");
   m.def(
       "hf_layer_rope_map",
       [](const std::string& config_text) {

@@ -511,10 +511,11 @@ std::vector<std::optional<OpKind>> hf_layer_ops(const json& config) {
   const LayerContext c = layer_context(config);
   bool nope_op = c.family.nope_op_default;  // what a NoPE layer runs instead, when the family has one
   if (const json* v = c.family.nope_op_key.empty() ? nullptr : HfContext::member(c.text, c.family.nope_op_key)) {
-    if (!v->is_boolean())
+    // HF tests it for truth (`if self.attn_temperature_tuning and ...`): a number counts too.
+    if (!v->is_boolean() && !v->is_number())
       throw SpecError(std::vector<SpecIssue>{{c.prefix + std::string(c.family.nope_op_key),
                                               show_json(*v) + " is not allowed: must be true or false"}});
-    nope_op = v->get<bool>();
+    nope_op = v->is_boolean() ? v->get<bool>() : v->get<double>() != 0.0;
   }
   const std::vector<int> rotates = rope_layer_flags(c, rope.size());
   std::vector<std::optional<OpKind>> out(rope.size());
