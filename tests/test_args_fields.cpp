@@ -152,7 +152,7 @@ TEST(ArgsFields, UnusedPointersAreRefusedByNameWhereUnused) {
                              at + " is not allowed: must be null unless qk_norm with weight per_head");
   // Op rerotate reads no q: the rope-only pointers are refused there.
   expect_refused_unless_used("q", test::make_spec(rerotate_fields()), plain, [&](Args& a) { a.q = p; },
-                             at + " is not allowed: must be null unless op rope with io.input separate");
+                             at + " is not allowed: must be null unless io.input separate with op rope or attn_temperature");
   expect_refused_unless_used("new_positions", plain, test::make_spec(rerotate_fields()),
                              [&](Args& a) { a.new_positions = p; },
                              at + " is not allowed: must be null unless op rerotate with io.positions explicit");

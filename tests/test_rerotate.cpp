@@ -118,7 +118,7 @@ TEST(Rerotate, LaunchChecksNameEveryArgument) {
 
   Args bad = a;
   bad.q = s.at(1 << 16);
-  expect_rejected(spec, bad, "q", "must be null unless op rope with io.input separate");
+  expect_rejected(spec, bad, "q", "must be null unless io.input separate with op rope or attn_temperature");
   bad = a;
   bad.v_cache = s.at(1 << 16);
   expect_rejected(spec, bad, "v_cache", "must be null unless io.output paged_kv with op rope");
