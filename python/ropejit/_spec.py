@@ -139,7 +139,7 @@ class Spec:
     dtype = property(lambda self: self._spec.dtype, doc='"bf16", "fp16" or "fp32".')
     angle = property(lambda self: self._spec.angle, doc="Angle precision.")
     rope_type = property(lambda self: self._spec.rope_type, doc='"default", "llama3", "yarn", ...')
-    op = property(lambda self: self._spec.op, doc='"rope", or "rerotate" (keys already in a paged K cache).')
+    op = property(lambda self: self._spec.op, doc='"rope", "rerotate" (keys already in a paged K cache) or "attn_temperature" (q scaled, Llama 4 NoPE layers).')
     max_position_embeddings = property(lambda self: self._spec.max_position_embeddings, doc="M.")
     io = property(lambda self: self._spec.io, doc="The io block, defaults filled.")
     qk_norm = property(lambda self: self._spec.qk_norm, doc="The qk_norm block, or None.")

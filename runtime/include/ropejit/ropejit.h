@@ -239,7 +239,7 @@ typedef struct ropejit_spec_info {
   int qk_norm;               /**< 1: the qk_norm block is present */
   const char* qk_norm_weight; /**< "per_head" | "none" (qk_norm only; NULL without it) */
   char spec_hash[33];        /**< the spec's content hash: 32 lowercase hex digits and a NUL */
-  const char* op;            /**< "rope" | "rerotate" */
+  const char* op;            /**< the op: "rope" | "rerotate" | "attn_temperature" */
   const char* from_rope_type; /**< op rerotate: rerotate.from's rope_type (NULL for op rope) */
 } ropejit_spec_info;
 
