@@ -9,9 +9,9 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "c_api/c_api_guard.h"
-#include "launch/args_fields.h"
-#include "launch/launch_args.h"
+#include "c_api/c_api_guard.h"  // private: c_api::check_struct_size, the C API's struct-size rule under test
+#include "launch/args_fields.h"  // private: kArgsFields and used_args_fields, the field table under test
+#include "launch/launch_args.h"  // private: check_launch refusing unused fields, under test
 #include "ropejit/introspect.h"
 #include "ropejit/ropejit.h"
 #include "support/launch_test_util.h"

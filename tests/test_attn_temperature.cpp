@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/host/host_jit.h"
-#include "hf_import.h"
+#include "hf_import.h"  // private: hf_layer_ops and hf_layer_rope_map, the HF importer (CLI import-hf is its face)
 #include "ropejit/runtime.h"
+#include "support/backends.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -90,7 +90,7 @@ TEST(AttnTemperature, SpecBlockIsValidatedWithNamedErrors) {
 }
 
 TEST(AttnTemperature, ScalesQInPlaceBitForBitAtTheFloorBoundaries) {
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   RuntimeOptions options;
   options.backend = BackendKind::host;
   options.disk_cache = false;

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "backends/host/host_jit.h"
+#include "support/backends.h"
 #include "support/run_command.h"
 #include "support/spec_builder.h"
 
@@ -21,7 +21,7 @@ std::pair<int, std::string> run(const std::string& command) {
 std::string cli_or_skip() {
   const std::string cli = ROPEJIT_CLI_PATH;
   if (cli.empty()) return {};
-  if (!ropejit::host_backend_available()) return {};
+  if (!ropejit::test::host_backend_built()) return {};
   return cli;
 }
 

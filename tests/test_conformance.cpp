@@ -6,9 +6,8 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "backends/backend.h"
-#include "backends/host/host_jit.h"
 #include "ropejit/check/harness.h"
+#include "support/backends.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -39,9 +38,9 @@ RuntimeOptions options_for(BackendKind kind) {
 class Conformance : public ::testing::TestWithParam<BackendKind> {
  protected:
   void SetUp() override {
-    if (GetParam() == BackendKind::cuda && !cuda_available())
+    if (GetParam() == BackendKind::cuda && !ropejit::test::cuda_device_usable())
       GTEST_SKIP() << "SKIPPED: cuda conformance tier: no usable GPU";
-    if (GetParam() == BackendKind::host && !host_backend_available())
+    if (GetParam() == BackendKind::host && !ropejit::test::host_backend_built())
       GTEST_SKIP() << "SKIPPED: host conformance tier: built without the host backend";
   }
   // One runtime per backend for the whole process, so kernels are compiled once.

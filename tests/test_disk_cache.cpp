@@ -6,9 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/backend.h"
-#include "backends/host/host_jit.h"
 #include "ropejit/runtime.h"
+#include "support/backends.h"
 #include "support/cache_test_util.h"
 
 using namespace ropejit::cache_test;
@@ -453,7 +452,7 @@ struct WarningLog {
 }  // namespace
 
 TEST(RuntimeWarnings, MissingTuningDatabaseWarnsTheSinkOnce) {
-  if (!ropejit::host_backend_available()) GTEST_SKIP() << "built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "built without the host backend";
   TempDir tmp;
   const std::string db = tmp.path() + "/absent/tuning.json";
   WarningLog warnings;
@@ -472,8 +471,8 @@ TEST(RuntimeWarnings, MissingTuningDatabaseWarnsTheSinkOnce) {
 
 TEST(RuntimeWarnings, UnwritableCacheFolderWarnsTheSinkOnce) {
   // Both backends cache on disk; the host one needs no device.
-  const bool cuda = ropejit::cuda_available();
-  if (!cuda && !ropejit::host_backend_available()) GTEST_SKIP() << "SKIPPED: no CUDA device and no host backend";
+  const bool cuda = ropejit::test::cuda_device_usable();
+  if (!cuda && !ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: no CUDA device and no host backend";
   TempDir tmp;
   const std::string file = tmp.path() + "/not-a-folder";
   write_file(file, "x");  // no folder can be made under a file, as root too

@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
+#include "hf_import.h"  // private: spec_from_hf, the HF importer (CLI import-hf is its face), under test
 #include "ropejit/freqs.h"
 #include "ropejit/check/reference.h"
 #include "support/run_command.h"

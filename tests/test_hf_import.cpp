@@ -10,7 +10,7 @@
 #include "support/repo_paths.h"
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
+#include "hf_import.h"  // private: spec_from_hf and parse_hf_config, the HF importer under test
 #include "ropejit/spec.h"
 
 namespace ropejit {

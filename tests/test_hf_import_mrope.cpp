@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
+#include "hf_import.h"  // private: spec_from_hf, the HF importer's mrope reading under test
 #include "support/repo_paths.h"
 #include "ropejit/spec.h"
 

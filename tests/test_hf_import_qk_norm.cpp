@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
+#include "hf_import.h"  // private: spec_from_hf, the HF importer's qk_norm reading under test
 #include "ropejit/spec.h"
 #include "support/repo_paths.h"
 

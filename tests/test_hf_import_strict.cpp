@@ -16,7 +16,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
+#include "hf_import.h"  // private: spec_from_hf, the HF importer's strict checks under test
 #include "support/run_command.h"
 #include "support/repo_paths.h"
 

@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
+#include "hf_import.h"  // private: hf_layer_rope_map and hf_rope_layer_types, the importer's layer map under test
 #include "ropejit/freqs.h"
 #include "ropejit/spec.h"
 

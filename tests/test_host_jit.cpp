@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/host/host_jit.h"
+#include "backends/host/host_jit.h"  // private: HostModule, the host JIT under test
 #include "ropejit/error.h"
 #include "ropejit/source.h"
 #include "ropejit/check/reference.h"

@@ -13,7 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "launch/launch_args.h"
+#include "launch/launch_args.h"  // private: launch_buffers and check_launch, which public launch_fields must agree with
 #include "ropejit/freqs.h"
 #include "ropejit/introspect.h"
 #include "ropejit/ropejit.h"

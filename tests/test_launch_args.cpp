@@ -7,8 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/host/host_jit.h"
-#include "launch/launch_args.h"
+#include "launch/launch_args.h"  // private: check_launch and the buffer rows under test
+#include "support/backends.h"
 #include "support/launch_test_util.h"
 #include "support/spec_builder.h"
 
@@ -297,7 +297,7 @@ TEST(LaunchArgs, RunTimeLengthRequiredWhereFrequenciesDependOnIt) {
 }
 
 TEST(LaunchArgs, KernelLaunchChecksBeforeRunning) {
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   RuntimeOptions o;
   o.backend = BackendKind::host;
   Runtime runtime(o);
@@ -318,7 +318,7 @@ TEST(LaunchArgs, KernelLaunchChecksBeforeRunning) {
 }
 
 TEST(LaunchArgs, KernelOutlivesItsRuntime) {
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   const Spec spec = ropejit::test::make_spec({});
   std::vector<uint16_t> q(3 * 8 * 128), k(3 * 2 * 128);
   for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<uint16_t>(0x3c00 + (i * 37) % 512);  // bf16 in [1.0, 2.9]

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launch/launch_args.h"
+#include "launch/launch_args.h"  // private: check_launch's overlap rules under test
 #include "support/launch_test_util.h"
 #include "support/spec_builder.h"
 

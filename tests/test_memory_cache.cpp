@@ -13,7 +13,7 @@
 
 #include <gtest/gtest.h>
 
-#include "caches/memory_cache.h"
+#include "caches/memory_cache.h"  // private: MemoryCache, the runtime's in-process cache under test
 
 using ropejit::Hash128;
 using ropejit::MemoryCache;

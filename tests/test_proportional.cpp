@@ -11,10 +11,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
-#include "backends/host/host_jit.h"
+#include "hf_import.h"  // private: spec_from_hf reading the proportional block, under test
 #include "ropejit/freqs.h"
 #include "ropejit/runtime.h"
+#include "support/backends.h"
 #include "support/spec_builder.h"
 
 namespace ropejit {
@@ -133,7 +133,7 @@ uint32_t random_bits(DType dtype, std::mt19937& rng, int64_t index) {
 // The pairs past rope_angles keep their bytes exactly, with both layouts, every dtype, in place
 // and to separate outputs, angles computed or from the cos/sin table, at positions up to 2^17.
 TEST(Proportional, FrequencyZeroPairsKeepTheirBits) {
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   RuntimeOptions options;
   options.backend = BackendKind::host;
   Runtime runtime(options);

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launch/launch_args.h"
+#include "launch/launch_args.h"  // private: check_launch's rerotate argument rules under test
 #include "ropejit/config.h"
 #include "ropejit/introspect.h"
 #include "support/launch_test_util.h"

@@ -15,10 +15,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "backends/host/host_jit.h"
 #include "ropejit/check/reference.h"
 #include "ropejit/fp_convert.h"
 #include "ropejit/runtime.h"
+#include "support/backends.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -169,7 +169,7 @@ std::vector<uint16_t> composed_rerotate(const Spec& spec, const Keys& keys, std:
 class RerotateAccuracy : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+    if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   }
   static Runtime& runtime() {
     static Runtime host([] {

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropejit/spec.h"
-#include "spec_json.h"
+#include "spec_json.h"  // private: rope_param_rules and spec_to_json, the parameter table under test
 #include "support/spec_builder.h"
 
 namespace ropejit {

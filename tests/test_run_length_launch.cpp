@@ -12,11 +12,11 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/backend.h"
-#include "backends/host/host_jit.h"
-#include "kernel_variant.h"
-#include "launch/launch_args.h"
+#include "backends/backend.h"  // private: make_host_backend: the cuda path's launch emulated without array checks
+#include "kernel_variant.h"  // private: KernelVariant launched with unchecked params (the device-memory path)
+#include "launch/launch_args.h"  // private: check_launch's seq_len rules under test
 #include "ropejit/ropejit.h"
+#include "support/backends.h"
 #include "support/launch_test_util.h"
 #include "support/spec_builder.h"
 
@@ -149,7 +149,7 @@ TEST(RunLengthLaunch, OffsetAndRerotatePositionsPastTheirLengthsAreRefused) {
 }
 
 TEST(RunLengthLaunch, CApiRefusesTheLaunchByName) {
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   ropejit_runtime_options options;
   ropejit_runtime_options_init(&options);
   options.backend = ROPEJIT_BACKEND_HOST;
@@ -186,7 +186,7 @@ TEST(RunLengthLaunch, CApiRefusesTheLaunchByName) {
 // arrays (as for device memory), then the kernel. Tokens at or past seq_len come out NaN in their
 // rotated part (the tail untouched); the others are rotated exactly as in a correct launch.
 TEST(RunLengthLaunch, DeviceKernelGivesPositionsPastSeqLenNaNAngles) {
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   const std::unique_ptr<Backend> backend = make_host_backend();
   for (const std::string type : {"longrope", "dynamic"}) {
     SpecFields f = run_length_fields(type, "explicit");

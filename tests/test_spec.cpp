@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "ropejit/spec.h"
-#include "spec_json.h"
+#include "spec_json.h"  // private: spec_schema_json, the generator specs/schema.json must equal
 
 namespace ropejit {
 namespace {

@@ -17,10 +17,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "backends/host/host_jit.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/check/harness.h"
+#include "support/backends.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -202,7 +202,7 @@ TEST(SpecFuzz, MutatedSpecsAreAcceptedCleanlyOrRejectedNamingTheMutatedField) {
 // a uniform sample of the rest, kRunsPerSeed (25) in all, never a spec equal to a base spec
 // (canonical hash) or one already picked.
 TEST(SpecFuzz, SampledAcceptedMutantsRunCorrectlyOnTheHostBackend) {
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   constexpr size_t kRunsPerSeed = 25;
   // Mutants wider than this many elements per token are compiled but not run: heads and
   // head_dim mutate up to 1024 each, and the float64 reference of a few dozen such tokens

@@ -12,7 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "hf_import.h"
+#include "hf_import.h"  // private: spec_from_hf and parse_hf_config input limits under test
 #include "ropejit/json_limits.h"
 #include "ropejit/spec.h"
 #include "support/run_command.h"

@@ -12,15 +12,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "backends/host/host_jit.h"
-#include "launch/launch_args.h"
+#include "backends/host/host_jit.h"  // private: HostModule runs the standalone and the regular source side by side
+#include "launch/launch_args.h"  // private: check_launch and bind_buffers give both modules the same params
 #include "ropejit/compile.h"
 #include "ropejit/config.h"
 #include "ropejit/kernel_stats.h"
 #include "ropejit/standalone.h"
 #include "support/run_command.h"
 #include "support/spec_builder.h"
-#include "workload/workload.h"
+#include "workload/workload.h"  // private: make_host_workload, the shared test data both modules run on
 
 using namespace ropejit;
 using ropejit::test::SpecFields;

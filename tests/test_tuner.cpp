@@ -12,13 +12,12 @@
 #include <random>
 #include <set>
 
-#include "backends/backend.h"
-#include "cos_sin_table.h"
-#include "workload/device_workload.h"
+#include "backends/backend.h"  // private: make_host_backend: tuner workloads run on a raw Backend
+#include "workload/device_workload.h"  // private: DeviceWorkload, the tuner's workload sets under test
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
 #include "support/spec_builder.h"
-#include "workload_data.h"
+#include "workload_data.h"  // private: tuning_workload and compare_output_bytes, the tuner's checks under test
 
 namespace ropejit {
 namespace {

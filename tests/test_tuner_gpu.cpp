@@ -14,8 +14,8 @@
 #include <random>
 #include <vector>
 
-#include "backends/backend.h"
-#include "backends/device_info.h"
+#include "backends/backend.h"  // private: Backend::time_calls times kernels independently of the tuner
+#include "backends/device_info.h"  // private: device_metadata, the tuning database key under test
 #include "ropejit/runtime.h"
 #include "ropejit/tuner.h"
 #include "ropejit/tuning_db.h"

@@ -10,13 +10,13 @@
 #include <sstream>
 #include <thread>
 
-#include "backends/backend.h"
-#include "backends/device_info.h"
-#include "backends/host/host_jit.h"
+#include "backends/backend.h"  // private: make_host_backend and its properties, the host metadata under test
+#include "backends/device_info.h"  // private: device_metadata, the tuning database key under test
 #include "ropejit/compile.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/tuning_db.h"
+#include "support/backends.h"
 #include "support/run_command.h"
 #include "support/spec_builder.h"
 #include "support/tuning_db_test_util.h"
@@ -362,7 +362,7 @@ TEST_F(TuningDbTest, TheCommandsSurviveADeeplyNestedDatabase) {
   auto [show_status, show_output] = test::run_command(cli + " db show '" + path_ + "' 2>&1");
   EXPECT_EQ(show_status, 1) << show_output;  // -1 when killed by SIGSEGV
   EXPECT_NE(show_output.find("nesting deeper than 64"), std::string::npos) << show_output;
-  if (!host_backend_available()) GTEST_SKIP() << "SKIPPED: ropejit run needs the host backend here";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "SKIPPED: ropejit run needs the host backend here";
   const std::string spec = test::source_dir() + "/specs/llama-3.1-8b.json";
   auto [run_status, run_output] = test::run_command("ROPEJIT_TUNING_DB='" + path_ + "' " + cli + " run '" + spec +
                                                     "' --backend host --tokens 4 2>&1");
@@ -373,7 +373,7 @@ TEST_F(TuningDbTest, TheCommandsSurviveADeeplyNestedDatabase) {
 // ---------------------------------------------------------------- device metadata
 
 TEST(DeviceMetadata, HostMetadataComesFromTheBackendsProperties) {
-  if (!host_backend_available()) GTEST_SKIP() << "built without the host backend";
+  if (!ropejit::test::host_backend_built()) GTEST_SKIP() << "built without the host backend";
   const std::unique_ptr<Backend> host = make_host_backend();
   const DeviceProperties p = host->properties();
   EXPECT_EQ(p.name, "host");

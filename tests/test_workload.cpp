@@ -11,11 +11,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "launch/launch_args.h"
+#include "launch/launch_args.h"  // private: launch_buffers, the buffer rows under test
 #include "ropejit/fp_convert.h"
 #include "support/repo_paths.h"
 #include "support/spec_builder.h"
-#include "workload/workload.h"
+#include "workload/workload.h"  // private: make_host_workload, the workload builder under test
 
 using namespace ropejit;
 

@@ -8,7 +8,7 @@
 
 #include <gtest/gtest.h>
 
-#include "launch/launch_args.h"
+#include "launch/launch_args.h"  // private: check_launch, launch_buffers, bind_buffers: the checks these helpers drive
 #include "ropejit/config.h"
 
 namespace ropejit::test {
