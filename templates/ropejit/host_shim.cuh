@@ -8,6 +8,8 @@
 // whatever is here must stay correct, and unused emulation is untested emulation. A template
 // that starts using another CUDA symbol fails the host backend tests (HostJit*, Conformance*)
 // with "use of undeclared identifier"; add that symbol here then, with CUDA's semantics.
+// The warp and block collectives and __shared__ at the end are used by no template yet: they
+// are CUDA's exactly (tests/test_host_cooperative.cpp checks each against CUDA's semantics).
 #define ROPEJIT_HOST_BACKEND 1
 
 // No headers: parsing libstdc++'s <cmath> would triple the compile time. The C library
@@ -63,3 +65,91 @@ static inline unsigned int __float_as_uint(float v) { return __builtin_bit_cast(
 // IEEE round-to-nearest product (rope.cuh: HF's float32 angle); the CPU's default rounding
 // mode, and -ffp-contract=off keeps it from fusing into a neighbouring add.
 static inline float __fmul_rn(float a, float b) { return a * b; }
+
+// --- block and warp collectives (runtime/src/backends/host/cooperative.h) ---
+// A kernel that calls one runs each block's threads as fibers on one CPU thread, switched in
+// these calls; threadIdx is per CPU thread, so each wrapper keeps its caller's across the switch.
+// Warp size 32; lane = linear thread index % 32. Misuse CUDA leaves undefined (a deadlock, a mask
+// naming an exited lane or missing the caller) fails the launch instead of hanging.
+extern "C" {
+void ropejit_coop_syncthreads(void);
+void ropejit_coop_syncwarp(unsigned mask);
+unsigned long long ropejit_coop_shfl(int mode, unsigned mask, unsigned long long value,
+                                     unsigned operand, int width);
+unsigned ropejit_coop_vote(int mode, unsigned mask, int predicate);
+}
+
+/// Block-wide barrier: every thread of the block arrives before any goes on.
+static inline void __syncthreads() {
+  const uint3 self = threadIdx;
+  ropejit_coop_syncthreads();
+  threadIdx = self;
+}
+
+/// Warp barrier of the lanes in `mask` (the caller's among them).
+static inline void __syncwarp(unsigned mask = 0xffffffffu) {
+  const uint3 self = threadIdx;
+  ropejit_coop_syncwarp(mask);
+  threadIdx = self;
+}
+
+/// One shfl.sync of the bits of `var` (mode 0 idx, 1 up, 2 down, 3 bfly).
+template <typename T>
+static inline T ropejit_shfl(int mode, unsigned mask, T var, unsigned operand, int width) {
+  static_assert(sizeof(T) <= 8 && __is_trivially_copyable(T), "shuffles move up to 8 bytes");
+  unsigned long long bits = 0;
+  __builtin_memcpy(&bits, &var, sizeof(T));
+  const uint3 self = threadIdx;
+  bits = ropejit_coop_shfl(mode, mask, bits, operand, width);
+  threadIdx = self;
+  T result;
+  __builtin_memcpy(&result, &bits, sizeof(T));
+  return result;
+}
+
+/// `var` of lane srcLane mod width within the caller's width-lane segment.
+template <typename T>
+static inline T __shfl_sync(unsigned mask, T var, int srcLane, int width = 32) {
+  return ropejit_shfl(0, mask, var, static_cast<unsigned>(srcLane), width);
+}
+/// `var` of lane - delta; the caller's own below its segment.
+template <typename T>
+static inline T __shfl_up_sync(unsigned mask, T var, unsigned int delta, int width = 32) {
+  return ropejit_shfl(1, mask, var, delta, width);
+}
+/// `var` of lane + delta; the caller's own past its segment.
+template <typename T>
+static inline T __shfl_down_sync(unsigned mask, T var, unsigned int delta, int width = 32) {
+  return ropejit_shfl(2, mask, var, delta, width);
+}
+/// `var` of lane ^ laneMask; the caller's own when that lane is in a later segment.
+template <typename T>
+static inline T __shfl_xor_sync(unsigned mask, T var, int laneMask, int width = 32) {
+  return ropejit_shfl(3, mask, var, static_cast<unsigned>(laneMask), width);
+}
+
+/// Bit i set when lane i of `mask` has a nonzero predicate.
+static inline unsigned __ballot_sync(unsigned mask, int predicate) {
+  const uint3 self = threadIdx;
+  const unsigned ballot = ropejit_coop_vote(0, mask, predicate);
+  threadIdx = self;
+  return ballot;
+}
+/// 1 when some lane of `mask` has a nonzero predicate, else 0.
+static inline int __any_sync(unsigned mask, int predicate) {
+  const uint3 self = threadIdx;
+  const int any = static_cast<int>(ropejit_coop_vote(1, mask, predicate));
+  threadIdx = self;
+  return any;
+}
+/// 1 when every lane of `mask` has a nonzero predicate, else 0.
+static inline int __all_sync(unsigned mask, int predicate) {
+  const uint3 self = threadIdx;
+  const int all = static_cast<int>(ropejit_coop_vote(2, mask, predicate));
+  threadIdx = self;
+  return all;
+}
+
+// Static __shared__ arrays: one copy per CPU thread, which runs one block at a time (CUDA
+// leaves them uninitialized; so does this). extern (dynamic) __shared__ is not supported.
+#define __shared__ static thread_local

@@ -1,6 +1,8 @@
 // Host backend: Clang 19 compiles the generated CUDA source (with the host shim force-included)
 // to LLVM IR in process; an ORC LLJIT per module turns it into machine code; launch() loops
-// the grid on CPU threads through a launcher function generated next to the kernel.
+// the grid on CPU threads through a launcher function generated next to the kernel: a plain
+// loop over blocks and threads, or, for a kernel that calls a warp or block collective, the
+// fiber launcher of cooperative.h.
 // Built with -fno-rtti (LLVM headers): no dynamic_cast/typeid here.
 #include "backends/host/host_jit.h"
 
@@ -34,10 +36,12 @@
 #include <algorithm>
 #include <chrono>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "backends/host/cooperative.h"
 #include "embedded_templates.h"
 #include "ropejit/error.h"
 
@@ -84,9 +88,14 @@ bool is_c_identifier(const std::string& name) {
 }
 
 std::string launcher_symbol(const std::string& entry) { return "ropejit_host_launch_" + entry; }
+std::string cooperative_launcher_symbol(const std::string& entry) {
+  return "ropejit_host_coop_launch_" + entry;
+}
+std::string thread_symbol(const std::string& entry) { return "ropejit_host_thread_" + entry; }
 
 // Appended after the kernel source in the same TU so LLVM can inline the per-thread call.
-// Block indices are flattened x fastest, as CUDA numbers them.
+// Block indices are flattened x fastest, as CUDA numbers them. Both launchers are compiled;
+// keep_one_launcher drops one before code generation.
 std::string launcher_source(const std::string& entry) {
   return fmt::format(R"(
 // ---- ropejit host launcher ----
@@ -113,8 +122,54 @@ extern "C" void {0}(const ropejit::KernelParams* ropejit_p, unsigned gx, unsigne
         }}
   }}
 }}
+// ---- ropejit cooperative launcher: one fiber per thread (cooperative.h) ----
+extern "C" void ropejit_coop_run_blocks(void (*)(const ropejit::KernelParams*, const unsigned*),
+    const ropejit::KernelParams*, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
+    unsigned long long, unsigned long long);
+extern "C" void {3}(const ropejit::KernelParams* p, const unsigned* d) {{
+  gridDim = dim3(d[0], d[1], d[2]);
+  blockDim = dim3(d[3], d[4], d[5]);
+  blockIdx = uint3{{d[6], d[7], d[8]}};
+  threadIdx = uint3{{d[9], d[10], d[11]}};
+  // Not inlined: the kernel body is optimised once more only in the launcher that is kept.
+  [[clang::noinline]] {1}(*p);
+}}
+extern "C" void {2}(const ropejit::KernelParams* ropejit_p, unsigned gx, unsigned gy,
+    unsigned gz, unsigned bx, unsigned by, unsigned bz,
+    unsigned long long block_begin, unsigned long long block_end) {{
+  ropejit_coop_run_blocks(&{3}, ropejit_p, gx, gy, gz, bx, by, bz, block_begin, block_end);
+}}
 )",
-                     launcher_symbol(entry), entry);
+                     launcher_symbol(entry), entry, cooperative_launcher_symbol(entry),
+                     thread_symbol(entry));
+}
+
+/// True when the optimised module still calls a collective's support function.
+bool calls_collectives(const llvm::Module& module) {
+  for (const llvm::Function& function : module) {
+    const llvm::StringRef name = function.getName();
+    if (function.isDeclaration() && name.starts_with(kCooperativePrimitivePrefix) &&
+        name != kCooperativeRunBlocks && !function.use_empty())
+      return true;
+  }
+  return false;
+}
+
+/// Keeps the fiber launcher, under the plain launcher's name, for a kernel that calls a
+/// collective, else the plain one: collective-free kernels keep the plain loop's speed.
+void keep_one_launcher(llvm::Module& module, const std::string& entry) {
+  llvm::Function* plain = module.getFunction(launcher_symbol(entry));
+  llvm::Function* cooperative = module.getFunction(cooperative_launcher_symbol(entry));
+  llvm::Function* thread = module.getFunction(thread_symbol(entry));
+  if (!plain || !cooperative || !thread)
+    throw Error(Status::internal, "host backend: a launcher of '" + entry + "' is missing");
+  if (calls_collectives(module)) {
+    plain->eraseFromParent();
+    cooperative->setName(launcher_symbol(entry));
+  } else {
+    cooperative->eraseFromParent();
+    thread->eraseFromParent();
+  }
 }
 
 /// In-memory file system holding the embedded templates and the main file, over the real one
@@ -214,8 +269,10 @@ ClangResult compile_to_ir(const std::string& main_text, const std::string& entry
 
 class JitHostModule final : public HostModule {
  public:
-  JitHostModule(std::unique_ptr<llvm::orc::LLJIT> jit, LaunchFn launch_fn, double compile_ms)
-      : jit_(std::move(jit)), launch_fn_(launch_fn), compile_ms_(compile_ms) {}
+  JitHostModule(std::unique_ptr<llvm::orc::LLJIT> jit, LaunchFn launch_fn, bool cooperative,
+                double compile_ms)
+      : jit_(std::move(jit)), launch_fn_(launch_fn), cooperative_(cooperative),
+        compile_ms_(compile_ms) {}
 
   // No deinitialize(): kernels have no static destructors, and at process exit it makes ORC
   // compile a deinit module after parts of LLVM are gone ("Do not know how to split...").
@@ -223,11 +280,13 @@ class JitHostModule final : public HostModule {
 
   void launch(const HostLaunchDims& dims, const KernelParams& params) const override;
   double compile_ms() const override { return compile_ms_; }
+  bool cooperative() const override { return cooperative_; }
   void set_compile_ms(double ms) { compile_ms_ = ms; }
 
  private:
   std::unique_ptr<llvm::orc::LLJIT> jit_;
   LaunchFn launch_fn_;
+  bool cooperative_;
   double compile_ms_;
 };
 
@@ -239,16 +298,25 @@ void JitHostModule::launch(const HostLaunchDims& d, const KernelParams& params) 
       static_cast<unsigned long long>(d.grid_x) * d.grid_y * d.grid_z;
   const unsigned long long threads_per_block =
       static_cast<unsigned long long>(d.block_x) * d.block_y * d.block_z;
-  auto run_blocks = [&](unsigned long long begin, unsigned long long end) {
+  // A cooperative launch cannot throw through JIT'd frames: each OS thread keeps its error.
+  std::vector<std::optional<Error>> errors;
+  auto run_blocks = [&](size_t worker, unsigned long long begin, unsigned long long end) {
     launch_fn_(&params, d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, begin, end);
+    errors[worker] = take_cooperative_error();
   };
   const unsigned long long workers_by_size =
       std::max(1ull, total_blocks * threads_per_block / kMinThreadsPerWorker);
   const unsigned long long workers =
       std::min({static_cast<unsigned long long>(std::max(1u, std::thread::hardware_concurrency())),
                 workers_by_size, total_blocks});
+  errors.resize(workers);
+  auto throw_first_error = [&] {
+    for (std::optional<Error>& error : errors)
+      if (error) throw *error;
+  };
   if (workers <= 1) {
-    run_blocks(0, total_blocks);
+    run_blocks(0, 0, total_blocks);
+    throw_first_error();
     return;
   }
   // Even contiguous chunks; the calling thread takes the first.
@@ -256,10 +324,11 @@ void JitHostModule::launch(const HostLaunchDims& d, const KernelParams& params) 
   threads.reserve(workers - 1);
   auto chunk_begin = [&](unsigned long long w) { return total_blocks * w / workers; };
   for (unsigned long long w = 1; w < workers; ++w) {
-    threads.emplace_back(run_blocks, chunk_begin(w), chunk_begin(w + 1));
+    threads.emplace_back(run_blocks, w, chunk_begin(w), chunk_begin(w + 1));
   }
-  run_blocks(0, chunk_begin(1));
+  run_blocks(0, 0, chunk_begin(1));
   for (std::thread& thread : threads) thread.join();
+  throw_first_error();
 }
 
 /// The JIT's target: this CPU, with emulated TLS for the thread_local indices.
@@ -293,6 +362,7 @@ std::string HostModule::compile_object(const std::string& source_text, const std
   if (!machine)
     throw Error(Status::backend_error,
                 "host backend: cannot create a target machine: " + to_string(machine.takeError()));
+  keep_one_launcher(*ir.module, entry);
   ir.module->setDataLayout((*machine)->createDataLayout());
   ir.module->setTargetTriple((*machine)->getTargetTriple().str());
   // The same compiler LLJIT runs on IR it is given, so a cached object is the code a fresh
@@ -323,11 +393,17 @@ std::unique_ptr<HostModule> HostModule::load_object(std::string_view object, con
   // thread_local indices compile to emulated TLS. Bind its runtime entry to the one this
   // library links: a host loaded with RTLD_LOCAL (Python's ctypes) does not expose libgcc_s
   // to the process-wide search above.
-  const llvm::orc::SymbolMap emutls = {
+  // The collectives' support functions (cooperative.h) are bound the same way.
+  llvm::orc::SymbolMap runtime_symbols = {
       {(*jit)->mangleAndIntern("__emutls_get_address"),
        {llvm::orc::ExecutorAddr::fromPtr(&__emutls_get_address), llvm::JITSymbolFlags::Exported}}};
-  if (llvm::Error err = (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(emutls)))
-    throw Error(Status::backend_error, "host backend: cannot define __emutls_get_address: " +
+  for (const auto& [name, address] : cooperative_symbols()) {
+    runtime_symbols[(*jit)->mangleAndIntern(name)] = {llvm::orc::ExecutorAddr::fromPtr(address),
+                                                      llvm::JITSymbolFlags::Exported};
+  }
+  if (llvm::Error err =
+          (*jit)->getMainJITDylib().define(llvm::orc::absoluteSymbols(std::move(runtime_symbols))))
+    throw Error(Status::backend_error, "host backend: cannot define the runtime symbols: " +
                                            to_string(std::move(err)));
   if (llvm::Error err = (*jit)->addObjectFile(llvm::MemoryBuffer::getMemBufferCopy(
           llvm::StringRef(object.data(), object.size()), "ropejit-kernel.o"))) {
@@ -343,7 +419,12 @@ std::unique_ptr<HostModule> HostModule::load_object(std::string_view object, con
     throw Error(Status::backend_error,
                 "host backend: module initializers failed: " + to_string(std::move(err)));
   }
-  return std::make_unique<JitHostModule>(std::move(*jit), address->toPtr<LaunchFn>(), ms_since(start));
+  // Only a kept fiber launcher leaves the per-thread entry in the object.
+  auto thread_entry = (*jit)->lookup(thread_symbol(entry));
+  const bool cooperative = static_cast<bool>(thread_entry);
+  if (!thread_entry) llvm::consumeError(thread_entry.takeError());
+  return std::make_unique<JitHostModule>(std::move(*jit), address->toPtr<LaunchFn>(), cooperative,
+                                         ms_since(start));
 }
 
 std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,

@@ -33,6 +33,9 @@ class HostModule {
   virtual void launch(const HostLaunchDims& dims, const KernelParams& params) const = 0;
   /// Wall time that made this module in milliseconds (clang + codegen + link; link only after load_object).
   virtual double compile_ms() const = 0;
+  /// True when the kernel calls a warp or block collective, so each block's threads run as
+  /// fibers (cooperative.h); false for the plain loop over threads.
+  virtual bool cooperative() const = 0;
 };
 
 /// What object code depends on besides the source: triple, CPU name and its feature set
