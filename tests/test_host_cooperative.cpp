@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/host/host_jit.h"
+#include "backends/host/host_jit.h"  // private: HostModule and its cooperative launcher, under test
 #include "ropejit/compile.h"
 #include "ropejit/error.h"
 #include "ropejit/source.h"
