@@ -94,9 +94,16 @@ Config default_config(const Spec& spec) {
   // Reuse each sin/cos over a few heads, keeping enough threads for short batches.
   const int heads = total_heads(spec);
   c.heads_per_thread = heads >= 16 ? 4 : (heads >= 4 ? 2 : 1);
-  // A QK-norm thread already owns whole heads (every lane of them): one head keeps its norm
-  // pass and lanes in registers (4 spill at the 64-register cap).
-  if (spec.qk_norm.enabled) c.heads_per_thread = 1;
+  // A QK-norm head's lanes reduce in warp shuffles, each lane with its own angles, which it
+  // reuses across its heads as above; the norm's work per element makes the angles' share
+  // smaller only over more heads, so from 8 heads on a thread takes 4 (Gemma 4's 12 heads of
+  // 32 lanes: 3 head groups, 96 threads per row). A head wider than a warp is owned whole by
+  // one thread (WorkShape::whole_heads): one head keeps its norm pass and lanes in registers
+  // (4 spill at the 64-register cap).
+  if (spec.qk_norm.enabled) {
+    if (work_shape(spec, c).whole_heads) c.heads_per_thread = 1;
+    else if (heads >= 8) c.heads_per_thread = 4;
+  }
   return c;
 }
 

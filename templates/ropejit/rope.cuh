@@ -8,7 +8,9 @@
 // copied. A thread owns one lane of a head row and heads_per_thread heads spaced by the
 // head-group count, so sin/cos is computed once and reused across its heads.
 // Lanes [0, rot_lanes) rotate pairs; lanes past that copy the pass-through tail [d, D). The
-// numbers come from shape.cuh, which the host reads too.
+// numbers come from shape.cuh, which the host reads too. A QK-norm's head lanes add their sums
+// of squares in warp shuffles (process_lane_norm), or one thread owns whole heads when a head
+// needs more than a warp's lanes (WorkShape::whole_heads).
 #include "ropejit/numeric.cuh"
 #include "ropejit/params.cuh"
 #include "ropejit/shape.cuh"
@@ -269,9 +271,10 @@ __device__ __forceinline__ void add_bias(const void* bias, int element, float (&
   }
 }
 
-// The QK-norm of one head row: 1 / sqrt(mean(x^2) + eps) over its head_dim biased elements,
-// in fp32, summed in element order with explicit fmaf (the same bits on the host backend),
-// and its weight vector. `apply` is false for v heads, padding rows and specs without it.
+// The QK-norm of one head row owned whole by one thread (WorkShape::whole_heads):
+// 1 / sqrt(mean(x^2) + eps) over its head_dim biased elements, in fp32, summed in element order
+// with explicit fmaf (the same bits on the host backend), and its weight vector. `apply` is false
+// for v heads, padding rows and specs without it.
 struct HeadNorm {
   float inv_rms;
   const void* weight;
@@ -301,6 +304,24 @@ __device__ __forceinline__ HeadNorm head_norm(const KernelParams& p, const typen
   return n;
 }
 
+// x * inv_rms times a QK-norm's weight (plus its offset) at `element`.
+template <class T>
+__device__ __forceinline__ void apply_norm(const void* weight, float inv_rms, int element, float (&x)[T::kVec]) {
+  float w[T::kVec];
+  if constexpr (T::kNormWeight) {
+    load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)weight + element, w);
+  } else {
+#pragma unroll
+    for (int i = 0; i < T::kVec; ++i) w[i] = 1.0f;
+  }
+#pragma unroll
+  for (int i = 0; i < T::kVec; ++i) {
+    const float scaled = x[i] * inv_rms;
+    // Offset 0 (Qwen3, HF's weight * x): no add, which would also turn a weight of -0 into +0.
+    x[i] = scaled * (T::kNormWeight ? (T::kNormWeightOffset != 0.0f ? w[i] + T::kNormWeightOffset : w[i]) : 1.0f);
+  }
+}
+
 // Vector `element` + kOffset of a head row with its bias added (and normalized, for a QK-norm),
 // or zeros for a padding row (src null). Returns whether it was loaded: zeros are stored as
 // they are, never rotated. kOffset is separate so that the constant folds into the address.
@@ -317,20 +338,7 @@ __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, 
   load_vec<typename T::Storage, T::kVec>(src + element + kOffset, x);
   add_bias<T>(bias, element + kOffset, x);
   if constexpr (T::kQkNorm) {
-    if (norm.apply) {
-      float w[T::kVec];
-      if constexpr (T::kNormWeight) {
-        load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)norm.weight + element + kOffset, w);
-      } else {
-#pragma unroll
-        for (int i = 0; i < T::kVec; ++i) w[i] = 1.0f;
-      }
-#pragma unroll
-      for (int i = 0; i < T::kVec; ++i) {
-        const float scaled = x[i] * norm.inv_rms;
-        x[i] = scaled * (T::kNormWeight ? w[i] + T::kNormWeightOffset : 1.0f);
-      }
-    }
+    if (norm.apply) apply_norm<T>(norm.weight, norm.inv_rms, element + kOffset, x);
   }
   return true;
 }
@@ -478,6 +486,93 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
   }
 }
 
+// Vectors one lane of a warp-cooperative QK-norm head holds: one (interleaved, a tail lane), two
+// (neox: x[e..] and x[e + d/2..]) or the whole rotary slice (whole_slice).
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int norm_lane_vectors() {
+  constexpr WorkShape W = rope_shape<T>();
+  return T::kInterleaved ? 1 : (W.whole_slice ? T::kRotaryDim / T::kVec : 2);
+}
+
+// One lane of a warp-cooperative QK-norm head (W.lanes lanes, an aligned power-of-2 segment of a
+// warp: shape.cuh): the lane loads its vectors (bias added) and sums their squares in element
+// order with fmaf; the head's lanes add their sums in a butterfly of __shfl_xor_sync over offsets
+// lanes/2, ..., 1 (a + b and b + a are the same bits, so every lane gets the same total, on the GPU
+// and the host backend alike); each lane then normalizes, rotates and stores its own vectors.
+// In place is safe: a lane writes only the vectors it read before the reduction. Every condition
+// that skips the shuffles (a v head, a padding row, a token with no cache slot, a head past the
+// row) holds for the whole head, so the mask names exactly the head's lanes and all reach it.
+template <class T>
+__device__ __forceinline__ void process_lane_norm(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                  const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec;
+  constexpr int kMax = norm_lane_vectors<T>();
+  if constexpr (T::kOutputPagedKv) {
+    if (!io.dst) return;  // a k or v head of a token with no cache slot: its whole segment returns
+  }
+  // This lane's vectors: elements first + j * step, j < count.
+  int first = 0, step = 0, count = 0;
+  if (W.lanes == W.rot_lanes || lane < W.rot_lanes) {  // every lane rotates: no test
+    first = lane * V;  // whole_slice: lane 0
+    step = W.whole_slice ? V : W.half;  // interleaved: one vector
+    count = kMax;
+  } else if (lane < W.rot_lanes + W.tail_lanes) {
+    first = T::kRotaryDim + (lane - W.rot_lanes) * V;
+    count = 1;
+  }
+  const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
+  const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
+  float x[kMax][V];
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMax; ++j) {
+    if (j < count && loaded) {
+      load_vec<typename T::Storage, V>(io.src + first + j * step, x[j]);
+      add_bias<T>(io.bias, first + j * step, x[j]);
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum = fmaf(x[j][i], x[j][i], sum);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j][i] = 0.0f;
+    }
+  }
+  if (normed) {
+    constexpr unsigned kSegment = W.lanes >= kWarpLanes ? 0xffffffffu : (1u << W.lanes) - 1u;
+    const unsigned mask = kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
+#pragma unroll
+    for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
+    const float inv_rms = 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps);
+#pragma unroll
+    for (int j = 0; j < kMax; ++j)
+      if (j < count) apply_norm<T>(p.norm_weight[io.role], inv_rms, first + j * step, x[j]);
+  }
+  // Whether the lane's pairs rotate, as one test where pair_rotates gives one answer per lane.
+  constexpr int kLanePairs = T::kInterleaved ? V / 2 : W.whole_slice ? W.half : V;
+  constexpr bool kLaneUniform = T::kRotatedPairs >= W.half || T::kRotatedPairs % kLanePairs == 0;
+  const bool lane_rotates = !kLaneUniform || pair_rotates<T, kLanePairs>(T::kInterleaved ? first / 2 : first, 0);
+  if (normed && lane_rotates && (W.lanes == W.rot_lanes || lane < W.rot_lanes)) {
+    if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+#pragma unroll
+      for (int i = 0; i < V / 2; ++i)
+        if (pair_rotates<T, V / 2>(first / 2, i)) rotate_in_place(x[0][2 * i], x[0][2 * i + 1], cos_v[i], sin_v[i]);
+    } else if constexpr (W.whole_slice) {  // neox, the slice [0, d) as kMax vectors
+#pragma unroll
+      for (int i = 0; i < W.half; ++i)
+        if (pair_rotates<T, W.half>(0, i))
+          rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], cos_v[i], sin_v[i]);
+    } else {  // neox: x[e + i] and x[e + d/2 + i]
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (pair_rotates<T, V>(first, i)) rotate_in_place(x[0][i], x[1][i], cos_v[i], sin_v[i]);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kMax; ++j)
+    if (j < count) store_head<T>(io, first + j * step, x[j]);
+}
+
 // The row's heads `group + k * head_groups` that this thread owns, k < kHeadsPerThread.
 template <class T>
 __device__ __forceinline__ bool owned_head(int group, int k, int& head) {
@@ -508,9 +603,9 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
     float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
     const bool angles_needed = group < W.rot_heads && has_token<T>(ref);
 
-    if constexpr (T::kQkNorm) {
-      // One thread owns its heads whole (W.lanes == 1): each head's norm reads the whole row
-      // before any of its vectors is written, which in place no other thread could promise.
+    if constexpr (W.whole_heads) {
+      // A QK-norm head wider than a warp: one thread owns its heads whole (W.lanes == 1), so each
+      // head's norm reads the whole row before any of its vectors is written.
       // Unrolled: the per-head norms must stay in registers (a dynamic index would put them
       // in local memory).
       HeadNorm norms[T::kHeadsPerThread];
@@ -538,12 +633,15 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
         pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
       const HeadNorm no_norm{1.0f, nullptr, false};
       // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
-      // compile time, while the stores below already order the heads.
+      // compile time, while the stores below already order the heads. A QK-norm head's lanes
+      // share its group, so they take the same heads and meet at the same shuffles.
 #pragma unroll 1
       for (int k = 0; k < T::kHeadsPerThread; ++k) {
         int head;
         if (!owned_head<T>(group, k, head)) break;
-        process_lane<T>(head_io<T>(p, ref, head), no_norm, lane, cos_v, sin_v);
+        const HeadIo<T> io = head_io<T>(p, ref, head);
+        if constexpr (T::kQkNorm) process_lane_norm<T>(p, io, lane, cos_v, sin_v);
+        else process_lane<T>(io, no_norm, lane, cos_v, sin_v);
       }
     }
   }

@@ -23,6 +23,16 @@ ROPEJIT_HOST_DEVICE constexpr bool tail_moves(bool inplace, bool tail_changes) {
 /// slice and its cos/sin stay in registers under the 64-register cap).
 constexpr int kMaxSliceVectors = 4;
 
+/// Lanes of one warp: a warp-cooperative QK-norm head takes at most this many.
+constexpr int kWarpLanes = 32;
+
+/// The least power of 2 >= n (n >= 1).
+ROPEJIT_HOST_DEVICE constexpr int power_of_two_at_least(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
 /// How the kernel splits one row (a token, or a (sequence, slot) of the padded output) into
 /// work items: lanes per head row times head groups.
 struct WorkShape {
@@ -31,7 +41,12 @@ struct WorkShape {
   int pairs_per_lane = 0;    ///< pairs whose angles one rotating lane needs
   int rot_lanes = 0;         ///< lanes rotating pairs of one head
   int tail_lanes = 0;        ///< lanes moving the pass-through tail [d, D)
-  int lanes = 0;             ///< rot_lanes + tail_lanes, or 1 when a thread owns whole heads
+  /// Lanes of one head row in the work items: rot_lanes + tail_lanes; with a QK-norm that
+  /// rounded up to a power of 2, its lanes' sums of squares meeting in warp shuffles of that
+  /// width (lanes past rot_lanes + tail_lanes hold no vector and add 0), or 1 (whole_heads).
+  int lanes = 0;
+  /// QK-norm whose head needs more than a warp's lanes: one thread walks every lane of its heads.
+  bool whole_heads = false;
   int rot_heads = 0;         ///< q + k heads per row (rotated)
   int heads = 0;             ///< heads per row the kernel touches (+ v when copied)
   int head_groups = 0;       ///< ceil(heads / heads_per_thread)
@@ -43,7 +58,7 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
                                                         int num_q_heads, int num_kv_heads,
                                                         bool interleaved, bool copy_v, bool inplace,
                                                         bool tail_changes, int vec,
-                                                        int heads_per_thread, bool whole_heads) {
+                                                        int heads_per_thread, bool qk_norm) {
   WorkShape w;
   w.half = rotary_dim / 2;
   // A half of 12 bf16 (GPT-NeoX-20B) takes no 16-byte vector; the 24-element slice takes 3.
@@ -51,8 +66,15 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   w.pairs_per_lane = interleaved ? vec / 2 : w.whole_slice ? w.half : vec;
   w.rot_lanes = interleaved ? rotary_dim / vec : w.whole_slice ? 1 : w.half / vec;
   w.tail_lanes = tail_moves(inplace, tail_changes) ? (head_dim - rotary_dim) / vec : 0;
-  // whole_heads (QK-norm): one thread walks every lane of its heads.
-  w.lanes = whole_heads ? 1 : w.rot_lanes + w.tail_lanes;
+  w.lanes = w.rot_lanes + w.tail_lanes;
+  // QK-norm: a head's lanes form an aligned power-of-2 segment of one warp (lanes | 32, block
+  // and grid stride multiples of 32, items a multiple of lanes), reduced by shuffles; a head
+  // wider than a warp falls back to one thread per whole head (rope.cuh rope_kernel).
+  if (qk_norm) {
+    w.lanes = power_of_two_at_least(w.lanes);
+    w.whole_heads = w.lanes > kWarpLanes;
+    if (w.whole_heads) w.lanes = 1;
+  }
   w.rot_heads = num_q_heads + num_kv_heads;
   w.heads = w.rot_heads + (copy_v ? num_kv_heads : 0);
   w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;
