@@ -8,8 +8,9 @@
 // whatever is here must stay correct, and unused emulation is untested emulation. A template
 // that starts using another CUDA symbol fails the host backend tests (HostJit*, Conformance*)
 // with "use of undeclared identifier"; add that symbol here then, with CUDA's semantics.
-// The warp and block collectives and __shared__ at the end are used by no template yet: they
-// are CUDA's exactly (tests/test_host_cooperative.cpp checks each against CUDA's semantics).
+// The warp and block collectives and __shared__ at the end are CUDA's exactly
+// (tests/test_host_cooperative.cpp checks each against CUDA's semantics); rope.cuh's QK-norm
+// uses __shfl_xor_sync, the rest no template yet.
 #define ROPEJIT_HOST_BACKEND 1
 
 // No headers: parsing libstdc++'s <cmath> would triple the compile time. The C library
