@@ -132,20 +132,16 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
   return commented(h);
 }
 
-// The generated source with its Traits struct moved ahead of rope.cuh's own code (after the
-// headers rope.cuh includes), so that code can name Traits once it is no template.
+// The generated source with its Traits struct moved ahead of the kernel headers' code (after
+// the headers whose types Traits names: the storage tags), so that code can name Traits once
+// it is no template.
 std::string traits_first(const std::string& generated) {
   const size_t begin = generated.find("struct Traits {");
   const size_t end = generated.find("\n};\n", begin);
-  const EmbeddedFile* rope = find_template("ropejit/rope.cuh");
-  if (begin == std::string::npos || end == std::string::npos || !rope)
+  if (begin == std::string::npos || end == std::string::npos)
     throw Error(Status::internal, "emit_standalone: the generated source has no Traits struct");
   const std::string traits = generated.substr(begin, end + 4 - begin);
-  std::string out;
-  std::istringstream lines{std::string(rope->text)};
-  std::string line;
-  while (std::getline(lines, line))  // rope.cuh's own includes first: Traits names their types
-    if (line.rfind("#include \"ropejit/", 0) == 0) out += line + "\n";
+  std::string out = "#include \"ropejit/numeric.cuh\"\n#include \"ropejit/params.cuh\"\n";
   out += "\nnamespace {\n\n// This spec's compile-time facts: every `Traits::k...` below reads one.\n" + traits +
          "\n}  // namespace\n\n";
   return out + generated.substr(0, begin) + generated.substr(end + 4);

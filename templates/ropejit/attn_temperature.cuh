@@ -2,7 +2,8 @@
 // Op attn_temperature (Llama 4's NoPE layers, HF modeling_llama4.py): every q element of a token
 // at position p times log1p(floor((p + 1) / floor_scale)) * attn_scale + 1, in place. Each
 // thread takes one kVec vector of kHeadsPerThread q heads of one token.
-#include "ropejit/rope.cuh"
+#include "ropejit/rows.cuh"
+#include "ropejit/shape.cuh"
 
 namespace ropejit {
 
@@ -25,10 +26,7 @@ template <class T>
 __device__ __forceinline__ void attn_temperature_kernel(const KernelParams& p) {
   constexpr WorkShape W = attn_temperature_shape<T>();
   typedef typename T::Storage::raw raw;
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  wait_for_previous_grid();
   const i64 items = work_items(W, p.num_tokens);
   const i64 stride = (i64)gridDim.x * blockDim.x;
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {

@@ -131,10 +131,7 @@ template <class T>
 __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const float* inv_to, const float* inv_to_long,
                                                 const float* inv_from, const float* inv_from_long) {
   constexpr WorkShape W = rerotate_shape<T>();
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;");
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  wait_for_previous_grid();
   const i64 items = work_items(W, p.num_tokens);
   const i64 stride = (i64)gridDim.x * blockDim.x;
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
