@@ -41,6 +41,8 @@ class Kernel:
         self.spec = spec
         self._device = "cuda" if runtime.backend == "cuda" else "cpu"
         self._device_id = runtime.device
+        # The spec's fields with their dim symbols (no sizes): which arrays say the token count.
+        self._fields = launch_fields(spec, 0, 0, 0, "int32", 0, 0)
 
     @property
     def backend(self) -> str:
@@ -87,7 +89,7 @@ class Kernel:
         blocks = views["block_tables"].shape[1] if "block_tables" in views and len(views["block_tables"].shape) == 2 else 0
         fields = launch_fields(self.spec, tokens, batch, max_seq, positions_type, cache_pages, blocks)
 
-        out = self._allocate_outputs(fields, given, views)
+        self._allocate_outputs(fields, given, views)  # allocated outputs join `given`
         args: Dict[str, Any] = {"num_tokens": tokens, "positions_type": positions_type}
         for field in fields:
             name = field["name"]
@@ -107,14 +109,14 @@ class Kernel:
             args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
         self._kernel.launch(args, self._stream(stream, views))
-        return self._results(given, out)
+        return self._results(given, fields)
 
     # ---------------------------------------------------------------- helpers
 
     def _tokens(self, views: Dict[str, ArrayView], num_tokens: Optional[int]) -> int:
         """The number of tokens (op rerotate: keys): the first dim of the first given array the
         spec shapes [T, ...] (launch_fields order: q or qkv before positions), else num_tokens."""
-        fields = launch_fields(self.spec, 0, 0, 0, "int32", 0, 0)
+        fields = self._fields
         token_fields = [f["name"] for f in fields if f["use"] != "unused" and f["dims"][:1] == ["T"]]
         for name in token_fields:
             if name in views and views[name].shape:
@@ -203,10 +205,10 @@ class Kernel:
             return torch.cuda.current_stream(self._device_id).cuda_stream
         return 0
 
-    def _results(self, given: Dict[str, Any], allocated: Dict[str, Any]) -> Tuple[Any, ...]:
+    @staticmethod
+    def _results(given: Dict[str, Any], fields: List[Dict[str, Any]]) -> Tuple[Any, ...]:
         """Every array the launch writes, in launch_fields order: (q, k[, v]), qkv, (q_out, k_out[,
         v_out]), (q, k_cache, v_cache), (k_cache,) ..."""
-        fields = launch_fields(self.spec, 0, 0, 0, "int32", 0, 0)
         return tuple(given.get(f["name"]) for f in fields if f["written"] and f["use"] != "unused")
 
 
