@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "backends/host/fiber_context.h"  // private: forces the ucontext fallback switch, under test
 #include "backends/host/host_jit.h"  // private: HostModule and its cooperative launcher, under test
 #include "ropejit/compile.h"
 #include "ropejit/error.h"
@@ -369,8 +370,32 @@ TEST(HostCooperative, ManyBlocksOverWorkerThreads) {
   // over several CPU workers.
   const double ms = check_warp_ops(dims_of(128, 1, 1, 100, 3, 1), rng);
   std::printf("[host_cooperative] 38400 threads x 39.5 collectives: %.1f ms (%.0f ns per thread "
-              "and collective, %u CPU threads)\n",
-              ms, ms * 1e6 / (38400.0 * 39.5), std::max(1u, std::thread::hardware_concurrency()));
+              "and collective, %u CPU threads, %s switch)\n",
+              ms, ms * 1e6 / (38400.0 * 39.5), std::max(1u, std::thread::hardware_concurrency()),
+              fiber_fast_switch() ? "fast" : "ucontext");
+}
+
+/// Runs the enclosing scope's launches with the ucontext switch (the fallback where the fast
+/// switch is missing or unsafe), restoring the default after.
+class UcontextSwitch {
+ public:
+  UcontextSwitch() : previous_(set_fiber_fast_switch(false)) {}
+  ~UcontextSwitch() { set_fiber_fast_switch(previous_); }
+
+ private:
+  bool previous_;
+};
+
+TEST(HostCooperative, UcontextFallbackSwitchGivesTheSameResults) {
+  SKIP_WITHOUT_HOST_BACKEND();
+  UcontextSwitch fallback;
+  ASSERT_FALSE(fiber_fast_switch());
+  auto rng = seeded_rng();
+  check_warp_ops(dims_of(3, 1, 1, 64, 1, 1), rng);
+  check_warp_ops(dims_of(2, 2, 1, 12, 5, 1), rng);
+  const double ms = check_warp_ops(dims_of(16, 1, 1, 100, 3, 1), rng);
+  std::printf("[host_cooperative] ucontext switch: 4800 threads x 39.5 collectives: %.1f ms (%.0f ns "
+              "per thread and collective)\n", ms, ms * 1e6 / (4800.0 * 39.5));
 }
 
 /// Inputs whose sums depend on the order of the additions.
@@ -548,6 +573,15 @@ TEST(HostCooperative, TestKernelsAreValidCudaForSm90) {
   const Binary binary = compile_nvrtc(source, "sm_90");
   EXPECT_FALSE(binary.image.empty());
   EXPECT_EQ(binary.log.find("warning"), std::string::npos) << binary.log;
+}
+
+TEST(HostCooperative, UcontextFallbackReportsDeadlocksAndStaysUsable) {
+  SKIP_WITHOUT_HOST_BACKEND();
+  UcontextSwitch fallback;
+  expect_launch_error("half_warp_at_barrier", dims_of(2, 1, 1, 32, 1, 1), Status::backend_error,
+                      {"deadlock in block (0,0,0)", "__syncthreads: thread(s) 16-31 wait"});
+  auto rng = seeded_rng();
+  check_warp_ops(dims_of(2, 1, 1, 32, 1, 1), rng);  // the abandoned fibers' stacks are reused
 }
 
 }  // namespace

@@ -52,6 +52,8 @@ struct CodegenOp {
   void (*traits)(const Plan& plan, SourceText& out);
   /// Its baked tables; returns the kernel call's arguments after `p`.
   std::string (*tables)(const Plan& plan, SourceText& out);
+  /// Its block-shared cos/sin (angles.cuh); null: none.
+  SharedAngleShape (*shared_angles)(const Plan& plan) = nullptr;
 };
 
 /// The row of `op`.

@@ -94,15 +94,17 @@ Config default_config(const Spec& spec) {
   // Reuse each sin/cos over a few heads, keeping enough threads for short batches.
   const int heads = total_heads(spec);
   c.heads_per_thread = heads >= 16 ? 4 : (heads >= 4 ? 2 : 1);
-  // A QK-norm head's lanes reduce in warp shuffles, each lane with its own angles, which it
-  // reuses across its heads as above; the norm's work per element makes the angles' share
-  // smaller only over more heads, so from 8 heads on a thread takes 4 (Gemma 4's 12 heads of
-  // 32 lanes: 3 head groups, 96 threads per row). A head wider than a warp is owned whole by
-  // one thread (WorkShape::whole_heads): one head keeps its norm pass and lanes in registers
-  // (4 spill at the 64-register cap).
+  // A QK-norm head's lanes reduce in warp shuffles; the per-item work around the heads loop
+  // (row lookup, the block's shared angles, the norm's setup) weighs more than without a norm,
+  // so from 8 heads on a thread takes 4, and below 16 heads half of them: two head groups per
+  // row (Gemma 4's 12 heads of 32 lanes: 6 heads, 47% of the H100 memory time in the static
+  // model; 4 heads spill 16 bytes on sm_80 at the 64-register cap). A head wider than a warp is
+  // owned whole by one thread (WorkShape::whole_heads): one head keeps its norm pass and lanes
+  // in registers (4 spill at the 64-register cap).
   if (spec.qk_norm.enabled) {
     if (work_shape(spec, c).whole_heads) c.heads_per_thread = 1;
-    else if (heads >= 8) c.heads_per_thread = 4;
+    else if (heads >= 16) c.heads_per_thread = 4;
+    else if (heads >= 8) c.heads_per_thread = (heads + 1) / 2;
   }
   return c;
 }

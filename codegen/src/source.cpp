@@ -78,12 +78,18 @@ std::string rope_tables(const Plan& plan, SourceText& out) {
   return fmt::format("kInvFreq, {}", has_long ? "kInvFreqLong" : "kInvFreq");
 }
 
+SharedAngleShape rope_shared_angles(const Plan& plan) {
+  const Config& c = plan.config;
+  return shared_angle_shape(rope_work_shape(plan.spec, c), plan.freqs.rotated_pairs, c.block_threads,
+                            c.sincos == SinCosMode::table);
+}
+
 }  // namespace
 
 extern const CodegenOp kCodegenOp_rope = {
     OpKind::rope, "rope",
     [](const Spec& spec) { return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec)); },
-    rope_work_shape, rope_traits, rope_tables};
+    rope_work_shape, rope_traits, rope_tables, rope_shared_angles};
 
 #define ROPEJIT_CODEGEN_OP_DECLARE(name) extern const CodegenOp kCodegenOp_##name;
 ROPEJIT_OPS(ROPEJIT_CODEGEN_OP_DECLARE)
@@ -148,6 +154,11 @@ Plan make_plan(const Spec& spec, const Config& config) {
   return plan;
 }
 
+SharedAngleShape shared_angles(const Plan& plan) {
+  const CodegenOp& op = codegen_op(plan.spec.op);
+  return op.shared_angles ? op.shared_angles(plan) : SharedAngleShape{};
+}
+
 Source generate_source(const Plan& plan) {
   const Spec& s = plan.spec;
   const Config& c = plan.config;
@@ -195,6 +206,7 @@ Source generate_source(const Plan& plan) {
   op.traits(plan, text);
   line("int", "kVec", c.vec);
   line("int", "kHeadsPerThread", c.heads_per_thread);
+  line("int", "kBlockThreads", c.block_threads);  // angles.cuh: rows one block pass covers
   line("bool", "kTableSinCos", c.sincos == SinCosMode::table);
   t += "};\n\n";
   const std::string table_args = op.tables(plan, text);

@@ -9,6 +9,7 @@
 
 #include "ropejit/compile.h"
 #include "ropejit/error.h"
+#include "ropejit/source.h"
 
 namespace ropejit {
 
@@ -87,16 +88,18 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   // as often) - one weight for all inner loops.
   const WorkShape shape = work_shape(spec, config);
   const int trips = config.heads_per_thread * (shape.whole_heads ? shape.rot_lanes + shape.tail_lanes : 1);
+  const SharedAngleShape shared = shared_angles(make_plan(spec, config));
+  const int angle_trips = shared.enabled ? shared.units_per_thread : 1;
   std::optional<std::string> tool;
   if (!binary.is_ptx && want != StatsSource::ptx) tool = find_disassembler();
   if (binary.is_ptx) {
     s.source = "ptx";
     s.disassembler = "the binary is PTX";
-    s.counts = count_ptx(binary.image, trips);
+    s.counts = count_ptx(binary.image, trips, angle_trips);
   } else if (tool) {
     s.source = "sass";
     s.disassembler = *tool;
-    s.counts = count_sass(disassemble(*tool, binary.image), trips);
+    s.counts = count_sass(disassemble(*tool, binary.image), trips, angle_trips);
   } else if (want == StatsSource::sass) {
     throw Error(Status::invalid_argument,
                 "no SASS disassembler: no nvdisasm or cuobjdump in ROPEJIT_NVDISASM, PATH, $CUDA_HOME/bin or "
@@ -106,7 +109,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
     s.disassembler = want == StatsSource::ptx ? "PTX asked for"
                                               : "no nvdisasm or cuobjdump found (ROPEJIT_NVDISASM, PATH, "
                                                 "$CUDA_HOME/bin, configured prefix)";
-    s.counts = count_ptx(compile_nvrtc(source, binary.arch, /*ptx=*/true).image, trips);
+    s.counts = count_ptx(compile_nvrtc(source, binary.arch, /*ptx=*/true).image, trips, angle_trips);
   }
 
   // Per token row: threads (work items), and the 16-byte vectors of q/k/v read (each is also written).

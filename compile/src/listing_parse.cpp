@@ -293,18 +293,33 @@ Listing read_ptx(std::string_view text) {
 
 // --- counting -----------------------------------------------------------------------------
 
-// Per-item weight of each instruction: loops nested in the outermost one (the grid-stride
-// loop) are taken to be the heads loop, run `trips` times per item.
-std::vector<int> item_weights(const Listing& l, int trips) {
+bool is_qkv_access(const Instr& in) {
+  return in.mem == Mem::data_load || in.mem == Mem::data_store || in.mem == Mem::generic_load ||
+         in.mem == Mem::generic_store;
+}
+
+// Per-item weight of each instruction: loops nested in the outermost one (the grid-stride loop)
+// are taken to be the heads loop, run `trips` times per item, except a loop that fills shared
+// memory without touching q/k/v (the block's shared angles, angles.cuh): `angle_trips` times.
+std::vector<int> item_weights(const Listing& l, int trips, int angle_trips) {
   std::vector<int> depth(l.code.size(), 0);
+  std::vector<bool> in_angle_loop(l.code.size(), false);
   for (size_t i = 0; i < l.code.size(); ++i) {
     if (l.code[i].target.empty()) continue;
     const auto it = l.labels.find(l.code[i].target);
     if (it == l.labels.end() || it->second >= i) continue;  // forward, or the self-branch trap
-    for (size_t k = it->second; k <= i; ++k) ++depth[k];
+    bool shared = false, qkv = false;
+    for (size_t k = it->second; k <= i; ++k) {
+      ++depth[k];
+      shared = shared || l.code[k].mem == Mem::shared;
+      qkv = qkv || is_qkv_access(l.code[k]);
+    }
+    if (shared && !qkv)
+      for (size_t k = it->second; k <= i; ++k) in_angle_loop[k] = true;
   }
   std::vector<int> w(l.code.size());
-  for (size_t k = 0; k < w.size(); ++k) w[k] = depth[k] >= 2 ? std::max(1, trips) : 1;
+  for (size_t k = 0; k < w.size(); ++k)
+    w[k] = depth[k] < 2 ? 1 : std::max(1, in_angle_loop[k] ? angle_trips : trips);
   return w;
 }
 
@@ -338,9 +353,9 @@ void loads_in_flight(const Listing& l, InstrCounts& c) {
   }
 }
 
-InstrCounts count(const Listing& l, int trips) {
+InstrCounts count(const Listing& l, int trips, int angle_trips) {
   InstrCounts c;
-  const std::vector<int> w = item_weights(l, trips);
+  const std::vector<int> w = item_weights(l, trips, angle_trips);
   for (size_t i = 0; i < l.code.size(); ++i) {
     const Instr& in = l.code[i];
     if (in.padding || is_self_branch(l, i)) continue;
@@ -370,12 +385,12 @@ InstrCounts count(const Listing& l, int trips) {
 
 }  // namespace
 
-InstrCounts count_sass(std::string_view listing, int inner_loop_trips) {
-  return count(read_sass(listing), inner_loop_trips);
+InstrCounts count_sass(std::string_view listing, int inner_loop_trips, int angle_loop_trips) {
+  return count(read_sass(listing), inner_loop_trips, angle_loop_trips);
 }
 
-InstrCounts count_ptx(std::string_view ptx, int inner_loop_trips) {
-  return count(read_ptx(ptx), inner_loop_trips);
+InstrCounts count_ptx(std::string_view ptx, int inner_loop_trips, int angle_loop_trips) {
+  return count(read_ptx(ptx), inner_loop_trips, angle_loop_trips);
 }
 
 }  // namespace ropejit

@@ -6,134 +6,19 @@
 // Work decomposition: one "row" is a token (token-major output) or a (sequence, slot) of the
 // padded output. Per row, heads [0, Hq) are q, [Hq, Hq+Hkv) are k, then Hkv v heads when v is
 // copied. A thread owns one lane of a head row and heads_per_thread heads spaced by the
-// head-group count, so sin/cos is computed once and reused across its heads.
+// head-group count, so sin/cos is computed once and reused across its heads; with several head
+// groups a row's sin/cos is computed once per block and shared by all of them (angles.cuh).
 // Lanes [0, rot_lanes) rotate pairs; lanes past that copy the pass-through tail [d, D). The
 // numbers come from shape.cuh, which the host reads too. A QK-norm's head lanes add their sums
 // of squares in warp shuffles (process_lane_norm), or one thread owns whole heads when a head
 // needs more than a warp's lanes (WorkShape::whole_heads).
+#include "ropejit/angles.cuh"
 #include "ropejit/numeric.cuh"
 #include "ropejit/params.cuh"
 #include "ropejit/rows.cuh"
 #include "ropejit/shape.cuh"
-#include "ropejit/sincos.cuh"
 
 namespace ropejit {
-
-// The work decomposition of Traits T: the function the host's work_shape() calls (shape.cuh).
-// A function, not a static member: device code may not odr-use a host variable.
-template <class T>
-ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
-  return make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
-                         T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm, T::kVec,
-                         T::kHeadsPerThread, T::kQkNorm);
-}
-
-// inv_freq of pair i for this launch: baked, LongRoPE's long table, or dynamic NTK's run-time
-// base as HF computes it. Generic over the rope type's flags so a re-rotation's old parameters
-// (rerotate.cuh) take the same path.
-template <int kRotaryDim, bool kDynamic, bool kLongrope>
-__device__ __forceinline__ float select_inv_freq(int use_dynamic_base, double dynamic_log2_base, int use_long_table,
-                                                 const float* inv_freq, const float* inv_freq_long, int pair) {
-  if constexpr (kDynamic) {
-    if (use_dynamic_base) {
-      // HF: float32 pow of the float32 base b'. exp2 in double of the host's log2(b') rounds to
-      // the correctly rounded float32 power (what the reference and the generator bake), at a
-      // fraction of pow's registers.
-      const float exponent = (float)(2 * pair) / (float)kRotaryDim;
-      const float power = (float)exp2((double)exponent * dynamic_log2_base);
-      return 1.0f / power;
-    }
-  }
-  if constexpr (kLongrope) {
-    if (use_long_table) return __ldg(inv_freq_long + pair);
-  }
-  return __ldg(inv_freq + pair);
-}
-
-template <class T>
-__device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
-                                               const float* inv_freq_long, int pair) {
-  return select_inv_freq<T::kRotaryDim, T::kRopeDynamic, T::kRopeLongrope>(
-      p.use_dynamic_base, p.dynamic_log2_base, p.use_long_table, inv_freq, inv_freq_long, pair);
-}
-
-// s for this launch: LongRoPE's long table may have its own (PhiMoE's long_mscale).
-template <class T>
-__device__ __forceinline__ float attention_factor(const KernelParams& p) {
-  if constexpr (T::kRopeLongrope) return p.use_long_table ? T::kAttentionFactorLong : T::kAttentionFactor;
-  else return T::kAttentionFactor;
-}
-
-// fp32: HF's float32 product; exact: the product of the same float32 values in double.
-template <class T>
-__device__ __forceinline__ double pair_angle(i64 position, float inv) {
-  if constexpr (T::kAngleExact) return (double)position * (double)inv;
-  else return (double)__fmul_rn((float)position, inv);
-}
-
-template <class T>
-__device__ __forceinline__ void pair_angles(const KernelParams& p, const float* inv_freq,
-                                            const float* inv_freq_long, const RowRef& ref,
-                                            int first_pair,
-                                            float (&cos_out)[rope_shape<T>().pairs_per_lane],
-                                            float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
-  constexpr WorkShape W = rope_shape<T>();
-  if constexpr (T::kTableSinCos && !T::kPositionsMrope) {  // one table row serves every pair
-    if (ref.position >= 0 && ref.position < p.cos_sin_table_rows) {  // else computed, as below
-      const float* row = p.cos_sin_table + ref.position * (i64)T::kRotaryDim;
-#pragma unroll
-      for (int i = 0; i < W.pairs_per_lane; ++i) {
-        cos_out[i] = __ldg(row + first_pair + i);
-        sin_out[i] = __ldg(row + W.half + first_pair + i);
-      }
-      return;
-    }
-  }
-  // A position the launch's seq_len does not cover would silently take the wrong table (the
-  // host backend refuses it before launching; device arrays are not read): NaN angles instead.
-  bool covered = true;
-  if constexpr (T::kRopeDynamic || T::kRopeLongrope) covered = ref.position < p.seq_len;
-#pragma unroll
-  for (int i = 0; i < W.pairs_per_lane; ++i) {
-    const int pair = first_pair + i;
-    const i64 position = pair_position<T>(ref, pair);  // mrope: the pair's own stream
-    if constexpr (T::kTableSinCos && T::kPositionsMrope) {  // a table row per pair
-      if (position >= 0 && position < p.cos_sin_table_rows) {
-        const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
-        cos_out[i] = __ldg(row + pair);
-        sin_out[i] = __ldg(row + W.half + pair);
-        continue;
-      }
-    }
-    const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
-    cos_out[i] = covered ? sc.cos * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
-    sin_out[i] = covered ? sc.sin * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
-  }
-}
-
-// (a, b) rotated by the angle whose cos and sin (times the attention factor) are c and s:
-// (a c - b s, b c + a s), with the FMAs placed as every lane map places them.
-__device__ __forceinline__ void rotate_in_place(float& a, float& b, float c, float s) {
-  const float x = a, y = b;
-  a = fmaf(x, c, -y * s);
-  b = fmaf(y, c, x * s);
-}
-
-// Whether pair i of a lane whose pairs start at `first_pair` rotates. Pairs from kRotatedPairs on
-// have inv_freq 0 (proportional) and keep their bits, which a rotation by cos 1, sin 0 would not
-// (-0 + 0 is +0). One test per lane unless kRotatedPairs falls inside a lane's pairs.
-template <class T, int kPairsPerLane>
-__device__ __forceinline__ bool pair_rotates(int first_pair, int i) {
-  if constexpr (T::kRotatedPairs >= T::kRotaryDim / 2) return true;
-  else if constexpr (T::kRotatedPairs % kPairsPerLane == 0) return first_pair < T::kRotatedPairs;
-  else return first_pair + i < T::kRotatedPairs;
-}
-
-// Rotating lanes whose pairs include one with a frequency: the others need no angles.
-template <class T>
-ROPEJIT_HOST_DEVICE constexpr int angle_lanes(WorkShape w) {
-  return T::kRotatedPairs >= w.half ? w.rot_lanes : (T::kRotatedPairs + w.pairs_per_lane - 1) / w.pairs_per_lane;
-}
 
 template <class T>
 __device__ __forceinline__ void add_bias(const void* bias, int element, float (&v)[T::kVec]) {
@@ -456,11 +341,71 @@ __device__ __forceinline__ bool owned_head(int group, int k, int& head) {
   return true;
 }
 
+// The heads `group + k * head_groups` this thread owns in one row, each lane processed with the
+// lane's angles.
+// With `shared_row` (the row's block-shared angles) each head reads the lane's cos/sin there,
+// so they need no registers across the heads; otherwise it takes cos_v/sin_v.
+template <class T>
+__device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& ref, int group, int lane,
+                                           const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                           const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                           const SharedAngleRows<T>* shared, int shared_row) {
+  const HeadNorm no_norm{1.0f, nullptr, false};
+  // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
+  // compile time, while the stores below already order the heads. A QK-norm head's lanes
+  // share its group, so they take the same heads and meet at the same shuffles.
+#pragma unroll 1
+  for (int k = 0; k < T::kHeadsPerThread; ++k) {
+    int head;
+    if (!owned_head<T>(group, k, head)) break;
+    const HeadIo<T> io = head_io<T>(p, ref, head);
+    float c[rope_shape<T>().pairs_per_lane], s[rope_shape<T>().pairs_per_lane];
+#pragma unroll
+    for (int i = 0; i < rope_shape<T>().pairs_per_lane; ++i) c[i] = cos_v[i], s[i] = sin_v[i];
+    if (shared && head < rope_shape<T>().rot_heads) read_shared_angles<T>(*shared, shared_row, lane, c, s);
+    if constexpr (T::kQkNorm) process_lane_norm<T>(p, io, lane, c, s);
+    else process_lane<T>(io, no_norm, lane, c, s);
+  }
+}
+
+// The block-shared angles' kernel loop (shared_angles.cuh): every thread of a block takes every
+// pass (its barriers), items past the end skip the work.
+template <class T>
+__device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p, const float* inv_freq,
+                                                          const float* inv_freq_long) {
+  constexpr SharedAngleShape A = shared_angles<T>();
+  constexpr WorkShape W = rope_shape<T>();
+  __shared__ SharedAngleRows<T> angles;
+  const i64 rows = launch_rows<T>(p);
+  const i64 items = work_items(W, rows);
+  const i64 stride = (i64)gridDim.x * T::kBlockThreads;
+  bool first_pass = true;
+  for (i64 base = (i64)blockIdx.x * T::kBlockThreads; base < items; base += stride) {
+    if (!first_pass) __syncthreads();  // the last pass's readers are done with `angles`
+    first_pass = false;
+    const i64 first_row = base / A.items_per_row;
+    const i64 end_item = base + T::kBlockThreads < items ? base + T::kBlockThreads : items;
+    compute_shared_angles<T>(p, inv_freq, inv_freq_long, first_row, (end_item - 1) / A.items_per_row, angles);
+    __syncthreads();
+    const i64 item = base + threadIdx.x;
+    if (item >= items) continue;
+    const WorkItem at = decode_item(W, item);
+    const RowRef ref = locate_row<T>(p, at.row);
+    float unused[W.pairs_per_lane];
+    const bool angles_needed = at.lane < angle_lanes<T>(W) && has_token<T>(ref);
+    rope_heads<T>(p, ref, at.group, at.lane, unused, unused, angles_needed ? &angles : nullptr, (int)(at.row - first_row));
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* inv_freq,
                                             const float* inv_freq_long) {
   constexpr WorkShape W = rope_shape<T>();
   wait_for_previous_grid();
+  if constexpr (shared_angles<T>().enabled) {
+    rope_kernel_shared_angles<T>(p, inv_freq, inv_freq_long);
+    return;
+  }
   const i64 items = work_items(W, launch_rows<T>(p));
   const i64 stride = (i64)gridDim.x * blockDim.x;
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
@@ -497,21 +442,9 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
         }
       }
     } else {
-      const int lane = at.lane;
-      if (lane < angle_lanes<T>(W) && angles_needed)
-        pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
-      const HeadNorm no_norm{1.0f, nullptr, false};
-      // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
-      // compile time, while the stores below already order the heads. A QK-norm head's lanes
-      // share its group, so they take the same heads and meet at the same shuffles.
-#pragma unroll 1
-      for (int k = 0; k < T::kHeadsPerThread; ++k) {
-        int head;
-        if (!owned_head<T>(group, k, head)) break;
-        const HeadIo<T> io = head_io<T>(p, ref, head);
-        if constexpr (T::kQkNorm) process_lane_norm<T>(p, io, lane, cos_v, sin_v);
-        else process_lane<T>(io, no_norm, lane, cos_v, sin_v);
-      }
+      if (at.lane < angle_lanes<T>(W) && angles_needed)
+        pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, cos_v, sin_v);
+      rope_heads<T>(p, ref, group, at.lane, cos_v, sin_v, nullptr, 0);
     }
   }
 }

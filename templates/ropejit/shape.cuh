@@ -81,6 +81,41 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   return w;
 }
 
+/// Rotating lanes whose pairs include one with a frequency (pairs from rotated_pairs on have
+/// inv_freq 0, proportional RoPE): the others need no angles.
+ROPEJIT_HOST_DEVICE constexpr int angle_lanes(WorkShape w, int rotated_pairs) {
+  return rotated_pairs >= w.half ? w.rot_lanes : (rotated_pairs + w.pairs_per_lane - 1) / w.pairs_per_lane;
+}
+
+/// Most shared-memory bytes the cos/sin of one block pass may take (angles.cuh).
+constexpr int kMaxSharedAngleBytes = 16 << 10;
+
+/// How one block pass shares the cos/sin of its rows (angles.cuh): a block's consecutive items
+/// cover at most max_rows rows, whose `pairs` angles its threads compute, units_per_thread
+/// (row, pair) units each.
+struct SharedAngleShape {
+  bool enabled = false;  ///< several head groups per row would otherwise compute the same angles
+  int items_per_row = 0;
+  int max_rows = 0;
+  int pairs = 0;  ///< pairs with a frequency, rounded up to whole lanes
+  int units_per_thread = 0;
+};
+
+/// The sharing of kernel `w` at `block_threads` threads; none with a cos/sin table (one load per
+/// pair already), for a whole-head QK-norm thread (it walks every lane itself), or past the
+/// shared-memory budget.
+ROPEJIT_HOST_DEVICE constexpr SharedAngleShape shared_angle_shape(WorkShape w, int rotated_pairs, int block_threads,
+                                                                  bool table_sincos) {
+  SharedAngleShape a;
+  a.items_per_row = w.head_groups * w.lanes;
+  a.max_rows = (block_threads - 1) / a.items_per_row + 2;  // a pass may start mid-row
+  a.pairs = angle_lanes(w, rotated_pairs) * w.pairs_per_lane;
+  a.units_per_thread = (a.max_rows * a.pairs + block_threads - 1) / block_threads;
+  a.enabled = w.head_groups > 1 && !w.whole_heads && !table_sincos && a.pairs > 0 &&
+              a.max_rows * a.pairs * 2 * 4 <= kMaxSharedAngleBytes;
+  return a;
+}
+
 /// Work items of a launch over `rows` rows: item = (row * head_groups + group) * lanes + lane.
 ROPEJIT_HOST_DEVICE constexpr long long work_items(WorkShape w, long long rows) {
   return rows * w.head_groups * w.lanes;

@@ -79,6 +79,9 @@ SearchSpace search_space(const Spec& spec) {
     if (reason.empty()) space.configs.push_back(c);
     else space.pruned.push_back({c, std::move(reason)});
   }
+  // The heuristic may pick a value the tunables' lists lack (Gemma 4's 6 heads per thread).
+  if (std::find(space.configs.begin(), space.configs.end(), fallback) == space.configs.end())
+    space.configs.push_back(fallback);
   return space;
 }
 

@@ -24,6 +24,10 @@ struct Plan {
 /// the frequency tables.
 Plan make_plan(const Spec& spec, const Config& config);
 
+/// How one block of the plan's kernel shares its rows' cos/sin (shape.cuh shared_angle_shape);
+/// not enabled for ops whose kernel computes them per item.
+SharedAngleShape shared_angles(const Plan& plan);
+
 /// Generated CUDA text: includes of embedded templates, constexpr lines, baked tables and
 /// one `extern "C" __global__` entry named `entry`. Deterministic for a given Plan.
 struct Source {

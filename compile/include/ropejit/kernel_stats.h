@@ -47,11 +47,13 @@ struct InstrCounts {
 };
 
 /// Counts a SASS listing (`nvdisasm -c` or `cuobjdump -sass`). Instructions inside loops
-/// nested in the outermost (grid-stride) loop weigh `inner_loop_trips` in the per-item figures.
-InstrCounts count_sass(std::string_view listing, int inner_loop_trips = 1);
+/// nested in the outermost (grid-stride) loop weigh `inner_loop_trips` in the per-item figures,
+/// except in a nested loop that fills shared memory without q/k/v accesses (a block's shared
+/// angles): `angle_loop_trips`.
+InstrCounts count_sass(std::string_view listing, int inner_loop_trips = 1, int angle_loop_trips = 1);
 
 /// Counts a PTX listing the same way (instruction counts are PTX, not machine instructions).
-InstrCounts count_ptx(std::string_view ptx, int inner_loop_trips = 1);
+InstrCounts count_ptx(std::string_view ptx, int inner_loop_trips = 1, int angle_loop_trips = 1);
 
 /// Per-SM limits of one compute capability, the inputs of theoretical occupancy.
 struct ArchLimits {

@@ -1,12 +1,13 @@
-// Cooperative host launches: a block's threads run as ucontext fibers on one OS thread and
+// Cooperative host launches: a block's threads run as fibers on one OS thread and
 // switch only at collectives. A collective is resolved when no fiber can run any more; if
 // nothing then completes, the block is deadlocked and the launch fails instead of hanging.
 // Called from JIT'd code built with -fno-exceptions: nothing here throws across that code.
 #include "backends/host/cooperative.h"
 
+#include "backends/host/fiber_context.h"
+
 #include <fmt/format.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -44,7 +45,7 @@ const char* collective_name(Collective c) {
 
 /// One CUDA thread of the block in flight and what it waits at.
 struct Fiber {
-  ucontext_t context;
+  FiberContext context;
   Wait wait = Wait::runnable;
   Collective kind = Collective::syncwarp;
   unsigned mask = 0;
@@ -90,7 +91,7 @@ struct BlockRun {
   unsigned dims[12] = {};  // gridDim, blockDim, blockIdx, then threadIdx filled per fiber
   unsigned threads = 0;
   std::vector<Fiber> fibers;
-  ucontext_t scheduler;
+  FiberContext scheduler;
   unsigned current = 0;
   std::optional<Error> error;
 };
@@ -130,8 +131,9 @@ unsigned lanes_in_warp(const BlockRun& run, unsigned warp) {
 
 unsigned warp_bits(unsigned lanes) { return lanes >= kWarpSize ? ~0u : (1u << lanes) - 1u; }
 
-void fiber_main() {
+[[noreturn]] void fiber_main() {
   BlockRun& run = *tls_run;
+  fiber_started(run.scheduler);
   const unsigned index = run.current;
   unsigned dims[12];
   std::copy(run.dims, run.dims + 9, dims);
@@ -140,7 +142,9 @@ void fiber_main() {
   dims[11] = index / (run.dims[3] * run.dims[4]);
   run.thread_fn(run.params, dims);
   run.fibers[index].wait = Wait::done;
-}  // returns to uc_link: the scheduler
+  fiber_switch(run.fibers[index].context, run.scheduler, /*from_ends=*/true);
+  __builtin_unreachable();  // the scheduler never resumes a finished fiber
+}
 
 /// Records the caller's misuse and never resumes it (its frames are abandoned, not unwound).
 void fail_in_fiber(BlockRun& run, Fiber& fiber, Status status, const std::string& message) {
@@ -187,7 +191,7 @@ unsigned long long park(Wait wait, Collective kind, unsigned mask, unsigned long
   fiber.operand = operand;
   fiber.width = width;
   if (wait == Wait::warp) arrival_is_valid(*run, fiber, collective_name(kind));
-  swapcontext(&fiber.context, &run->scheduler);
+  fiber_switch(fiber.context, run->scheduler);
   return fiber.result;
 }
 
@@ -337,18 +341,14 @@ bool run_block(BlockRun& run, unsigned long long block) {
       return false;
     }
     f.wait = Wait::runnable;
-    getcontext(&f.context);
-    f.context.uc_stack.ss_sp = stack;
-    f.context.uc_stack.ss_size = kFiberStackBytes;
-    f.context.uc_link = &run.scheduler;
-    makecontext(&f.context, fiber_main, 0);
+    fiber_prepare(f.context, stack, kFiberStackBytes, fiber_main);
   }
   for (;;) {
     bool all_done = true;
     for (unsigned i = 0; i < run.threads; ++i) {
       if (run.fibers[i].wait == Wait::runnable) {
         run.current = i;
-        swapcontext(&run.scheduler, &run.fibers[i].context);
+        fiber_switch(run.scheduler, run.fibers[i].context);
         if (run.error) return false;
       }
       all_done = all_done && run.fibers[i].wait == Wait::done;

@@ -1,0 +1,195 @@
+#pragma once
+// The angle of each rotated pair and its cos/sin (docs/rope-math.md §5-6): per work item, or
+// computed once per block and shared by every head of a row. The RoPE kernel (rope.cuh) and the
+// re-rotation (rerotate.cuh) take their frequencies here.
+//
+// Shared per block (docs/architecture.md §5): a block's threads take consecutive work items, so
+// one pass of the block covers a short run of rows. Its threads first compute the cos/sin of
+// those rows' pairs into shared memory (one lane's pairs per thread, with pair_angles, so the
+// same bits an item computed itself), wait at a barrier, then each item reads its lane's values
+// instead of evaluating sincos once per head group.
+#include "ropejit/numeric.cuh"
+#include "ropejit/params.cuh"
+#include "ropejit/rows.cuh"
+#include "ropejit/shape.cuh"
+#include "ropejit/sincos.cuh"
+
+namespace ropejit {
+
+// The work decomposition of Traits T: the function the host's work_shape() calls (shape.cuh).
+// A function, not a static member: device code may not odr-use a host variable.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
+  return make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
+                         T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm, T::kVec,
+                         T::kHeadsPerThread, T::kQkNorm);
+}
+
+// inv_freq of pair i for this launch: baked, LongRoPE's long table, or dynamic NTK's run-time
+// base as HF computes it. Generic over the rope type's flags so a re-rotation's old parameters
+// (rerotate.cuh) take the same path.
+template <int kRotaryDim, bool kDynamic, bool kLongrope>
+__device__ __forceinline__ float select_inv_freq(int use_dynamic_base, double dynamic_log2_base, int use_long_table,
+                                                 const float* inv_freq, const float* inv_freq_long, int pair) {
+  if constexpr (kDynamic) {
+    if (use_dynamic_base) {
+      // HF: float32 pow of the float32 base b'. exp2 in double of the host's log2(b') rounds to
+      // the correctly rounded float32 power (what the reference and the generator bake), at a
+      // fraction of pow's registers.
+      const float exponent = (float)(2 * pair) / (float)kRotaryDim;
+      const float power = (float)exp2((double)exponent * dynamic_log2_base);
+      return 1.0f / power;
+    }
+  }
+  if constexpr (kLongrope) {
+    if (use_long_table) return __ldg(inv_freq_long + pair);
+  }
+  return __ldg(inv_freq + pair);
+}
+
+template <class T>
+__device__ __forceinline__ float pair_inv_freq(const KernelParams& p, const float* inv_freq,
+                                               const float* inv_freq_long, int pair) {
+  return select_inv_freq<T::kRotaryDim, T::kRopeDynamic, T::kRopeLongrope>(
+      p.use_dynamic_base, p.dynamic_log2_base, p.use_long_table, inv_freq, inv_freq_long, pair);
+}
+
+// s for this launch: LongRoPE's long table may have its own (PhiMoE's long_mscale).
+template <class T>
+__device__ __forceinline__ float attention_factor(const KernelParams& p) {
+  if constexpr (T::kRopeLongrope) return p.use_long_table ? T::kAttentionFactorLong : T::kAttentionFactor;
+  else return T::kAttentionFactor;
+}
+
+// fp32: HF's float32 product; exact: the product of the same float32 values in double.
+template <class T>
+__device__ __forceinline__ double pair_angle(i64 position, float inv) {
+  if constexpr (T::kAngleExact) return (double)position * (double)inv;
+  else return (double)__fmul_rn((float)position, inv);
+}
+
+// A position the launch's seq_len does not cover would silently take the wrong table (the host
+// backend refuses it before launching; device arrays are not read): NaN angles instead.
+template <class T>
+__device__ __forceinline__ bool position_covered(const KernelParams& p, const RowRef& ref) {
+  if constexpr (T::kRopeDynamic || T::kRopeLongrope) return ref.position < p.seq_len;
+  else return true;
+}
+
+// cos and sin (times the attention factor) of one pair of a row: computed, or from a per-pair
+// table row (mrope with a table).
+template <class T>
+__device__ __forceinline__ void pair_cos_sin(const KernelParams& p, const float* inv_freq, const float* inv_freq_long,
+                                             const RowRef& ref, int pair, float& cos_out, float& sin_out) {
+  const i64 position = pair_position<T>(ref, pair);  // mrope: the pair's own stream
+  if constexpr (T::kTableSinCos && T::kPositionsMrope) {  // a table row per pair
+    if (position >= 0 && position < p.cos_sin_table_rows) {
+      const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
+      cos_out = __ldg(row + pair);
+      sin_out = __ldg(row + T::kRotaryDim / 2 + pair);
+      return;
+    }
+  }
+  const bool covered = position_covered<T>(p, ref);
+  const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
+  cos_out = covered ? sc.cos * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
+  sin_out = covered ? sc.sin * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
+}
+
+template <class T>
+__device__ __forceinline__ void pair_angles(const KernelParams& p, const float* inv_freq,
+                                            const float* inv_freq_long, const RowRef& ref,
+                                            int first_pair,
+                                            float (&cos_out)[rope_shape<T>().pairs_per_lane],
+                                            float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  if constexpr (T::kTableSinCos && !T::kPositionsMrope) {  // one table row serves every pair
+    if (ref.position >= 0 && ref.position < p.cos_sin_table_rows) {  // else computed, as below
+      const float* row = p.cos_sin_table + ref.position * (i64)T::kRotaryDim;
+#pragma unroll
+      for (int i = 0; i < W.pairs_per_lane; ++i) {
+        cos_out[i] = __ldg(row + first_pair + i);
+        sin_out[i] = __ldg(row + W.half + first_pair + i);
+      }
+      return;
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < W.pairs_per_lane; ++i) pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first_pair + i, cos_out[i], sin_out[i]);
+}
+
+// (a, b) rotated by the angle whose cos and sin (times the attention factor) are c and s:
+// (a c - b s, b c + a s), with the FMAs placed as every lane map places them.
+__device__ __forceinline__ void rotate_in_place(float& a, float& b, float c, float s) {
+  const float x = a, y = b;
+  a = fmaf(x, c, -y * s);
+  b = fmaf(y, c, x * s);
+}
+
+// Whether pair i of a lane whose pairs start at `first_pair` rotates. Pairs from kRotatedPairs on
+// have inv_freq 0 (proportional) and keep their bits, which a rotation by cos 1, sin 0 would not
+// (-0 + 0 is +0). One test per lane unless kRotatedPairs falls inside a lane's pairs.
+template <class T, int kPairsPerLane>
+__device__ __forceinline__ bool pair_rotates(int first_pair, int i) {
+  if constexpr (T::kRotatedPairs >= T::kRotaryDim / 2) return true;
+  else if constexpr (T::kRotatedPairs % kPairsPerLane == 0) return first_pair < T::kRotatedPairs;
+  else return first_pair + i < T::kRotatedPairs;
+}
+
+// Rotating lanes whose pairs include one with a frequency: the others need no angles.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int angle_lanes(WorkShape w) {
+  return angle_lanes(w, T::kRotatedPairs);
+}
+
+// The kernel's sharing (shape.cuh shared_angle_shape, which the static report reads too). A
+// function, not a static member, as rope_shape: device code may not odr-use a host variable.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr SharedAngleShape shared_angles() {
+  return shared_angle_shape(rope_shape<T>(), T::kRotatedPairs, T::kBlockThreads, T::kTableSinCos);
+}
+
+// Storage of one pass: cos then sin, [row - first_row][pair].
+template <class T>
+struct alignas(16) SharedAngleRows {
+  float cos[shared_angles<T>().max_rows][shared_angles<T>().pairs];
+  float sin[shared_angles<T>().max_rows][shared_angles<T>().pairs];
+};
+
+// Fills `rows` with the cos/sin of rows [first_row, last_row] (those with a token): each thread
+// takes (row, pair) units threadIdx.x + k * block threads, so every warp computes a few pairs
+// (about rows * pairs / block threads) instead of a lane's pairs per head group. Every thread
+// of the block calls it.
+template <class T>
+__device__ __forceinline__ void compute_shared_angles(const KernelParams& p, const float* inv_freq,
+                                                      const float* inv_freq_long, i64 first_row, i64 last_row,
+                                                      SharedAngleRows<T>& rows) {
+  constexpr SharedAngleShape A = shared_angles<T>();
+  const int units = (int)(last_row - first_row + 1) * A.pairs;
+  // A loop (the static report weights it by units_per_thread): unrolled, the units' sincos chains
+  // interleave and spill at the 64-register cap.
+#pragma unroll 1
+  for (int k = 0; k < A.units_per_thread; ++k) {
+    const int unit = threadIdx.x + k * T::kBlockThreads;
+    if (unit >= units) break;
+    const int row = unit / A.pairs, pair = unit % A.pairs;
+    const RowRef ref = locate_row<T>(p, first_row + row);
+    if (has_token<T>(ref))  // a padding slot: no item of it reads angles
+      pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, pair, rows.cos[row][pair], rows.sin[row][pair]);
+  }
+}
+
+// The lane's cos/sin from the pass's shared rows.
+template <class T>
+__device__ __forceinline__ void read_shared_angles(const SharedAngleRows<T>& rows, int row, int lane,
+                                                   float (&cos_out)[rope_shape<T>().pairs_per_lane],
+                                                   float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
+  constexpr int kPerLane = rope_shape<T>().pairs_per_lane;
+#pragma unroll
+  for (int i = 0; i < kPerLane; ++i) {
+    cos_out[i] = rows.cos[row][lane * kPerLane + i];
+    sin_out[i] = rows.sin[row][lane * kPerLane + i];
+  }
+}
+
+}  // namespace ropejit
