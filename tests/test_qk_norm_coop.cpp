@@ -10,11 +10,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "backends/host/host_jit.h"  // private: HostModule runs each config's kernel on the same inputs
-#include "launch/launch_args.h"  // private: check_launch and bind_buffers give every config the same params
 #include "ropejit/config.h"
 #include "ropejit/source.h"
 #include "support/backends.h"
+#include "support/host_config_run.h"
 #include "support/repo_paths.h"
 #include "support/spec_builder.h"
 #include "workload/workload.h"  // private: make_host_workload, the shared inputs every config runs on
@@ -106,23 +105,7 @@ TEST(QkNormCoop, HeadsPerThreadGivesBitIdenticalOutputs) {
       Config config = default_config(c.spec);
       config.heads_per_thread = heads_per_thread;
       ASSERT_FALSE(config_problem(c.spec, config)) << c.what;
-      const Source source = generate_source(make_plan(c.spec, config));
-      const auto module = HostModule::compile(source.text, source.entry);
-      std::vector<std::string> bytes;
-      std::vector<BufferDesc> descs;
-      std::vector<void*> ptrs;
-      for (const HostBuffer& b : w.buffers) bytes.push_back(b.bytes);
-      for (size_t i = 0; i < w.buffers.size(); ++i) {
-        descs.push_back(w.buffers[i].desc);
-        ptrs.push_back(bytes[i].empty() ? nullptr : bytes[i].data());
-      }
-      const CheckedLaunch launch =
-          check_launch(c.spec, config.vec, bind_buffers(descs, w.shape, ptrs, w.seq_len, w.from_seq_len), true);
-      const LaunchDims dims = launch_dims(c.spec, config, launch.rows, 1);
-      HostLaunchDims host_dims;
-      host_dims.grid_x = dims.grid;
-      host_dims.block_x = dims.block;
-      module->launch(host_dims, launch.params);  // a lane missing at a shuffle throws (deadlock)
+      const std::vector<std::string> bytes = test::run_host_config(c.spec, w, config);
       if (first.empty()) {
         first = bytes;
         first_config = config_name(config);
