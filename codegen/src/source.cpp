@@ -58,12 +58,12 @@ namespace {
 
 // Op rope's row: rope.cuh over q, k (and v) heads; its attention factor(s) baked.
 WorkShape rope_work_shape(const Spec& spec, const Config& c) {
-  const WorkShape w = make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
-                                      spec.layout == Layout::interleaved, spec.io.copy_v,
-                                      spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
-                                      c.heads_per_thread, spec.qk_norm.enabled);
   const bool all_heads = spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all;
-  return all_heads ? all_heads_norm_shape(w, c.heads_per_thread) : w;  // as rope.cuh rope_shape
+  return with_norm_scope(make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
+                                         spec.layout == Layout::interleaved, spec.io.copy_v,
+                                         spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
+                                         c.heads_per_thread, spec.qk_norm.enabled),
+                         all_heads, c.heads_per_thread);  // as rope.cuh rope_shape
 }
 
 void rope_traits(const Plan& plan, SourceText& out) {

@@ -4,7 +4,7 @@
 // v heads are copied as without a norm. Included by rope.cuh, whose rope_kernel calls it.
 //
 // A row's work items are one aligned power-of-2 segment of a warp (shape.cuh
-// all_heads_norm_shape): head_groups x lane slots. A thread owns the heads group + k·head_groups
+// with_norm_scope): head_groups x lane slots. A thread owns the heads group + k·head_groups
 // and the lanes slot + j·lanes of each (lane_vectors: the same vectors as a per-head norm's lane).
 //  1. It sums the squares of its q vectors and of its k vectors (bias added) in a fixed order:
 //     per (lane, head) over vector then element with fmaf, those sums added lane, then head.

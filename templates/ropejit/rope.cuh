@@ -24,10 +24,10 @@ namespace ropejit {
 // A function, not a static member: device code may not odr-use a host variable.
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
-  const WorkShape w = make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
-                                      T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm,
-                                      T::kVec, T::kHeadsPerThread, T::kQkNorm);
-  return T::kQkNormScopeAll ? all_heads_norm_shape(w, T::kHeadsPerThread) : w;
+  return with_norm_scope(make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
+                                         T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm,
+                                         T::kVec, T::kHeadsPerThread, T::kQkNorm),
+                         T::kQkNormScopeAll, T::kHeadsPerThread);
 }
 
 // inv_freq of pair i for this launch: baked, LongRoPE's long table, or dynamic NTK's run-time

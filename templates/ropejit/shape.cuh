@@ -44,7 +44,7 @@ struct WorkShape {
   /// Lanes of one head row in the work items: rot_lanes + tail_lanes; with a QK-norm that
   /// rounded up to a power of 2, its lanes' sums of squares meeting in warp shuffles of that
   /// width (lanes past rot_lanes + tail_lanes hold no vector and add 0), or 1 (whole_heads);
-  /// lane slots of an all-heads norm (all_heads_norm_shape).
+  /// lane slots of an all-heads norm (with_norm_scope).
   int lanes = 0;
   /// QK-norm whose head needs more than a warp's lanes: one thread walks every lane of its heads.
   bool whole_heads = false;
@@ -82,12 +82,14 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   return w;
 }
 
-/// The shape of an all-heads QK-norm (qk_norm.scope "all") from make_work_shape's with a norm:
-/// a row's q heads share one sum of squares and its k heads another, so a row's work items are
-/// one aligned power-of-2 segment of a warp, head_groups x lanes <= 32. `lanes` is then the lane
-/// slots of a head row (a thread walks its lanes slot, slot + lanes, ... below rot_lanes +
-/// tail_lanes), and head_groups about heads / heads_per_thread, fewer where the warp is full.
-ROPEJIT_HOST_DEVICE constexpr WorkShape all_heads_norm_shape(WorkShape w, int heads_per_thread) {
+/// make_work_shape's shape `w` for the QK-norm's scope: unchanged without `all_heads`. An
+/// all-heads norm (qk_norm.scope "all") adds a row's q heads in one sum of squares and its k heads
+/// in another, so a row's work items are one aligned power-of-2 segment of a warp, head_groups x
+/// lanes <= 32. `lanes` is then the lane slots of a head row (a thread walks its lanes slot,
+/// slot + lanes, ... below rot_lanes + tail_lanes), and head_groups about heads /
+/// heads_per_thread, fewer where the warp is full.
+ROPEJIT_HOST_DEVICE constexpr WorkShape with_norm_scope(WorkShape w, bool all_heads, int heads_per_thread) {
+  if (!all_heads) return w;
   const int head_lanes = w.rot_lanes + w.tail_lanes;
   w.whole_heads = false;
   w.lanes = head_lanes >= kWarpLanes ? kWarpLanes : power_of_two_at_least(head_lanes);
