@@ -15,21 +15,28 @@ namespace {
 
 using nlohmann::json;
 
+// `config` imports as specs/<name>.json, with a weighted, unoffset norm of `scope`; with an
+// attention_bias the bias fuses (bias, then norm, then RoPE: HF adds it in the projection).
+void expect_shipped_norm_spec(const json& config, const std::string& name, NormScope scope) {
+  const Spec spec = spec_from_hf(config, HfImportOptions{name, DType::bf16, std::nullopt});
+  EXPECT_TRUE(spec.qk_norm.enabled);
+  EXPECT_EQ(spec.qk_norm.scope, scope);
+  EXPECT_EQ(spec.qk_norm.eps, 1e-6);
+  EXPECT_EQ(spec.qk_norm.weight, NormWeight::per_head);
+  EXPECT_EQ(spec.qk_norm.weight_offset, 0.0);
+  EXPECT_EQ(spec_hash(spec), spec_hash(load_spec_file(test::source_dir() + "/specs/" + name + ".json")));
+  json biased = config;
+  biased["attention_bias"] = true;
+  const Spec fused = spec_from_hf(biased, HfImportOptions{});
+  EXPECT_TRUE(fused.io.qkv_bias);
+  EXPECT_EQ(fused.qk_norm.scope, scope);
+}
+
 TEST(HfImportQkNorm, Qwen3NormsEveryHeadBeforeRope) {
   const json config = json::parse(R"({"model_type": "qwen3", "attention_bias": false, "head_dim": 128,
     "hidden_size": 4096, "max_position_embeddings": 40960, "num_attention_heads": 32,
     "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 1000000})");
-  const Spec spec = spec_from_hf(config, HfImportOptions{"qwen3-8b", DType::bf16, std::nullopt});
-  EXPECT_TRUE(spec.qk_norm.enabled);
-  EXPECT_EQ(spec.qk_norm.eps, 1e-6);
-  EXPECT_EQ(spec.qk_norm.weight, NormWeight::per_head);
-  EXPECT_EQ(spec.qk_norm.weight_offset, 0.0);
-  EXPECT_EQ(spec_hash(spec), spec_hash(load_spec_file(test::source_dir() + "/specs/qwen3-8b.json")));
-
-  // With a bias the norm is in the spec, so the bias fuses (bias, then norm, then RoPE).
-  json biased = config;
-  biased["attention_bias"] = true;
-  EXPECT_TRUE(spec_from_hf(biased, HfImportOptions{}).io.qkv_bias);
+  expect_shipped_norm_spec(config, "qwen3-8b", NormScope::head);
   // A bad eps is named by its config key.
   json bad = config;
   bad["rms_norm_eps"] = -1;
@@ -67,19 +74,7 @@ TEST(HfImportQkNorm, Olmo2NormsAllHeadsOfTheProjection) {
   const json config = json::parse(R"({"model_type": "olmo2", "attention_bias": false, "hidden_size": 4096,
     "max_position_embeddings": 4096, "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 32,
     "rms_norm_eps": 1e-06, "rope_scaling": null, "rope_theta": 500000})");
-  const Spec spec = spec_from_hf(config, HfImportOptions{"olmo-2-7b", DType::bf16, std::nullopt});
-  EXPECT_TRUE(spec.qk_norm.enabled);
-  EXPECT_EQ(spec.qk_norm.scope, NormScope::all);
-  EXPECT_EQ(spec.qk_norm.eps, 1e-6);
-  EXPECT_EQ(spec.qk_norm.weight, NormWeight::per_head);
-  EXPECT_EQ(spec.qk_norm.weight_offset, 0.0);
-  EXPECT_EQ(spec_hash(spec), spec_hash(load_spec_file(test::source_dir() + "/specs/olmo-2-7b.json")));
-  // The bias is added before the norm (q_proj's), so it fuses: bias, norm over all heads, RoPE.
-  json biased = config;
-  biased["attention_bias"] = true;
-  const Spec fused = spec_from_hf(biased, HfImportOptions{});
-  EXPECT_TRUE(fused.io.qkv_bias);
-  EXPECT_EQ(fused.qk_norm.scope, NormScope::all);
+  expect_shipped_norm_spec(config, "olmo-2-7b", NormScope::all);
   // Olmo2Config's defaults where the config is silent: rms_norm_eps 1e-5, 2048 positions.
   json bare = config;
   bare.erase("rms_norm_eps");
