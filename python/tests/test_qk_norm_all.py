@@ -73,7 +73,7 @@ def test_matches_the_family_attention(runtime, rng, family, layer_type):
         error = np.abs(got.astype(np.float64) - want).max() / np.abs(want).max()
         assert error < 2e-6, f"{name}: max error {error:.3g} of the largest value"
     # A norm per head instead gives other values (the test can tell the two apart).
-    per_head = dict(spec.to_dict(), qk_norm=dict(spec.qk_norm, scope="head", weight="none"))
+    per_head = dict(spec.to_dict(), qk_norm=dict(spec.qk_norm, type="rmsnorm", scope="head", weight="none"))
     q_head = q_raw.reshape(tokens, hq, d).copy()
     runtime.get(ropejit.Spec.from_json(per_head))(q_head, k_raw.reshape(tokens, hkv, d).copy(), positions=positions)
     assert np.abs(q_head - want_q).max() > 1e-2 * np.abs(want_q).max()
