@@ -47,6 +47,7 @@ constexpr Shape kShapes[] = {
     {"qwen2.5-vl-7b-mrope", "qwen2.5-vl-7b"},   // [3, T] mrope positions + packed qkv + bias
     {"qwen3-8b-qknorm", "qwen3-8b"},            // per-head RMSNorm of q and k, then RoPE
     {"gemma-3-12b-qknorm", "gemma-3-12b"},      // head_dim 256, (1 + w) norm, linear x8
+    {"olmo-2-7b-allnorm", "olmo-2-7b"},         // RMSNorm over all 32 q heads (and 32 k heads), then RoPE
     {"qwen3-8b-paged-fp8", "qwen3-8b-paged-fp8"},  // QK-norm + RoPE + k, v into an FP8 e4m3 paged cache
     {"phi-3.5-rerotate", "phi-3.5-mini-rerotate"},    // re-rotate cached keys: LongRoPE switch, HND, block tables
     {"llama-3.1-8b-shift-fp8", "llama-3.1-8b-context-shift"},  // re-rotate an FP8 e4m3 K cache: a context shift

@@ -39,6 +39,7 @@ SHAPES = {
     "qwen2.5-vl-7b-mrope": "qwen2.5-vl-7b",
     "qwen3-8b-qknorm": "qwen3-8b",
     "gemma-3-12b-qknorm": "gemma-3-12b",
+    "olmo-2-7b-allnorm": "olmo-2-7b",
     "qwen3-8b-paged-fp8": "qwen3-8b-paged-fp8",
 }
 MAX_POSITION = 10**6   # positions drawn from [0, 10^6)
@@ -240,11 +241,13 @@ def pair_angles(spec, positions, inv_freq):
 
 
 def rms_normalize(spec, x, weight):
-    """Qwen3 / Gemma 3 q_norm, k_norm over the last axis (head_dim) in float64."""
+    """q_norm, k_norm of x [n, heads, head_dim] in float64: over each head (Qwen3 / Gemma 3), or
+    over all of a token's heads (scope all: OLMo 2, with a weight of heads * head_dim)."""
     norm = spec["qk_norm"]
-    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + norm.get("eps", 1e-6))
+    axes = (-2, -1) if norm.get("scope", "head") == "all" else -1
+    y = x / np.sqrt(np.mean(x * x, axis=axes, keepdims=True) + norm.get("eps", 1e-6))
     if norm.get("weight", "per_head") == "per_head":
-        y = y * (norm.get("weight_offset", 0.0) + weight)
+        y = y * (norm.get("weight_offset", 0.0) + weight.reshape(x.shape[-2:] if axes != -1 else x.shape[-1:]))
     return y
 
 
@@ -276,8 +279,9 @@ class Problem:
         if io.get("qkv_bias"):
             self.inputs["bias"] = encode(self.dtype, 0.5 * rng.standard_normal((hq + 2 * hkv) * d))
         if spec.get("qk_norm", {}).get("weight", "per_head") == "per_head" and "qk_norm" in spec:
-            self.inputs["q_norm_weight"] = encode(self.dtype, rng.standard_normal(d))
-            self.inputs["k_norm_weight"] = encode(self.dtype, rng.standard_normal(d))
+            all_heads = spec["qk_norm"].get("scope", "head") == "all"  # [heads * d], else [d]
+            self.inputs["q_norm_weight"] = encode(self.dtype, rng.standard_normal((hq if all_heads else 1) * d))
+            self.inputs["k_norm_weight"] = encode(self.dtype, rng.standard_normal((hkv if all_heads else 1) * d))
         self.batch = self.max_seq_len = 0
         if self.varlen:
             self.batch = batch_for(tokens)

@@ -182,11 +182,13 @@ def make_torch_rope(spec, cos_half, sin_half):
         return c.unsqueeze(1).to(dt), s_.unsqueeze(1).to(dt)
 
     def rms_norm(x, weight):
-        """Qwen3RMSNorm / Gemma3RMSNorm of each head, as HF computes it (float32, then the dtype)."""
+        """Qwen3RMSNorm / Gemma3RMSNorm of each head of x [T, heads, D], or Olmo2RMSNorm of a token's
+        heads together (scope all, its weight [heads * D]), as HF computes it (float32, then the dtype)."""
+        all_heads = norm.get("scope", "head") == "all"
         y = x.float()
-        y = y * torch.rsqrt(y.pow(2).mean(-1, keepdim=True) + norm.get("eps", 1e-6))
+        y = y * torch.rsqrt(y.pow(2).mean((-2, -1) if all_heads else -1, keepdim=True) + norm.get("eps", 1e-6))
         if weight is not None:
-            y = y * (norm.get("weight_offset", 0.0) + weight.float())
+            y = y * (norm.get("weight_offset", 0.0) + weight.float().view(x.shape[-2:] if all_heads else x.shape[-1:]))
         return y.to(dt)
 
     def rotated(x, cos, sin):

@@ -7,16 +7,11 @@
 #include <gtest/gtest.h>
 
 #include "ropejit/check/harness.h"
-#include "support/backends.h"
+#include "support/conformance_fixture.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
 using ropejit::test::SpecFields;
-
-namespace ropejit {
-// Test names and ctest lines show "host" / "cuda" rather than the enum's bytes.
-inline void PrintTo(BackendKind kind, std::ostream* os) { *os << to_string(kind); }
-}  // namespace ropejit
 
 namespace {
 
@@ -28,36 +23,8 @@ const Shape kShapes[] = {{64, 64}, {80, 80}, {96, 96}, {128, 128}, {256, 256},
 const int kGqaRatios[] = {1, 4, 7, 8};
 const char* const kDtypes[] = {"fp32", "fp16", "bf16"};
 
-RuntimeOptions options_for(BackendKind kind) {
-  RuntimeOptions o;
-  o.backend = kind;
-  return o;
-}
-
 // The suite runs on both backends: host everywhere, cuda where a GPU is usable (the GPU tier).
-class Conformance : public ::testing::TestWithParam<BackendKind> {
- protected:
-  void SetUp() override {
-    if (GetParam() == BackendKind::cuda && !ropejit::test::cuda_device_usable())
-      GTEST_SKIP() << "SKIPPED: cuda conformance tier: no usable GPU";
-    if (GetParam() == BackendKind::host && !ropejit::test::host_backend_built())
-      GTEST_SKIP() << "SKIPPED: host conformance tier: built without the host backend";
-  }
-  // One runtime per backend for the whole process, so kernels are compiled once.
-  static Runtime& runtime() {
-    if (GetParam() == BackendKind::host) {
-      static Runtime host(options_for(BackendKind::host));
-      return host;
-    }
-    static Runtime cuda(options_for(BackendKind::cuda));
-    return cuda;
-  }
-  void expect_case(const Kernel& kernel, const check::CaseOptions& options, const std::string& what) {
-    const check::CaseReport report = check::run_case(runtime(), kernel, options);
-    EXPECT_TRUE(report.ok()) << to_string(GetParam()) << " " << what << " tokens " << options.tokens << "\n"
-                             << report.summary() << canonical_json(kernel.spec());
-  }
-};
+class Conformance : public ropejit::test::BackendConformance {};
 
 // The fields every matrix case varies: shape, layout, dtype; GQA ratio and angle mode rotate
 // with the case index.

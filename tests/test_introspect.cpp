@@ -244,6 +244,11 @@ TEST(Introspect, QkNormWeightsPositionsFormsAndRunLength) {
   expect_field(per_head, "q_norm_weight", FieldUse::required, "bf16", {"D"});
   expect_field(per_head, "k_norm_weight", FieldUse::required, "bf16", {"D"});
   expect_fields_agree(per_head);
+  f.qk_norm["scope"] = "all";  // HF's q_norm.weight of Hq·D values, k_norm.weight of Hkv·D
+  const Spec all_heads = test::make_spec(f);
+  expect_field(all_heads, "q_norm_weight", FieldUse::required, "bf16", {"Hq", "D"});
+  expect_field(all_heads, "k_norm_weight", FieldUse::required, "bf16", {"Hkv", "D"});
+  expect_fields_agree(all_heads);
   f.qk_norm["weight"] = "none";
   expect_field(test::make_spec(f), "q_norm_weight", FieldUse::unused);
 

@@ -250,8 +250,11 @@ std::vector<BadCase> bad_cases() {
        "/qk_norm/type", "missing required key \"type\""},
       {"qk_norm eps zero", edit(llama3_spec, [](json& j) { j["qk_norm"] = {{"type", "rmsnorm"}, {"eps", 0}}; }),
        "/qk_norm/eps", "0 is not allowed: must be a number > 0"},
-      {"qk_norm scope", edit(llama3_spec, [](json& j) { j["qk_norm"] = {{"type", "rmsnorm"}, {"scope", "all_heads"}}; }),
-       "/qk_norm/scope", "\"all_heads\" is not allowed: must be \"head\""},
+      {"qk_norm scope", edit(llama3_spec, [](json& j) { j["qk_norm"] = {{"type", "rmsnorm"}, {"scope", "token"}}; }),
+       "/qk_norm/scope", "\"token\" is not allowed: must be one of head | all"},
+      {"qk_norm scope not a string",
+       edit(llama3_spec, [](json& j) { j["qk_norm"] = {{"type", "rmsnorm"}, {"scope", true}}; }),
+       "/qk_norm/scope", "true is not allowed: must be one of head | all"},
       {"qk_norm weight unknown",
        edit(llama3_spec, [](json& j) { j["qk_norm"] = {{"type", "rmsnorm"}, {"weight", "per_token"}}; }),
        "/qk_norm/weight", "must be one of per_head | none"},
@@ -435,6 +438,8 @@ TEST(SpecHash, DifferentValuesGiveDifferentHashesAndDoublesRoundTrip) {
       [](json& s) { s["num_kv_heads"] = 4; },
       [](json& s) { s["io"] = {{"qkv_bias", true}}; },
       [](json& s) { s["rope"]["original_max_position_embeddings"] = 4096; },
+      [](json& s) { s["qk_norm"] = {{"type", "rmsnorm"}}; },
+      [](json& s) { s["qk_norm"] = {{"type", "rmsnorm"}, {"scope", "all"}}; },
   };
   std::vector<Hash128> seen{base_hash};
   for (size_t i = 0; i < changes.size(); ++i) {

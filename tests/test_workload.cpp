@@ -66,7 +66,8 @@ int64_t documented_bytes(const Spec& spec, int64_t tokens, int batch, int64_t S)
   const int64_t out_rows = spec.io.output == OutputForm::padded_bhsd ? batch * S : tokens;
   int64_t bytes = (tokens + out_rows) * row * esize;
   if (spec.io.qkv_bias) bytes += (spec.num_q_heads + 2 * spec.num_kv_heads) * D * esize;
-  if (spec.qk_norm.enabled && spec.qk_norm.weight == NormWeight::per_head) bytes += 2 * D * esize;  // q, k weights
+  if (spec.qk_norm.enabled && spec.qk_norm.weight == NormWeight::per_head)  // q, k weights: [D], or [H, D] over all heads
+    bytes += (spec.qk_norm.scope == NormScope::all ? spec.num_q_heads + spec.num_kv_heads : 2) * D * esize;
   switch (spec.io.positions) {
     case PositionsForm::explicit_: bytes += tokens * 4; break;  // int32
     case PositionsForm::varlen: bytes += (batch + 1) * 4 + batch * 8; break;

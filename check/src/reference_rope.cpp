@@ -38,17 +38,19 @@ std::vector<int> pair_streams(const Spec& spec) {
   return stream;
 }
 
-/// RMSNorm of one biased head row (Qwen3 / Gemma 3 q_norm, k_norm): x / sqrt(mean(x^2) + eps)
-/// times (weight_offset + w) per element, in float64.
-void normalize_head(const Spec& spec, const void* weight, std::vector<double>& row) {
+/// 1 / sqrt(mean(x^2) + eps) of `count` values whose squares sum to `squares`, in float64.
+double inverse_rms(const Spec& spec, double squares, int64_t count) {
+  return 1.0 / std::sqrt(squares / static_cast<double>(count) + spec.qk_norm.eps);
+}
+
+/// One biased head row times inv_rms and (weight_offset + w) per element, w read from the role's
+/// weight at `first` (0 for a per-head norm's shared [D] weight, head * D for scope all's).
+void normalize_head(const Spec& spec, const void* weight, int64_t first, double inv_rms, std::vector<double>& row) {
   const QkNorm& norm = spec.qk_norm;
   const bool weighted = norm.weight == NormWeight::per_head;
   if (weighted && !weight) bad_problem("qk_norm with weight per_head needs problem.q_norm_weight and k_norm_weight");
-  double squares = 0.0;
-  for (double x : row) squares += x * x;
-  const double inv_rms = 1.0 / std::sqrt(squares / static_cast<double>(row.size()) + norm.eps);
   for (size_t e = 0; e < row.size(); ++e)
-    row[e] *= inv_rms * (weighted ? norm.weight_offset + load_value(spec.dtype, weight, static_cast<int64_t>(e)) : 1.0);
+    row[e] *= inv_rms * (weighted ? norm.weight_offset + load_value(spec.dtype, weight, first + static_cast<int64_t>(e)) : 1.0);
 }
 
 /// Reads head rows of one role (q, k or v) from either input form.
@@ -325,14 +327,30 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
     for (int role = 0; role < kRoles; ++role) {
       if (targets.roles[role].tensor < 0) continue;  // not an output of this form
       const bool touched = role != kRoleV || spec.io.copy_v;  // an untouched v gets no bias
+      auto biased = [&](int64_t h, int e) {
+        const double x = readers[role].at(t, h, e);
+        return touched && problem.bias ? x + load_value(spec.dtype, problem.bias, bias_offset[role] + h * D + e) : x;
+      };
+      const bool normed = role != kRoleV && spec.qk_norm.enabled;
+      const void* norm_weight = role == kRoleQ ? problem.q_norm_weight : problem.k_norm_weight;
+      // scope all (OLMo 2): one RMS over the token's every head of the role.
+      double role_inv_rms = 0.0;
+      if (normed && spec.qk_norm.scope == NormScope::all) {
+        double squares = 0.0;
+        for (int64_t h = 0; h < launch.heads(role); ++h)
+          for (int e = 0; e < D; ++e) squares += biased(h, e) * biased(h, e);
+        role_inv_rms = inverse_rms(spec, squares, launch.heads(role) * D);
+      }
       for (int64_t h = 0; h < launch.heads(role); ++h) {
+        double squares = 0.0;
         for (int e = 0; e < D; ++e) {
-          row.value[e] = readers[role].at(t, h, e);
-          if (touched && problem.bias)
-            row.value[e] += load_value(spec.dtype, problem.bias, bias_offset[role] + h * D + e);
+          row.value[e] = biased(h, e);
+          squares += row.value[e] * row.value[e];
         }
-        if (role != kRoleV && spec.qk_norm.enabled)
-          normalize_head(spec, role == kRoleQ ? problem.q_norm_weight : problem.k_norm_weight, row.value);
+        if (normed && spec.qk_norm.scope == NormScope::all)
+          normalize_head(spec, norm_weight, h * D, role_inv_rms, row.value);
+        else if (normed)
+          normalize_head(spec, norm_weight, 0, inverse_rms(spec, squares, D), row.value);
         for (int e = 0; e < D; ++e) {
           row.scale[e] = std::fabs(row.value[e]);
           row.inv_freq_slack[e] = 0.0;

@@ -58,9 +58,12 @@ namespace {
 
 // Op rope's row: rope.cuh over q, k (and v) heads; its attention factor(s) baked.
 WorkShape rope_work_shape(const Spec& spec, const Config& c) {
-  return make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
-                         spec.layout == Layout::interleaved, spec.io.copy_v, spec.io.output == OutputForm::inplace,
-                         tail_changes(spec), c.vec, c.heads_per_thread, spec.qk_norm.enabled);
+  const bool all_heads = spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all;
+  return with_norm_scope(make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
+                                         spec.layout == Layout::interleaved, spec.io.copy_v,
+                                         spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
+                                         c.heads_per_thread, spec.qk_norm.enabled),
+                         all_heads, c.heads_per_thread);  // as rope.cuh rope_shape
 }
 
 void rope_traits(const Plan& plan, SourceText& out) {
@@ -80,8 +83,9 @@ std::string rope_tables(const Plan& plan, SourceText& out) {
 
 SharedAngleShape rope_shared_angles(const Plan& plan) {
   const Config& c = plan.config;
-  return shared_angle_shape(rope_work_shape(plan.spec, c), plan.freqs.rotated_pairs, c.block_threads,
-                            c.sincos == SinCosMode::table);
+  const Spec& s = plan.spec;
+  return shared_angle_shape(rope_work_shape(s, c), plan.freqs.rotated_pairs, c.block_threads,
+                            c.sincos == SinCosMode::table, s.qk_norm.enabled && s.qk_norm.scope == NormScope::all);
 }
 
 }  // namespace
@@ -196,6 +200,7 @@ Source generate_source(const Plan& plan) {
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }
   line("bool", "kQkNorm", s.qk_norm.enabled);
+  text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)
     text.float_line("kNormEps", s.qk_norm.eps);
     line("bool", "kNormWeight", s.qk_norm.weight == NormWeight::per_head);

@@ -85,9 +85,14 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
 
   // Trips of the loops inside the grid-stride loop: the heads; where one thread owns whole heads
   // (a QK-norm head wider than a warp) also every lane of a head (the norm pass, by vectors, runs
-  // as often) - one weight for all inner loops.
+  // as often) - one weight for all inner loops. An all-heads norm (qk_norm_all.cuh): a thread's
+  // heads are every head_groups-th of the row, in each of its lanes.
   const WorkShape shape = work_shape(spec, config);
-  const int trips = config.heads_per_thread * (shape.whole_heads ? shape.rot_lanes + shape.tail_lanes : 1);
+  const int head_lanes = shape.rot_lanes + shape.tail_lanes;
+  const bool all_heads = spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all;
+  if (all_heads) s.heads_per_thread = (shape.heads + shape.head_groups - 1) / shape.head_groups;
+  const int trips = all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)
+                              : config.heads_per_thread * (shape.whole_heads ? head_lanes : 1);
   const SharedAngleShape shared = shared_angles(make_plan(spec, config));
   const int angle_trips = shared.enabled ? shared.units_per_thread : 1;
   std::optional<std::string> tool;

@@ -44,6 +44,7 @@ struct Instr {
   Fp64 fp64 = Fp64::none;
   std::string target;             // branch target (label or hex address), else empty
   bool exit = false;
+  bool guarded = false;           // under a predicate (@P0): it may not run
   bool padding = false;           // NOP: alignment filler, never issued
 };
 
@@ -183,9 +184,11 @@ Listing read_sass(std::string_view text) {
       continue;
     std::string body = trim(line.substr(close + 2, semi - close - 2));
     if (body.empty()) continue;
-    if (body[0] == '@') body = trim(body.substr(body.find(' ') == std::string::npos ? body.size() : body.find(' ')));
+    const bool guarded = body[0] == '@';
+    if (guarded) body = trim(body.substr(body.find(' ') == std::string::npos ? body.size() : body.find(' ')));
     const size_t sp = body.find(' ');
     Instr in;
+    in.guarded = guarded;
     in.op = body.substr(0, sp);
     const std::string rest = sp == std::string::npos ? "" : body.substr(sp + 1);
     if (in.op.rfind("BRA", 0) == 0) {
@@ -279,9 +282,11 @@ Listing read_ptx(std::string_view text) {
     }
     if (line[0] == '.' || line[0] == '{' || line[0] == '}' || line.back() != ';') continue;
     std::string body = trim(line.substr(0, line.size() - 1));
-    if (body[0] == '@') body = trim(body.substr(std::min(body.find_first_of(" \t"), body.size())));
+    const bool guarded = body[0] == '@';
+    if (guarded) body = trim(body.substr(std::min(body.find_first_of(" \t"), body.size())));
     const size_t sp = body.find_first_of(" \t");
     Instr in;
+    in.guarded = guarded;
     in.op = body.substr(0, sp);
     const std::string rest = sp == std::string::npos ? "" : body.substr(sp + 1);
     if (in.op.rfind("bra", 0) == 0) in.target = trim(rest);
@@ -301,6 +306,8 @@ bool is_qkv_access(const Instr& in) {
 // Per-item weight of each instruction: loops nested in the outermost one (the grid-stride loop)
 // are taken to be the heads loop, run `trips` times per item, except a loop that fills shared
 // memory without touching q/k/v (the block's shared angles, angles.cuh): `angle_trips` times.
+// A backward branch over an unguarded EXIT is no loop: it returns from a block placed after the
+// kernel's end (ptxas's BRA.DIV fallback of a warp shuffle) into the body.
 std::vector<int> item_weights(const Listing& l, int trips, int angle_trips) {
   std::vector<int> depth(l.code.size(), 0);
   std::vector<bool> in_angle_loop(l.code.size(), false);
@@ -308,6 +315,9 @@ std::vector<int> item_weights(const Listing& l, int trips, int angle_trips) {
     if (l.code[i].target.empty()) continue;
     const auto it = l.labels.find(l.code[i].target);
     if (it == l.labels.end() || it->second >= i) continue;  // forward, or the self-branch trap
+    if (std::any_of(l.code.begin() + it->second, l.code.begin() + i,
+                    [](const Instr& in) { return in.exit && !in.guarded; }))
+      continue;
     bool shared = false, qkv = false;
     for (size_t k = it->second; k <= i; ++k) {
       ++depth[k];

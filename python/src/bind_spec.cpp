@@ -51,6 +51,7 @@ nb::object qk_norm_dict(const Spec& s) {
   d["eps"] = s.qk_norm.eps;
   d["weight"] = name_of(s.qk_norm.weight);
   d["weight_offset"] = s.qk_norm.weight_offset;
+  d["scope"] = name_of(s.qk_norm.scope);
   return d;
 }
 

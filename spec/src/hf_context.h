@@ -80,6 +80,14 @@ void import_rope(const nlohmann::json& text, const ModelFamily& family,
                  std::optional<int64_t> max_positions, const std::string& max_key,
                  const std::string& layer_type, HfContext& context, nlohmann::json& spec);
 
+/// The fused pre-attention form (packed input, qkv_bias, in place) when the family's bias key is
+/// true and nothing but a fusable RMSNorm runs between the bias and RoPE (hf_norm.cpp).
+void import_bias(const nlohmann::json& text, const ModelFamily& family, HfContext& context, nlohmann::json& spec);
+
+/// spec["qk_norm"] for a family with an RMSNorm of q and k before RoPE (per head or over all
+/// heads), unless a clamp runs between the norm and RoPE (hf_norm.cpp).
+void import_qk_norm(const nlohmann::json& text, const ModelFamily& family, HfContext& context, nlohmann::json& spec);
+
 /// Whether a rope block is keyed by layer type ({"full_attention": {...}, "sliding_attention": null}).
 bool is_per_layer_rope_block(const nlohmann::json& block);
 

@@ -79,6 +79,22 @@ ModelFamily qk_rmsnorm(std::string_view type, std::string_view source, double we
   });
 }
 
+// OLMo 2 and its kin: q_norm = RMSNorm(num_attention_heads * head_dim) over the whole q
+// projection before the reshape into heads, k_norm over num_key_value_heads * head_dim; bias
+// (attention_bias) first, RoPE after: imported as qk_norm scope all.
+template <class Edit>
+ModelFamily all_heads_rmsnorm(std::string_view type, std::string_view source, Edit edit) {
+  return row(type, source, [&](ModelFamily& f) {
+    f.qk_rmsnorm = true;
+    f.qk_norm_scope = NormScope::all;
+    edit(f);
+  });
+}
+
+ModelFamily all_heads_rmsnorm(std::string_view type, std::string_view source) {
+  return all_heads_rmsnorm(type, source, [](ModelFamily&) {});
+}
+
 // Qwen3-VL's text rotary (recomposition_frequencies): height and width take every third pair.
 ModelFamily interleaved_mrope(ModelFamily f) {
   f.mrope = true;
@@ -123,6 +139,37 @@ const std::vector<ModelFamily>& model_families() {
       }),
       interleaved_mrope(qk_rmsnorm("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", 0.0, "text_config", true)),
       interleaved_mrope(qk_rmsnorm("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", 0.0, "text_config", true)),
+      // Defaults: their configuration_*.py (max_position_embeddings, rms_norm_eps, default_theta).
+      all_heads_rmsnorm("olmo2", "models/olmo2/modeling_olmo2.py", [](ModelFamily& f) {
+        f.max_default = 2048;
+        f.rms_norm_eps_default = 1e-5;
+      }),
+      all_heads_rmsnorm("olmo3", "models/olmo3/modeling_olmo3.py", [](ModelFamily& f) {
+        f.max_default = 2048;
+        f.rms_norm_eps_default = 1e-5;
+        f.theta_default = 500000.0;
+        f.scaling_layer_type = "full_attention";
+      }),
+      all_heads_rmsnorm("flex_olmo", "models/flex_olmo/modeling_flex_olmo.py", [](ModelFamily& f) {
+        f.max_default = 4096;
+        f.theta_default = 500000.0;
+      }),
+      // Its attention layers; released checkpoints have no RoPE (rope_theta null).
+      all_heads_rmsnorm("olmo_hybrid", "models/olmo_hybrid/modeling_olmo_hybrid.py",
+                        [](ModelFamily& f) { f.max_default = 65536; }),
+      // q_norm = RMSNorm(hidden_size), which HF only runs where it equals Hq * head_dim.
+      all_heads_rmsnorm("olmoe", "models/olmoe/modeling_olmoe.py", [](ModelFamily& f) {
+        f.max_default = 4096;
+        f.rms_norm_eps_default = 1e-5;
+        f.clip_key = "clip_qkv";
+      }),
+      all_heads_rmsnorm("minimax_m2", "models/minimax_m2/modeling_minimax_m2.py", [](ModelFamily& f) {
+        f.bias_keys = {};  // q/k/v_proj are built with bias=False
+        f.max_default = 196608;
+        f.theta_default = 5000000.0;
+        f.qk_norm_unread_key = "use_qk_norm";
+      }),
+      row("olmo", "models/olmo/modeling_olmo.py", [](ModelFamily& f) { f.clip_key = "clip_qkv"; }),
       row("gemma", "models/gemma/modeling_gemma.py"),
       row("gemma2", "models/gemma2/modeling_gemma2.py"),
       // Gemma 3: Gemma3RMSNorm(head_dim) scales by (1 + w); its local (sliding) layers rotate
@@ -197,7 +244,6 @@ const std::vector<ModelFamily>& model_families() {
       row("evolla", "models/evolla"),
       row("exaone4", "models/exaone4"),
       row("exaone_moe", "models/exaone_moe"),
-      row("flex_olmo", "models/flex_olmo"),
       row("flint", "models/flint"),
       row("gpt_neox_japanese", "models/gpt_neox_japanese"),
       row("gradium_phonon_tts", "models/gradium_phonon_tts"),
@@ -237,10 +283,6 @@ const std::vector<ModelFamily>& model_families() {
       row("nemotron3_5_transcribe_word_timestamp", "models/nemotron3_5_transcribe_word_timestamp"),
       row("neucodec", "models/neucodec"),
       row("nomic_bert", "models/nomic_bert"),
-      row("olmo", "models/olmo"),
-      row("olmo2", "models/olmo2"),
-      row("olmo_hybrid", "models/olmo_hybrid"),
-      row("olmoe", "models/olmoe"),
       row("persimmon", "models/persimmon"),
       row("pocket_tts", "models/pocket_tts"),
       row("qwen2_moe", "models/qwen2_moe"),
@@ -278,11 +320,9 @@ const std::vector<ModelFamily>& model_families() {
       row("mellum", "models/mellum"),
       row("mimo_v2_flash", "models/mimo_v2_flash"),
       row("minimax", "models/minimax"),
-      row("minimax_m2", "models/minimax_m2"),
       row("modernbert", "models/modernbert"),
       row("modernbert-decoder", "models/modernbert_decoder"),
       row("neomme", "models/neomme"),
-      row("olmo3", "models/olmo3"),
       row("phi4_multimodal", "models/phi4_multimodal"),
       row("qwen2_5_omni_talker", "models/qwen2_5_omni_talker"),
       row("solar_open", "models/solar_open"),

@@ -56,8 +56,20 @@ struct ModelFamily {
   bool longrope_mscale = false;  ///< longrope's short_mscale / long_mscale scale cos and sin (PhiMoE)
   bool mrope = false;  ///< the rope block may hold mrope_section / mrope_interleaved (VL models)
   bool mrope_interleaved = false;  ///< mrope: HF's module interleaves the streams (a config's key is ignored)
-  bool qk_rmsnorm = false;           ///< per-head RMSNorm of q and k before RoPE, always: imported as qk_norm
+  bool qk_rmsnorm = false;           ///< RMSNorm of q and k before RoPE, always: imported as qk_norm
   double qk_norm_weight_offset = 0;  ///< Gemma: (1 + w)
+  double rms_norm_eps_default = 1e-6;  ///< qk_rmsnorm's eps when the config has no rms_norm_eps
+  /// qk_rmsnorm over each head (Qwen3's q_norm of head_dim), or over all heads of the projection
+  /// before the reshape (OLMo 2's q_norm of num_attention_heads * head_dim).
+  NormScope qk_norm_scope = NormScope::head;
+  /// A boolean HF's modeling file does not read (MiniMax-M2's use_qk_norm): false is a warning.
+  std::string_view qk_norm_unread_key;
+  /// A number (or null): q, k and v clamped to [-c, c] after the projection and norm, before RoPE
+  /// (OLMo's clip_qkv): neither the bias nor the norm can be fused then.
+  std::string_view clip_key;
+  /// A v4 rope_scaling applies to this layer type only; the others rotate with rope_type
+  /// default and the same base (Olmo3Config.convert_rope_params_to_dict).
+  std::string_view scaling_layer_type;
 };
 
 /// The model_types whose rope block may carry multimodal RoPE keys, for messages.

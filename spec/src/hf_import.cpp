@@ -1,6 +1,7 @@
 // HF config.json -> spec JSON. The per-model_type conventions come from the family table
-// (hf_families.cpp), the rope block from hf_rope.cpp; this file reads the sizes, the rotary
-// dim, the bias and the length, and reports every problem by its config.json key.
+// (hf_families.cpp), the rope block from hf_rope.cpp, the bias and QK-norm from hf_norm.cpp;
+// this file reads the sizes, the rotary dim and the length, and reports every problem by its
+// config.json key.
 // The math each field feeds is described in docs/rope-math.md.
 #include "hf_import.h"
 #include "spec_ops.h"
@@ -177,60 +178,10 @@ std::optional<int64_t> import_length(const json& text, const ModelFamily& family
 }
 
 // A QKV bias selects the fused pre-attention form: packed QKV in, rotated in place, v biased.
-void import_bias(const json& text, const ModelFamily& family, HfContext& ctx, json& spec) {
-  bool bias = family.bias_default;
-  std::string bias_path = ctx.path("model_type");
-  for (std::string_view key : family.bias_keys) {
-    const json* value = HfContext::member(text, key);
-    if (!value) continue;
-    bias_path = ctx.path(key);
-    bias = ctx.boolean(*value, bias_path, "/io/qkv_bias").value_or(false);
-    break;
-  }
-  if (!bias) return;
-  // A LayerNorm between the bias and the rotation (StableLM, Cohere) is no spec's qk_norm: keep
-  // the separate form. (An RMSNorm family's norm is in the spec, after the bias.)
-  const json* norm = family.qk_norm_key.empty() ? nullptr : HfContext::member(text, family.qk_norm_key);
-  if (norm && ctx.boolean(*norm, ctx.path(family.qk_norm_key), "").value_or(false)) {
-    ctx.warn(bias_path, fmt::format("the QKV bias is not fused: a QK-norm ({}) runs between the "
-                                    "bias and RoPE, so q and k must arrive biased and normalized",
-                                    ctx.path(family.qk_norm_key)));
-    return;
-  }
-  // Merged into io: the rope block may already have set the positions form (mrope).
-  spec["io"]["input"] = "packed_qkv";
-  spec["io"]["output"] = "inplace";
-  spec["io"]["qkv_bias"] = true;
-  ctx.source("/io", bias_path);
-}
-
 struct Imported {
   json spec;
   HfContext context;
 };
-
-// The per-head RMSNorm of q and k (Qwen3, Gemma 3): eps from rms_norm_eps (HF's default 1e-6),
-// a head_dim weight for q and one for k, Gemma's (1 + w). Gemma 3's local layers also use
-// rope_local_base_freq: said in a warning, since one spec holds one theta.
-void import_qk_norm(const json& text, const ModelFamily& family, HfContext& ctx, json& spec) {
-  if (!family.qk_rmsnorm) return;
-  json norm = {{"type", "rmsnorm"}, {"eps", 1e-6}, {"weight", "per_head"},
-               {"weight_offset", family.qk_norm_weight_offset}, {"scope", "head"}};
-  ctx.source("/qk_norm", ctx.path("model_type"));
-  if (const json* eps = HfContext::member(text, "rms_norm_eps")) {
-    if (auto v = ctx.positive(*eps, ctx.path("rms_norm_eps"), "/qk_norm/eps")) {
-      norm["eps"] = *v;
-      ctx.source("/qk_norm/eps", ctx.path("rms_norm_eps"));
-    }
-  }
-  spec["qk_norm"] = norm;
-  const json* local = HfContext::member(text, "rope_local_base_freq");
-  if (local && ctx.positive(*local, ctx.path("rope_local_base_freq"), ""))
-    ctx.warn(ctx.path("rope_local_base_freq"),
-             fmt::format("{}: the sliding-window layers rotate with this base and no scaling; this spec is "
-                         "the global layers' (write the local layers' spec with rope_theta {} and "
-                         "rope_type default)", show_json(*local), show_json(*local)));
-}
 
 // Where a config keeps its text model: the family row's sub-config, else `text_config` where
 // the top level has no heads (transformers 5 composites; the nested model_type picks the row).
@@ -255,11 +206,38 @@ TextModel locate_text_model(const json& config, const std::string& model_type) {
   return out;
 }
 
+// Olmo3Config.convert_rope_params_to_dict on a config without rope_parameters: a rope_scaling
+// scales the family's scaling_layer_type only, the other types rotating with rope_type default
+// at the class's default_theta (it pops rope_theta for the first type, so the second gets the
+// default). True when that makes the layer types differ.
+bool rope_differs_by_layer_type(const json& text, const ModelFamily& family) {
+  if (family.scaling_layer_type.empty() || HfContext::member(text, "rope_parameters")) return false;
+  const json* scaling = HfContext::member(text, "rope_scaling");
+  if (scaling && is_per_layer_rope_block(*scaling)) return false;  // already keyed by layer type
+  const json* theta = HfContext::member(text, "rope_theta");
+  const bool scaled = scaling && scaling->is_object() && !scaling->empty();
+  if (!scaled && !(theta && *theta != json(family.theta_default))) return false;
+  const json* types = HfContext::member(text, "layer_types");
+  if (!types || !types->is_array()) return true;  // the class's default pattern mixes sliding layers in
+  return std::any_of(types->begin(), types->end(),
+                     [&](const json& t) { return t.is_string() && t != family.scaling_layer_type; });
+}
+
 // transformers 5's per-layer overrides for the layers of `layer_type`: per_layer_config
 // ({"05": {"head_dim": 512}}; HF requires a type's layers to agree), or Gemma 4's config.json
 // form, global_head_dim / num_global_key_value_heads for the full_attention layers.
 json layer_text(const json& text, const std::string& layer_type, const ModelFamily& family, HfContext& ctx) {
   json out = text;
+  if (rope_differs_by_layer_type(text, family) && layer_type != family.scaling_layer_type) {
+    out.erase("rope_scaling");  // rope_type default, at the family's base
+    if (const json* theta = HfContext::member(text, "rope_theta"); theta && *theta != json(family.theta_default))
+      ctx.warn(ctx.path("rope_theta"),
+               fmt::format("{} is not this layer type's base: {}'s config class gives it to the {} layers and the "
+                           "\"{}\" layers its default_theta {} (transformers 5.24), as this spec does",
+                           show_json(*theta), family.model_type, family.scaling_layer_type, layer_type,
+                           show_json(json(family.theta_default))));
+    out.erase("rope_theta");
+  }
   // The keys this import reads: other overrides (sliding_window, MLP sizes) may differ freely.
   std::vector<std::string_view> read{"rope_parameters", "rope_scaling", "partial_rotary_factor", "rotary_dim"};
   for (const auto* keys : {&family.head_keys, &family.hidden_keys, &family.head_dim_keys, &family.kv_keys,
@@ -358,6 +336,15 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   Imported out{json::object(), HfContext(prefix)};
   HfContext& ctx = out.context;
   json layered;
+  // The per-layer-type rope of a v4 Olmo 3 config is in `layered`: the rope block is not keyed by type.
+  const bool typed_rope = rope_differs_by_layer_type(*text, family);
+  const std::string rope_layer_type = typed_rope ? std::string() : options.layer_type;
+  if (typed_rope && options.layer_type.empty())
+    ctx.error(ctx.path(HfContext::member(*text, "rope_scaling") ? "rope_scaling" : "rope_theta"), "/rope",
+              fmt::format("applies to the {} layers only ({}'s config class; the other layer types rotate with "
+                          "rope_type default at {}): pick one with layer_type (CLI --layer-type, Python "
+                          "layer_type=), or import every distinct one with --layers",
+                          family.scaling_layer_type, family.model_type, show_json(json(family.theta_default))));
   if (!options.layer_type.empty()) text = &(layered = layer_text(*text, options.layer_type, family, ctx));
   for (auto& issue : early) ctx.error(issue.pointer, "", issue.message);
   if (!found && early.empty())
@@ -376,7 +363,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   json& spec = out.spec;
   spec["name"] = !options.name.empty() ? options.name : !model_type.empty() ? model_type : "model";
   import_heads(*text, family, ctx, spec);
-  import_rotary(*text, family, options.layer_type, ctx, spec);
+  import_rotary(*text, family, rope_layer_type, ctx, spec);
   Layout layout = family.layout;
   if (const json* flag = family.layout_key.empty() ? nullptr : HfContext::member(*text, family.layout_key))
     if (auto interleave = ctx.boolean(*flag, ctx.path(family.layout_key), "/layout")) {
@@ -387,7 +374,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   spec["dtype"] = std::string(to_string(options.dtype.value_or(DType::bf16)));
   std::string max_key;
   const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);
-  import_rope(*text, family, max_positions, max_key, options.layer_type, ctx, spec);
+  import_rope(*text, family, max_positions, max_key, rope_layer_type, ctx, spec);
   import_bias(*text, family, ctx, spec);
   import_qk_norm(*text, family, ctx, spec);
   if (options.op != OpKind{}) import_op(*text, options.op, ctx, spec);
@@ -412,14 +399,20 @@ std::vector<std::string> hf_rope_layer_types(const json& config) {
   if (!text.is_object()) return {};
   const json* block = HfContext::member(text, "rope_parameters");
   if (!block) block = HfContext::member(text, "rope_scaling");
-  if (!block || !is_per_layer_rope_block(*block)) return {};
+  const json* type = HfContext::member(config, "model_type");
+  const ModelFamily* family =
+      locate_text_model(config, type && type->is_string() ? type->get<std::string>() : "").family;
+  const bool typed_rope = family && rope_differs_by_layer_type(text, *family);  // every listed type rotates
+  if (!typed_rope && (!block || !is_per_layer_rope_block(*block))) return {};
   std::vector<std::string> out;
   auto add = [&](const std::string& type) {
-    if (block->contains(type) && std::find(out.begin(), out.end(), type) == out.end()) out.push_back(type);
+    if ((typed_rope || block->contains(type)) && std::find(out.begin(), out.end(), type) == out.end())
+      out.push_back(type);
   };
   if (const json* types = HfContext::member(text, "layer_types"); types && types->is_array())
     for (const auto& t : *types)
       if (t.is_string()) add(t.get<std::string>());
+  if (typed_rope) return out;  // without layer_types: none, and the import asks for a layer type
   for (const auto& item : block->items()) add(item.key());
   return out;
 }
@@ -498,7 +491,8 @@ std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
                           "missing required key: a per-layer-type rope block needs each layer's type"}});
       // A type without an entry has no RoPE (LFM3's conv layers: HF rotates only the listed types).
       const std::string type = (*types)[i].get<std::string>();
-      const bool rotated = block->contains(type) && !(*block)[type].is_null();
+      const bool rotated = !block || !is_per_layer_rope_block(*block) ||  // Olmo 3's v4 block: every type rotates
+                           (block->contains(type) && !(*block)[type].is_null());
       out[i] = rotated ? std::optional<std::string>(type) : std::nullopt;
     }
     if (!rotates[i]) out[i] = std::nullopt;

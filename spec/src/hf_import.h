@@ -25,7 +25,8 @@ struct HfImportOptions {
 
 /// The layer types of a per-layer-type rope block (rope_parameters keyed by layer type, HF v5),
 /// in the order of the config's `layer_types` (each once), else the block's keys; empty when the
-/// block is a single one. `config` is the text model's config (text_config already taken).
+/// block is a single one. A v4 Olmo 3 config's types too (its config class scales only the
+/// full_attention layers: ModelFamily::scaling_layer_type). `config` is the text model's config (text_config already taken).
 std::vector<std::string> hf_rope_layer_types(const nlohmann::json& config);
 
 /// One entry per decoder layer (num_hidden_layers, else the length of layer_types): the layer type

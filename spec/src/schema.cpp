@@ -170,17 +170,20 @@ std::string spec_schema_json() {
     if (const auto schema = spec_detail::spec_op(row.value).schema) schema(properties);
   properties["io"] = {{"$ref", "#/$defs/io"}};
   properties["qk_norm"] = {
-      {"description", "RMSNorm of each q and k head before the rotation (after the bias); absent: none"},
+      {"description", "RMSNorm of q and k before the rotation (after the bias); absent: none"},
       {"type", "object"},
       {"required", ordered_json::array({"type"})},
       {"properties",
        {{"type", {{"const", "rmsnorm"}}},
         {"eps", {{"description", "added to mean(x^2) (default 1e-6)"}, {"type", "number"}, {"exclusiveMinimum", 0},
                  {"maximum", 1}}},
-        {"weight", enum_schema<NormWeight>("per_head: one head_dim vector for q and one for k, given at launch (default)")},
+        {"weight", enum_schema<NormWeight>(
+                       "per_head: a weight for q and one for k, given at launch: head_dim long (scope head), "
+                       "Hq*head_dim and Hkv*head_dim (scope all) (default)")},
         {"weight_offset", {{"description", "scale by (weight_offset + w): Gemma uses 1.0 (default 0)"},
                            {"type", "number"}, {"minimum", -16}, {"maximum", 16}}},
-        {"scope", {{"const", "head"}}}}},
+        {"scope", enum_schema<NormScope>("head: each head over its head_dim (default); all: a token's q heads "
+                                         "together over Hq*head_dim, its k heads over Hkv*head_dim")}}},
       {"additionalProperties", false}};
   ordered_json schema{{"$schema", "https://json-schema.org/draft/2020-12/schema"},
                       {"title", "ropejit spec"},

@@ -149,7 +149,7 @@ ordered_json spec_to_json(const Spec& spec) {
                       {"eps", spec.qk_norm.eps},
                       {"weight", std::string(to_string(spec.qk_norm.weight))},
                       {"weight_offset", spec.qk_norm.weight_offset},
-                      {"scope", "head"}};
+                      {"scope", std::string(to_string(spec.qk_norm.scope))}};
   return out;
 }
 

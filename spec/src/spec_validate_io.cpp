@@ -98,8 +98,7 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
 }  // namespace
 
 // qk_norm: {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head" | "none", "weight_offset": 0,
-// "scope": "head"}; type and scope have one value each today (a norm over all heads, OLMo 2's,
-// would be another scope).
+// "scope": "head" | "all"}; type has one value today.
 QkNorm read_qk_norm(const json& block, Reader& reader) {
   const std::string base = "/qk_norm";
   QkNorm norm;
@@ -113,8 +112,8 @@ QkNorm read_qk_norm(const json& block, Reader& reader) {
   const json* type = member(block, "type");
   if (!type) reader.add(base + "/type", "missing required key \"type\" (must be \"rmsnorm\")");
   else if (*type != "rmsnorm") reader.not_allowed(base + "/type", *type, "\"rmsnorm\"");
-  if (const json* v = member(block, "scope"); v && *v != "head")
-    reader.not_allowed(base + "/scope", *v, "\"head\" (each head normalized over its head_dim)");
+  if (const json* v = member(block, "scope"))
+    norm.scope = reader.enumeration<NormScope>(*v, base + "/scope").value_or(norm.scope);
   if (const json* v = member(block, "eps")) norm.eps = reader.number(*v, base + "/eps", 0, true, 1.0).value_or(norm.eps);
   if (const json* v = member(block, "weight"))
     norm.weight = reader.enumeration<NormWeight>(*v, base + "/weight").value_or(norm.weight);

@@ -11,7 +11,8 @@
 // Lanes [0, rot_lanes) rotate pairs; lanes past that copy the pass-through tail [d, D). The
 // numbers come from shape.cuh, which the host reads too. A QK-norm's head lanes add their sums
 // of squares in warp shuffles (process_lane_norm), or one thread owns whole heads when a head
-// needs more than a warp's lanes (WorkShape::whole_heads).
+// needs more than a warp's lanes (WorkShape::whole_heads). A norm over all heads of a token
+// (qk_norm.scope "all") is qk_norm_all.cuh's kernel.
 #include "ropejit/angles.cuh"
 #include "ropejit/numeric.cuh"
 #include "ropejit/params.cuh"
@@ -106,6 +107,7 @@ __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, 
 template <class T>
 struct HeadIo {
   int role;                            // kRoleQ, kRoleK or kRoleV
+  int index;                           // the head's index among its role's heads
   const typename T::Storage::raw* src; // null for a padding row
   void* dst;                           // Storage elements, or CacheStorage ones for a cache head;
                                        // null for a k/v head of a token with no cache slot
@@ -132,6 +134,7 @@ __device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef
   HeadIo<T> io;
   io.role = head < T::kNumQHeads ? kRoleQ : (head < W.rot_heads ? kRoleK : kRoleV);
   const int head_in_role = head - (io.role == kRoleQ ? 0 : io.role == kRoleK ? T::kNumQHeads : W.rot_heads);
+  io.index = head_in_role;
   const TensorRef in = p.in[io.role], out = p.out[io.role];
   io.dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
            head_in_role * out.head_stride;
@@ -253,6 +256,57 @@ ROPEJIT_HOST_DEVICE constexpr int norm_lane_vectors() {
   return T::kInterleaved ? 1 : (W.whole_slice ? T::kRotaryDim / T::kVec : 2);
 }
 
+// The vectors of one lane of a QK-norm head row: elements first + j * step, j < count (count 0
+// for a lane past the row's lanes). Every lane rotating: kMax vectors (first = lane * vec).
+struct LaneVectors {
+  int first, step, count;
+};
+
+template <class T>
+__device__ __forceinline__ LaneVectors lane_vectors(int lane) {
+  constexpr WorkShape W = rope_shape<T>();
+  LaneVectors v{0, 0, 0};
+  if (W.lanes == W.rot_lanes || lane < W.rot_lanes) {  // every lane rotates: no test
+    v.first = lane * T::kVec;  // whole_slice: lane 0
+    v.step = W.whole_slice ? T::kVec : W.half;  // interleaved: one vector
+    v.count = norm_lane_vectors<T>();
+  } else if (lane < W.rot_lanes + W.tail_lanes) {
+    v.first = T::kRotaryDim + (lane - W.rot_lanes) * T::kVec;
+    v.count = 1;
+  }
+  return v;
+}
+
+// Rotates the vectors a QK-norm lane holds (lane_vectors) when it is a rotating lane whose
+// pairs rotate; tail lanes keep theirs.
+template <class T>
+__device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
+                                                    float (&x)[norm_lane_vectors<T>()][T::kVec],
+                                                    const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                    const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec;
+  // Whether the lane's pairs rotate, as one test where pair_rotates gives one answer per lane.
+  constexpr int kLanePairs = T::kInterleaved ? V / 2 : W.whole_slice ? W.half : V;
+  constexpr bool kLaneUniform = T::kRotatedPairs >= W.half || T::kRotatedPairs % kLanePairs == 0;
+  const bool lane_rotates = !kLaneUniform || pair_rotates<T, kLanePairs>(T::kInterleaved ? first / 2 : first, 0);
+  if (!lane_rotates || !(W.lanes == W.rot_lanes || lane < W.rot_lanes)) return;
+  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i)
+      if (pair_rotates<T, V / 2>(first / 2, i)) rotate_in_place(x[0][2 * i], x[0][2 * i + 1], cos_v[i], sin_v[i]);
+  } else if constexpr (W.whole_slice) {  // neox, the slice [0, d) as kMax vectors
+#pragma unroll
+    for (int i = 0; i < W.half; ++i)
+      if (pair_rotates<T, W.half>(0, i))
+        rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], cos_v[i], sin_v[i]);
+  } else {  // neox: x[e + i] and x[e + d/2 + i]
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (pair_rotates<T, V>(first, i)) rotate_in_place(x[0][i], x[1][i], cos_v[i], sin_v[i]);
+  }
+}
+
 // One lane of a warp-cooperative QK-norm head (W.lanes lanes, an aligned power-of-2 segment of a
 // warp: shape.cuh): the lane loads its vectors (bias added) and sums their squares in element
 // order with fmaf; the head's lanes add their sums in a butterfly of __shfl_xor_sync over offsets
@@ -271,16 +325,8 @@ __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const H
   if constexpr (T::kOutputPagedKv) {
     if (!io.dst) return;  // a k or v head of a token with no cache slot: its whole segment returns
   }
-  // This lane's vectors: elements first + j * step, j < count.
-  int first = 0, step = 0, count = 0;
-  if (W.lanes == W.rot_lanes || lane < W.rot_lanes) {  // every lane rotates: no test
-    first = lane * V;  // whole_slice: lane 0
-    step = W.whole_slice ? V : W.half;  // interleaved: one vector
-    count = kMax;
-  } else if (lane < W.rot_lanes + W.tail_lanes) {
-    first = T::kRotaryDim + (lane - W.rot_lanes) * V;
-    count = 1;
-  }
+  const LaneVectors lv = lane_vectors<T>(lane);
+  const int first = lv.first, step = lv.step, count = lv.count;
   const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
   const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
   float x[kMax][V];
@@ -307,26 +353,7 @@ __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const H
     for (int j = 0; j < kMax; ++j)
       if (j < count) apply_norm<T>(p.norm_weight[io.role], inv_rms, first + j * step, x[j]);
   }
-  // Whether the lane's pairs rotate, as one test where pair_rotates gives one answer per lane.
-  constexpr int kLanePairs = T::kInterleaved ? V / 2 : W.whole_slice ? W.half : V;
-  constexpr bool kLaneUniform = T::kRotatedPairs >= W.half || T::kRotatedPairs % kLanePairs == 0;
-  const bool lane_rotates = !kLaneUniform || pair_rotates<T, kLanePairs>(T::kInterleaved ? first / 2 : first, 0);
-  if (normed && lane_rotates && (W.lanes == W.rot_lanes || lane < W.rot_lanes)) {
-    if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
-#pragma unroll
-      for (int i = 0; i < V / 2; ++i)
-        if (pair_rotates<T, V / 2>(first / 2, i)) rotate_in_place(x[0][2 * i], x[0][2 * i + 1], cos_v[i], sin_v[i]);
-    } else if constexpr (W.whole_slice) {  // neox, the slice [0, d) as kMax vectors
-#pragma unroll
-      for (int i = 0; i < W.half; ++i)
-        if (pair_rotates<T, W.half>(0, i))
-          rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], cos_v[i], sin_v[i]);
-    } else {  // neox: x[e + i] and x[e + d/2 + i]
-#pragma unroll
-      for (int i = 0; i < V; ++i)
-        if (pair_rotates<T, V>(first, i)) rotate_in_place(x[0][i], x[1][i], cos_v[i], sin_v[i]);
-    }
-  }
+  if (normed) rotate_lane_vectors<T>(lane, first, x, cos_v, sin_v);
 #pragma unroll
   for (int j = 0; j < kMax; ++j)
     if (j < count) store_head<T>(io, first + j * step, x[j]);
@@ -397,9 +424,10 @@ __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p,
   }
 }
 
+// Every head on its own: no norm, or a norm per head.
 template <class T>
-__device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* inv_freq,
-                                            const float* inv_freq_long) {
+__device__ __forceinline__ void rope_head_kernel(const KernelParams& p, const float* inv_freq,
+                                                 const float* inv_freq_long) {
   constexpr WorkShape W = rope_shape<T>();
   wait_for_previous_grid();
   if constexpr (shared_angles<T>().enabled) {
@@ -447,6 +475,19 @@ __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* 
       rope_heads<T>(p, ref, group, at.lane, cos_v, sin_v, nullptr, 0);
     }
   }
+}
+
+}  // namespace ropejit
+
+#include "ropejit/qk_norm_all.cuh"
+
+namespace ropejit {
+
+template <class T>
+__device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* inv_freq,
+                                            const float* inv_freq_long) {
+  if constexpr (T::kQkNormScopeAll) rope_all_heads_norm_kernel<T>(p, inv_freq, inv_freq_long);
+  else rope_head_kernel<T>(p, inv_freq, inv_freq_long);
 }
 
 }  // namespace ropejit

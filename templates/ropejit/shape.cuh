@@ -43,7 +43,8 @@ struct WorkShape {
   int tail_lanes = 0;        ///< lanes moving the pass-through tail [d, D)
   /// Lanes of one head row in the work items: rot_lanes + tail_lanes; with a QK-norm that
   /// rounded up to a power of 2, its lanes' sums of squares meeting in warp shuffles of that
-  /// width (lanes past rot_lanes + tail_lanes hold no vector and add 0), or 1 (whole_heads).
+  /// width (lanes past rot_lanes + tail_lanes hold no vector and add 0), or 1 (whole_heads);
+  /// lane slots of an all-heads norm (with_norm_scope).
   int lanes = 0;
   /// QK-norm whose head needs more than a warp's lanes: one thread walks every lane of its heads.
   bool whole_heads = false;
@@ -81,6 +82,22 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   return w;
 }
 
+/// make_work_shape's shape `w` for the QK-norm's scope: unchanged without `all_heads`. An
+/// all-heads norm (qk_norm.scope "all") adds a row's q heads in one sum of squares and its k heads
+/// in another, so a row's work items are one aligned power-of-2 segment of a warp, head_groups x
+/// lanes <= 32. `lanes` is then the lane slots of a head row (a thread walks its lanes slot,
+/// slot + lanes, ... below rot_lanes + tail_lanes), and head_groups about heads /
+/// heads_per_thread, fewer where the warp is full.
+ROPEJIT_HOST_DEVICE constexpr WorkShape with_norm_scope(WorkShape w, bool all_heads, int heads_per_thread) {
+  if (!all_heads) return w;
+  const int head_lanes = w.rot_lanes + w.tail_lanes;
+  w.whole_heads = false;
+  w.lanes = head_lanes >= kWarpLanes ? kWarpLanes : power_of_two_at_least(head_lanes);
+  const int groups = power_of_two_at_least((w.heads + heads_per_thread - 1) / heads_per_thread);
+  w.head_groups = groups < kWarpLanes / w.lanes ? groups : kWarpLanes / w.lanes;
+  return w;
+}
+
 /// Rotating lanes whose pairs include one with a frequency (pairs from rotated_pairs on have
 /// inv_freq 0, proportional RoPE): the others need no angles.
 ROPEJIT_HOST_DEVICE constexpr int angle_lanes(WorkShape w, int rotated_pairs) {
@@ -102,16 +119,17 @@ struct SharedAngleShape {
 };
 
 /// The sharing of kernel `w` at `block_threads` threads; none with a cos/sin table (one load per
-/// pair already), for a whole-head QK-norm thread (it walks every lane itself), or past the
+/// pair already), for a whole-head QK-norm thread (it walks every lane itself), for an all-heads
+/// norm (qk_norm_all.cuh: a row is one warp segment whose lanes compute their own), or past the
 /// shared-memory budget.
 ROPEJIT_HOST_DEVICE constexpr SharedAngleShape shared_angle_shape(WorkShape w, int rotated_pairs, int block_threads,
-                                                                  bool table_sincos) {
+                                                                  bool table_sincos, bool all_heads_norm) {
   SharedAngleShape a;
   a.items_per_row = w.head_groups * w.lanes;
   a.max_rows = (block_threads - 1) / a.items_per_row + 2;  // a pass may start mid-row
   a.pairs = angle_lanes(w, rotated_pairs) * w.pairs_per_lane;
   a.units_per_thread = (a.max_rows * a.pairs + block_threads - 1) / block_threads;
-  a.enabled = w.head_groups > 1 && !w.whole_heads && !table_sincos && a.pairs > 0 &&
+  a.enabled = w.head_groups > 1 && !w.whole_heads && !table_sincos && !all_heads_norm && a.pairs > 0 &&
               a.max_rows * a.pairs * 2 * 4 <= kMaxSharedAngleBytes;
   return a;
 }

@@ -95,7 +95,7 @@ struct KernelStats {
   int stack_bytes = 0;       ///< local memory per thread
   int shared_bytes = 0;
   int block_threads = 0;
-  int heads_per_thread = 1;
+  int heads_per_thread = 1;  ///< the config's; an all-heads QK-norm's actual heads per thread
   Occupancy occupancy;       ///< at block_threads on `arch`
   InstrCounts counts;
   int items_per_row = 0;         ///< work items (threads) per token row

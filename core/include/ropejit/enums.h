@@ -52,6 +52,9 @@ enum class QOutput { inplace, separate };
 
 /// QK-norm weight: one head_dim vector for q and one for k (shared by the heads), or none.
 enum class NormWeight { per_head, none };
+/// QK-norm extent: each head over its head_dim (Qwen3, Gemma 3), or all heads of a token's q
+/// (and of its k) together, over Hq·D (Hkv·D) values (OLMo 2 and 3, MiniMax-M2).
+enum class NormScope { head, all };
 
 /// One row of an enum table.
 template <class E>
@@ -91,6 +94,8 @@ inline constexpr std::array<EnumName<QOutput>, 2> kQOutputNames{{
     {QOutput::inplace, "inplace"}, {QOutput::separate, "separate"}}};
 inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
     {NormWeight::per_head, "per_head"}, {NormWeight::none, "none"}}};
+inline constexpr std::array<EnumName<NormScope>, 2> kNormScopeNames{{
+    {NormScope::head, "head"}, {NormScope::all, "all"}}};
 
 /// The table for an enum type.
 template <class E> constexpr const auto& enum_table();
@@ -159,6 +164,7 @@ template <> constexpr const auto& enum_table<InputForm>() { return kInputNames; 
 template <> constexpr const auto& enum_table<OutputForm>() { return kOutputNames; }
 template <> constexpr const auto& enum_table<PositionsForm>() { return kPositionsNames; }
 template <> constexpr const auto& enum_table<NormWeight>() { return kNormWeightNames; }
+template <> constexpr const auto& enum_table<NormScope>() { return kNormScopeNames; }
 template <> constexpr const auto& enum_table<CacheLayout>() { return kCacheLayoutNames; }
 template <> constexpr const auto& enum_table<CacheDType>() { return kCacheDTypeNames; }
 template <> constexpr const auto& enum_table<CacheIndex>() { return kCacheIndexNames; }

@@ -343,15 +343,21 @@ void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
   p.bias[kRoleV] = b ? b + (c.Hq + c.Hkv) * c.D * c.esize : nullptr;
 }
 
-// QK-norm weights (qk_norm with weight per_head): one [D] vector each for q and k, in the
-// storage dtype, read as vectors like the data.
+// QK-norm weights (qk_norm with weight per_head) for q and k, in the storage dtype, read as
+// vectors like the data: [D] each (scope head, shared by the heads), or [Hq, D] and [Hkv, D]
+// (scope all, HF's q_norm.weight of Hq·D values).
 void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) {
   const QkNorm& norm = c.spec.qk_norm;
   if (!norm.enabled || norm.weight != NormWeight::per_head) return;
+  const bool all_heads = norm.scope == NormScope::all;
   for (int role = 0; role < 2; ++role) {
     const void* weight = role == 0 ? a.q_norm_weight : a.k_norm_weight;
     const char* name = role == 0 ? "q_norm_weight" : "k_norm_weight";
-    if (c.any) check_present(weight, name, "when the spec's qk_norm has weight per_head ([head_dim])");
+    if (c.any)
+      check_present(weight, name,
+                    all_heads ? "when the spec's qk_norm has weight per_head and scope all (q [Hq, head_dim], "
+                                "k [Hkv, head_dim])"
+                              : "when the spec's qk_norm has weight per_head ([head_dim])");
     check_aligned(weight, c.align, name);
     p.norm_weight[role] = weight;
   }
@@ -359,10 +365,13 @@ void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) {
 
 void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
   if (!s.qk_norm.enabled || s.qk_norm.weight != NormWeight::per_head) return;
-  out.push_back(data_buffer(s, "q_norm_weight", BufferKind::norm_weight, 1, s.head_dim, s.head_dim, false,
-                            bind_to<&ropejit_args::q_norm_weight>, {"D"}));
-  out.push_back(data_buffer(s, "k_norm_weight", BufferKind::norm_weight, 1, s.head_dim, s.head_dim, false,
-                            bind_to<&ropejit_args::k_norm_weight>, {"D"}));
+  const bool all_heads = s.qk_norm.scope == NormScope::all;
+  const int64_t q = (all_heads ? s.num_q_heads : 1) * int64_t{s.head_dim};
+  const int64_t k = (all_heads ? s.num_kv_heads : 1) * int64_t{s.head_dim};
+  out.push_back(data_buffer(s, "q_norm_weight", BufferKind::norm_weight, 1, q, q, false,
+                            bind_to<&ropejit_args::q_norm_weight>, {all_heads ? "Hq" : "D", all_heads ? "D" : nullptr}));
+  out.push_back(data_buffer(s, "k_norm_weight", BufferKind::norm_weight, 1, k, k, false,
+                            bind_to<&ropejit_args::k_norm_weight>, {all_heads ? "Hkv" : "D", all_heads ? "D" : nullptr}));
 }
 
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).

@@ -59,13 +59,15 @@ struct IoSpec {
   QOutput q_output = QOutput::inplace;          ///< rotated q back into q, or into q_out
 };
 
-/// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements, in fp32,
-/// after the bias and before the rotation (Qwen3, Gemma 3): x / sqrt(mean(x^2) + eps) * (offset + w).
+/// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements (scope head:
+/// Qwen3, Gemma 3), or of a token's q heads together and its k heads together (scope all: OLMo 2),
+/// in fp32, after the bias and before the rotation: x / sqrt(mean(x^2) + eps) * (offset + w).
 struct QkNorm {
   bool enabled = false;                      ///< the block is present
   double eps = 1e-6;                         ///< added to mean(x^2)
   NormWeight weight = NormWeight::per_head;  ///< per_head: q_norm_weight / k_norm_weight at launch
   double weight_offset = 0.0;                ///< Gemma's (1 + w): 1.0
+  NormScope scope = NormScope::head;         ///< all: one norm over a token's q heads, one over its k heads
 };
 
 /// The `attn_temperature` block (op attn_temperature, Llama 4's NoPE layers): q of a token at

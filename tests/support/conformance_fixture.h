@@ -1,0 +1,55 @@
+#pragma once
+// Test helper: the fixture of the conformance suites, which run every case on both backends:
+// host everywhere, cuda where a GPU is usable (the GPU tier). A suite derives from
+// BackendConformance and is instantiated with BackendKind::host and BackendKind::cuda.
+#include <ostream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "ropejit/check/harness.h"
+#include "ropejit/spec.h"
+#include "support/backends.h"
+
+namespace ropejit {
+// Test names and ctest lines show "host" / "cuda" rather than the enum's bytes.
+inline void PrintTo(BackendKind kind, std::ostream* os) { *os << to_string(kind); }
+}  // namespace ropejit
+
+namespace ropejit::test {
+
+/// Skips the backend this run lacks; one Runtime per backend for the whole process (kernels are
+/// compiled once, whichever suite asks first).
+class BackendConformance : public ::testing::TestWithParam<BackendKind> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == BackendKind::cuda && !cuda_device_usable())
+      GTEST_SKIP() << "SKIPPED: cuda conformance tier: no usable GPU";
+    if (GetParam() == BackendKind::host && !host_backend_built())
+      GTEST_SKIP() << "SKIPPED: host conformance tier: built without the host backend";
+  }
+  static Runtime& runtime() {
+    if (GetParam() == BackendKind::host) {
+      static Runtime host(options_for(BackendKind::host));
+      return host;
+    }
+    static Runtime cuda(options_for(BackendKind::cuda));
+    return cuda;
+  }
+  /// Runs one case against the float64 reference; a failure names the backend, `what`, the
+  /// token count, the report and the spec.
+  void expect_case(const Kernel& kernel, const check::CaseOptions& options, const std::string& what) {
+    const check::CaseReport report = check::run_case(runtime(), kernel, options);
+    EXPECT_TRUE(report.ok()) << to_string(GetParam()) << " " << what << " tokens " << options.tokens << "\n"
+                             << report.summary() << canonical_json(kernel.spec());
+  }
+
+ private:
+  static RuntimeOptions options_for(BackendKind kind) {
+    RuntimeOptions o;
+    o.backend = kind;
+    return o;
+  }
+};
+
+}  // namespace ropejit::test
