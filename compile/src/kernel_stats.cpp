@@ -82,11 +82,13 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   s.heads_per_thread = config.heads_per_thread;
   s.occupancy = occupancy(arch_limits(binary.arch), config.block_threads, binary.registers, binary.shared_bytes);
 
-  // Trips of the loops inside the grid-stride loop: the heads; where one thread owns whole heads
+  // Trips of the loops inside the grid-stride loop: the heads (with role slots, the q heads only:
+  // the k and v heads are straight code after that loop); where one thread owns whole heads
   // (a QK-norm head wider than a warp) also every lane of a head (the norm pass, by vectors, runs
   // as often) - one weight for all inner loops.
   const WorkShape shape = work_shape(spec, config);
-  const int trips = config.heads_per_thread * (shape.whole_heads ? shape.rot_lanes + shape.tail_lanes : 1);
+  s.heads_loop_trips = shape.role_slots ? shape.q_slots : config.heads_per_thread;
+  const int trips = s.heads_loop_trips * (shape.whole_heads ? shape.rot_lanes + shape.tail_lanes : 1);
   std::optional<std::string> tool;
   if (!binary.is_ptx && want != StatsSource::ptx) tool = find_disassembler();
   if (binary.is_ptx) {

@@ -44,6 +44,7 @@ struct Instr {
   Fp64 fp64 = Fp64::none;
   std::string target;             // branch target (label or hex address), else empty
   bool exit = false;
+  bool predicated = false;        // @P: the instruction may not take effect (a conditional exit)
   bool padding = false;           // NOP: alignment filler, never issued
 };
 
@@ -183,9 +184,11 @@ Listing read_sass(std::string_view text) {
       continue;
     std::string body = trim(line.substr(close + 2, semi - close - 2));
     if (body.empty()) continue;
-    if (body[0] == '@') body = trim(body.substr(body.find(' ') == std::string::npos ? body.size() : body.find(' ')));
+    const bool predicated = body[0] == '@';
+    if (predicated) body = trim(body.substr(body.find(' ') == std::string::npos ? body.size() : body.find(' ')));
     const size_t sp = body.find(' ');
     Instr in;
+    in.predicated = predicated;
     in.op = body.substr(0, sp);
     const std::string rest = sp == std::string::npos ? "" : body.substr(sp + 1);
     if (in.op.rfind("BRA", 0) == 0) {
@@ -279,9 +282,11 @@ Listing read_ptx(std::string_view text) {
     }
     if (line[0] == '.' || line[0] == '{' || line[0] == '}' || line.back() != ';') continue;
     std::string body = trim(line.substr(0, line.size() - 1));
-    if (body[0] == '@') body = trim(body.substr(std::min(body.find_first_of(" \t"), body.size())));
+    const bool predicated = body[0] == '@';
+    if (predicated) body = trim(body.substr(std::min(body.find_first_of(" \t"), body.size())));
     const size_t sp = body.find_first_of(" \t");
     Instr in;
+    in.predicated = predicated;
     in.op = body.substr(0, sp);
     const std::string rest = sp == std::string::npos ? "" : body.substr(sp + 1);
     if (in.op.rfind("bra", 0) == 0) in.target = trim(rest);
@@ -294,13 +299,18 @@ Listing read_ptx(std::string_view text) {
 // --- counting -----------------------------------------------------------------------------
 
 // Per-item weight of each instruction: loops nested in the outermost one (the grid-stride
-// loop) are taken to be the heads loop, run `trips` times per item.
+// loop) are taken to be the heads loop, run `trips` times per item. A backward branch over an
+// unconditional exit is no loop: it leaves code placed after the kernel's end (the divergent
+// path of a shuffle) for the point it was called from.
 std::vector<int> item_weights(const Listing& l, int trips) {
   std::vector<int> depth(l.code.size(), 0);
   for (size_t i = 0; i < l.code.size(); ++i) {
     if (l.code[i].target.empty()) continue;
     const auto it = l.labels.find(l.code[i].target);
     if (it == l.labels.end() || it->second >= i) continue;  // forward, or the self-branch trap
+    if (std::any_of(l.code.begin() + it->second, l.code.begin() + i,
+                    [](const Instr& in) { return in.exit && !in.predicated; }))
+      continue;
     for (size_t k = it->second; k <= i; ++k) ++depth[k];
   }
   std::vector<int> w(l.code.size());

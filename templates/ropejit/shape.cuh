@@ -50,6 +50,11 @@ struct WorkShape {
   int rot_heads = 0;         ///< q + k heads per row (rotated)
   int heads = 0;             ///< heads per row the kernel touches (+ v when copied)
   int head_groups = 0;       ///< ceil(heads / heads_per_thread)
+  /// One head group per kv head (GQA: Hq a multiple of Hkv, a thread's heads_per_thread slots
+  /// are its Hq / Hkv q heads, then its k head and, copied, its v head): each slot has one role,
+  /// known when compiling, so each role's heads run code of their own (rope.cuh rope_kernel).
+  bool role_slots = false;
+  int q_slots = 0;           ///< role_slots: Hq / Hkv, the slots of q heads
 };
 
 /// The work decomposition of a kernel. neox rotates vec pairs per lane (x[i], x[i + d/2]);
@@ -78,6 +83,9 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   w.rot_heads = num_q_heads + num_kv_heads;
   w.heads = w.rot_heads + (copy_v ? num_kv_heads : 0);
   w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;
+  w.role_slots = !w.whole_heads && num_q_heads > 0 && num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 &&
+                 w.head_groups == num_kv_heads && w.head_groups * heads_per_thread == w.heads;
+  w.q_slots = w.role_slots ? num_q_heads / num_kv_heads : 0;
   return w;
 }
 
