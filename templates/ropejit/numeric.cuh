@@ -137,9 +137,9 @@ __device__ __forceinline__ u32 fp8x2_to_f16x2_bits(u32 pair) {
 }
 
 // The four FP8 codes of a word (byte i is element i) as floats, exactly. sm_89+ converts pairs
-// with cvt.rn.f16x2.e4m3x2 / e5m2x2 (exact: every FP8 value is an fp16); elsewhere, and on the
-// host backend, the bit moves above and, for e4m3, a product by 2^8 (exact: the fp16 is the
-// value / 2^8, any NaN stays NaN).
+// with cvt.rn.f16x2.e4m3x2 / e5m2x2 (exact: every FP8 value is an fp16); elsewhere the bit moves
+// above and, for e4m3, a product by 2^8 (exact: the fp16 is the value / 2^8; NaN stays NaN),
+// in fp16 pairs on the GPU, after the conversion to float on the host backend: the same values.
 template <class S>
 __device__ __forceinline__ void fp8x4_to_floats(u32 w, float* out) {
   u32 half2[2];
@@ -154,7 +154,15 @@ __device__ __forceinline__ void fp8x4_to_floats(u32 w, float* out) {
 #else
   half2[0] = fp8x2_to_f16x2_bits<S>(__byte_perm(w, 0u, 0x1404u));
   half2[1] = fp8x2_to_f16x2_bits<S>(__byte_perm(w, 0u, 0x3424u));
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
+  if constexpr (S::kE4M3) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(half2[j]) : "r"(0x5c005c00u));  // 2^8, 2^8
+  }
+  constexpr float kScale = 1.0f;
+#else
   constexpr float kScale = S::kE4M3 ? 256.0f : 1.0f;
+#endif
 #endif
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -188,7 +196,8 @@ __device__ __forceinline__ u32 fp8x4_bits(const float* in) {
   const u32 magnitudes = __byte_perm(__byte_perm(m[0], m[1], 0x40u), __byte_perm(m[2], m[3], 0x40u), 0x5410u);
   const u32 signs = __byte_perm(__byte_perm(__float_as_uint(in[0]), __float_as_uint(in[1]), 0x73u),
                                 __byte_perm(__float_as_uint(in[2]), __float_as_uint(in[3]), 0x73u), 0x5410u);
-  return (((magnitudes & 0x7f7f7f7fu) + kOffset * 0x01010101u) & 0x7f7f7f7fu) | (signs & 0x80808080u);
+  const u32 codes = (magnitudes & 0x7f7f7f7fu) + kOffset * 0x01010101u;
+  return codes ^ ((codes ^ signs) & 0x80808080u);  // bit 7 of each byte from `signs`
 #endif
 }
 
