@@ -369,8 +369,9 @@ TEST(KernelStats, EverySpecHasANonEmptyReport) {
 }
 
 // Known gaps of the issue-time rule, one row per spec and arch: the H100 issue fraction the model
-// gives today from SASS and from PTX (a row whose kernel gets under the limit fails, so the waiver
-// is removed with the fix), and why. Every other rule of the gate still holds for these rows.
+// gives today from SASS and from PTX, the fallback without a disassembler (0: no waiver from that
+// source; a waived row under the limit fails, so the waiver goes with the fix), and why. Every
+// other rule of the gate still holds for these rows.
 struct IssueWaiver {
   const char* spec;
   const char* arch;
@@ -383,6 +384,9 @@ constexpr IssueWaiver kIssueWaivers[] = {
      "re-rotating an FP8 cache without FP8 instructions: each element is one byte read and one written, "
      "12 instructions at the 60% limit, and its exact decode (5.5), scaling (2), rotation (2) and rounding "
      "(10.5) take 20 (SASS 107%, PTX 180%; sm_90, with cvt, 48%: docs/PERF.md)"},
+    {"qwen3-8b-paged-fp8", "sm_80", 0, 0.70,
+     "PTX only: the software FP8 rounding of k and v is 16 PTX instructions an element (constants and bit "
+     "casts ptxas removes) against 7 in SASS (SASS 53%, PTX 66%: docs/PERF.md)"},
 };
 
 // The CI performance gate (issue 14 part 3): every spec's default kernel on sm_80 and sm_90
@@ -416,11 +420,11 @@ TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
       if (g.stats.spec_name == w.spec && g.stats.arch == w.arch) waiver = &w;
     const std::string figure = fmt::format(": issue {:.2f} us = {:.0f}% of memory {:.2f} us on H100 at {} tokens",
                                            g.h100.issue_us, 100 * g.h100.issue_fraction, g.h100.memory_us, g.h100.rows);
-    if (!waiver) {
+    const double at_most = !waiver ? 0 : g.stats.source == "sass" ? waiver->sass_at_most : waiver->ptx_at_most;
+    if (at_most == 0) {
       EXPECT_LT(g.h100.issue_us, 0.6 * g.h100.memory_us) << g.what << figure << " (limit 60%)";
       continue;
     }
-    const double at_most = g.stats.source == "sass" ? waiver->sass_at_most : waiver->ptx_at_most;
     std::printf("[ WAIVED   ] %s%s (waiver: at most %.0f%%: %s)\n", g.what.c_str(), figure.c_str(), 100 * at_most,
                 waiver->why);
     EXPECT_LE(g.h100.issue_fraction, at_most) << g.what << figure << " (waiver exceeded)";
