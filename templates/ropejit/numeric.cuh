@@ -82,17 +82,16 @@ __device__ __forceinline__ u16 float_to_f16_bits(float f) {
 
 // float -> FP8 bits with E exponent and M mantissa bits: round to nearest even, saturating
 // (finite values beyond the largest, and infinities, become the largest: PTX's satfinite);
-// NaN stays NaN. Without FP8 instructions (sm_80, the host backend), one fma rounds: s = |x|
+// NaN stays NaN. Without FP8 instructions (sm_80, the host backend) one fma rounds: s = |x|
 // clamped to the largest value; p = 2^e, e the exponent of s floored at the smallest normal's;
-// t = fma(s, 2^(M-23), p) keeps p's binade, so it rounds s to nearest even at the FP8 spacing
-// 2^(e-M) (t's mantissa field is the count k of steps, its parity the code's); the code
-// k + 2^M (e + bias - 1) is then t + (t >> (23-M)) + kFp8Offset in 7 bits. Bit for bit the
-// field-by-field rounding of earlier versions on all 2^32 inputs (tests/test_fp8_kernel.cpp).
+// t = fma(s, 2^(M-23), p) stays in p's binade, so it rounds s to nearest even at the FP8 spacing
+// 2^(e-M) (t's mantissa field counts those steps, with the code's parity); the code
+// steps + 2^M (e + bias - 1) is then t + (t >> (23-M)) + kOffset in 7 bits. Equal to the oracle
+// on all 2^32 floats (a one-off run: docs/PERF.md; tests/test_fp8_kernel.cpp: a dense stride).
 template <int E, int M>
 struct Fp8Format {
   static_assert((E == 4 && M == 3) || (E == 5 && M == 2), "OCP e4m3 or e5m2");
   static constexpr int kBias = (1 << (E - 1)) - 1;
-  static constexpr float kMax = E == 4 ? 448.0f : 57344.0f;  // e4m3 has no infinity: S.1111.110
   static constexpr u32 kOffset = (u32)(((kBias - 128) * (1 << M)) & 0x7f);
 };
 
@@ -100,7 +99,8 @@ struct Fp8Format {
 template <int E, int M>
 __device__ __forceinline__ u32 fp8_magnitude_unbiased(float x) {
   typedef Fp8Format<E, M> F;
-  const float s = fminf(fabsf(x), F::kMax);
+  constexpr float kMax = E == 4 ? 448.0f : 57344.0f;  // a constant, not a member: no device global
+  const float s = fminf(fabsf(x), kMax);
   const float binade = fmaxf(s, __uint_as_float((u32)(128 - F::kBias) << 23));
   const float p = __uint_as_float(__float_as_uint(binade) & 0x7f800000u);
   const u32 t = __float_as_uint(fmaf(s, __uint_as_float((u32)(127 - 23 + M) << 23), p));
