@@ -111,7 +111,8 @@ Config default_config(const Spec& spec) {
   if (paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_) {
     Config trial = c;
     trial.heads_per_thread = spec.op == OpKind::rerotate ? std::min(heads, 8) : heads / spec.num_kv_heads;
-    if (spec.op == OpKind::rerotate || work_shape(spec, trial).role_slots) c = trial;
+    const bool slots = work_shape(spec, trial).role_slots && trial.heads_per_thread <= 16;  // MQA: too few threads
+    if ((spec.op == OpKind::rerotate || slots) && !config_problem(spec, trial)) c = trial;
   }
   return c;
 }
