@@ -436,6 +436,37 @@ TEST_P(Conformance, StridedSeparateTensors) {
     }
 }
 
+// Role slots (shape.cuh: a thread takes a kv head's q heads, then its k and v head, each role
+// compiled alone) in every output form, with and without copied v, bias or QK-norm, MHA and GQA.
+TEST_P(Conformance, RoleSlots) {
+  int index = 0;
+  for (const char* output : {"inplace", "separate", "padded_bhsd", "paged_kv"})
+    for (int q_per_kv : {1, 3}) {
+      SpecFields f = case_fields("role-slots", index % 2 ? "interleaved" : "neox", kDtypes[index % 3], 64,
+                                 index % 3 ? 64 : 32, index, 3);
+      f.output = output;
+      f.num_kv_heads = 2;
+      f.num_q_heads = 2 * q_per_kv;
+      f.copy_v = index % 3 != 0 || f.output == "paged_kv";
+      f.qkv_bias = index % 4 == 1;
+      f.positions = f.output == "padded_bhsd" ? "varlen" : "explicit";
+      if (index % 2 == 0) f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
+      if (f.output == "paged_kv") f.io_extra = {{"cache_dtype", q_per_kv == 1 ? "auto" : "fp8_e4m3"}, {"page_size", 4}};
+      const Spec spec = ropejit::test::make_spec(f);
+      Config c = default_config(spec);
+      c.heads_per_thread = total_heads(spec) / f.num_kv_heads;
+      ASSERT_TRUE(work_shape(spec, c).role_slots) << output;
+      const Kernel kernel = runtime().get(spec, c);
+      for (int64_t tokens : {1, 45}) {
+        check::CaseOptions o;
+        o.tokens = tokens;
+        o.strided = tokens % 2 == 1;
+        expect_case(kernel, o, fmt::format("role slots {} q/kv {} {}", output, q_per_kv, config_name(c)));
+      }
+      ++index;
+    }
+}
+
 // Every tunable value produces the same (correct) results.
 TEST_P(Conformance, EveryTunableValue) {
   SpecFields f;

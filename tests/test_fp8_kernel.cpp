@@ -1,7 +1,7 @@
-// The kernel's float -> FP8 conversions (float_to_e4m3_bits / float_to_e5m2_bits in
-// templates/ropejit/numeric.cuh, compiled for the host in tests/support/fp8_kernel.cpp) against
-// the independent host oracle round_to_fp8_bits (core/include/ropejit/fp_convert.h): bit for
-// bit for every non-NaN input; NaN only has to stay NaN.
+// The kernel's FP8 conversions (templates/ropejit/numeric.cuh, compiled for the host in
+// tests/support/fp8_kernel.cpp: the path sm_80 takes, bit moves and one fma, no FP8 instructions)
+// against the independent host oracle (core/include/ropejit/fp_convert.h): float -> FP8 bit for
+// bit for every non-NaN input, NaN only has to stay NaN; FP8 -> float exact for every code.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <random>
 #include <vector>
 
 #include "ropejit/fp_convert.h"
@@ -17,6 +18,8 @@
 // tests/support/fp8_kernel.cpp
 uint8_t kernel_e4m3(float x);
 uint8_t kernel_e5m2(float x);
+void kernel_fp8x16_to_floats(bool e4m3, const uint32_t* words, float* out);
+void kernel_floats_to_fp8x16(bool e4m3, const float* in, uint32_t* words);
 
 using namespace ropejit::ref;
 
@@ -184,6 +187,78 @@ TEST(Fp8Kernel, SaturationInfinityAndNaN) {
   EXPECT_EQ(kernel_e4m3(1.0f), 0x38);
   EXPECT_EQ(kernel_e4m3(-1.0f), 0xb8);
   EXPECT_EQ(kernel_e5m2(1.0f), 0x3c);
+}
+
+// Every pair of codes side by side in every lane of a 16-byte vector, decoded as the kernels
+// load it: the value of each code exactly, NaN (e4m3 S.1111.111, e5m2's) as NaN, signed zeros.
+TEST(Fp8Kernel, EveryCodeDecodesExactlyInEveryLane) {
+  for (Fp8Format f : kFormats) {
+    int mismatches = 0;
+    for (uint32_t pair = 0; pair < 0x10000u; ++pair) {
+      for (int shift : {0, 8}) {  // the pair at even lanes, then at odd ones
+        uint8_t bytes[16];
+        for (int i = 0; i < 16; ++i) bytes[i] = static_cast<uint8_t>(pair >> ((8 * i + shift) % 16));
+        uint32_t words[4];
+        std::memcpy(words, bytes, sizeof words);
+        float got[16];
+        kernel_fp8x16_to_floats(f == Fp8Format::e4m3, words, got);
+        for (int i = 0; i < 16; ++i) {
+          const double want = fp8_bits_to_double(f, bytes[i]);
+          const bool same = std::isnan(want) ? std::isnan(got[i]) : to_bits(got[i]) == to_bits(static_cast<float>(want));
+          if (!same && ++mismatches <= 10)
+            ADD_FAILURE() << name(f) << " code 0x" << std::hex << int(bytes[i]) << " in lane " << std::dec << i
+                          << ": kernel " << got[i] << ", exact " << want;
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << name(f);
+  }
+}
+
+// A float the rounding treats specially, or any float: zeros, subnormals, values next to FP8
+// midpoints, the saturation edge, infinities, NaNs with any payload and sign.
+float random_fp8_input(Fp8Format f, std::mt19937_64& rng) {
+  const uint32_t bits = static_cast<uint32_t>(rng());
+  const uint32_t sign = bits & 0x80000000u;
+  switch (rng() % 6) {
+    case 0: return from_bits(bits);  // any float
+    case 1: {  // within a few ulps of a midpoint between neighbouring codes
+      const int code = static_cast<int>(rng() % max_code(f));
+      const float mid = static_cast<float>((fp8_bits_to_double(f, code) + fp8_bits_to_double(f, code + 1)) / 2);
+      return from_bits((to_bits(mid) + static_cast<uint32_t>(rng() % 9) - 4u) | sign);
+    }
+    case 2: return from_bits((bits & 0x80ffffffu) | (static_cast<uint32_t>(100 + rng() % 40) << 23));  // FP8's range
+    case 3: return from_bits(sign | 0x7f800000u | (bits & 0x7fffffu));  // infinity or NaN
+    case 4: return from_bits(sign | (bits & 0x7fffffu));                // float subnormal or zero
+    default: return from_bits(sign | (to_bits(static_cast<float>(fp8_bits_to_double(f, max_code(f)))) + (bits & 0xfffffu) - 0x80000u));
+  }
+}
+
+// The 16-byte vector store (four codes a word, magnitudes and signs gathered bytewise) gives
+// every lane the code the scalar conversion and the oracle give, whatever its neighbours are.
+TEST(Fp8Kernel, VectorRoundingMatchesScalarInEveryLane) {
+  const uint64_t seed = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+  std::mt19937_64 rng(seed);
+  for (Fp8Format f : kFormats) {
+    int mismatches = 0;
+    for (int n = 0; n < 200000; ++n) {
+      float in[16];
+      for (float& x : in) x = random_fp8_input(f, rng);
+      uint32_t words[4];
+      kernel_floats_to_fp8x16(f == Fp8Format::e4m3, in, words);
+      uint8_t got[16];
+      std::memcpy(got, words, sizeof got);
+      for (int i = 0; i < 16; ++i) {
+        const bool ok = std::isnan(in[i]) ? std::isnan(fp8_bits_to_double(f, got[i]))
+                                          : got[i] == kernel(f, in[i]) &&
+                                                got[i] == round_to_fp8_bits(f, static_cast<double>(in[i]));
+        if (!ok && ++mismatches <= 10)
+          ADD_FAILURE() << name(f) << " lane " << i << " input bits 0x" << std::hex << to_bits(in[i]) << ": vector 0x"
+                        << int(got[i]) << ", scalar 0x" << int(kernel(f, in[i])) << " (seed " << std::dec << seed << ")";
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << name(f) << " (seed " << seed << ")";
+  }
 }
 
 }  // namespace

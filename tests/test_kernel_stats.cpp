@@ -87,6 +87,29 @@ $L__BB0_2:
 }
 )";
 
+// A shuffle whose lanes may diverge: ptxas puts the divergent path after EXIT, returning into
+// the heads loop with a backward branch that is no loop. A conditional EXIT stays inside one.
+constexpr const char* kSassDivergentPath = R"(
+ropejit_rope:
+        /*0000*/                   S2R R0, SR_TID.X ;
+.L_x_5:
+        /*0010*/                   LDG.E.128 R12, desc[UR4][R2.64] ;
+        /*0020*/               @P3 EXIT ;
+.L_x_4:
+        /*0030*/              @!P0 BRA.DIV UR9, `(.L_x_7) ;
+        /*0040*/                   SHFL.BFLY PT, R22, R55, 0x4, 0x181f ;
+.L_x_8:
+        /*0050*/                   FADD R21, R55, R22 ;
+        /*0060*/               @P1 BRA `(.L_x_4) ;
+        /*0070*/               @P2 BRA `(.L_x_5) ;
+        /*0080*/                   EXIT ;
+.L_x_7:
+        /*0090*/                   WARPSYNC.COLLECTIVE R19, `(.L_x_9) ;
+        /*00a0*/                   SHFL.BFLY P0, R16, R18, R17, R16 ;
+.L_x_9:
+        /*00b0*/                   BRA `(.L_x_8) ;
+)";
+
 // Sets an environment variable for one scope and restores it.
 class ScopedEnv {
  public:
@@ -125,6 +148,12 @@ TEST(KernelStats, CountsSassByKindAndWidth) {
   // R15 belongs to the first 128-bit load (R12..R15): two loads were in flight before it.
   EXPECT_EQ(c.loads_in_flight, 2);
   EXPECT_EQ(c.bytes_in_flight, 32);
+}
+
+TEST(KernelStats, DivergentShufflePathIsNoLoop) {
+  const InstrCounts c = count_sass(kSassDivergentPath, 3);
+  EXPECT_EQ(c.instructions, 12);
+  EXPECT_DOUBLE_EQ(c.per_item, 8 + 4 * 3);  // the heads loop 0x30..0x60 runs 3 times, nothing else
 }
 
 TEST(KernelStats, CountsCuobjdumpListingWithAddressTargets) {
@@ -339,24 +368,26 @@ TEST(KernelStats, EverySpecHasANonEmptyReport) {
   }
 }
 
-// Known gaps of the issue-time rule, one row each: the spec, the H100 issue fraction the model
-// gives today (a row whose kernel gets under the limit fails, so the waiver is removed with the
-// fix), and why. Every other rule of the gate still holds for these specs.
+// Known gaps of the issue-time rule, one row per spec and arch: the H100 issue fraction the model
+// gives today from SASS and from PTX, the fallback without a disassembler (0: no waiver from that
+// source; a waived row under the limit fails, so the waiver goes with the fix), and why. Every
+// other rule of the gate still holds for these rows.
 struct IssueWaiver {
   const char* spec;
-  double issue_fraction_at_most;
+  const char* arch;
+  double sass_at_most;
+  double ptx_at_most;
   const char* why;
 };
 constexpr IssueWaiver kIssueWaivers[] = {
-    {"llama-3.1-8b-context-shift", 3.7,
-     "rerotate of an FP8 K cache: one byte per element read and written, so the sincos of every pair and the FP8 "
-     "decode and encode outweigh the memory time (PTX: sm_80 366%, rounding in integer code; sm_90 240%, cvt.satfinite "
-     "encodes pairs but decoding is integer code); a cvt-based e4m3x2 decode and cos/sin shared across more heads "
-     "are owed (docs/PERF.md)"},
-    {"qwen3-8b-paged-fp8", 1.85, "FP8 rounding of k and v after the warp-cooperative QK-norm: sm_80 has no FP8 "
-                                 "instructions and rounds in integer code (SASS 147%, PTX 182%); sm_90 converts pairs "
-                                 "in one cvt.satfinite (SASS 71%, PTX 83%); a cheaper exact sm_80 rounding is owed "
-                                 "(docs/PERF.md)"},
+    {"llama-3.1-8b-context-shift", "sm_80", 1.10, 1.85,
+     "re-rotating an FP8 cache without FP8 instructions: each element is one byte read and one written, "
+     "12 instructions at the 60% limit, and its exact decode times k_scale (5.5), rotation (2), rounding "
+     "after 1/k_scale (10.5), angles and addresses (2) take 20 (SASS 107%, PTX 180%; sm_90, with cvt, 48%: "
+     "docs/PERF.md)"},
+    {"qwen3-8b-paged-fp8", "sm_80", 0, 0.70,
+     "PTX only: the software FP8 rounding of k and v is 16 PTX instructions an element (constants and bit "
+     "casts ptxas removes) against 7 in SASS (SASS 53%, PTX 66%: docs/PERF.md)"},
 };
 
 // The CI performance gate (issue 14 part 3): every spec's default kernel on sm_80 and sm_90
@@ -387,21 +418,22 @@ TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
     EXPECT_EQ(g.stats.spill_bytes, 0) << g.what << ": spill bytes";
     const IssueWaiver* waiver = nullptr;
     for (const IssueWaiver& w : kIssueWaivers)
-      if (g.stats.spec_name == w.spec) waiver = &w;
+      if (g.stats.spec_name == w.spec && g.stats.arch == w.arch) waiver = &w;
     const std::string figure = fmt::format(": issue {:.2f} us = {:.0f}% of memory {:.2f} us on H100 at {} tokens",
                                            g.h100.issue_us, 100 * g.h100.issue_fraction, g.h100.memory_us, g.h100.rows);
-    if (!waiver) {
+    const double at_most = !waiver ? 0 : g.stats.source == "sass" ? waiver->sass_at_most : waiver->ptx_at_most;
+    if (at_most == 0) {
       EXPECT_LT(g.h100.issue_us, 0.6 * g.h100.memory_us) << g.what << figure << " (limit 60%)";
       continue;
     }
-    std::printf("[ WAIVED   ] %s%s (waiver: at most %.0f%%: %s)\n", g.what.c_str(), figure.c_str(),
-                100 * waiver->issue_fraction_at_most, waiver->why);
-    EXPECT_LE(g.h100.issue_fraction, waiver->issue_fraction_at_most) << g.what << figure << " (waiver exceeded)";
+    std::printf("[ WAIVED   ] %s%s (waiver: at most %.0f%%: %s)\n", g.what.c_str(), figure.c_str(), 100 * at_most,
+                waiver->why);
+    EXPECT_LE(g.h100.issue_fraction, at_most) << g.what << figure << " (waiver exceeded)";
     EXPECT_GE(g.h100.issue_fraction, 0.6) << g.what << figure << ": under the 60% limit now: remove the waiver";
   }
   for (const IssueWaiver& w : kIssueWaivers) {
     bool found = false;
-    for (const GateRow& g : rows) found = found || g.stats.spec_name == w.spec;
-    EXPECT_TRUE(found) << "waiver for " << w.spec << " names no spec in specs/";
+    for (const GateRow& g : rows) found = found || (g.stats.spec_name == w.spec && g.stats.arch == w.arch);
+    EXPECT_TRUE(found) << "waiver for " << w.spec << " on " << w.arch << " names no spec and arch the gate builds";
   }
 }

@@ -225,6 +225,42 @@ TEST(Config, WorkShapeCoversEveryElement) {
   }
 }
 
+// Role slots (shape.cuh) exactly where every slot of a thread holds one role: one head group per
+// kv head, Hq a multiple of Hkv; the default for FP8 appends where that is so, FP8 re-rotations
+// take up to 8 kv heads a thread.
+TEST(Config, RoleSlotsWhereEverySlotHasOneRole) {
+  const Spec qwen = load_spec_file(ropejit::test::source_dir() + "/specs/qwen3-8b-paged-fp8.json");
+  Config c = default_config(qwen);
+  EXPECT_EQ(c.heads_per_thread, 6);  // 32 q + 8 k + 8 v heads, 8 kv heads
+  WorkShape w = work_shape(qwen, c);
+  EXPECT_TRUE(w.role_slots);
+  EXPECT_EQ(w.q_slots, 4);
+  EXPECT_EQ(w.head_groups, 8);
+  c.heads_per_thread = 4;  // 12 groups: slot 2 holds q heads and k heads
+  EXPECT_FALSE(work_shape(qwen, c).role_slots);
+  const Spec shift = load_spec_file(ropejit::test::source_dir() + "/specs/llama-3.1-8b-context-shift.json");
+  EXPECT_EQ(default_config(shift).heads_per_thread, 8);
+  EXPECT_FALSE(work_shape(shift, default_config(shift)).role_slots);  // k heads only
+  SpecFields f;
+  f.output = "paged_kv";
+  f.copy_v = true;
+  f.io_extra = {{"cache_dtype", "fp8_e5m2"}, {"page_size", 16}};
+  f.num_q_heads = 32;
+  f.num_kv_heads = 1;  // MQA: 34 heads a thread would leave too few threads
+  EXPECT_EQ(default_config(ropejit::test::make_spec(f)).heads_per_thread, 4);
+  f.num_kv_heads = 8;
+  EXPECT_EQ(default_config(ropejit::test::make_spec(f)).heads_per_thread, 6);
+  f.io_extra["cache_dtype"] = "auto";  // a bf16 cache keeps the general default
+  EXPECT_EQ(default_config(ropejit::test::make_spec(f)).heads_per_thread, 4);
+  f.output = "inplace";  // role slots by config only: 32 q and 8 k heads, 5 a thread
+  f.copy_v = false;
+  f.io_extra = nullptr;
+  c = default_config(ropejit::test::make_spec(f));
+  EXPECT_FALSE(work_shape(ropejit::test::make_spec(f), c).role_slots);
+  c.heads_per_thread = 5;
+  EXPECT_TRUE(work_shape(ropejit::test::make_spec(f), c).role_slots);
+}
+
 TEST(Config, PersistentGridIsTheResidentBlocks) {
   const Spec spec = load_spec_file(ropejit::test::source_dir() + "/specs/llama-3.1-8b.json");
   Config c = default_config(spec);

@@ -106,6 +106,16 @@ Config default_config(const Spec& spec) {
     else if (heads >= 16) c.heads_per_thread = 4;
     else if (heads >= 8) c.heads_per_thread = (heads + 1) / 2;
   }
+  // An FP8 cache moves one byte per element, so the per-element work weighs twice or four times
+  // as much against memory: re-rotating, every kv head of a key shares its angles; appending,
+  // a thread takes a kv head's q heads, its k and its v (shape.cuh role slots), each role with
+  // code of its own (the k and v rounding not in the q heads' loop).
+  if (paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_) {
+    Config trial = c;
+    trial.heads_per_thread = spec.op == OpKind::rerotate ? std::min(heads, 8) : heads / spec.num_kv_heads;
+    const bool slots = work_shape(spec, trial).role_slots && trial.heads_per_thread <= 16;  // MQA: too few threads
+    if ((spec.op == OpKind::rerotate || slots) && !config_problem(spec, trial)) c = trial;
+  }
   return c;
 }
 

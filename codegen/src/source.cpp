@@ -217,10 +217,8 @@ Source generate_source(const Plan& plan) {
   const std::string table_args = op.tables(plan, text);
   t += "\n}  // namespace\n\n";
   // Min blocks per SM caps registers at 64 (half occupancy): without it ptxas aims for full
-  // occupancy (32 registers at 256 threads) and spills. A QK-norm kernel that also rounds to
-  // FP8 in software (before sm_89) needs more: 80 registers, 3/8 occupancy, no spill.
-  const bool wide = s.qk_norm.enabled && paged_kv(s) && s.io.cache_dtype != CacheDType::auto_;
-  const int threads_per_sm = wide ? 768 : 1024;
+  // occupancy (32 registers at 256 threads) and spills.
+  const int threads_per_sm = 1024;
   const std::string call = fmt::format("{}_kernel<Traits>(p{}{})", op.kernel, table_args.empty() ? "" : ", ", table_args);
   t += fmt::format(
       "extern \"C\" __global__ void __launch_bounds__({}, {}) {}(const ropejit::KernelParams p) {{\n"

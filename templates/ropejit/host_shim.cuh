@@ -22,6 +22,9 @@ float fmaf(float x, float y, float z);     // rope.cuh, sincos.cuh
 float sqrtf(float x);             // rope.cuh: QK-norm (IEEE, as CUDA's default -prec-sqrt)
 double exp2(double x);            // rope.cuh: dynamic NTK inv_freq
 float log1pf(float x);            // attn_temperature.cuh: the temperature of a position
+float fabsf(float x);             // numeric.cuh: FP8 rounding
+float fminf(float x, float y);    // numeric.cuh: FP8 saturation (a NaN operand gives the other)
+float fmaxf(float x, float y);    // numeric.cuh: FP8 rounding's binade
 }
 
 // --- CUDA declaration specifiers: no meaning on the CPU ---
@@ -62,6 +65,14 @@ static inline T __ldg(const T* p) { return *p; }
 // Bit casts (numeric.cuh: fp16/bf16 conversions, vector words).
 static inline float __uint_as_float(unsigned int v) { return __builtin_bit_cast(float, v); }
 static inline unsigned int __float_as_uint(float v) { return __builtin_bit_cast(unsigned int, v); }
+
+// Byte i of the result is byte (s >> 4i) & 7 of y:x (numeric.cuh: FP8 decoding).
+static inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned int s) {
+  const unsigned long long both = ((unsigned long long)y << 32) | x;
+  unsigned int r = 0;
+  for (int i = 0; i < 4; ++i) r |= (unsigned int)((both >> (8 * ((s >> (4 * i)) & 7u))) & 0xffu) << (8 * i);
+  return r;
+}
 
 // IEEE round-to-nearest product (rope.cuh: HF's float32 angle); the CPU's default rounding
 // mode, and -ffp-contract=off keeps it from fusing into a neighbouring add.

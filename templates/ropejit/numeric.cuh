@@ -82,62 +82,122 @@ __device__ __forceinline__ u16 float_to_f16_bits(float f) {
 
 // float -> FP8 bits with E exponent and M mantissa bits: round to nearest even, saturating
 // (finite values beyond the largest, and infinities, become the largest: PTX's satfinite);
-// NaN stays NaN. `max_bits` is the float bits of the largest finite FP8 value.
+// NaN stays NaN. Without FP8 instructions (sm_80, the host backend) one fma rounds: s = |x|
+// clamped to the largest value; p = 2^e, e the exponent of s floored at the smallest normal's;
+// t = fma(s, 2^(M-23), p) stays in p's binade, so it rounds s to nearest even at the FP8 spacing
+// 2^(e-M) (t's mantissa field counts those steps, with the code's parity); the code
+// steps + 2^M (e + bias - 1) is then t + (t >> (23-M)) + kOffset in 7 bits. Equal to the oracle
+// on all 2^32 floats (a one-off run: docs/PERF.md; tests/test_fp8_kernel.cpp: a dense stride).
 template <int E, int M>
-__device__ __forceinline__ u8 float_to_fp8_bits(float f, u32 max_bits, u8 nan) {
-  const u32 x = __float_as_uint(f);
-  const u32 sign = (x >> 24) & 0x80u;
-  u32 absx = x & 0x7fffffffu;
-  if (absx > 0x7f800000u) return (u8)(sign | nan);
-  if (absx > max_bits) absx = max_bits;  // exact in FP8: rounding cannot pass it
-  constexpr int kBias = (1 << (E - 1)) - 1;
-  if (absx < (u32)(127 - kBias + 1) << 23) {  // below the smallest normal: multiples of 2^(1-bias-M)
-    // The product is exact (a power of two) and below 2^M; adding 2^23 rounds it to an integer
-    // half to even in the default rounding mode (an fma of the two is the same single rounding).
-    const float quanta = __uint_as_float(absx) * __uint_as_float((u32)(127 + kBias - 1 + M) << 23);
-    const u32 q = __float_as_uint(quanta + 8388608.0f) - 0x4b000000u;
-    return (u8)(sign | q);  // q == 2^M is the smallest normal's encoding
-  }
-  constexpr int kDrop = 23 - M;
-  const u32 r = (absx + ((1u << (kDrop - 1)) - 1u) + ((absx >> kDrop) & 1u)) >> kDrop;
-  return (u8)(sign | (r - ((u32)(127 - kBias) << M)));
+struct Fp8Format {
+  static_assert((E == 4 && M == 3) || (E == 5 && M == 2), "OCP e4m3 or e5m2");
+  static constexpr int kBias = (1 << (E - 1)) - 1;
+  static constexpr u32 kOffset = (u32)(((kBias - 128) * (1 << M)) & 0x7f);
+};
+
+// |x| rounded: the code of |x| is (result + kOffset) & 0x7f, except for NaN.
+template <int E, int M>
+__device__ __forceinline__ u32 fp8_magnitude_unbiased(float x) {
+  typedef Fp8Format<E, M> F;
+  constexpr float kMax = E == 4 ? 448.0f : 57344.0f;  // a constant, not a member: no device global
+  const float s = fminf(fabsf(x), kMax);
+  const float binade = fmaxf(s, __uint_as_float((u32)(128 - F::kBias) << 23));
+  const float p = __uint_as_float(__float_as_uint(binade) & 0x7f800000u);
+  const u32 t = __float_as_uint(fmaf(s, __uint_as_float((u32)(127 - 23 + M) << 23), p));
+  return t + (t >> (23 - M));
 }
 
-__device__ __forceinline__ u8 float_to_e4m3_bits(float f) { return float_to_fp8_bits<4, 3>(f, 0x43e00000u, 0x7fu); }
-__device__ __forceinline__ u8 float_to_e5m2_bits(float f) { return float_to_fp8_bits<5, 2>(f, 0x47600000u, 0x7fu); }
+template <int E, int M>
+__device__ __forceinline__ u32 float_to_fp8_bits(float x) {
+  const u32 code = x != x ? 0x7fu : (fp8_magnitude_unbiased<E, M>(x) + Fp8Format<E, M>::kOffset) & 0x7fu;
+  return code | ((__float_as_uint(x) >> 24) & 0x80u);
+}
+
+__device__ __forceinline__ u8 float_to_e4m3_bits(float f) { return (u8)float_to_fp8_bits<4, 3>(f); }
+__device__ __forceinline__ u8 float_to_e5m2_bits(float f) { return (u8)float_to_fp8_bits<5, 2>(f); }
 
 __device__ __forceinline__ float to_float(StorageF32, float v) { return v; }
 __device__ __forceinline__ float to_float(StorageF16, u16 v) { return f16_bits_to_float(v); }
 __device__ __forceinline__ float to_float(StorageBF16, u16 v) { return bf16_bits_to_float(v); }
-// FP8 -> float, exact: e5m2 is the upper byte of an fp16; e4m3 (bias 7, no infinity, S.1111.111
-// NaN) is decoded from its fields, its subnormals being multiples of 2^-9.
-__device__ __forceinline__ float to_float(StorageE5M2, u8 v) { return f16_bits_to_float((u16)((u16)v << 8)); }
-__device__ __forceinline__ float to_float(StorageE4M3, u8 v) {
-  const u32 sign = (u32)(v & 0x80u) << 24, exp = (v >> 3) & 0xfu, mant = v & 0x7u;
-  if (exp == 0xfu && mant == 0x7u) return __uint_as_float(sign | 0x7fc00000u);
-  if (exp == 0) return __uint_as_float(sign | __float_as_uint((float)mant * 0.001953125f));
-  return __uint_as_float(sign | ((exp + 120u) << 23) | (mant << 20));
-}
 __device__ __forceinline__ float from_float(StorageF32, float v) { return v; }
 __device__ __forceinline__ u16 from_float(StorageF16, float v) { return float_to_f16_bits(v); }
 __device__ __forceinline__ u16 from_float(StorageBF16, float v) { return float_to_bf16_bits(v); }
 __device__ __forceinline__ u8 from_float(StorageE4M3, float v) { return float_to_e4m3_bits(v); }
 __device__ __forceinline__ u8 from_float(StorageE5M2, float v) { return float_to_e5m2_bits(v); }
 
-// Two FP8 values in 16 bits, `lo` in the low byte. sm_89+ converts both in one instruction
-// (cvt.satfinite: the same rounding and saturation); elsewhere, and on the host backend, the
-// integer conversion above.
+// Two FP8 codes as fp16x2 bits, exactly; `pair` holds the first code in bits 15..8 and the
+// second in 31..24, zeros elsewhere. e5m2 is the upper byte of an fp16. e4m3's fields go to
+// fp16's bits 13..7, an fp16 2^8 times smaller (the two formats' subnormals line up), and its
+// NaN S.1111.111 carries into bit 14: an fp16 NaN.
 template <class S>
-__device__ __forceinline__ u32 fp8x2_bits(float lo, float hi) {
+__device__ __forceinline__ u32 fp8x2_to_f16x2_bits(u32 pair) {
+  if constexpr (!S::kE4M3) return pair;
+  const u32 magnitude = (pair >> 1) & 0x3f803f80u;
+  return magnitude | ((magnitude + 0x00800080u) & 0x40004000u) | (pair & 0x80008000u);
+}
+
+// The four FP8 codes of a word (byte i is element i) as floats, exactly. sm_89+ converts pairs
+// with cvt.rn.f16x2.e4m3x2 / e5m2x2 (exact: every FP8 value is an fp16); elsewhere the bit moves
+// above and, for e4m3, a product by 2^8 (exact: the fp16 is the value / 2^8; NaN stays NaN),
+// in fp16 pairs on the GPU, after the conversion to float on the host backend: the same values.
+template <class S>
+__device__ __forceinline__ void fp8x4_to_floats(u32 w, float* out) {
+  u32 half2[2];
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  u16 r;  // cvt puts its first source in the upper byte
   if constexpr (S::kE4M3)
-    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
+    asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %2; cvt.rn.f16x2.e4m3x2 %0, lo; cvt.rn.f16x2.e4m3x2 %1, hi;}"
+        : "=r"(half2[0]), "=r"(half2[1]) : "r"(w));
   else
-    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));
-  return r;
+    asm("{.reg .b16 lo, hi; mov.b32 {lo, hi}, %2; cvt.rn.f16x2.e5m2x2 %0, lo; cvt.rn.f16x2.e5m2x2 %1, hi;}"
+        : "=r"(half2[0]), "=r"(half2[1]) : "r"(w));
+  constexpr float kScale = 1.0f;
 #else
-  return (u32)from_float(S(), lo) | ((u32)from_float(S(), hi) << 8);
+  half2[0] = fp8x2_to_f16x2_bits<S>(__byte_perm(w, 0u, 0x1404u));
+  half2[1] = fp8x2_to_f16x2_bits<S>(__byte_perm(w, 0u, 0x3424u));
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
+  if constexpr (S::kE4M3) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(half2[j]) : "r"(0x5c005c00u));  // 2^8, 2^8
+  }
+  constexpr float kScale = 1.0f;
+#else
+  constexpr float kScale = S::kE4M3 ? 256.0f : 1.0f;
+#endif
+#endif
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float v = f16_bits_to_float((u16)(half2[i / 2] >> (16 * (i % 2))));
+    out[i] = kScale != 1.0f ? v * kScale : v;
+  }
+}
+
+// Four floats as FP8 codes in a word (element i in byte i). sm_89+ converts pairs with
+// cvt.rn.satfinite (the same rounding and saturation); elsewhere, and on the host backend, the
+// rounding above, the four magnitudes and signs gathered bytewise, the offset added in 7-bit
+// lanes (no carry reaches the next byte).
+template <class S>
+__device__ __forceinline__ u32 fp8x4_bits(const float* in) {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  u16 lo, hi;  // cvt puts its first source in the upper byte
+  if constexpr (S::kE4M3) {
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(in[1]), "f"(in[0]));
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(in[3]), "f"(in[2]));
+  } else {
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(lo) : "f"(in[1]), "f"(in[0]));
+    asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(hi) : "f"(in[3]), "f"(in[2]));
+  }
+  return (u32)lo | ((u32)hi << 16);
+#else
+  constexpr int E = S::kE4M3 ? 4 : 5, M = S::kE4M3 ? 3 : 2;
+  constexpr u32 kOffset = Fp8Format<E, M>::kOffset;
+  u32 m[4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i) m[i] = in[i] != in[i] ? 0x7fu - kOffset : fp8_magnitude_unbiased<E, M>(in[i]);
+  const u32 magnitudes = __byte_perm(__byte_perm(m[0], m[1], 0x40u), __byte_perm(m[2], m[3], 0x40u), 0x5410u);
+  const u32 signs = __byte_perm(__byte_perm(__float_as_uint(in[0]), __float_as_uint(in[1]), 0x73u),
+                                __byte_perm(__float_as_uint(in[2]), __float_as_uint(in[3]), 0x73u), 0x5410u);
+  const u32 codes = (magnitudes & 0x7f7f7f7fu) + kOffset * 0x01010101u;
+  return codes ^ ((codes ^ signs) & 0x80808080u);  // bit 7 of each byte from `signs`
 #endif
 }
 
@@ -154,11 +214,18 @@ struct VecTraits {
 
 template <class S, int N>
 __device__ __forceinline__ void words_to_floats(const u32 (&w)[VecTraits<S, N>::kWords], float (&out)[N]) {
+  if constexpr (VecTraits<S, N>::kElementBits == 8) {  // FP8: decoded four at a time
+    float all[4 * VecTraits<S, N>::kWords];
 #pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (VecTraits<S, N>::kWide) out[i] = __uint_as_float(w[i]);
-    else if constexpr (VecTraits<S, N>::kElementBits == 8) out[i] = to_float(S(), (u8)((w[i / 4] >> (8 * (i % 4))) & 0xffu));
-    else out[i] = to_float(S(), (u16)((w[i / 2] >> (16 * (i % 2))) & 0xffffu));
+    for (int j = 0; j < VecTraits<S, N>::kWords; ++j) fp8x4_to_floats<S>(w[j], all + 4 * j);
+#pragma unroll
+    for (int i = 0; i < N; ++i) out[i] = all[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+      if constexpr (VecTraits<S, N>::kWide) out[i] = __uint_as_float(w[i]);
+      else out[i] = to_float(S(), (u16)((w[i / 2] >> (16 * (i % 2))) & 0xffffu));
+    }
   }
 }
 
@@ -167,9 +234,9 @@ __device__ __forceinline__ void floats_to_words(const float (&in)[N], u32 (&w)[V
   typedef VecTraits<S, N> V;
 #pragma unroll
   for (int j = 0; j < V::kWords; ++j) w[j] = 0u;
-  if constexpr (V::kElementBits == 8 && N % 2 == 0) {  // FP8: converted in pairs
+  if constexpr (V::kElementBits == 8 && N % 4 == 0) {  // FP8: converted four at a time
 #pragma unroll
-    for (int i = 0; i < N; i += 2) w[i / 4] |= fp8x2_bits<S>(in[i], in[i + 1]) << (8 * (i % 4));
+    for (int j = 0; j < V::kWords; ++j) w[j] = fp8x4_bits<S>(in + 4 * j);
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) {

@@ -143,12 +143,13 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
     float c[W.pairs_per_lane], s[W.pairs_per_lane];
     delta_angles<T>(p, inv_to, inv_to_long, inv_from, inv_from_long, ref.position, new_position<T>(p, ref, at.row),
                     at.lane * W.pairs_per_lane, c, s);
+    // The thread's first key head, then a pointer step per head (not the slot's address again).
+    float unused_scale = 1.0f;
+    auto* key = (typename T::CacheStorage::raw*)cache_head<T>(p, ref, kRoleK, at.group, unused_scale);
+    const i64 step = (i64)W.head_groups * p.out[kRoleK].head_stride;
 #pragma unroll 1
-    for (int k = 0; k < T::kHeadsPerThread; ++k) {
-      const int head = at.group + k * W.head_groups;
-      if (head >= W.heads) break;
-      float unused_scale = 1.0f;
-      auto* key = (typename T::CacheStorage::raw*)cache_head<T>(p, ref, kRoleK, head, unused_scale);
+    for (int k = 0; k < T::kHeadsPerThread; ++k, key += step) {
+      if (at.group + k * W.head_groups >= W.heads) break;
       rerotate_lane<T>(p, key, at.lane, c, s);
     }
   }

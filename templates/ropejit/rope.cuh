@@ -127,26 +127,33 @@ __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef&
          ref.cache_offset * cache.token_stride + head * cache.head_stride;
 }
 
+// Head `head_in_role` of role `role`: a constant role folds every role test that follows.
 template <class T>
-__device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef& ref, int head) {
-  constexpr WorkShape W = rope_shape<T>();
+__device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const RowRef& ref, int role, int head_in_role) {
   typedef typename T::Storage::raw raw;
   HeadIo<T> io;
-  io.role = head < T::kNumQHeads ? kRoleQ : (head < W.rot_heads ? kRoleK : kRoleV);
-  const int head_in_role = head - (io.role == kRoleQ ? 0 : io.role == kRoleK ? T::kNumQHeads : W.rot_heads);
+  io.role = role;
   io.index = head_in_role;
-  const TensorRef in = p.in[io.role], out = p.out[io.role];
+  const TensorRef in = p.in[role], out = p.out[role];
   io.dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
            head_in_role * out.head_stride;
   io.store_scale = 1.0f;
   if constexpr (T::kOutputPagedKv) {
-    if (io.role != kRoleQ) io.dst = cache_head<T>(p, ref, io.role, head_in_role, io.store_scale);
+    if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale);
   }
   io.src = has_token<T>(ref) ? (const raw*)in.ptr + ref.token * in.token_stride + head_in_role * in.head_stride
                              : nullptr;
   io.bias = nullptr;
-  if constexpr (T::kHasBias) io.bias = (const raw*)p.bias[io.role] + head_in_role * T::kHeadDim;
+  if constexpr (T::kHasBias) io.bias = (const raw*)p.bias[role] + head_in_role * T::kHeadDim;
   return io;
+}
+
+// Head `head` of a row: q heads first, then k, then copied v.
+template <class T>
+__device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef& ref, int head) {
+  constexpr WorkShape W = rope_shape<T>();
+  const int role = head < T::kNumQHeads ? kRoleQ : (head < W.rot_heads ? kRoleK : kRoleV);
+  return role_head_io<T>(p, ref, role, head - (role == kRoleQ ? 0 : role == kRoleK ? T::kNumQHeads : W.rot_heads));
 }
 
 // Stores kVec values at element `element` of a head's destination: in the storage type, or in
@@ -359,6 +366,19 @@ __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const H
     if (j < count) store_head<T>(io, first + j * step, x[j]);
 }
 
+// One lane of one head, the QK-norm's lanes together.
+template <class T>
+__device__ __forceinline__ void lane_of_head(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                             const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                             const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  if constexpr (T::kQkNorm) {
+    process_lane_norm<T>(p, io, lane, cos_v, sin_v);
+  } else {
+    const HeadNorm no_norm{1.0f, nullptr, false};
+    process_lane<T>(io, no_norm, lane, cos_v, sin_v);
+  }
+}
+
 // The row's heads `group + k * head_groups` that this thread owns, k < kHeadsPerThread.
 template <class T>
 __device__ __forceinline__ bool owned_head(int group, int k, int& head) {
@@ -368,30 +388,46 @@ __device__ __forceinline__ bool owned_head(int group, int k, int& head) {
   return true;
 }
 
-// The heads `group + k * head_groups` this thread owns in one row, each lane processed with the
-// lane's angles.
-// With `shared_row` (the row's block-shared angles) each head reads the lane's cos/sin there,
-// so they need no registers across the heads; otherwise it takes cos_v/sin_v.
+// One lane of one head with the lane's angles: the thread's own (cos_v, sin_v), or with
+// `shared` the row's block-shared ones, read per head so they take no registers across heads.
+template <class T>
+__device__ __forceinline__ void lane_of_head_angles(const KernelParams& p, const HeadIo<T>& io, int lane, bool rotates,
+                                                    const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                    const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                                    const SharedAngleRows<T>* shared, int shared_row) {
+  constexpr int kPairs = rope_shape<T>().pairs_per_lane;
+  float c[kPairs], s[kPairs];
+#pragma unroll
+  for (int i = 0; i < kPairs; ++i) c[i] = cos_v[i], s[i] = sin_v[i];
+  if (shared && rotates) read_shared_angles<T>(*shared, shared_row, lane, c, s);
+  lane_of_head<T>(p, io, lane, c, s);
+}
+
+// The heads this thread owns in one row: `group + k * head_groups`, or with role slots the
+// group's q heads, then its k and v head (each role compiled alone).
 template <class T>
 __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& ref, int group, int lane,
                                            const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                            const float (&sin_v)[rope_shape<T>().pairs_per_lane],
                                            const SharedAngleRows<T>* shared, int shared_row) {
-  const HeadNorm no_norm{1.0f, nullptr, false};
+  constexpr WorkShape W = rope_shape<T>();
   // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
   // compile time, while the stores below already order the heads. A QK-norm head's lanes
   // share its group, so they take the same heads and meet at the same shuffles.
+  if constexpr (W.role_slots) {
 #pragma unroll 1
-  for (int k = 0; k < T::kHeadsPerThread; ++k) {
-    int head;
-    if (!owned_head<T>(group, k, head)) break;
-    const HeadIo<T> io = head_io<T>(p, ref, head);
-    float c[rope_shape<T>().pairs_per_lane], s[rope_shape<T>().pairs_per_lane];
-#pragma unroll
-    for (int i = 0; i < rope_shape<T>().pairs_per_lane; ++i) c[i] = cos_v[i], s[i] = sin_v[i];
-    if (shared && head < rope_shape<T>().rot_heads) read_shared_angles<T>(*shared, shared_row, lane, c, s);
-    if constexpr (T::kQkNorm) process_lane_norm<T>(p, io, lane, c, s);
-    else process_lane<T>(io, no_norm, lane, c, s);
+    for (int k = 0; k < W.q_slots; ++k)
+      lane_of_head_angles<T>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane, true, cos_v, sin_v,
+                             shared, shared_row);
+    lane_of_head_angles<T>(p, role_head_io<T>(p, ref, kRoleK, group), lane, true, cos_v, sin_v, shared, shared_row);
+    if constexpr (T::kCopyV) lane_of_head<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < T::kHeadsPerThread; ++k) {
+      int head;
+      if (!owned_head<T>(group, k, head)) break;
+      lane_of_head_angles<T>(p, head_io<T>(p, ref, head), lane, head < W.rot_heads, cos_v, sin_v, shared, shared_row);
+    }
   }
 }
 

@@ -51,6 +51,11 @@ struct WorkShape {
   int rot_heads = 0;         ///< q + k heads per row (rotated)
   int heads = 0;             ///< heads per row the kernel touches (+ v when copied)
   int head_groups = 0;       ///< ceil(heads / heads_per_thread)
+  /// One head group per kv head (GQA: Hq a multiple of Hkv, a thread's heads_per_thread slots
+  /// are its Hq / Hkv q heads, then its k head and, copied, its v head): each slot has one role,
+  /// known when compiling, so each role's heads run code of their own (rope.cuh rope_kernel).
+  bool role_slots = false;
+  int q_slots = 0;           ///< role_slots: Hq / Hkv, the slots of q heads
 };
 
 /// The work decomposition of a kernel. neox rotates vec pairs per lane (x[i], x[i + d/2]);
@@ -79,6 +84,9 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   w.rot_heads = num_q_heads + num_kv_heads;
   w.heads = w.rot_heads + (copy_v ? num_kv_heads : 0);
   w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;
+  w.role_slots = !w.whole_heads && num_q_heads > 0 && num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 &&
+                 w.head_groups == num_kv_heads && w.head_groups * heads_per_thread == w.heads;
+  w.q_slots = w.role_slots ? num_q_heads / num_kv_heads : 0;
   return w;
 }
 
@@ -120,7 +128,9 @@ struct SharedAngleShape {
 
 /// The sharing of kernel `w` at `block_threads` threads; none with a cos/sin table (one load per
 /// pair already), for a whole-head QK-norm thread (it walks every lane itself), for an all-heads
-/// norm (qk_norm_all.cuh: a row is one warp segment whose lanes compute their own), or past the
+/// norm (qk_norm_all.cuh: a row is one warp segment whose lanes compute their own), with role
+/// slots (a thread's angles already serve a kv head's q heads and its k; with the shared rows
+/// the FP8 append's three role bodies spill 104-108 bytes at the 64-register cap), or past the
 /// shared-memory budget.
 ROPEJIT_HOST_DEVICE constexpr SharedAngleShape shared_angle_shape(WorkShape w, int rotated_pairs, int block_threads,
                                                                   bool table_sincos, bool all_heads_norm) {
@@ -129,7 +139,7 @@ ROPEJIT_HOST_DEVICE constexpr SharedAngleShape shared_angle_shape(WorkShape w, i
   a.max_rows = (block_threads - 1) / a.items_per_row + 2;  // a pass may start mid-row
   a.pairs = angle_lanes(w, rotated_pairs) * w.pairs_per_lane;
   a.units_per_thread = (a.max_rows * a.pairs + block_threads - 1) / block_threads;
-  a.enabled = w.head_groups > 1 && !w.whole_heads && !table_sincos && !all_heads_norm && a.pairs > 0 &&
+  a.enabled = w.head_groups > 1 && !w.whole_heads && !w.role_slots && !table_sincos && !all_heads_norm && a.pairs > 0 &&
               a.max_rows * a.pairs * 2 * 4 <= kMaxSharedAngleBytes;
   return a;
 }

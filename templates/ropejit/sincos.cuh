@@ -31,6 +31,10 @@ __device__ __forceinline__ SinCos sincos_reduced(double angle) {
   SinCos out;
   out.sin = (quadrant & 2) ? -sin_mag : sin_mag;
   out.cos = ((quadrant + 1) & 2) ? -cos_mag : cos_mag;
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
+  // Computed here, where the caller asks: NVVM sank it into a heads loop (once per head).
+  asm volatile("" : "+f"(out.sin), "+f"(out.cos));
+#endif
   return out;
 }
 

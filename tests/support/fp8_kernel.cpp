@@ -10,3 +10,20 @@
 
 uint8_t kernel_e4m3(float x) { return ropejit::float_to_e4m3_bits(x); }
 uint8_t kernel_e5m2(float x) { return ropejit::float_to_e5m2_bits(x); }
+
+// A 16-byte vector of FP8 codes as the kernels load and store it (four at a time).
+void kernel_fp8x16_to_floats(bool e4m3, const uint32_t* words, float* out) {
+  float v[16];
+  const uint32_t w[4] = {words[0], words[1], words[2], words[3]};
+  if (e4m3) ropejit::words_to_floats<ropejit::StorageE4M3, 16>(w, v);
+  else ropejit::words_to_floats<ropejit::StorageE5M2, 16>(w, v);
+  for (int i = 0; i < 16; ++i) out[i] = v[i];
+}
+void kernel_floats_to_fp8x16(bool e4m3, const float* in, uint32_t* words) {
+  float v[16];
+  for (int i = 0; i < 16; ++i) v[i] = in[i];
+  uint32_t w[4];
+  if (e4m3) ropejit::floats_to_words<ropejit::StorageE4M3, 16>(v, w);
+  else ropejit::floats_to_words<ropejit::StorageE5M2, 16>(v, w);
+  for (int i = 0; i < 4; ++i) words[i] = w[i];
+}

@@ -68,7 +68,11 @@ SearchSpace search_space(const Spec& spec) {
   std::sort(valid_vecs.rbegin(), valid_vecs.rend());
   const std::set<int> kept_vecs(valid_vecs.begin(), valid_vecs.begin() + std::min<size_t>(2, valid_vecs.size()));
 
-  for (const Config& c : full_config_space()) {
+  // The baseline is always measured, also where the heuristic takes a value no axis lists (role
+  // slots: heads_per_thread = heads / Hkv; Gemma 4's 6 heads per thread).
+  std::vector<Config> all = full_config_space();
+  if (std::find(all.begin(), all.end(), fallback) == all.end()) all.push_back(fallback);
+  for (const Config& c : all) {
     std::string reason;
     if (auto problem = config_problem(spec, c)) reason = "invalid: " + *problem;
     else if (c.heads_per_thread > 1 && c.heads_per_thread > heads)
@@ -79,9 +83,6 @@ SearchSpace search_space(const Spec& spec) {
     if (reason.empty()) space.configs.push_back(c);
     else space.pruned.push_back({c, std::move(reason)});
   }
-  // The heuristic may pick a value the tunables' lists lack (Gemma 4's 6 heads per thread).
-  if (std::find(space.configs.begin(), space.configs.end(), fallback) == space.configs.end())
-    space.configs.push_back(fallback);
   return space;
 }
 

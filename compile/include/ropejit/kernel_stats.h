@@ -96,6 +96,7 @@ struct KernelStats {
   int shared_bytes = 0;
   int block_threads = 0;
   int heads_per_thread = 1;  ///< the config's; an all-heads QK-norm's actual heads per thread
+  int heads_loop_trips = 1;  ///< times the heads loop runs per item (role slots: the q heads)
   Occupancy occupancy;       ///< at block_threads on `arch`
   InstrCounts counts;
   int items_per_row = 0;         ///< work items (threads) per token row
