@@ -86,9 +86,13 @@ TEST(SharedAngles, SameBytesAsPerThreadAngles) {
       int block_threads;
       unsigned grid;
     };
+    // Role slots (one head group per kv head: the FP8 append's default) keep per-thread angles.
+    Config sharing = default_config(c.spec);
+    for (int h : {4, 2, 8})
+      if (work_shape(c.spec, sharing).role_slots) sharing.heads_per_thread = h;
     for (const Variant& v : {Variant{"default", 0, 0}, Variant{"64 threads", 64, 0},
                              Variant{"1024 threads", 1024, 0}, Variant{"two blocks, many passes", 64, 2}}) {
-      Config config = default_config(c.spec);
+      Config config = sharing;
       if (v.block_threads) config.block_threads = v.block_threads;
       ASSERT_FALSE(config_problem(c.spec, config)) << v.what;
       EXPECT_TRUE(shares(c.spec, config)) << v.what << ": " << config_name(config) << " does not share its angles";
