@@ -59,6 +59,7 @@ void add_compile_command(CLI::App& app) {
   auto ptx = std::make_shared<bool>(false);
   auto json = std::make_shared<bool>(false);
   auto stats = std::make_shared<bool>(false);
+  auto phases = std::make_shared<bool>(false);
   auto parts = std::make_shared<std::string>();
   auto tokens = std::make_shared<int64_t>(16384);
   cmd->add_option("specs", *specs, "spec JSON files")->required();
@@ -67,6 +68,7 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--out-dir", *out_dir, "write each image as <spec>.<arch>.cubin|ptx here");
   cmd->add_flag("--ptx", *ptx, "emit PTX instead of CUBIN");
   cmd->add_flag("--json", *json, "machine-readable output");
+  cmd->add_flag("--phases", *phases, "NVRTC's time per phase: front end, NVVM, ptxas (ms)");
   cmd->add_flag("--stats", *stats, "static kernel report (SASS, else PTX) and roofline estimate");
   cmd->add_option("--parts", *parts, "with --stats: comma-separated GPU parts (default: every known part)");
   cmd->add_option("--tokens", *tokens, "with --stats: tokens per launch for the roofline")
@@ -82,14 +84,15 @@ void add_compile_command(CLI::App& app) {
       for (const auto& name : ropejit::cli::split_list(*parts)) roof_parts.push_back(&ropejit::find_gpu_part(name));
     }
     if (!*json && !*stats)
-      fmt::print("{:<28} {:<8} {:<26} {:>5} {:>6} {:>6} {:>6} {:>9} {:>8}\n", "spec", "arch", "config", "regs",
-                 "spill", "stack", "smem", "bytes", "ms");
+      fmt::print("{:<28} {:<8} {:<26} {:>5} {:>6} {:>6} {:>6} {:>9} {:>8}{}\n", "spec", "arch", "config", "regs",
+                 "spill", "stack", "smem", "bytes", "ms", *phases ? "     fe   nvvm  ptxas" : "");
     for (const auto& path : *specs) {
       const ropejit::Spec spec = ropejit::load_spec_file(path);
       const ropejit::Config c = ropejit::cli::config_option(spec, *config);
       const auto source = ropejit::generate_source(ropejit::make_plan(spec, c));
       for (const auto& arch : ropejit::cli::split_list(*archs)) {
-        const ropejit::Binary b = ropejit::compile_nvrtc(source, arch, *ptx);
+        const ropejit::Binary b =
+            *phases ? ropejit::compile_nvrtc_timed(source, arch, *ptx) : ropejit::compile_nvrtc(source, arch, *ptx);
         if (!out_dir->empty())
           ropejit::cli::write_file(fmt::format("{}/{}.{}.{}", *out_dir, spec.name, b.arch, b.is_ptx ? "ptx" : "cubin"),
                                    b.image);
@@ -107,13 +110,18 @@ void add_compile_command(CLI::App& app) {
                           {"spill_bytes", b.spill_bytes}, {"stack_bytes", b.stack_bytes},
                           {"shared_bytes", b.shared_bytes}, {"image_bytes", b.image.size()},
                           {"compile_ms", b.compile_ms}, {"source_hash", b.source_hash.hex()}});
+          if (*phases)
+            rows.back()["phases_ms"] = {{"frontend", b.phases.frontend_ms}, {"nvvm", b.phases.nvvm_ms},
+                                        {"ptxas", b.phases.ptxas_ms}};
           if (st) rows.back()["stats"] = stats_json(*st, roof);
         } else if (st) {
           fmt::print("{}\n", ropejit::format_report(*st, roof));
         } else {
-          fmt::print("{:<28} {:<8} {:<26} {:>5} {:>6} {:>6} {:>6} {:>9} {:>8.1f}\n", spec.name, b.arch,
+          const std::string phase_cells =
+              *phases ? fmt::format(" {:>6} {:>6} {:>6}", b.phases.frontend_ms, b.phases.nvvm_ms, b.phases.ptxas_ms) : "";
+          fmt::print("{:<28} {:<8} {:<26} {:>5} {:>6} {:>6} {:>6} {:>9} {:>8.1f}{}\n", spec.name, b.arch,
                      ropejit::config_name(c), b.registers, b.spill_bytes, b.stack_bytes, b.shared_bytes,
-                     b.image.size(), b.compile_ms);
+                     b.image.size(), b.compile_ms, phase_cells);
         }
       }
     }

@@ -122,6 +122,24 @@ TEST(Compile, ErrorsCarryLogAndSourceLine) {
   }
 }
 
+// compile_nvrtc_timed: NVRTC's phase table read back (no time is asserted), the image unchanged
+// by --time, and no phase that did not run (ptxas for PTX).
+TEST(Compile, TimedCompileReportsEveryPhaseRunAndTheSameImage) {
+  const Spec spec = ropejit::test::make_spec({});
+  const Source source = generate_source(make_plan(spec, default_config(spec)));
+  const Binary plain = compile_nvrtc(source, "sm_90");
+  EXPECT_EQ(plain.phases.frontend_ms, -1);
+  const Binary timed = compile_nvrtc_timed(source, "sm_90");
+  EXPECT_EQ(timed.image, plain.image);
+  EXPECT_EQ(timed.registers, plain.registers);
+  EXPECT_GE(timed.phases.frontend_ms, 0);
+  EXPECT_GE(timed.phases.nvvm_ms, 0);
+  EXPECT_GE(timed.phases.ptxas_ms, 0);
+  const Binary ptx = compile_nvrtc_timed(source, "compute_90");
+  EXPECT_GE(ptx.phases.nvvm_ms, 0);
+  EXPECT_EQ(ptx.phases.ptxas_ms, -1);
+}
+
 TEST(Compile, VersionAndOptionsArePartOfTheKey) {
   EXPECT_FALSE(nvrtc_version().empty());
   const auto a = nvrtc_options("sm_80", false), b = nvrtc_options("sm_90", false);

@@ -18,6 +18,7 @@
 
 #include "ropejit/error.h"
 #include "ropejit/kernel_stats.h"
+#include "temp_file.h"
 
 extern char** environ;
 
@@ -33,31 +34,6 @@ bool executable(const std::string& path) {
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v ? v : "";
-}
-
-// A temporary file that is removed when it goes out of scope.
-struct TempFile {
-  std::string path;
-  explicit TempFile(const std::string& suffix) {
-    std::string dir = env("TMPDIR");
-    if (dir.empty()) dir = "/tmp";
-    std::string name = dir + "/ropejit-sass-XXXXXX" + suffix;
-    const int fd = ::mkstemps(name.data(), static_cast<int>(suffix.size()));
-    if (fd < 0)
-      throw Error(Status::io_error, fmt::format("cannot create a temporary file in {}: {}", dir, std::strerror(errno)));
-    ::close(fd);
-    path = name;
-  }
-  ~TempFile() { ::unlink(path.c_str()); }
-  TempFile(const TempFile&) = delete;
-  TempFile& operator=(const TempFile&) = delete;
-};
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 }  // namespace
@@ -89,7 +65,7 @@ std::optional<std::string> find_disassembler() {
 }
 
 std::string disassemble(const std::string& tool, std::string_view cubin) {
-  TempFile input(".cubin"), output(".sass"), errors(".log");
+  TempFile input("sass", ".cubin"), output("sass", ".sass"), errors("sass", ".log");
   {
     std::ofstream f(input.path, std::ios::binary);
     f.write(cubin.data(), static_cast<std::streamsize>(cubin.size()));

@@ -13,6 +13,7 @@
 
 #include "embedded_templates.h"
 #include "nvrtc_api.h"
+#include "temp_file.h"
 
 namespace ropejit {
 
@@ -126,13 +127,39 @@ void check_arch_name(const std::string& arch) {
 std::vector<std::string> nvrtc_options(const std::string& arch, bool ptx) {
   // --fmad=false: the templates place every FMA explicitly, so GPU and host results agree.
   // 177 (member never referenced): Traits carries one flag per io form; a kernel reads a few.
+  // --minimal: the templates use no runtime API, textures or device launch; NVRTC then parses
+  // less of its builtin header (2-3 ms of every compile, the same SASS; docs/PERF.md).
   std::vector<std::string> opts = {"--gpu-architecture=" + arch, "-std=c++17", "--fmad=false",
-                                   "-default-device", "--diag-suppress=177"};
+                                   "-default-device", "--minimal", "--diag-suppress=177"};
   if (!ptx) opts.push_back("--ptxas-options=-v");
   return opts;
 }
 
-Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
+namespace {
+
+// The rows of NVRTC's --time table ("file, phase name, metric, unit"): the last compile's.
+CompilePhases parse_phases(const std::string& table) {
+  CompilePhases out;
+  std::istringstream lines(table);
+  for (std::string line; std::getline(lines, line);) {
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) {
+      const size_t first = cell.find_first_not_of(' ');
+      cells.push_back(first == std::string::npos ? std::string() : cell.substr(first));
+    }
+    if (cells.size() != 4 || cells[3] != "ms" || cells[2].empty() || !std::isdigit(static_cast<unsigned char>(cells[2][0])))
+      continue;
+    const int ms = std::stoi(cells[2]);
+    if (cells[1] == "CUDA C++ Frontend") out.frontend_ms = ms;
+    else if (cells[1] == "NVVM Optimizer") out.nvvm_ms = ms;
+    else if (cells[1] == "PTX Translation") out.ptxas_ms = ms;
+  }
+  return out;
+}
+
+// `time_file`: where NVRTC appends its --time table (nullptr: not measured).
+Binary compile(const Source& source, const std::string& arch, bool ptx, const std::string* time_file) {
   const bool arch_is_virtual = arch.rfind("compute_", 0) == 0;
   check_arch_name(arch);
   ptx = ptx || arch_is_virtual;
@@ -163,7 +190,8 @@ Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
     ~Destroy() { api.nvrtcDestroyProgram(&p); }
   } destroy{api, prog};
 
-  const auto options = nvrtc_options(target, ptx);
+  auto options = nvrtc_options(target, ptx);
+  if (time_file) options.push_back("--time=" + *time_file);  // no code change: not in the cache key
   std::vector<const char*> option_ptrs;
   for (const auto& o : options) option_ptrs.push_back(o.c_str());
   const nvrtcResult result = api.nvrtcCompileProgram(prog, static_cast<int>(option_ptrs.size()), option_ptrs.data());
@@ -195,7 +223,19 @@ Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
   b.entry = source.entry;
   b.source_hash = source.hash;
   if (!ptx) read_resource_usage(b);
+  if (time_file) b.phases = parse_phases(read_all(*time_file));
   return b;
+}
+
+}  // namespace
+
+Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx) {
+  return compile(source, arch, ptx, nullptr);
+}
+
+Binary compile_nvrtc_timed(const Source& source, const std::string& arch, bool ptx) {
+  const TempFile table("nvrtc-time", ".csv");
+  return compile(source, arch, ptx, &table.path);
 }
 
 }  // namespace ropejit

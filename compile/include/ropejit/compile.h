@@ -7,6 +7,14 @@
 
 namespace ropejit {
 
+/// NVRTC's own wall time per phase of one compile (its --time table, whole milliseconds);
+/// -1 where not measured (compile_nvrtc) or not run (ptxas for PTX).
+struct CompilePhases {
+  int frontend_ms = -1;  ///< CUDA C++ front end: preprocessing, parsing, templates, NVVM IR
+  int nvvm_ms = -1;      ///< NVVM: libdevice link, optimizer, PTX generation
+  int ptxas_ms = -1;     ///< ptxas: PTX to SASS (CUBIN only)
+};
+
 /// Compiled kernel image and what ptxas reported about it.
 struct Binary {
   std::string arch;          ///< "sm_90"
@@ -18,7 +26,8 @@ struct Binary {
   int spill_bytes = 0;       ///< spill stores + loads bytes reported by ptxas
   int stack_bytes = 0;       ///< stack frame bytes
   int shared_bytes = 0;      ///< static shared memory
-  double compile_ms = 0.0;   ///< wall time of nvrtcCompileProgram + getCUBIN
+  double compile_ms = 0.0;   ///< wall time of nvrtcCreateProgram + nvrtcCompileProgram + getCUBIN
+  CompilePhases phases;      ///< filled by compile_nvrtc_timed only
   std::string log;           ///< NVRTC log (ptxas info lines included)
 };
 
@@ -27,6 +36,10 @@ struct Binary {
 /// libnvrtc is loaded on the first call of this or nvrtc_version(): $ROPEJIT_NVRTC_LIBRARY when
 /// set, else the one found at build time, else libnvrtc.so.<major>; Error(compile_error) when none loads.
 Binary compile_nvrtc(const Source& source, const std::string& arch, bool ptx = false);
+
+/// compile_nvrtc, plus NVRTC's per-phase times in Binary::phases (NVRTC's --time, which writes
+/// its table to a file: a temporary one, read back and removed). The image is the same.
+Binary compile_nvrtc_timed(const Source& source, const std::string& arch, bool ptx = false);
 
 /// "13.0" — part of every cache key. Loads NVRTC like compile_nvrtc().
 std::string nvrtc_version();
