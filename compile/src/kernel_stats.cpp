@@ -83,16 +83,16 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   s.heads_per_thread = config.heads_per_thread;
   s.occupancy = occupancy(arch_limits(binary.arch), config.block_threads, binary.registers, binary.shared_bytes);
 
-  // Trips of the loops inside the grid-stride loop: the heads (with role slots, the q heads only:
-  // the k and v heads are straight code after that loop); where one thread owns whole heads
-  // (a QK-norm head wider than a warp) also every lane of a head (the norm pass, by vectors, runs
-  // as often) - one weight for all inner loops. An all-heads norm (qk_norm_all.cuh): a thread's
+  // Trips of the loops inside the grid-stride loop: the heads (with role slots, the q heads and,
+  // with a QK-norm, the k head: the rest is straight code after that loop); where one thread owns
+  // whole heads (a QK-norm head wider than a warp) also every lane of a head (the norm pass, by
+  // vectors, runs as often) - one weight for all inner loops. An all-heads norm (qk_norm_all.cuh): a thread's
   // heads are every head_groups-th of the row, in each of its lanes.
   const WorkShape shape = work_shape(spec, config);
   const int head_lanes = shape.rot_lanes + shape.tail_lanes;
   const bool all_heads = spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all;
   if (all_heads) s.heads_per_thread = (shape.heads + shape.head_groups - 1) / shape.head_groups;
-  s.heads_loop_trips = shape.role_slots ? shape.q_slots : s.heads_per_thread;
+  s.heads_loop_trips = shape.role_slots ? shape.loop_slots : s.heads_per_thread;
   const int trips = all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)
                               : s.heads_loop_trips * (shape.whole_heads ? head_lanes : 1);
   const SharedAngleShape shared = shared_angles(make_plan(spec, config));

@@ -128,7 +128,8 @@ __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef&
 }
 
 // Head `head_in_role` of role `role`: a constant role folds every role test that follows.
-template <class T>
+// Without kCacheDst a k/v head's dst is not its cache's: for a caller that does not store it.
+template <class T, bool kCacheDst = true>
 __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const RowRef& ref, int role, int head_in_role) {
   typedef typename T::Storage::raw raw;
   HeadIo<T> io;
@@ -138,7 +139,7 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
   io.dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
            head_in_role * out.head_stride;
   io.store_scale = 1.0f;
-  if constexpr (T::kOutputPagedKv) {
+  if constexpr (T::kOutputPagedKv && kCacheDst) {
     if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale);
   }
   io.src = has_token<T>(ref) ? (const raw*)in.ptr + ref.token * in.token_stride + head_in_role * in.head_stride
@@ -318,25 +319,23 @@ __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
 // warp: shape.cuh): the lane loads its vectors (bias added) and sums their squares in element
 // order with fmaf; the head's lanes add their sums in a butterfly of __shfl_xor_sync over offsets
 // lanes/2, ..., 1 (a + b and b + a are the same bits, so every lane gets the same total, on the GPU
-// and the host backend alike); each lane then normalizes, rotates and stores its own vectors.
+// and the host backend alike); each lane then normalizes and rotates its own vectors, left in x
+// for store_lane_vectors.
 // In place is safe: a lane writes only the vectors it read before the reduction. Every condition
 // that skips the shuffles (a v head, a padding row, a token with no cache slot, a head past the
 // row) holds for the whole head, so the mask names exactly the head's lanes and all reach it.
 template <class T>
-__device__ __forceinline__ void process_lane_norm(const KernelParams& p, const HeadIo<T>& io, int lane,
-                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
-                                                  const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+__device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                                 const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                 const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                                 float (&x)[norm_lane_vectors<T>()][T::kVec]) {
   constexpr WorkShape W = rope_shape<T>();
   constexpr int V = T::kVec;
   constexpr int kMax = norm_lane_vectors<T>();
-  if constexpr (T::kOutputPagedKv) {
-    if (!io.dst) return;  // a k or v head of a token with no cache slot: its whole segment returns
-  }
   const LaneVectors lv = lane_vectors<T>(lane);
   const int first = lv.first, step = lv.step, count = lv.count;
   const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
   const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
-  float x[kMax][V];
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < kMax; ++j) {
@@ -361,9 +360,28 @@ __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const H
       if (j < count) apply_norm<T>(p.norm_weight[io.role], inv_rms, first + j * step, x[j]);
   }
   if (normed) rotate_lane_vectors<T>(lane, first, x, cos_v, sin_v);
+}
+
+// Stores the vectors norm_rotate_lane left in x to the head's destination.
+template <class T>
+__device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane,
+                                                   const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  const LaneVectors lv = lane_vectors<T>(lane);
 #pragma unroll
-  for (int j = 0; j < kMax; ++j)
-    if (j < count) store_head<T>(io, first + j * step, x[j]);
+  for (int j = 0; j < norm_lane_vectors<T>(); ++j)
+    if (j < lv.count) store_head<T>(io, lv.first + j * lv.step, x[j]);
+}
+
+template <class T>
+__device__ __forceinline__ void process_lane_norm(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                  const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  if constexpr (T::kOutputPagedKv) {
+    if (!io.dst) return;  // a k or v head of a token with no cache slot: its whole segment returns
+  }
+  float x[norm_lane_vectors<T>()][T::kVec];
+  norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
+  store_lane_vectors<T>(io, lane, x);
 }
 
 // One lane of one head, the QK-norm's lanes together.
@@ -404,7 +422,8 @@ __device__ __forceinline__ void lane_of_head_angles(const KernelParams& p, const
 }
 
 // The heads this thread owns in one row: `group + k * head_groups`, or with role slots the
-// group's q heads, then its k and v head (each role compiled alone).
+// group's q heads, then its k and v head (k in the q heads' loop with a QK-norm, else each role
+// compiled alone).
 template <class T>
 __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& ref, int group, int lane,
                                            const float (&cos_v)[rope_shape<T>().pairs_per_lane],
@@ -414,7 +433,23 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
   // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
   // compile time, while the stores below already order the heads. A QK-norm head's lanes
   // share its group, so they take the same heads and meet at the same shuffles.
-  if constexpr (W.role_slots) {
+  if constexpr (W.role_slots && T::kQkNorm) {
+    // One norm-and-rotate body for the q heads and then the k head (compiled once); k's vectors
+    // leave the loop, so its cache store (FP8 rounding) is outside it, once per kv head.
+    float x[norm_lane_vectors<T>()][T::kVec];
+#pragma unroll 1
+    for (int k = 0; k < W.loop_slots; ++k) {
+      const bool is_k = k == W.q_slots;
+      if (T::kOutputPagedKv && is_k && ref.cache_page < 0) break;  // no cache slot: the whole segment
+      const HeadIo<T> io =
+          role_head_io<T, false>(p, ref, is_k ? kRoleK : kRoleQ, is_k ? group : group + k * W.head_groups);
+      norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
+      if (!is_k) store_lane_vectors<T>(io, lane, x);
+    }
+    const HeadIo<T> k_io = role_head_io<T>(p, ref, kRoleK, group);
+    if (!T::kOutputPagedKv || k_io.dst) store_lane_vectors<T>(k_io, lane, x);
+    if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
+  } else if constexpr (W.role_slots) {
 #pragma unroll 1
     for (int k = 0; k < W.q_slots; ++k)
       lane_of_head_angles<T>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane, true, cos_v, sin_v,

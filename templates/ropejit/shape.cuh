@@ -56,6 +56,9 @@ struct WorkShape {
   /// known when compiling, so each role's heads run code of their own (rope.cuh rope_kernel).
   bool role_slots = false;
   int q_slots = 0;           ///< role_slots: Hq / Hkv, the slots of q heads
+  /// role_slots: trips of the heads loop, q_slots, plus the k head with a QK-norm (one norm-and-rotate
+  /// body for q and k; k's cache store follows the loop).
+  int loop_slots = 0;
 };
 
 /// The work decomposition of a kernel. neox rotates vec pairs per lane (x[i], x[i + d/2]);
@@ -87,6 +90,7 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   w.role_slots = !w.whole_heads && num_q_heads > 0 && num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 &&
                  w.head_groups == num_kv_heads && w.head_groups * heads_per_thread == w.heads;
   w.q_slots = w.role_slots ? num_q_heads / num_kv_heads : 0;
+  w.loop_slots = w.q_slots + (w.role_slots && qk_norm ? 1 : 0);
   return w;
 }
 
