@@ -407,17 +407,19 @@ __device__ __forceinline__ bool owned_head(int group, int k, int& head) {
 }
 
 // One lane of one head with the lane's angles: the thread's own (cos_v, sin_v), or with
-// `shared` the row's block-shared ones, read per head so they take no registers across heads.
+// `shared` (a SharedAngleRows<T>) the row's block-shared ones, read per head so they take no
+// registers across heads. `void*`: a kernel that never reads shared rows names no row type, so
+// the standalone emitter can prune it whole.
 template <class T>
 __device__ __forceinline__ void lane_of_head_angles(const KernelParams& p, const HeadIo<T>& io, int lane, bool rotates,
                                                     const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                                     const float (&sin_v)[rope_shape<T>().pairs_per_lane],
-                                                    const SharedAngleRows<T>* shared, int shared_row) {
+                                                    const void* shared, int shared_row) {
   constexpr int kPairs = rope_shape<T>().pairs_per_lane;
   float c[kPairs], s[kPairs];
 #pragma unroll
   for (int i = 0; i < kPairs; ++i) c[i] = cos_v[i], s[i] = sin_v[i];
-  if (shared && rotates) read_shared_angles<T>(*shared, shared_row, lane, c, s);
+  if (shared && rotates) read_shared_angles<T>(*static_cast<const SharedAngleRows<T>*>(shared), shared_row, lane, c, s);
   lane_of_head<T>(p, io, lane, c, s);
 }
 
@@ -428,7 +430,7 @@ template <class T>
 __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& ref, int group, int lane,
                                            const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                            const float (&sin_v)[rope_shape<T>().pairs_per_lane],
-                                           const SharedAngleRows<T>* shared, int shared_row) {
+                                           const void* shared, int shared_row) {
   constexpr WorkShape W = rope_shape<T>();
   // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
   // compile time, while the stores below already order the heads. A QK-norm head's lanes
