@@ -23,15 +23,10 @@ using ropejit::test::SpecFields;
 
 namespace {
 
-struct Case {
-  std::string what;
-  Spec spec;
-};
+using test::SpecCase;
 
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (const char* name : {"qwen3-8b", "gemma-4-global", "qwen3-8b-paged-fp8"})
-    out.push_back({name, load_spec_file(test::spec_path(name))});
+std::vector<SpecCase> cases() {
+  std::vector<SpecCase> out = test::shipped_spec_cases({"qwen3-8b", "gemma-4-global", "qwen3-8b-paged-fp8"});
   auto add = [&](const std::string& what, SpecFields f) {
     f.name = "qk-norm-coop";
     if (f.qk_norm.is_null()) f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}, {"weight_offset", 1.0}};
@@ -74,7 +69,7 @@ std::vector<Case> cases() {
 
 // Lanes per head: a power of 2 up to a warp, else one thread per whole head.
 TEST(QkNormCoop, WorkShapeLanes) {
-  for (const Case& c : cases()) {
+  for (const SpecCase& c : cases()) {
     const WorkShape w = work_shape(c.spec, default_config(c.spec));
     const int head_lanes = w.rot_lanes + w.tail_lanes;
     if (head_lanes > 32) {
@@ -94,7 +89,7 @@ TEST(QkNormCoop, WorkShapeLanes) {
 TEST(QkNormCoop, HeadsPerThreadGivesBitIdenticalOutputs) {
   if (!test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   int index = 0;
-  for (const Case& c : cases()) {
+  for (const SpecCase& c : cases()) {
     WorkloadOptions o;
     o.tokens = 37;  // rows x items: the last warp of the grid is partial
     o.seed = 4321 + index++;

@@ -21,19 +21,14 @@ using namespace ropejit;
 
 namespace {
 
-struct Case {
-  std::string what;
-  Spec spec;
-};
+using test::SpecCase;
 
 // Every position form, rope type hook (run-time dynamic base, LongRoPE's switch, mrope streams,
 // proportional pairs without a frequency), layout, output form and the QK-norm.
-std::vector<Case> cases() {
-  std::vector<Case> out;
-  for (const char* name : {"llama-3.1-8b", "qwen2.5-vl-7b", "phi-3.5-mini", "qwen2.5-7b-padded",
-                           "qwen2.5-7b-separate", "gemma-4-global", "gpt-j-6b",
-                           "qwen3-8b-paged-fp8", "qwen3-8b"})
-    out.push_back({name, load_spec_file(test::spec_path(name))});
+std::vector<SpecCase> cases() {
+  std::vector<SpecCase> out = test::shipped_spec_cases({"llama-3.1-8b", "qwen2.5-vl-7b", "phi-3.5-mini",
+                                                        "qwen2.5-7b-padded", "qwen2.5-7b-separate", "gemma-4-global",
+                                                        "gpt-j-6b", "qwen3-8b-paged-fp8", "qwen3-8b"});
   test::SpecFields f;
   f.name = "shared-angles-dynamic";
   f.num_q_heads = 12;
@@ -65,7 +60,7 @@ bool shares(const Spec& spec, const Config& config) { return shared_angles(make_
 TEST(SharedAngles, SameBytesAsPerThreadAngles) {
   if (!test::host_backend_built()) GTEST_SKIP() << "SKIPPED: built without the host backend";
   int index = 0;
-  for (const Case& c : cases()) {
+  for (const SpecCase& c : cases()) {
     SCOPED_TRACE(c.what);
     WorkloadOptions o;
     o.tokens = 37;  // the last block is partial

@@ -2,6 +2,7 @@
 // Runs one config's kernel of a spec on the host backend over a shared workload, returning the
 // bytes of every buffer after the launch: configs that must agree bit for bit (how heads are
 // spread over threads, whether a block shares its angles) are compared on the same inputs.
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -9,9 +10,23 @@
 #include "launch/launch_args.h"  // private: check_launch and bind_buffers give every config the same params
 #include "ropejit/config.h"
 #include "ropejit/source.h"
+#include "support/repo_paths.h"
 #include "workload/workload.h"  // private: make_host_workload, the shared inputs every config runs on
 
 namespace ropejit::test {
+
+/// A spec under comparison and what the failure messages call it.
+struct SpecCase {
+  std::string what;
+  Spec spec;
+};
+
+/// The shipped specs/<name>.json of each name, called by their names.
+inline std::vector<SpecCase> shipped_spec_cases(std::initializer_list<const char*> names) {
+  std::vector<SpecCase> out;
+  for (const char* name : names) out.push_back({name, load_spec_file(spec_path(name))});
+  return out;
+}
 
 /// The buffers of `w` after `config`'s kernel ran on copies of them; `grid` > 0 overrides the
 /// launch's block count (fewer blocks: the grid-stride loop takes several passes).
