@@ -58,12 +58,11 @@ namespace {
 
 // Op rope's row: rope.cuh over q, k (and v) heads; its attention factor(s) baked.
 WorkShape rope_work_shape(const Spec& spec, const Config& c) {
-  const bool all_heads = spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all;
   return with_norm_scope(make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
                                          spec.layout == Layout::interleaved, spec.io.copy_v,
                                          spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
                                          c.heads_per_thread, spec.qk_norm.enabled),
-                         all_heads, c.heads_per_thread);  // as rope.cuh rope_shape
+                         all_heads_norm(spec), c.heads_per_thread);  // as rope.cuh rope_shape
 }
 
 void rope_traits(const Plan& plan, SourceText& out) {
@@ -85,7 +84,7 @@ SharedAngleShape rope_shared_angles(const Plan& plan) {
   const Config& c = plan.config;
   const Spec& s = plan.spec;
   return shared_angle_shape(rope_work_shape(s, c), plan.freqs.rotated_pairs, c.block_threads,
-                            c.sincos == SinCosMode::table, s.qk_norm.enabled && s.qk_norm.scope == NormScope::all);
+                            c.sincos == SinCosMode::table, all_heads_norm(s));
 }
 
 }  // namespace

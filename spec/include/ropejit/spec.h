@@ -150,6 +150,8 @@ Hash128 spec_hash(const Spec& spec);
 /// True when something rewrites the pass-through tail [d, D) of q and k heads even in place:
 /// the QKV bias, or the QK-norm (it normalizes the whole head).
 inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled; }
+/// True when the spec's QK-norm is over all heads of a token (qk_norm.scope "all").
+inline bool all_heads_norm(const Spec& s) { return s.qk_norm.enabled && s.qk_norm.scope == NormScope::all; }
 
 /// The op's second rope block (the parameters its data was written with), or null when its op
 /// has none (OpFacts::from_rope).
