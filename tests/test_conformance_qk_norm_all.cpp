@@ -19,9 +19,7 @@ namespace {
 
 class QkNormAll : public ropejit::test::BackendConformance {};
 
-struct HeadShape {
-  int head_dim, rotary_dim, num_q_heads, num_kv_heads;
-};
+using ropejit::test::HeadShape;
 // D96/24: bf16's neox half of 12 is no vector (one lane rotates the slice); fp32 D512: 64 lanes,
 // so a thread walks two; 32 + 32 heads: OLMo 2 7B's row.
 const HeadShape kHeadShapes[] = {{128, 128, 12, 4}, {64, 32, 6, 1}, {96, 24, 4, 4},

@@ -55,7 +55,7 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
       const int64_t base = ((page * Hkv + h) * page_size + offset) * D;
       for (int i = 0; i < spec.rotary_dim / 2; ++i) {
         if (out.freqs.inv_freq[i] == 0.0 && from.inv_freq[i] == 0.0) continue;  // no angle: bytes kept
-        const auto [a, b] = pair_elements(spec.layout, spec.rotary_dim, i);
+        const auto [a, b] = pair_elements(spec, i);
         const double x = stored(page, offset, h, a), y = stored(page, offset, h, b);
         const double angle = reference_angle(spec, moved[t], out.freqs.inv_freq[i]) -
                              reference_angle(spec, out.token_positions[t], from.inv_freq[i]);

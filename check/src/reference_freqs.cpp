@@ -240,4 +240,10 @@ std::pair<int, int> pair_elements(Layout layout, int rotary_dim, int pair) {
   return {pair, pair + rotary_dim / 2};
 }
 
+std::pair<int, int> pair_elements(const Spec& spec, int pair) {
+  const int begin = spec.rotary_slice == RotarySlice::trailing ? spec.head_dim - spec.rotary_dim : 0;
+  const auto [a, b] = pair_elements(spec.layout, spec.rotary_dim, pair);
+  return {begin + a, begin + b};
+}
+
 }  // namespace ropejit::ref

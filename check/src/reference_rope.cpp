@@ -356,7 +356,7 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
           row.inv_freq_slack[e] = 0.0;
         }
         for (int i = 0; i < pairs && role != kRoleV; ++i) {  // v is never rotated
-          const auto [a, b] = pair_elements(spec.layout, rotary_dim, i);
+          const auto [a, b] = pair_elements(spec, i);
           const double x = row.value[a], y = row.value[b];
           if (out.freqs.inv_freq[i] == 0.0) {  // proportional's frequency-0 pairs: cos 1, sin 0
             row.value[a] = x * s;

@@ -177,6 +177,8 @@ Source generate_source(const Plan& plan) {
   auto line = [&](const char* type, const char* name, auto value) { text.line(type, name, value); };
   line("int", "kHeadDim", s.head_dim);
   line("int", "kRotaryDim", s.rotary_dim);
+  line("int", "kRotaryBegin", rotary_begin(s));  // rotary_slice: where a head's rotated elements start
+  line("int", "kPassBegin", pass_begin(s));      // ... and its pass-through ones
   line("int", "kNumQHeads", s.num_q_heads);
   line("int", "kNumKvHeads", s.num_kv_heads);
   line("bool", "kInterleaved", s.layout == Layout::interleaved);

@@ -116,6 +116,7 @@ void bind_spec(nb::module_& m) {
       .def_ro("num_kv_heads", &Spec::num_kv_heads)
       .def_ro("max_position_embeddings", &Spec::max_position_embeddings)
       .def_prop_ro("layout", [](const Spec& s) { return name_of(s.layout); })
+      .def_prop_ro("rotary_slice", [](const Spec& s) { return name_of(s.rotary_slice); })
       .def_prop_ro("dtype", [](const Spec& s) { return name_of(s.dtype); })
       .def_prop_ro("angle", [](const Spec& s) { return name_of(s.angle); })
       .def_prop_ro("rope_type", [](const Spec& s) { return name_of(s.rope.type); })

@@ -162,6 +162,9 @@ std::string spec_schema_json() {
   properties["num_q_heads"] = integer_schema(1, kMaxHeads, "Hq");
   properties["num_kv_heads"] = integer_schema(1, kMaxHeads, "Hkv, divides num_q_heads");
   properties["layout"] = enum_schema<Layout>("rotation pairing: neox (i, i+d/2) or interleaved (2i, 2i+1)");
+  properties["rotary_slice"] = enum_schema<RotarySlice>(
+      "where a head's rotary_dim rotated elements sit: its first d (leading, the default) or its last d "
+      "(trailing: DeepSeek-V4's [nope | rope] heads)");
   properties["dtype"] = enum_schema<DType>("storage type of q/k/v");
   properties["max_position_embeddings"] = integer_schema(1, kMaxPositions, "M");
   properties["angle"] = enum_schema<AnglePrecision>("angle precision (default fp32)");

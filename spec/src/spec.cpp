@@ -119,6 +119,8 @@ ordered_json spec_to_json(const Spec& spec) {
   out["num_q_heads"] = spec.num_q_heads;
   out["num_kv_heads"] = spec.num_kv_heads;
   out["layout"] = std::string(to_string(spec.layout));
+  // Only a trailing slice says so: every other spec keeps the text (and hash) it had.
+  if (spec.rotary_slice != RotarySlice{}) out["rotary_slice"] = std::string(to_string(spec.rotary_slice));
   out["dtype"] = std::string(to_string(spec.dtype));
   out["max_position_embeddings"] = spec.max_position_embeddings;
   out["angle"] = std::string(to_string(spec.angle));

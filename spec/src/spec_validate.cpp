@@ -132,7 +132,7 @@ const std::vector<std::string_view>& spec_top_level_keys() {
   static const std::vector<std::string_view> keys{
       "name",   "head_dim", "rotary_dim", "partial_rotary_factor", "num_q_heads", "num_kv_heads",
       "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io", "qk_norm",
-      "op"};
+      "op",     "rotary_slice"};
   static const std::vector<std::string_view> with_ops = [] {
     std::vector<std::string_view> all = keys;
     for (std::string_view key : op_block_keys()) all.push_back(key);
@@ -402,6 +402,8 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   // odd head_dim leaves misaligned in every other head.
   if (spec.layout == Layout::interleaved && spec.head_dim % 2 != 0 && head_dim_json)
     reader.not_allowed("/head_dim", *head_dim_json, "an even integer with layout interleaved");
+  if (const json* v = member(document, "rotary_slice"))
+    spec.rotary_slice = reader.enumeration<RotarySlice>(*v, "/rotary_slice").value_or(spec.rotary_slice);
   if (const json* v = required("dtype"))
     spec.dtype = reader.enumeration<DType>(*v, "/dtype").value_or(spec.dtype);
   if (const json* v = required("max_position_embeddings"))

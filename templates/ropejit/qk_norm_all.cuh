@@ -124,7 +124,7 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
 #pragma unroll
           for (int j = 0; j < kMax; ++j)
             if (j < lv.count) apply_norm<T>(weight, inv_rms, lv.first + j * lv.step, x[j]);
-          rotate_lane_vectors<T>(lane, lv.first, x, cos_v, sin_v);
+          rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
         }
 #pragma unroll
         for (int j = 0; j < kMax; ++j)

@@ -150,7 +150,7 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
 #pragma unroll 1
     for (int k = 0; k < T::kHeadsPerThread; ++k, key += step) {
       if (at.group + k * W.head_groups >= W.heads) break;
-      rerotate_lane<T>(p, key, at.lane, c, s);
+      rerotate_lane<T>(p, key + T::kRotaryBegin, at.lane, c, s);  // the head's rotated slice
     }
   }
 }

@@ -199,20 +199,21 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
           if (io.role == kRoleQ) return;
         }
       }
-      const int e = T::kRotaryDim + (lane - W.rot_lanes) * V;
+      const int e = T::kPassBegin + (lane - W.rot_lanes) * V;
       float x[V];
       load_input<T>(src, io.bias, norm, e, x);
       store_head<T>(io, e, x);
       return;
     }
   }
-  const int e = lane * V;
+  const int r = lane * V;                // the lane's first element within the rotated slice
+  const int e = T::kRotaryBegin + r;     // ... within the head
   if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
     float x[V];
     if (load_input<T>(src, io.bias, norm, e, x) && rotate) {
 #pragma unroll
       for (int i = 0; i < V / 2; ++i)
-        if (pair_rotates<T, V / 2>(e / 2, i)) rotate_in_place(x[2 * i], x[2 * i + 1], cos_v[i], sin_v[i]);
+        if (pair_rotates<T, V / 2>(r / 2, i)) rotate_in_place(x[2 * i], x[2 * i + 1], cos_v[i], sin_v[i]);
     }
     store_head<T>(io, e, x);
   } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
@@ -222,7 +223,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
       float part[V];
-      loaded = load_input<T>(src, io.bias, norm, j * V, part);
+      loaded = load_input<T>(src, io.bias, norm, T::kRotaryBegin + j * V, part);
 #pragma unroll
       for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
     }
@@ -236,7 +237,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       float part[V];
 #pragma unroll
       for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
-      store_head<T>(io, j * V, part);
+      store_head<T>(io, T::kRotaryBegin + j * V, part);
     }
   } else {  // neox: the two halves of V pairs are vectors d/2 apart
     float x[V], y[V];
@@ -245,7 +246,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       if (rotate) {
 #pragma unroll
         for (int i = 0; i < V; ++i)
-          if (pair_rotates<T, V>(e, i)) rotate_in_place(x[i], y[i], cos_v[i], sin_v[i]);
+          if (pair_rotates<T, V>(r, i)) rotate_in_place(x[i], y[i], cos_v[i], sin_v[i]);
       }
     } else {
 #pragma unroll
@@ -265,7 +266,8 @@ ROPEJIT_HOST_DEVICE constexpr int norm_lane_vectors() {
 }
 
 // The vectors of one lane of a QK-norm head row: elements first + j * step, j < count (count 0
-// for a lane past the row's lanes). Every lane rotating: kMax vectors (first = lane * vec).
+// for a lane past the row's lanes). Every lane rotating: kMax vectors (first = kRotaryBegin +
+// lane * vec); tail lanes one vector of the pass-through part (from kPassBegin).
 struct LaneVectors {
   int first, step, count;
 };
@@ -275,18 +277,18 @@ __device__ __forceinline__ LaneVectors lane_vectors(int lane) {
   constexpr WorkShape W = rope_shape<T>();
   LaneVectors v{0, 0, 0};
   if (W.lanes == W.rot_lanes || lane < W.rot_lanes) {  // every lane rotates: no test
-    v.first = lane * T::kVec;  // whole_slice: lane 0
+    v.first = T::kRotaryBegin + lane * T::kVec;  // whole_slice: lane 0
     v.step = W.whole_slice ? T::kVec : W.half;  // interleaved: one vector
     v.count = norm_lane_vectors<T>();
   } else if (lane < W.rot_lanes + W.tail_lanes) {
-    v.first = T::kRotaryDim + (lane - W.rot_lanes) * T::kVec;
+    v.first = T::kPassBegin + (lane - W.rot_lanes) * T::kVec;
     v.count = 1;
   }
   return v;
 }
 
 // Rotates the vectors a QK-norm lane holds (lane_vectors) when it is a rotating lane whose
-// pairs rotate; tail lanes keep theirs.
+// pairs rotate; tail lanes keep theirs. `first`: the lane's first element within the rotated slice.
 template <class T>
 __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
                                                     float (&x)[norm_lane_vectors<T>()][T::kVec],
@@ -359,7 +361,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
     for (int j = 0; j < kMax; ++j)
       if (j < count) apply_norm<T>(p.norm_weight[io.role], inv_rms, first + j * step, x[j]);
   }
-  if (normed) rotate_lane_vectors<T>(lane, first, x, cos_v, sin_v);
+  if (normed) rotate_lane_vectors<T>(lane, first - T::kRotaryBegin, x, cos_v, sin_v);
 }
 
 // Stores the vectors norm_rotate_lane left in x to the head's destination.

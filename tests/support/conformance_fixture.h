@@ -18,6 +18,11 @@ inline void PrintTo(BackendKind kind, std::ostream* os) { *os << to_string(kind)
 
 namespace ropejit::test {
 
+/// The head shape of a conformance case: D, d and the head counts.
+struct HeadShape {
+  int head_dim, rotary_dim, num_q_heads, num_kv_heads;
+};
+
 /// Skips the backend this run lacks; one Runtime per backend for the whole process (kernels are
 /// compiled once, whichever suite asks first).
 class BackendConformance : public ::testing::TestWithParam<BackendKind> {

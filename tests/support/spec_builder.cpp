@@ -25,6 +25,7 @@ nlohmann::json spec_json(const SpecFields& f) {
                          {"rope", f.rope},
                          {"io", io}};
   if (!f.qk_norm.is_null()) spec["qk_norm"] = f.qk_norm;
+  if (!f.rotary_slice.empty()) spec["rotary_slice"] = f.rotary_slice;
   if (f.op != "rope") spec["op"] = f.op;
   if (!f.from_rope.is_null()) spec["rerotate"] = {{"from", f.from_rope}};
   return spec;

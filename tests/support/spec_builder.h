@@ -18,6 +18,7 @@ struct SpecFields {
   int num_q_heads = 8;
   int num_kv_heads = 2;
   std::string layout = "neox";
+  std::string rotary_slice;        ///< written when not empty ("leading" or "trailing")
   std::string dtype = "bf16";
   std::string angle = "fp32";
   int64_t max_position_embeddings = 8192;

@@ -24,6 +24,9 @@ enum class OpKind {
 };
 /// Rotation pairing: neox = (i, i + d/2) "rotate_half"; interleaved = (2i, 2i+1).
 enum class Layout { neox, interleaved };
+/// Where a head's rotary_dim rotated elements sit: its first d (every family but DeepSeek-V4 and
+/// MLA's q) or its last d, after D - d pass-through ones (DeepSeek-V4's `[nope | rope]` heads).
+enum class RotarySlice { leading, trailing };
 /// Storage type of q/k/v (math always runs in fp32).
 enum class DType { fp32, fp16, bf16 };
 /// Frequency scaling method, named as HF's rope_type (plus ropejit's static `ntk`).
@@ -68,6 +71,8 @@ inline constexpr EnumName<OpKind> kOpNames[] = {ROPEJIT_OPS(ROPEJIT_OP_NAME_ROW)
 #undef ROPEJIT_OP_NAME_ROW
 inline constexpr std::array<EnumName<Layout>, 2> kLayoutNames{{
     {Layout::neox, "neox"}, {Layout::interleaved, "interleaved"}}};
+inline constexpr std::array<EnumName<RotarySlice>, 2> kRotarySliceNames{{
+    {RotarySlice::leading, "leading"}, {RotarySlice::trailing, "trailing"}}};
 inline constexpr std::array<EnumName<DType>, 3> kDTypeNames{{
     {DType::fp32, "fp32"}, {DType::fp16, "fp16"}, {DType::bf16, "bf16"}}};
 inline constexpr std::array<EnumName<RopeType>, 8> kRopeTypeNames{{
@@ -101,6 +106,7 @@ inline constexpr std::array<EnumName<NormScope>, 2> kNormScopeNames{{
 template <class E> constexpr const auto& enum_table();
 template <> constexpr const auto& enum_table<OpKind>() { return kOpNames; }
 template <> constexpr const auto& enum_table<Layout>() { return kLayoutNames; }
+template <> constexpr const auto& enum_table<RotarySlice>() { return kRotarySliceNames; }
 template <> constexpr const auto& enum_table<DType>() { return kDTypeNames; }
 template <> constexpr const auto& enum_table<RopeType>() { return kRopeTypeNames; }
 

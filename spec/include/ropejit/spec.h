@@ -86,6 +86,7 @@ struct Spec {
   int num_q_heads = 0;               ///< Hq
   int num_kv_heads = 0;              ///< Hkv (Hq % Hkv == 0)
   Layout layout = Layout::neox;
+  RotarySlice rotary_slice = RotarySlice::leading;  ///< the first d elements of a head, or its last d
   DType dtype = DType::bf16;
   int64_t max_position_embeddings = 0;  ///< M
   AnglePrecision angle = AnglePrecision::fp32;
@@ -150,6 +151,12 @@ Hash128 spec_hash(const Spec& spec);
 /// True when something rewrites the pass-through tail [d, D) of q and k heads even in place:
 /// the QKV bias, or the QK-norm (it normalizes the whole head).
 inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled; }
+/// The first element of a head's rotated slice: 0, or D - d with rotary_slice trailing.
+inline int rotary_begin(const Spec& s) {
+  return s.rotary_slice == RotarySlice::trailing ? s.head_dim - s.rotary_dim : 0;
+}
+/// The first element of a head's pass-through part: d, or 0 with rotary_slice trailing.
+inline int pass_begin(const Spec& s) { return s.rotary_slice == RotarySlice::trailing ? 0 : s.rotary_dim; }
 /// True when the spec's QK-norm is over all heads of a token (qk_norm.scope "all").
 inline bool all_heads_norm(const Spec& s) { return s.qk_norm.enabled && s.qk_norm.scope == NormScope::all; }
 

@@ -74,6 +74,9 @@ std::pair<double, double> rotate_pair(double x, double y, double angle, double a
 
 /// Element indices (first, second) of rotated pair i: neox (i, i + d/2), interleaved (2i, 2i+1).
 std::pair<int, int> pair_elements(Layout layout, int rotary_dim, int pair);
+/// The elements of rotary pair `pair` within a head of `spec`: pair_elements shifted to the
+/// head's last rotary_dim elements when its rotary_slice is trailing.
+std::pair<int, int> pair_elements(const Spec& spec, int pair);
 
 // ---------------------------------------------------------------- one launch
 
