@@ -136,6 +136,8 @@ class Spec:
     num_q_heads = property(lambda self: self._spec.num_q_heads, doc="Hq.")
     num_kv_heads = property(lambda self: self._spec.num_kv_heads, doc="Hkv.")
     layout = property(lambda self: self._spec.layout, doc='"neox" or "interleaved".')
+    rotary_slice = property(lambda self: self._spec.rotary_slice,
+                            doc='"leading" (a head\'s first d elements rotate) or "trailing" (its last d: DeepSeek-V4).')
     dtype = property(lambda self: self._spec.dtype, doc='"bf16", "fp16" or "fp32".')
     angle = property(lambda self: self._spec.angle, doc="Angle precision.")
     rope_type = property(lambda self: self._spec.rope_type, doc='"default", "llama3", "yarn", ...')

@@ -208,6 +208,18 @@ const std::vector<ModelFamily>& model_families() {
           [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       llama4("llama4_text", ""),
       llama4("llama4", "text_config"),
+      // V4: one KV head (K = V) of head_dim 512 whose last qk_rope_head_dim (64) rotate, interleaved;
+      // rope_parameters.main for the sliding layers, .compress for the compressed ones.
+      row("deepseek_v4", "models/deepseek_v4/modeling_deepseek_v4.py", [](ModelFamily& f) {
+        f.layout = Layout::interleaved;          // rotate_half pairs x[0::2] with x[1::2]
+        f.rotary_slice = RotarySlice::trailing;  // apply_rotary_pos_emb rotates x[..., -rope_dim:]
+        f.bias_keys = {};
+        f.qk_rmsnorm = true;  // q_b_norm and kv_norm, over head_dim, before RoPE
+        f.qk_norm_note =
+            "q_b_norm has no weight: pass ones as q's norm weight (kv_norm's weight is k's, in the storage dtype: "
+            "HF keeps it in float32); HF multiplies q by its inverse RMS rounded to q's dtype, this spec in float32";
+        f.rope_block_labels = {{"sliding_attention", "main"}, {"", "compress"}};
+      }),
       deepseek("deepseek_v2", "models/deepseek_v2/modeling_deepseek_v2.py"),
       deepseek("deepseek_v3", "models/deepseek_v3/modeling_deepseek_v3.py", "rope_interleave"),
       row("chatglm", "THUDM/glm-4-9b-chat modeling_chatglm.py (remote code)", [](ModelFamily& f) {
@@ -426,6 +438,17 @@ const std::vector<ModelFamily>& model_families() {
 }
 
 const ModelFamily& generic_model_family() { return model_families().front(); }
+
+std::string rope_block_label(const ModelFamily& family, const std::string& layer_type) {
+  if (family.rope_block_labels.empty() || layer_type.empty()) return layer_type;
+  std::string other;
+  for (const auto& [type, label] : family.rope_block_labels) {
+    if (layer_type == label) return layer_type;  // already a label
+    if (type == layer_type) return std::string(label);
+    if (type.empty()) other = label;
+  }
+  return other.empty() ? layer_type : other;
+}
 
 std::string mrope_model_types() {
   std::string out;

@@ -67,10 +67,21 @@ struct ModelFamily {
   /// A number (or null): q, k and v clamped to [-c, c] after the projection and norm, before RoPE
   /// (OLMo's clip_qkv): neither the bias nor the norm can be fused then.
   std::string_view clip_key;
+  RotarySlice rotary_slice = RotarySlice::leading;  ///< DeepSeek-V4: each head's last d elements rotate
+  /// Rope blocks keyed by labels instead of layer types (DeepSeek-V4's rope_parameters.main and
+  /// .compress): each layer type's label; a row with the type "" labels every other type.
+  std::vector<std::pair<std::string_view, std::string_view>> rope_block_labels;
+  /// Said once when the QK-norm is imported: how the model's norms differ from the spec's (V4's
+  /// unweighted q norm: pass ones as q's weight).
+  std::string_view qk_norm_note;
   /// A v4 rope_scaling applies to this layer type only; the others rotate with rope_type
   /// default and the same base (Olmo3Config.convert_rope_params_to_dict).
   std::string_view scaling_layer_type;
 };
+
+/// The rope block label of `layer_type` for a family with rope_block_labels (DeepSeek-V4's
+/// sliding_attention -> main); the layer type itself otherwise, or when it already is a label.
+std::string rope_block_label(const ModelFamily& family, const std::string& layer_type);
 
 /// The model_types whose rope block may carry multimodal RoPE keys, for messages.
 std::string mrope_model_types();

@@ -338,7 +338,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   json layered;
   // The per-layer-type rope of a v4 Olmo 3 config is in `layered`: the rope block is not keyed by type.
   const bool typed_rope = rope_differs_by_layer_type(*text, family);
-  const std::string rope_layer_type = typed_rope ? std::string() : options.layer_type;
+  const std::string rope_layer_type = typed_rope ? std::string() : rope_block_label(family, options.layer_type);
   if (typed_rope && options.layer_type.empty())
     ctx.error(ctx.path(HfContext::member(*text, "rope_scaling") ? "rope_scaling" : "rope_theta"), "/rope",
               fmt::format("applies to the {} layers only ({}'s config class; the other layer types rotate with "
@@ -371,6 +371,10 @@ Imported import_config(const json& config, const HfImportOptions& options) {
       ctx.source("/layout", ctx.path(family.layout_key));
     }
   spec["layout"] = std::string(to_string(options.layout.value_or(layout)));
+  if (family.rotary_slice != RotarySlice{}) {
+    spec["rotary_slice"] = std::string(to_string(family.rotary_slice));
+    ctx.source("/rotary_slice", ctx.path("model_type"));
+  }
   spec["dtype"] = std::string(to_string(options.dtype.value_or(DType::bf16)));
   std::string max_key;
   const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);
@@ -490,7 +494,7 @@ std::vector<std::optional<std::string>> hf_layer_rope_map(const json& config) {
         throw SpecError(std::vector<SpecIssue>{{fmt::format("{}layer_types[{}]", prefix, i),
                           "missing required key: a per-layer-type rope block needs each layer's type"}});
       // A type without an entry has no RoPE (LFM3's conv layers: HF rotates only the listed types).
-      const std::string type = (*types)[i].get<std::string>();
+      const std::string type = rope_block_label(c.family, (*types)[i].get<std::string>());
       const bool rotated = !block || !is_per_layer_rope_block(*block) ||  // Olmo 3's v4 block: every type rotates
                            (block->contains(type) && !(*block)[type].is_null());
       out[i] = rotated ? std::optional<std::string>(type) : std::nullopt;

@@ -80,6 +80,7 @@ void import_qk_norm(const json& text, const ModelFamily& family, HfContext& ctx,
     }
   }
   spec["qk_norm"] = norm;
+  if (!family.qk_norm_note.empty()) ctx.warn(ctx.path("model_type"), std::string(family.qk_norm_note));
   const json* local = HfContext::member(text, "rope_local_base_freq");
   if (local && ctx.positive(*local, ctx.path("rope_local_base_freq"), ""))
     ctx.warn(ctx.path("rope_local_base_freq"),
