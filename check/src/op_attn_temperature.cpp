@@ -33,12 +33,12 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
   return out;
 }
 
-void problem_inputs_op(const Spec& spec, const HostWorkload& host, RefProblem& problem) {
+}  // namespace
+
+void problem_inputs_q(const Spec& spec, const HostWorkload& host, RefProblem& problem) {
   if (const HostBuffer* b = host.find("q")) problem.q = {b->bytes.data(), b->desc.row_stride, spec.head_dim};
 }
 
-}  // namespace
-
-extern const CheckOp kCheckOp_attn_temperature{OpKind::attn_temperature, reference_op, problem_inputs_op};
+extern const CheckOp kCheckOp_attn_temperature{OpKind::attn_temperature, reference_op, problem_inputs_q};
 
 }  // namespace ropejit::ref::detail

@@ -58,6 +58,10 @@ struct CheckOp {
   void (*problem_inputs)(const Spec& spec, const HostWorkload& host, RefProblem& problem);
 };
 
+/// The problem input of an op over one tensor's heads (attn_temperature, inverse_rope): the
+/// workload's q buffer.
+void problem_inputs_q(const Spec& spec, const HostWorkload& host, RefProblem& problem);
+
 /// Each op's row (kCheckOp_<op>), defined in the op's own file (op_<op>.cpp; op rope's in reference_rope.cpp).
 #define ROPEJIT_CHECK_OP_DECLARE(name) extern const CheckOp kCheckOp_##name;
 ROPEJIT_OPS(ROPEJIT_CHECK_OP_DECLARE)

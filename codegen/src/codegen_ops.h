@@ -59,4 +59,9 @@ struct CodegenOp {
 /// The row of `op`.
 const CodegenOp& codegen_op(OpKind op);
 
+/// Op rope's frequency Traits lines (kRotatedPairs, attention factors): every op of rope.cuh.
+void rope_frequency_traits(const Plan& plan, SourceText& out);
+/// Op rope's baked inv_freq tables; returns the kernel call's arguments after `p`.
+std::string rope_frequency_tables(const Plan& plan, SourceText& out);
+
 }  // namespace ropejit::codegen_detail

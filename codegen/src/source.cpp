@@ -65,7 +65,9 @@ WorkShape rope_work_shape(const Spec& spec, const Config& c) {
                          all_heads_norm(spec), c.heads_per_thread);  // as rope.cuh rope_shape
 }
 
-void rope_traits(const Plan& plan, SourceText& out) {
+}  // namespace
+
+void rope_frequency_traits(const Plan& plan, SourceText& out) {
   // Pairs from here on have inv_freq 0 (proportional) in every table: the kernel leaves them be.
   out.line("int", "kRotatedPairs", plan.freqs.rotated_pairs);
   out.float_line("kAttentionFactor", plan.freqs.attention_factor);
@@ -73,12 +75,14 @@ void rope_traits(const Plan& plan, SourceText& out) {
     out.float_line("kAttentionFactorLong", plan.freqs.attention_factor_long);
 }
 
-std::string rope_tables(const Plan& plan, SourceText& out) {
+std::string rope_frequency_tables(const Plan& plan, SourceText& out) {
   out.table("kInvFreq", plan.freqs.inv_freq);
   const bool has_long = !plan.freqs.inv_freq_long.empty();
   if (has_long) out.table("kInvFreqLong", plan.freqs.inv_freq_long);
   return fmt::format("kInvFreq, {}", has_long ? "kInvFreqLong" : "kInvFreq");
 }
+
+namespace {
 
 SharedAngleShape rope_shared_angles(const Plan& plan) {
   const Config& c = plan.config;
@@ -92,7 +96,7 @@ SharedAngleShape rope_shared_angles(const Plan& plan) {
 extern const CodegenOp kCodegenOp_rope = {
     OpKind::rope, "rope",
     [](const Spec& spec) { return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec)); },
-    rope_work_shape, rope_traits, rope_tables, rope_shared_angles};
+    rope_work_shape, rope_frequency_traits, rope_frequency_tables, rope_shared_angles};
 
 #define ROPEJIT_CODEGEN_OP_DECLARE(name) extern const CodegenOp kCodegenOp_##name;
 ROPEJIT_OPS(ROPEJIT_CODEGEN_OP_DECLARE)
@@ -180,7 +184,9 @@ Source generate_source(const Plan& plan) {
   line("int", "kRotaryBegin", rotary_begin(s));  // rotary_slice: where a head's rotated elements start
   line("int", "kPassBegin", pass_begin(s));      // ... and its pass-through ones
   line("int", "kNumQHeads", s.num_q_heads);
-  line("int", "kNumKvHeads", s.num_kv_heads);
+  // The kv heads the kernel touches: none for an op over q's heads alone (rope.cuh rope_shape).
+  line("int", "kNumKvHeads", op_facts(s.op).heads == OpHeads::q ? 0 : s.num_kv_heads);
+  line("bool", "kInverseRotation", op_facts(s.op).inverse);  // angles.cuh: sin negated
   line("bool", "kInterleaved", s.layout == Layout::interleaved);
   line("bool", "kCopyV", s.io.copy_v);
   line("bool", "kHasBias", s.io.qkv_bias);

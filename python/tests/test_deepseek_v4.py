@@ -73,3 +73,36 @@ def test_layer_map_labels_the_rope_blocks():
     specs, layers = ropejit.Spec.from_hf_layers(v4_config(), dtype="fp32")
     assert layers == ["main", "compress", "compress", "main"]
     assert specs["main"].rope_type == "default" and specs["compress"].rope_type == "yarn"
+
+
+@pytest.mark.parametrize("label", ["main", "compress"])
+def test_inverse_rope_matches_the_v4_output_rotation(runtime, rng, label):
+    # HF: attn_output = apply_rotary_pos_emb(attn_output, cos, -sin) at the query positions.
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as m
+    config = v4_config()
+    spec = ropejit.Spec.from_hf(config, dtype="fp32", layer_type=label, op="inverse_rope")
+    assert (spec.op, spec.rotary_slice, spec.qk_norm) == ("inverse_rope", "trailing", None)
+    hq, d = spec.num_q_heads, spec.head_dim
+    tokens = 23
+    out_raw = rng.standard_normal((tokens, hq, d)).astype(np.float32)
+    positions = rng.integers(0, 20000, tokens).astype(np.int64)
+    rotary = m.DeepseekV4RotaryEmbedding(config)
+    with torch.no_grad():
+        o4 = torch.from_numpy(out_raw)[None].transpose(1, 2)                   # [1, H, T, D], as HF applies it
+        cos, sin = rotary(o4, torch.from_numpy(positions)[None], layer_type=label)
+        want = m.apply_rotary_pos_emb(o4, cos, -sin).transpose(1, 2)[0].numpy()
+    got = out_raw.copy()
+    runtime.get(spec)(got, positions=positions)
+    error = np.abs(got.astype(np.float64) - want).max() / np.abs(want).max()
+    assert error < 2e-6, f"max error {error:.3g} of the largest value"
+    assert np.array_equal(got[..., : d - 64], out_raw[..., : d - 64])  # the nope part is untouched
+    # Undoing the forward rotation: rope then inverse_rope gives the input back (to rounding); yarn's
+    # attention factor scales cos and sin both ways in HF, so only the unscaled block round-trips.
+    if label != "main":
+        return
+    forward = dict(spec.to_dict(), op="rope")
+    k = np.zeros((tokens, 1, d), np.float32) + 1.0
+    x = out_raw.copy()
+    runtime.get(ropejit.Spec.from_json(forward))(x, k, positions=positions)
+    runtime.get(spec)(x, positions=positions)
+    assert np.abs(x - out_raw).max() < 1e-5 * np.abs(out_raw).max()

@@ -288,6 +288,9 @@ json layer_text(const json& text, const std::string& layer_type, const ModelFami
 void import_op(const json& text, OpKind op, HfContext& ctx, json& spec) {
   const spec_detail::SpecOp& row = spec_detail::spec_op(op);
   spec["op"] = std::string(to_string(op));
+  // An op over one tensor's heads (Llama 4's NoPE q, DeepSeek-V4's attention output) is past the
+  // model's QK-norm: the norm belongs to the layer's rope spec.
+  if (op_facts(op).heads == OpHeads::q) spec.erase("qk_norm");
   json block = json::object();
   for (const char* const* key = row.hf_keys; key && *key; ++key)
     if (const json* v = HfContext::member(text, *key)) {

@@ -10,19 +10,6 @@ namespace {
 
 constexpr const char* kWhen = "when op is attn_temperature (it scales q in place)";
 
-// The io values the op cannot honour, each with the reason.
-void check_io(const json* io, const Spec& spec, Reader& reader) {
-  if (!io) return;
-  if (const json* v = member(*io, "input"); v && spec.io.input != InputForm::separate)
-    reader.not_allowed("/io/input", *v, fmt::format("\"separate\" or absent {}", kWhen));
-  if (const json* v = member(*io, "output"); v && spec.io.output != OutputForm::inplace)
-    reader.not_allowed("/io/output", *v, fmt::format("\"inplace\" or absent {}", kWhen));
-  if (const json* v = member(*io, "qkv_bias"); v && spec.io.qkv_bias)
-    reader.not_allowed("/io/qkv_bias", *v, fmt::format("false {}", kWhen));
-  if (spec.io.positions == PositionsForm::mrope)
-    reader.not_allowed("/io/positions", std::string("mrope"), fmt::format("explicit, varlen or offset {}", kWhen));
-}
-
 // floor_scale and attn_scale (HF's defaults 8192 and 0.1 when absent).
 void read_op(const json& document, Reader& reader, Spec& spec) {
   if (const json* block = member(document, "attn_temperature")) {
@@ -37,9 +24,7 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
         t.attn_scale = reader.number(*v, "/attn_temperature/attn_scale", 0.0, false, 1e6).value_or(t.attn_scale);
     }
   }
-  check_io(member(document, "io"), spec, reader);
-  if (const json* v = member(document, "qk_norm"))
-    reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", kWhen));
+  refuse_io_of_q_inplace_op(document, reader, spec, kWhen);
 }
 
 void write_op(const Spec& spec, nlohmann::ordered_json& out) {

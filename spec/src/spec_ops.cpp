@@ -38,6 +38,20 @@ std::vector<std::string_view> op_block_keys() {
   return keys;
 }
 
+void refuse_io_of_q_inplace_op(const json& document, Reader& reader, const Spec& spec, const char* when) {
+  if (const json* io = member(document, "io")) {
+    if (const json* v = member(*io, "input"); v && spec.io.input != InputForm::separate)
+      reader.not_allowed("/io/input", *v, fmt::format("\"separate\" or absent {}", when));
+    if (const json* v = member(*io, "output"); v && spec.io.output != OutputForm::inplace)
+      reader.not_allowed("/io/output", *v, fmt::format("\"inplace\" or absent {}", when));
+    if (const json* v = member(*io, "qkv_bias"); v && spec.io.qkv_bias)
+      reader.not_allowed("/io/qkv_bias", *v, fmt::format("false {}", when));
+    if (spec.io.positions == PositionsForm::mrope)
+      reader.not_allowed("/io/positions", std::string("mrope"), fmt::format("explicit, varlen or offset {}", when));
+  }
+  if (const json* v = member(document, "qk_norm")) reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", when));
+}
+
 void refuse_other_op_blocks(const json& document, Reader& reader, const Spec& spec) {
   for (const SpecOp* row : kSpecOps)
     if (row->block && row->op != spec.op)

@@ -32,6 +32,10 @@ const SpecOp& spec_op(OpKind op);
 /// Every op's own block key (the spec's top-level keys include them).
 std::vector<std::string_view> op_block_keys();
 
+/// An op over one tensor's heads in place (attn_temperature, inverse_rope): refuses another
+/// io.input or io.output, a bias, mrope positions and a qk_norm block, each naming `when`.
+void refuse_io_of_q_inplace_op(const json& document, Reader& reader, const Spec& spec, const char* when);
+
 /// Refuses the block of an op other than the spec's (`"rerotate": {...}` under op rope).
 void refuse_other_op_blocks(const json& document, Reader& reader, const Spec& spec);
 

@@ -77,6 +77,12 @@ __device__ __forceinline__ bool position_covered(const KernelParams& p, const Ro
   else return true;
 }
 
+// sin of a pair's angle as the op rotates: negated for an inverse rotation (op inverse_rope).
+template <class T>
+__device__ __forceinline__ float oriented_sin(float sin) {
+  return T::kInverseRotation ? -sin : sin;
+}
+
 // cos and sin (times the attention factor) of one pair of a row: computed, or from a per-pair
 // table row (mrope with a table).
 template <class T>
@@ -87,14 +93,14 @@ __device__ __forceinline__ void pair_cos_sin(const KernelParams& p, const float*
     if (position >= 0 && position < p.cos_sin_table_rows) {
       const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
       cos_out = __ldg(row + pair);
-      sin_out = __ldg(row + T::kRotaryDim / 2 + pair);
+      sin_out = oriented_sin<T>(__ldg(row + T::kRotaryDim / 2 + pair));
       return;
     }
   }
   const bool covered = position_covered<T>(p, ref);
   const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
   cos_out = covered ? sc.cos * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
-  sin_out = covered ? sc.sin * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
+  sin_out = covered ? oriented_sin<T>(sc.sin * attention_factor<T>(p)) : __uint_as_float(0x7fc00000u);
 }
 
 template <class T>
@@ -110,7 +116,7 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
 #pragma unroll
       for (int i = 0; i < W.pairs_per_lane; ++i) {
         cos_out[i] = __ldg(row + first_pair + i);
-        sin_out[i] = __ldg(row + W.half + first_pair + i);
+        sin_out[i] = oriented_sin<T>(__ldg(row + W.half + first_pair + i));
       }
       return;
     }

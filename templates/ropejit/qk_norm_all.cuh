@@ -33,9 +33,9 @@ __device__ __forceinline__ void load_lane_vectors(const HeadIo<T>& io, const Lan
                                                   float (&x)[norm_lane_vectors<T>()][T::kVec]) {
 #pragma unroll
   for (int j = 0; j < norm_lane_vectors<T>(); ++j) {
-    if (j < lv.count && io.src) {
-      load_vec<typename T::Storage, T::kVec>(io.src + lv.first + j * lv.step, x[j]);
-      add_bias<T>(io.bias, lv.first + j * lv.step, x[j]);
+    if (lane_holds<T>(lv, j) && io.src) {
+      load_vec<typename T::Storage, T::kVec>(io.src + lane_element<T>(lv, j), x[j]);
+      add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
     } else {
 #pragma unroll
       for (int i = 0; i < T::kVec; ++i) x[j][i] = 0.0f;
@@ -123,12 +123,12 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
           const float inv_rms = io.role == kRoleQ ? inv_rms_q : inv_rms_k;
 #pragma unroll
           for (int j = 0; j < kMax; ++j)
-            if (j < lv.count) apply_norm<T>(weight, inv_rms, lv.first + j * lv.step, x[j]);
+            if (lane_holds<T>(lv, j)) apply_norm<T>(weight, inv_rms, lane_element<T>(lv, j), x[j]);
           rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
         }
 #pragma unroll
         for (int j = 0; j < kMax; ++j)
-          if (j < lv.count) store_head<T>(io, lv.first + j * lv.step, x[j]);
+          if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
       }
     }
   }

@@ -257,34 +257,54 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
   }
 }
 
-// Vectors one lane of a warp-cooperative QK-norm head holds: one (interleaved, a tail lane), two
-// (neox: x[e..] and x[e + d/2..]) or the whole rotary slice (whole_slice).
+// Vectors any lane of a warp-cooperative QK-norm head holds: a rotating lane's rotated ones
+// (one interleaved, two neox, or the whole slice) and, spread, pass-through ones (shape.cuh).
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr int norm_lane_vectors() {
-  constexpr WorkShape W = rope_shape<T>();
-  return T::kInterleaved ? 1 : (W.whole_slice ? T::kRotaryDim / T::kVec : 2);
+  return max_lane_vectors(rope_shape<T>());
 }
 
-// The vectors of one lane of a QK-norm head row: elements first + j * step, j < count (count 0
-// for a lane past the row's lanes). Every lane rotating: kMax vectors (first = kRotaryBegin +
-// lane * vec); tail lanes one vector of the pass-through part (from kPassBegin).
+// The vectors of one lane of a QK-norm head row: its rotated ones, elements first + j * step for
+// j < count (first = kRotaryBegin + lane * vec), then its pass-through ones, tail_first +
+// i * tail_step for i < tail_count (from kPassBegin; shape.cuh tail_vector_first). Without
+// tail_spread a lane holds one kind only, kept in first/step/count (tail_count 0).
 struct LaneVectors {
   int first, step, count;
+  int tail_first, tail_step, tail_count;
 };
 
 template <class T>
 __device__ __forceinline__ LaneVectors lane_vectors(int lane) {
   constexpr WorkShape W = rope_shape<T>();
-  LaneVectors v{0, 0, 0};
-  if (W.lanes == W.rot_lanes || lane < W.rot_lanes) {  // every lane rotates: no test
+  LaneVectors v{0, 0, 0, 0, 0, 0};
+  const bool rotating = W.lanes == W.rot_lanes || lane < W.rot_lanes;  // every lane rotates: no test
+  if (rotating) {
     v.first = T::kRotaryBegin + lane * T::kVec;  // whole_slice: lane 0
-    v.step = W.whole_slice ? T::kVec : W.half;  // interleaved: one vector
-    v.count = norm_lane_vectors<T>();
-  } else if (lane < W.rot_lanes + W.tail_lanes) {
-    v.first = T::kPassBegin + (lane - W.rot_lanes) * T::kVec;
-    v.count = 1;
+    v.step = W.whole_slice ? T::kVec : W.half;   // interleaved: one vector
+    v.count = W.rot_vectors;
+  }
+  if (W.tail_vectors > 0) {
+    const int first = T::kPassBegin + tail_vector_first(W, lane) * T::kVec;
+    const int count = tail_vector_count(W, lane);
+    if (W.tail_spread) {
+      v.tail_first = first, v.tail_step = W.tail_width * T::kVec, v.tail_count = count;
+    } else if (!rotating) {
+      v.first = first, v.step = W.tail_width * T::kVec, v.count = count;
+    }
   }
   return v;
+}
+
+// Whether the lane holds vector j, and its first element.
+template <class T>
+__device__ __forceinline__ bool lane_holds(const LaneVectors& lv, int j) {
+  return j < lv.count + (rope_shape<T>().tail_spread ? lv.tail_count : 0);
+}
+template <class T>
+__device__ __forceinline__ int lane_element(const LaneVectors& lv, int j) {
+  if constexpr (rope_shape<T>().tail_spread)
+    if (j >= lv.count) return lv.tail_first + (j - lv.count) * lv.tail_step;
+  return lv.first + j * lv.step;
 }
 
 // Rotates the vectors a QK-norm lane holds (lane_vectors) when it is a rotating lane whose
@@ -335,15 +355,14 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
   constexpr int V = T::kVec;
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
-  const int first = lv.first, step = lv.step, count = lv.count;
   const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
   const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < kMax; ++j) {
-    if (j < count && loaded) {
-      load_vec<typename T::Storage, V>(io.src + first + j * step, x[j]);
-      add_bias<T>(io.bias, first + j * step, x[j]);
+    if (lane_holds<T>(lv, j) && loaded) {
+      load_vec<typename T::Storage, V>(io.src + lane_element<T>(lv, j), x[j]);
+      add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
 #pragma unroll
       for (int i = 0; i < V; ++i) sum = fmaf(x[j][i], x[j][i], sum);
     } else {
@@ -359,9 +378,9 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
     const float inv_rms = 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps);
 #pragma unroll
     for (int j = 0; j < kMax; ++j)
-      if (j < count) apply_norm<T>(p.norm_weight[io.role], inv_rms, first + j * step, x[j]);
+      if (lane_holds<T>(lv, j)) apply_norm<T>(p.norm_weight[io.role], inv_rms, lane_element<T>(lv, j), x[j]);
   }
-  if (normed) rotate_lane_vectors<T>(lane, first - T::kRotaryBegin, x, cos_v, sin_v);
+  if (normed) rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
 }
 
 // Stores the vectors norm_rotate_lane left in x to the head's destination.
@@ -371,7 +390,7 @@ __device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane
   const LaneVectors lv = lane_vectors<T>(lane);
 #pragma unroll
   for (int j = 0; j < norm_lane_vectors<T>(); ++j)
-    if (j < lv.count) store_head<T>(io, lv.first + j * lv.step, x[j]);
+    if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
 }
 
 template <class T>

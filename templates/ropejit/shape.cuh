@@ -26,6 +26,9 @@ constexpr int kMaxSliceVectors = 4;
 /// Lanes of one warp: a warp-cooperative QK-norm head takes at most this many.
 constexpr int kWarpLanes = 32;
 
+/// Most vectors a QK-norm lane holds with tail_spread (registers: under the 64-register cap).
+constexpr int kMaxLaneVectors = 4;
+
 /// The least power of 2 >= n (n >= 1).
 ROPEJIT_HOST_DEVICE constexpr int power_of_two_at_least(int n) {
   int p = 1;
@@ -40,7 +43,16 @@ struct WorkShape {
   bool whole_slice = false;  ///< neox with vec not dividing d/2: one lane rotates all of [0, d)
   int pairs_per_lane = 0;    ///< pairs whose angles one rotating lane needs
   int rot_lanes = 0;         ///< lanes rotating pairs of one head
-  int tail_lanes = 0;        ///< lanes moving the pass-through tail [d, D)
+  int tail_lanes = 0;        ///< lanes moving the pass-through part (D - d elements)
+  int tail_vectors = 0;      ///< vectors of the pass-through part, (D - d) / vec when it moves
+  int rot_vectors = 0;       ///< vectors one rotating lane holds: 1 (interleaved), 2 (neox) or the slice's
+  /// QK-norm lanes: pass-through vector t sits on lane (rot_lanes + t) mod tail_width; the modulus is
+  /// rot_lanes + tail_vectors (one vector per lane slot), or 32 with tail_spread.
+  int tail_width = 0;
+  /// A QK-norm head row wider than a warp's lanes whose pass-through vectors spread over all 32
+  /// lanes, rotating ones included (DeepSeek-V4's 512-element heads, 64 of them rotated), instead
+  /// of one thread per whole head.
+  bool tail_spread = false;
   /// Lanes of one head row in the work items: rot_lanes + tail_lanes; with a QK-norm that
   /// rounded up to a power of 2, its lanes' sums of squares meeting in warp shuffles of that
   /// width (lanes past rot_lanes + tail_lanes hold no vector and add 0), or 1 (whole_heads);
@@ -61,6 +73,27 @@ struct WorkShape {
   int loop_slots = 0;
 };
 
+/// Pass-through vectors QK-norm lane `lane` holds: t0, t0 + tail_width, ... below tail_vectors,
+/// t0 = (lane - rot_lanes) mod tail_width.
+ROPEJIT_HOST_DEVICE constexpr int tail_vector_first(const WorkShape& w, int lane) {
+  return (lane - w.rot_lanes + w.tail_width) % w.tail_width;
+}
+ROPEJIT_HOST_DEVICE constexpr int tail_vector_count(const WorkShape& w, int lane) {
+  if (lane >= w.tail_width) return 0;  // a lane past the head row's (lanes round up to a power of 2)
+  const int t0 = tail_vector_first(w, lane);
+  return t0 < w.tail_vectors ? (w.tail_vectors - t0 + w.tail_width - 1) / w.tail_width : 0;
+}
+/// Most vectors one QK-norm lane (or lane slot) holds: its rotated ones and its pass-through ones.
+ROPEJIT_HOST_DEVICE constexpr int max_lane_vectors(const WorkShape& w) {
+  int most = 0;
+  const int slots = w.lanes > w.tail_width ? w.lanes : w.tail_width;
+  for (int lane = 0; lane < slots; ++lane) {
+    const int n = (lane < w.rot_lanes ? w.rot_vectors : 0) + tail_vector_count(w, lane);
+    most = n > most ? n : most;
+  }
+  return most;
+}
+
 /// The work decomposition of a kernel. neox rotates vec pairs per lane (x[i], x[i + d/2]);
 /// interleaved vec/2 adjacent pairs.
 ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary_dim,
@@ -74,13 +107,24 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   w.whole_slice = !interleaved && w.half % vec != 0;
   w.pairs_per_lane = interleaved ? vec / 2 : w.whole_slice ? w.half : vec;
   w.rot_lanes = interleaved ? rotary_dim / vec : w.whole_slice ? 1 : w.half / vec;
-  w.tail_lanes = tail_moves(inplace, tail_changes) ? (head_dim - rotary_dim) / vec : 0;
+  w.rot_vectors = interleaved ? 1 : w.whole_slice ? rotary_dim / vec : 2;
+  w.tail_vectors = tail_moves(inplace, tail_changes) ? (head_dim - rotary_dim) / vec : 0;
+  w.tail_lanes = w.tail_vectors;
+  w.tail_width = w.rot_lanes + w.tail_vectors;
   w.lanes = w.rot_lanes + w.tail_lanes;
   // QK-norm: a head's lanes form an aligned power-of-2 segment of one warp (lanes | 32, block
-  // and grid stride multiples of 32, items a multiple of lanes), reduced by shuffles; a head
-  // wider than a warp falls back to one thread per whole head (rope.cuh rope_kernel).
+  // and grid stride multiples of 32, items a multiple of lanes), reduced by shuffles; wider than
+  // a warp, the pass-through vectors spread over the 32 lanes (at most kMaxLaneVectors a lane),
+  // else one thread owns a whole head (rope.cuh rope_kernel).
   if (qk_norm) {
     w.lanes = power_of_two_at_least(w.lanes);
+    if (w.lanes > kWarpLanes && w.rot_lanes < kWarpLanes) {
+      WorkShape spread = w;
+      spread.lanes = spread.tail_width = kWarpLanes;
+      spread.tail_lanes = kWarpLanes - w.rot_lanes;
+      spread.tail_spread = true;
+      if (max_lane_vectors(spread) <= kMaxLaneVectors) w = spread;
+    }
     w.whole_heads = w.lanes > kWarpLanes;
     if (w.whole_heads) w.lanes = 1;
   }
@@ -102,6 +146,9 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
 /// heads_per_thread, fewer where the warp is full.
 ROPEJIT_HOST_DEVICE constexpr WorkShape with_norm_scope(WorkShape w, bool all_heads, int heads_per_thread) {
   if (!all_heads) return w;
+  w.tail_lanes = w.tail_vectors;  // a thread walks lane slots instead (qk_norm_all.cuh)
+  w.tail_width = w.rot_lanes + w.tail_vectors;
+  w.tail_spread = false;
   const int head_lanes = w.rot_lanes + w.tail_lanes;
   w.whole_heads = false;
   w.lanes = head_lanes >= kWarpLanes ? kWarpLanes : power_of_two_at_least(head_lanes);

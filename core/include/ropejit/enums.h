@@ -12,11 +12,13 @@ namespace ropejit {
 /// Every op, once, in enum order. Each layer builds its op table by expanding this list, so an
 /// op is one row here, its facts row below, and its own files per layer (a missing row of a
 /// layer is an undefined symbol at link time): docs/architecture.md §11.
-#define ROPEJIT_OPS(X) X(rope) X(rerotate) X(attn_temperature)
+#define ROPEJIT_OPS(X) X(rope) X(rerotate) X(attn_temperature) X(inverse_rope)
 /// What a kernel does: rotate q and k as they are produced (rope), or rotate the keys already in
 /// a paged K cache from the rope parameters and positions they were written with to new ones
 /// (rerotate: the LongRoPE short-to-long switch, a context shift), or scale q in place by the
-/// attention temperature of its position (attn_temperature: Llama 4's NoPE layers).
+/// attention temperature of its position (attn_temperature: Llama 4's NoPE layers), or rotate the
+/// rope slice of one [T, H, D] tensor by minus the angle, in place (inverse_rope: DeepSeek-V4's
+/// attention output, HF `apply_rotary_pos_emb(attn_output, cos, -sin)`).
 enum class OpKind {
 #define ROPEJIT_OP_ENUMERATOR(name) name,
   ROPEJIT_OPS(ROPEJIT_OP_ENUMERATOR)
@@ -138,11 +140,13 @@ struct OpFacts {
   bool uses_rope;     ///< its kernel reads the rope block's frequencies (else the block only describes the model)
   bool from_rope;     ///< it carries a second rope block `<op>.from`: the parameters its data was written with
   bool table_sincos;  ///< each angle is one position's, so a cos/sin table can serve it
+  bool inverse;       ///< it rotates by minus the angle (sin negated)
 };
 inline constexpr OpFacts kOpFacts[] = {
-    {OpKind::rope, OpHeads::qkv, true, false, true},
-    {OpKind::rerotate, OpHeads::kv, true, true, false},  // angles are differences of two positions' angles
-    {OpKind::attn_temperature, OpHeads::q, false, false, false},  // no angle at all
+    {OpKind::rope, OpHeads::qkv, true, false, true, false},
+    {OpKind::rerotate, OpHeads::kv, true, true, false, false},  // angles are differences of two positions' angles
+    {OpKind::attn_temperature, OpHeads::q, false, false, false, false},  // no angle at all
+    {OpKind::inverse_rope, OpHeads::q, true, false, true, true},  // rope.cuh over the one tensor's heads
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
 /// The facts row of `op` (rows are in enum order).

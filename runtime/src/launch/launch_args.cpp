@@ -400,6 +400,22 @@ void buffers_positions(const Spec& spec, const LaunchShape& shape, std::vector<B
   find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
 }
 
+int64_t bind_q_inplace(const FormContext& c, const Args& a, KernelParams& p, const char* why) {
+  if (c.any) check_present(a.q, "q", why);
+  check_aligned(a.q, c.align, "q");
+  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
+  p.out[kRoleQ] = p.in[kRoleQ];
+  bind_positions(c, a, p);
+  return a.num_tokens;
+}
+
+void buffers_q_inplace(const Spec& s, const LaunchShape& shape, int64_t moved, std::vector<BufferDesc>& out) {
+  const int64_t row = int64_t(s.num_q_heads) * s.head_dim;
+  out.push_back(data_buffer(s, "q", BufferKind::inout, shape.tokens, row, moved, true,
+                            bind_to<&ropejit_args::q, &ropejit_args::q_stride>, {"T", "Hq", "D"}, "q_stride"));
+  buffers_positions(s, shape, out);
+}
+
 // Op rope's row: the input form, the bias, the QK-norm weights, the positions form, the output form.
 extern const LaunchOp kLaunchOp_rope = {
     OpKind::rope,

@@ -1,0 +1,117 @@
+// Op inverse_rope (DeepSeek-V4's attention output: its rope slice rotated back by minus the angle,
+// in place) against the float64 reference on fresh random inputs with poisoned outputs: every rope
+// type whose frequencies do not depend on the run length x layout x dtype, crossed with leading and
+// trailing slices, head shapes, positions forms, strided rows, every vector width, heads per thread
+// and the cos/sin table, and odd token counts; then the spec errors of what the op rules out.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "ropejit/config.h"
+#include "support/conformance_fixture.h"
+#include "support/spec_builder.h"
+
+using namespace ropejit;
+using ropejit::test::HeadShape;
+using ropejit::test::SpecFields;
+
+namespace {
+
+class InverseRope : public ropejit::test::BackendConformance {};
+
+// V4's 512/64 output heads; a whole-head slice; a partial neox slice one lane rotates whole (bf16).
+const HeadShape kHeadShapes[] = {{512, 64, 8, 1}, {128, 128, 6, 1}, {96, 24, 4, 1}, {192, 64, 5, 1}};
+const char* const kPositions[] = {"explicit", "varlen", "offset"};
+
+SpecFields inverse_fields(int index, const char* layout, const char* dtype, const nlohmann::json& rope) {
+  const HeadShape& shape = kHeadShapes[index % std::size(kHeadShapes)];
+  SpecFields f;
+  f.name = "inverse-rope";
+  f.op = "inverse_rope";
+  f.rotary_slice = index % 3 ? "trailing" : "leading";
+  f.layout = layout;
+  f.dtype = dtype;
+  f.head_dim = shape.head_dim;
+  f.rotary_dim = shape.rotary_dim;
+  f.num_q_heads = shape.num_q_heads;
+  f.num_kv_heads = shape.num_kv_heads;
+  f.angle = index % 2 ? "exact" : "fp32";
+  f.positions = kPositions[index % 3];
+  f.max_position_embeddings = 4096;
+  ropejit::test::set_rope(f, rope);
+  return f;
+}
+
+}  // namespace
+
+TEST_P(InverseRope, EveryRopeTypeLayoutAndDtype) {
+  int index = 0;
+  for (const nlohmann::json& rope : ropejit::test::rope_blocks_for_every_type(64, 4096)) {
+    if (frequencies_depend_on_run_length(*enum_from_string<RopeType>(rope["rope_type"].get<std::string>()))) continue;
+    for (const char* layout : {"interleaved", "neox"})
+      for (const char* dtype : {"bf16", "fp16", "fp32"}) {
+        const SpecFields f = inverse_fields(index, layout, dtype, rope);
+        const Kernel kernel = runtime().get(ropejit::test::make_spec(f));
+        for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(201)}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.strided = index % 4 == 1;
+          o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
+          expect_case(kernel, o,
+                      fmt::format("inverse_rope {} {} {} {} D{}/{} {} {}", rope.dump().substr(0, 60), layout, dtype,
+                                  f.rotary_slice, f.head_dim, f.rotary_dim, f.positions, f.angle));
+        }
+        ++index;
+      }
+  }
+  EXPECT_EQ(index, 42);  // 7 rope blocks x 2 layouts x 3 dtypes
+}
+
+TEST_P(InverseRope, EveryConfig) {
+  SpecFields f = inverse_fields(1, "interleaved", "bf16", {{"rope_type", "default"}, {"rope_theta", 10000.0}});
+  const Spec spec = ropejit::test::make_spec(f);
+  int configs = 0;
+  for (int vec : {2, 4, 8})
+    for (int heads : {1, 3, 8})
+      for (SinCosMode sincos : {SinCosMode::compute, SinCosMode::table}) {
+        Config c = default_config(spec);
+        c.vec = vec;
+        c.heads_per_thread = heads;
+        c.sincos = sincos;
+        if (config_problem(spec, c)) continue;
+        check::CaseOptions o;
+        o.tokens = 13;
+        expect_case(runtime().get(spec, c), o, config_name(c));
+        ++configs;
+      }
+  EXPECT_GE(configs, 12);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backend, InverseRope, ::testing::Values(BackendKind::host, BackendKind::cuda),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// What the op rules out is refused by name, with the allowed set.
+TEST(InverseRopeSpec, RefusesWhatTheOpCannotDo) {
+  SpecFields f = inverse_fields(0, "interleaved", "bf16", {{"rope_type", "default"}, {"rope_theta", 10000.0}});
+  const nlohmann::json base = ropejit::test::spec_json(f);
+  const std::pair<nlohmann::json, std::string> cases[] = {
+      {{{"io", {{"output", "separate"}}}}, "/io/output: \"separate\" is not allowed: must be \"inplace\" or absent when op is inverse_rope"},
+      {{{"io", {{"input", "packed_qkv"}}}}, "/io/input: \"packed_qkv\" is not allowed"},
+      {{{"io", {{"qkv_bias", true}}}}, "/io/qkv_bias: true is not allowed"},
+      {{{"io", {{"positions", "mrope"}, {"mrope_section", {16, 8, 8}}}}}, "/io/positions: \"mrope\" is not allowed"},
+      {{{"qk_norm", {{"type", "rmsnorm"}, {"eps", 1e-6}}}}, "/qk_norm: "},
+      {{{"rope", {{"rope_type", "dynamic"}, {"rope_theta", 10000.0}, {"factor", 2.0}}}},
+       "/rope/rope_type: \"dynamic\" is not allowed: must be a rope_type whose frequencies do not depend on the run length"},
+  };
+  for (const auto& [patch, want] : cases) {
+    nlohmann::json spec = base;
+    for (const auto& item : patch.items()) {
+      if (item.value().is_object() && spec.contains(item.key()) && spec[item.key()].is_object())
+        spec[item.key()].update(item.value());
+      else
+        spec[item.key()] = item.value();
+    }
+    const std::string error = ropejit::test::spec_error(spec);
+    EXPECT_NE(error.find(want), std::string::npos) << patch.dump() << "\n" << error;
+  }
+  EXPECT_EQ(ropejit::test::spec_error(base), "accepted");
+}
