@@ -3,8 +3,8 @@
 // fresh random inputs with poisoned outputs: layout x dtype crossed with head shapes (V4's 512/64
 // with one kv head, MLA's 192/64, partial neox slices a lane rotates whole), every io form (packed
 // and separate input, bias, copied v, in place, separate, padded, paged KV with FP8 caches),
-// positions forms, QK-norm per head and over all heads, the re-rotation of a paged K cache, and
-// odd token counts. A kernel that rotated the leading slice fails every case (checked by hand).
+// positions forms, QK-norm per head and over all heads, a paged cache without a V cache (K = V),
+// the re-rotation of a paged K cache, and odd token counts. A kernel that rotated the leading slice fails every case (checked by hand).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -63,12 +63,15 @@ TEST_P(TrailingSlice, RopeEveryIoForm) {
         f.input = index % 3 == 1 ? "packed_qkv" : "separate";
         f.qkv_bias = index % 5 >= 3;
         f.qk_norm = norms[index % 4];
+        // A paged cache without a V cache every other time: K = V (DeepSeek-V4), copy_v false.
+        const bool k_is_v = f.output == "paged_kv" && index % 8 < 4;
         if (f.output == "paged_kv")
           f.io_extra = {{"cache_layout", index % 3 ? "nhd" : "hnd"},
                         {"cache_dtype", index % 2 ? "fp8_e4m3" : "auto"},
                         {"page_size", index % 2 ? 16 : 5},
-                        {"q_output", index % 6 < 3 ? "inplace" : "separate"}};
-        f.copy_v = f.output == "paged_kv" || index % 4 == 2 ||
+                        {"q_output", index % 6 < 3 ? "inplace" : "separate"},
+                        {"copy_v", !k_is_v}};
+        f.copy_v = (f.output == "paged_kv" && !k_is_v) || index % 4 == 2 ||
                    (f.input == "packed_qkv" && (f.output != "inplace" || f.qkv_bias));
         const Spec spec = ropejit::test::make_spec(f);
         const Kernel kernel = runtime().get(spec);

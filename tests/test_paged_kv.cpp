@@ -52,11 +52,10 @@ TEST(PagedKv, SpecFieldsAreValidatedWithNamedErrors) {
   bad = spec;
   bad["io"]["cache_dtype"] = "fp8";
   EXPECT_NE(spec_error(bad).find("auto | fp8_e4m3 | fp8_e5m2"), std::string::npos) << spec_error(bad);
-  bad = spec;
-  bad["io"]["copy_v"] = false;
-  EXPECT_NE(spec_error(bad).find("/io/copy_v: false is not allowed: must be true when output is paged_kv"),
-            std::string::npos)
-      << spec_error(bad);
+  nlohmann::json k_is_v = spec;  // K = V (DeepSeek-V4): no V cache, the engine reads the K cache as V
+  k_is_v["io"]["copy_v"] = false;
+  EXPECT_EQ(spec_error(k_is_v), "accepted");
+  EXPECT_FALSE(parse_spec(k_is_v.dump()).io.copy_v);
   bad = spec;
   bad["io"]["cache_index"] = "block_tables";
   EXPECT_NE(spec_error(bad).find("/io/positions: \"explicit\" is not allowed: must be \"varlen\" when cache_index is "
@@ -103,6 +102,21 @@ TEST(PagedKv, SlotMappingArguments) {
   b = a;
   b.k_out = s.at(0);
   expect_rejected(spec, b, "k_out", "must be null unless io.output separate or padded_bhsd");
+  // K = V (copy_v false): no V cache, so neither v nor v_cache nor v_scale may be given.
+  SpecFields k_is_v = paged_fields("fp8_e4m3", "slot_mapping");
+  k_is_v.io_extra["copy_v"] = false;
+  const Spec shared = ropejit::test::make_spec(k_is_v);
+  b = a;
+  b.v = nullptr;
+  b.v_cache = nullptr;
+  b.v_scale = 0.0f;
+  const CheckedLaunch no_v = check_launch(shared, 8, b, true);
+  EXPECT_EQ(no_v.params.out[kRoleV].ptr, nullptr);
+  b.v_cache = a.v_cache;
+  expect_rejected(shared, b, "v_cache", "must be null unless");
+  b.v_cache = nullptr;
+  b.v = a.v;
+  expect_rejected(shared, b, "v", "must be null unless");
   b = a;
   b.cache_num_pages = 0;
   expect_rejected(spec, b, "cache_num_pages", "0 is not allowed");

@@ -226,7 +226,8 @@ FormTargets paged_tensors(const RopeLaunch& launch, std::vector<RefTensor>& tens
     add_token_major(launch, tensors, "q", Hq);
   }
   tensors.push_back(make_cache_tensor(spec, launch.problem, "k_cache", launch.problem.k_scale, "k_scale"));
-  tensors.push_back(make_cache_tensor(spec, launch.problem, "v_cache", launch.problem.v_scale, "v_scale"));
+  if (spec.io.copy_v)  // else K = V: the engine reads the K cache as V, and there is no V cache
+    tensors.push_back(make_cache_tensor(spec, launch.problem, "v_cache", launch.problem.v_scale, "v_scale"));
   targets.roles = {RoleTarget{0, 0}, RoleTarget{1, 0}, RoleTarget{spec.io.copy_v ? 2 : -1, 0}};
   return targets;
 }

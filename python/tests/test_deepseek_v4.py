@@ -106,3 +106,30 @@ def test_inverse_rope_matches_the_v4_output_rotation(runtime, rng, label):
     runtime.get(ropejit.Spec.from_json(forward))(x, k, positions=positions)
     runtime.get(spec)(x, positions=positions)
     assert np.abs(x - out_raw).max() < 1e-5 * np.abs(out_raw).max()
+
+
+def test_paged_append_writes_kv_once(runtime, rng):
+    # K = V: io.output paged_kv with copy_v false writes the rotated kv head into k_cache only.
+    config = v4_config()
+    spec = ropejit.Spec.from_hf(config, dtype="fp32", layer_type="main")
+    paged = dict(spec.to_dict())
+    paged["io"] = dict(paged["io"], output="paged_kv", copy_v=False, page_size=16)
+    paged_spec = ropejit.Spec.from_json(paged)
+    uses = {f["name"]: f["use"] for f in paged_spec.launch_fields()}
+    assert (uses["k_cache"], uses["v_cache"], uses["v"]) == ("required", "unused", "unused")
+    hq, d, tokens = spec.num_q_heads, spec.head_dim, 21
+    q_raw = rng.standard_normal((tokens, hq, d)).astype(np.float32)
+    kv_raw = rng.standard_normal((tokens, 1, d)).astype(np.float32)
+    w = rng.standard_normal(d).astype(np.float32)
+    ones = np.ones(d, np.float32)
+    positions = np.arange(100, 100 + tokens, dtype=np.int64)
+    slots = rng.permutation(64)[:tokens].astype(np.int64)
+    k_cache = np.full((4, 16, 1, d), np.nan, np.float32)
+    q = q_raw.copy()
+    outputs = runtime.get(paged_spec)(q, kv_raw.copy(), positions=positions, k_cache=k_cache, slot_mapping=slots,
+                                      q_norm_weight=ones, k_norm_weight=w)
+    assert len(outputs) == 2
+    q_want, kv_want = q_raw.copy(), kv_raw.copy()
+    runtime.get(spec)(q_want, kv_want, positions=positions, q_norm_weight=ones, k_norm_weight=w)
+    np.testing.assert_array_equal(q, q_want)
+    np.testing.assert_array_equal(k_cache.reshape(64, d)[slots], kv_want[:, 0])

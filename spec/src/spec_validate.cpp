@@ -157,7 +157,7 @@ const std::vector<std::string_view>& spec_io_keys() {
 }
 
 bool io_requires_copy_v(const IoSpec& io) {
-  if (io.output == OutputForm::paged_kv) return true;  // v goes into the V cache
+  if (io.output == OutputForm::paged_kv) return true;  // v goes into the V cache (unless K = V: copy_v false)
   return io.input == InputForm::packed_qkv && (io.output != OutputForm::inplace || io.qkv_bias);
 }
 

@@ -149,10 +149,9 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
     if (copy_v && *copy_v && !reads_v)
       reader.not_allowed(base + "/copy_v", *v,
                          fmt::format("false when op is {} (its kernel reads no v; v is untouched)", to_string(op)));
-    else if (copy_v && !*copy_v && io.copy_v)
+    else if (copy_v && !*copy_v && io.copy_v && io.output != OutputForm::paged_kv)  // paged: K = V, no V cache
       reader.not_allowed(base + "/copy_v", *v,
-                         io.output == OutputForm::paged_kv ? "true when output is paged_kv (v goes into the V cache)"
-                         : io.output != OutputForm::inplace
+                         io.output != OutputForm::inplace
                              ? "true when input is packed_qkv and output is not inplace"
                              : "true when input is packed_qkv with qkv_bias (v gets its bias)");
     else if (copy_v)

@@ -83,10 +83,12 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
     p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
   }
   p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
-  p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
+  // copy_v false: K = V (DeepSeek-V4), the engine reads the K cache as V and there is no V cache.
+  if (io.copy_v)
+    p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
   p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
-  p.cache_inv_scale[1] = inverse_scale(c, a.v_scale, "v_scale");
+  p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c, a.v_scale, "v_scale") : 1.0f;
   return a.num_tokens;
 }
 
@@ -164,7 +166,8 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
                               bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>, {"T", "Hq", "D"},
                               "q_out_stride"));
   }
-  for (bool k : {true, false}) out.push_back(cache_buffer(s, shape, k));
+  out.push_back(cache_buffer(s, shape, true));
+  if (s.io.copy_v) out.push_back(cache_buffer(s, shape, false));  // else K = V: no V cache
   out.push_back(cache_index_buffer(s, shape));
 }
 
