@@ -380,11 +380,11 @@ struct IssueWaiver {
   const char* why;
 };
 constexpr IssueWaiver kIssueWaivers[] = {
-    {"llama-3.1-8b-context-shift", "sm_80", 1.10, 1.85,
+    {"llama-3.1-8b-context-shift", "sm_80", 0.98, 1.70,
      "re-rotating an FP8 cache without FP8 instructions: each element is one byte read and one written, "
-     "12 instructions at the 60% limit, and its exact decode times k_scale (5.5), rotation (2), rounding "
-     "after 1/k_scale (10.5), angles and addresses (2) take 20 (SASS 107%, PTX 180%; sm_90, with cvt, 48%: "
-     "docs/PERF.md)"},
+     "12 instructions at the 60% limit; its exact decode (4), rotation (2), rounding (10, clamp, binade, fma, "
+     "code, NaN test, gathering), angles and addresses (3) take about 18, k_scale and the decode's 2^8 folded "
+     "into cos/sin (SASS 95%, PTX 167%; sm_90, with cvt, 39%: docs/PERF.md)"},
     {"qwen3-8b-paged-fp8", "sm_80", 0, 0.70,
      "PTX only: the software FP8 rounding of k and v is 16 PTX instructions an element (constants and bit "
      "casts ptxas removes) against 7 in SASS (SASS 53%, PTX 66%: docs/PERF.md)"},

@@ -136,11 +136,23 @@ __device__ __forceinline__ u32 fp8x2_to_f16x2_bits(u32 pair) {
   return magnitude | ((magnitude + 0x00800080u) & 0x40004000u) | (pair & 0x80008000u);
 }
 
+// What a raw FP8 decode (kRaw below) is off by: e4m3 decoded by bit moves (sm_80, the host
+// backend) is the value / 2^8; a caller folds this power of 2 into a constant it multiplies by.
+template <class S>
+__device__ __forceinline__ constexpr float fp8_raw_scale() {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  return 1.0f;
+#else
+  return S::kE4M3 ? 256.0f : 1.0f;
+#endif
+}
+
 // The four FP8 codes of a word (byte i is element i) as floats, exactly. sm_89+ converts pairs
 // with cvt.rn.f16x2.e4m3x2 / e5m2x2 (exact: every FP8 value is an fp16); elsewhere the bit moves
 // above and, for e4m3, a product by 2^8 (exact: the fp16 is the value / 2^8; NaN stays NaN),
 // in fp16 pairs on the GPU, after the conversion to float on the host backend: the same values.
-template <class S>
+// kRaw skips that product: the values / fp8_raw_scale, exactly.
+template <class S, bool kRaw = false>
 __device__ __forceinline__ void fp8x4_to_floats(u32 w, float* out) {
   u32 half2[2];
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
@@ -155,13 +167,13 @@ __device__ __forceinline__ void fp8x4_to_floats(u32 w, float* out) {
   half2[0] = fp8x2_to_f16x2_bits<S>(__byte_perm(w, 0u, 0x1404u));
   half2[1] = fp8x2_to_f16x2_bits<S>(__byte_perm(w, 0u, 0x3424u));
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
-  if constexpr (S::kE4M3) {
+  if constexpr (S::kE4M3 && !kRaw) {
 #pragma unroll
     for (int j = 0; j < 2; ++j) asm("mul.rn.f16x2 %0, %0, %1;" : "+r"(half2[j]) : "r"(0x5c005c00u));  // 2^8, 2^8
   }
   constexpr float kScale = 1.0f;
 #else
-  constexpr float kScale = S::kE4M3 ? 256.0f : 1.0f;
+  constexpr float kScale = S::kE4M3 && !kRaw ? 256.0f : 1.0f;
 #endif
 #endif
 #pragma unroll
@@ -212,12 +224,12 @@ struct VecTraits {
   static constexpr int kWords = kBytes >= 4 ? kBytes / 4 : 1;
 };
 
-template <class S, int N>
+template <class S, int N, bool kRaw = false>
 __device__ __forceinline__ void words_to_floats(const u32 (&w)[VecTraits<S, N>::kWords], float (&out)[N]) {
   if constexpr (VecTraits<S, N>::kElementBits == 8) {  // FP8: decoded four at a time
     float all[4 * VecTraits<S, N>::kWords];
 #pragma unroll
-    for (int j = 0; j < VecTraits<S, N>::kWords; ++j) fp8x4_to_floats<S>(w[j], all + 4 * j);
+    for (int j = 0; j < VecTraits<S, N>::kWords; ++j) fp8x4_to_floats<S, kRaw>(w[j], all + 4 * j);
 #pragma unroll
     for (int i = 0; i < N; ++i) out[i] = all[i];
   } else {
@@ -246,7 +258,8 @@ __device__ __forceinline__ void floats_to_words(const float (&in)[N], u32 (&w)[V
   }
 }
 
-template <class S, int N>
+// kRaw: FP8 values / fp8_raw_scale (fp8x4_to_floats).
+template <class S, int N, bool kRaw = false>
 __device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
   constexpr int bytes = VecTraits<S, N>::kBytes;
   u32 w[VecTraits<S, N>::kWords];
@@ -263,7 +276,7 @@ __device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
   } else {
     w[0] = *reinterpret_cast<const u8*>(ptr);
   }
-  words_to_floats<S, N>(w, out);
+  words_to_floats<S, N, kRaw>(w, out);
 }
 
 template <class S, int N>

@@ -34,7 +34,18 @@ __device__ __forceinline__ i64 new_position(const KernelParams& p, const RowRef&
   }
 }
 
-// cos and sin (times s_to / s_from) of the angle differences of the lane's pairs.
+// What the lane's cos and sin carry besides s_to / s_from: with an FP8 cache, k_scale times its
+// float32 reciprocal (the scale the codes are read with and rewritten with: a rotation commutes
+// with it, so it is applied once here, not twice per element) and the raw decode's 2^8 (exact).
+template <class T>
+__device__ __forceinline__ float cache_fold(const KernelParams& p) {
+  if constexpr (T::kCacheFp8)
+    return p.cache_scale * p.cache_inv_scale[0] * fp8_raw_scale<typename T::CacheStorage>();
+  else
+    return 1.0f;
+}
+
+// cos and sin (times s_to / s_from and cache_fold) of the angle differences of the lane's pairs.
 template <class T>
 __device__ __forceinline__ void delta_angles(const KernelParams& p, const float* inv_to, const float* inv_to_long,
                                              const float* inv_from, const float* inv_from_long, i64 old_position,
@@ -54,30 +65,23 @@ __device__ __forceinline__ void delta_angles(const KernelParams& p, const float*
     const double angle = pair_angle<T>(new_position, pair_inv_freq<T>(p, inv_to, inv_to_long, pair)) -
                          pair_angle<T>(old_position, inv_old);
     const SinCos sc = sincos_reduced(angle);
-    cos_out[i] = covered ? sc.cos * T::kAttentionRatio : __uint_as_float(0x7fc00000u);
-    sin_out[i] = covered ? sc.sin * T::kAttentionRatio : __uint_as_float(0x7fc00000u);
+    cos_out[i] = covered ? sc.cos * T::kAttentionRatio * cache_fold<T>(p) : __uint_as_float(0x7fc00000u);
+    sin_out[i] = covered ? sc.sin * T::kAttentionRatio * cache_fold<T>(p) : __uint_as_float(0x7fc00000u);
   }
 }
 
-// kVec cached elements at `element` of a key head, as floats (FP8: the code times k_scale).
+// kVec cached elements at `element` of a key head, as floats (FP8: the codes, raw: cache_fold
+// carries k_scale and the decode's 2^8).
 template <class T>
-__device__ __forceinline__ void load_key(const KernelParams& p, const typename T::CacheStorage::raw* head, int element,
+__device__ __forceinline__ void load_key(const KernelParams&, const typename T::CacheStorage::raw* head, int element,
                                          float (&x)[T::kVec]) {
-  load_vec<typename T::CacheStorage, T::kVec>(head + element, x);
-  if constexpr (T::kCacheFp8) {
-#pragma unroll
-    for (int i = 0; i < T::kVec; ++i) x[i] *= p.cache_scale;
-  }
+  load_vec<typename T::CacheStorage, T::kVec, T::kCacheFp8>(head + element, x);
 }
 
-// Stores them back (FP8: scaled by 1 / k_scale, rounded with saturation, as the append stores).
+// Stores them back (FP8: rounded with saturation, as the append stores; 1 / k_scale is in cache_fold).
 template <class T>
-__device__ __forceinline__ void store_key(const KernelParams& p, typename T::CacheStorage::raw* head, int element,
+__device__ __forceinline__ void store_key(const KernelParams&, typename T::CacheStorage::raw* head, int element,
                                           float (&x)[T::kVec]) {
-  if constexpr (T::kCacheFp8) {
-#pragma unroll
-    for (int i = 0; i < T::kVec; ++i) x[i] *= p.cache_inv_scale[0];
-  }
   store_vec<typename T::CacheStorage, T::kVec>(head + element, x);
 }
 
