@@ -133,9 +133,10 @@ bool related(const std::string& issue, const std::string& mutated) {
       // proportional's pairs span the whole head (rotary_dim = head_dim); its share gives >= 1 pair.
       {"/rope/rope_type", "/rerotate/from/rope_type", "/head_dim", "/rotary_dim", "/partial_rotary_factor",
        "/rope/partial_rotary_factor", "/rerotate/from/partial_rotary_factor"},
-      // the op decides copy_v and rules out other io values, qk_norm and other ops' blocks.
+      // the op decides copy_v and rules out other io values, qk_norm, other ops' blocks, rope types
+      // (inverse_rope: none whose tables need the run length) and kv head counts (mla_append: 1).
       {"/op", "/io/copy_v", "/io/output", "/io/input", "/io/qkv_bias", "/io/q_output", "/io/positions", "/qk_norm",
-       "/rerotate", "/attn_temperature", "/io/page_size"},
+       "/rerotate", "/attn_temperature", "/mla_append", "/io/page_size", "/rope/rope_type", "/num_kv_heads"},
   };
   for (const auto& rule : cross_field_rules)
     if (rule.count(issue) && rule.count(mutated)) return true;

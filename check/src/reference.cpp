@@ -87,8 +87,12 @@ RefTensor make_tensor(const std::string& name, RefLayout layout, int64_t batch, 
 
 RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const std::string& name, double fp8_scale,
                             const std::string& scale_name) {
-  RefTensor cache = make_tensor(name, RefLayout::padded_bhsd, problem.cache_pages, spec.io.page_size,
-                                spec.num_kv_heads, spec.head_dim);
+  return make_cache_tensor(spec, problem, name, fp8_scale, scale_name, spec.num_kv_heads, spec.head_dim);
+}
+
+RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const std::string& name, double fp8_scale,
+                            const std::string& scale_name, int64_t heads, int64_t head_dim) {
+  RefTensor cache = make_tensor(name, RefLayout::padded_bhsd, problem.cache_pages, spec.io.page_size, heads, head_dim);
   std::fill(cache.padding.begin(), cache.padding.end(), 0);
   cache.untouched.assign(cache.value.size(), 1);  // until a token's slot writes it
   cache.cache_dtype = spec.io.cache_dtype;

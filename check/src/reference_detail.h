@@ -43,6 +43,9 @@ RefTensor make_tensor(const std::string& name, RefLayout layout, int64_t batch, 
 /// until a token's slot writes it; `fp8_scale` (named `scale_name` in errors) applies to FP8 caches.
 RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const std::string& name, double fp8_scale,
                             const std::string& scale_name);
+/// The same with `heads` heads of `head_dim` elements a slot (MLA's latent cache: 1 of kv_lora_rank + d).
+RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const std::string& name, double fp8_scale,
+                            const std::string& scale_name, int64_t heads, int64_t head_dim);
 
 /// The FP8 format of a cache dtype (auto_ reads as e4m3; callers check for FP8 first).
 Fp8Format fp8_format(CacheDType type);

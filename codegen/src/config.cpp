@@ -117,6 +117,10 @@ Config default_config(const Spec& spec) {
       c.heads_per_thread = best;
     }
   }
+  // MLA's append: a thread's heads share its lane's angles, and the items of a token (head groups x
+  // lanes) carry its latent row too; about 64 items a token (DeepSeek-V3's 128 heads: 16 a thread,
+  // 19-22% of the H100 memory time in the static model; 4 a thread, 38-50%).
+  if (spec.op == OpKind::mla_append) c.heads_per_thread = std::clamp(spec.num_q_heads / 8, 1, 16);
   // An FP8 cache moves one byte per element, so the per-element work weighs twice or four times
   // as much against memory: re-rotating, every kv head of a key shares its angles; appending,
   // a thread takes a kv head's q heads, its k and its v (shape.cuh role slots), each role with

@@ -185,7 +185,8 @@ Source generate_source(const Plan& plan) {
   line("int", "kPassBegin", pass_begin(s));      // ... and its pass-through ones
   line("int", "kNumQHeads", s.num_q_heads);
   // The kv heads the kernel touches: none for an op over q's heads alone (rope.cuh rope_shape).
-  line("int", "kNumKvHeads", op_facts(s.op).heads == OpHeads::q ? 0 : s.num_kv_heads);
+  const OpHeads heads = op_facts(s.op).heads;
+  line("int", "kNumKvHeads", heads == OpHeads::q || heads == OpHeads::q_latent ? 0 : s.num_kv_heads);
   line("bool", "kInverseRotation", op_facts(s.op).inverse);  // angles.cuh: sin negated
   line("bool", "kInterleaved", s.layout == Layout::interleaved);
   line("bool", "kCopyV", s.io.copy_v);

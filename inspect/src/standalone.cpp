@@ -113,6 +113,9 @@ std::string header_comment(const Spec& spec, const Config& config, const Source&
   switch (op_facts(spec.op).heads) {
     case OpHeads::kv: heads = fmt::format("a cached key (its {} K-cache heads, rotary part only)", spec.num_kv_heads); break;
     case OpHeads::q: heads = fmt::format("head row (a token's {} q heads)", spec.num_q_heads); break;
+    case OpHeads::q_latent:
+      heads = fmt::format("head row (a token's {} q heads, then its latent cache row)", spec.num_q_heads);
+      break;
     case OpHeads::qkv:
       heads = fmt::format("head row (a token's {} q, {} k{} heads)", spec.num_q_heads, spec.num_kv_heads,
                           spec.io.copy_v ? fmt::format(", {} v", spec.num_kv_heads) : std::string());

@@ -91,10 +91,6 @@ ModelFamily all_heads_rmsnorm(std::string_view type, std::string_view source, Ed
   });
 }
 
-ModelFamily all_heads_rmsnorm(std::string_view type, std::string_view source) {
-  return all_heads_rmsnorm(type, source, [](ModelFamily&) {});
-}
-
 // Qwen3-VL's text rotary (recomposition_frequencies): height and width take every third pair.
 ModelFamily interleaved_mrope(ModelFamily f) {
   f.mrope = true;

@@ -290,7 +290,7 @@ void import_op(const json& text, OpKind op, HfContext& ctx, json& spec) {
   spec["op"] = std::string(to_string(op));
   // An op over one tensor's heads (Llama 4's NoPE q, DeepSeek-V4's attention output) is past the
   // model's QK-norm: the norm belongs to the layer's rope spec.
-  if (op_facts(op).heads == OpHeads::q) spec.erase("qk_norm");
+  if (op_facts(op).heads == OpHeads::q || op_facts(op).heads == OpHeads::q_latent) spec.erase("qk_norm");
   json block = json::object();
   for (const char* const* key = row.hf_keys; key && *key; ++key)
     if (const json* v = HfContext::member(text, *key)) {

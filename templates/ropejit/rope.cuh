@@ -159,11 +159,12 @@ __device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef
 
 // Stores kVec values at element `element` of a head's destination: in the storage type, or in
 // the cache's (FP8: scaled first, then rounded with saturation).
-template <class T>
+// kCacheHead: the caller knows io is a cache head (its role is no constant there).
+template <class T, bool kCacheHead = false>
 __device__ __forceinline__ void store_head(const HeadIo<T>& io, int element, const float (&x)[T::kVec]) {
   if constexpr (T::kOutputPagedKv) {
     if constexpr (T::kCacheFp8) {
-      if (io.role != kRoleQ) {
+      if (kCacheHead || io.role != kRoleQ) {
         float scaled[T::kVec];
 #pragma unroll
         for (int i = 0; i < T::kVec; ++i) scaled[i] = x[i] * io.store_scale;

@@ -138,6 +138,16 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   return w;
 }
 
+/// Op mla_append (Multi-head Latent Attention): q's heads as a q-only kernel's (rotating lanes, and
+/// with a separate q output the pass-through part too); the latent cache row rides on the same
+/// items (mla_append.cuh: head group 0's rotating lanes rotate k_pe, every item copies its share
+/// of kv_c).
+ROPEJIT_HOST_DEVICE constexpr WorkShape mla_work_shape(int head_dim, int rotary_dim, int num_q_heads, bool interleaved,
+                                                       bool q_inplace, int vec, int heads_per_thread) {
+  return make_work_shape(head_dim, rotary_dim, num_q_heads, 0, interleaved, false, q_inplace, false, vec,
+                         heads_per_thread, false);
+}
+
 /// make_work_shape's shape `w` for the QK-norm's scope: unchanged without `all_heads`. An
 /// all-heads norm (qk_norm.scope "all") adds a row's q heads in one sum of squares and its k heads
 /// in another, so a row's work items are one aligned power-of-2 segment of a warp, head_groups x

@@ -12,13 +12,15 @@ namespace ropejit {
 /// Every op, once, in enum order. Each layer builds its op table by expanding this list, so an
 /// op is one row here, its facts row below, and its own files per layer (a missing row of a
 /// layer is an undefined symbol at link time): docs/architecture.md §11.
-#define ROPEJIT_OPS(X) X(rope) X(rerotate) X(attn_temperature) X(inverse_rope)
+#define ROPEJIT_OPS(X) X(rope) X(rerotate) X(attn_temperature) X(inverse_rope) X(mla_append)
 /// What a kernel does: rotate q and k as they are produced (rope), or rotate the keys already in
 /// a paged K cache from the rope parameters and positions they were written with to new ones
 /// (rerotate: the LongRoPE short-to-long switch, a context shift), or scale q in place by the
 /// attention temperature of its position (attn_temperature: Llama 4's NoPE layers), or rotate the
 /// rope slice of one [T, H, D] tensor by minus the angle, in place (inverse_rope: DeepSeek-V4's
-/// attention output, HF `apply_rotary_pos_emb(attn_output, cos, -sin)`).
+/// attention output, HF `apply_rotary_pos_emb(attn_output, cos, -sin)`), or rotate the rope part of
+/// q and of the shared rope key and write the latent cache row [kv_c | rotated k_pe] of
+/// Multi-head Latent Attention (mla_append: DeepSeek-V2/V3/R1, Kimi K2).
 enum class OpKind {
 #define ROPEJIT_OP_ENUMERATOR(name) name,
   ROPEJIT_OPS(ROPEJIT_OP_ENUMERATOR)
@@ -131,8 +133,9 @@ inline constexpr std::array<OutputFormFacts, 4> kOutputFormFacts{{
     {OutputForm::paged_kv, false}}};
 static_assert(kOutputFormFacts.size() == kOutputNames.size(), "an output form without its facts row");
 
-/// The heads of a token an op's kernel touches.
-enum class OpHeads { qkv, kv, q };
+/// The heads of a token an op's kernel touches: q, k and v; the K cache's; q's; or q's and the
+/// latent cache row (MLA).
+enum class OpHeads { qkv, kv, q, q_latent };
 /// Facts of an op that stages other than its own files read (docs/architecture.md §11).
 struct OpFacts {
   OpKind op;
@@ -147,6 +150,7 @@ inline constexpr OpFacts kOpFacts[] = {
     {OpKind::rerotate, OpHeads::kv, true, true, false, false},  // angles are differences of two positions' angles
     {OpKind::attn_temperature, OpHeads::q, false, false, false, false},  // no angle at all
     {OpKind::inverse_rope, OpHeads::q, true, false, true, true},  // rope.cuh over the one tensor's heads
+    {OpKind::mla_append, OpHeads::q_latent, true, false, true, false},
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
 /// The facts row of `op` (rows are in enum order).

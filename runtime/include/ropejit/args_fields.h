@@ -8,7 +8,7 @@
 /// declaration order:
 ///   - name:    the ropejit_args member;
 ///   - since:   the struct generation that added it: 0 the fields of 0.1.0, 1 the QK-norm
-///              weights, 2 the paged KV cache, 3 re-rotation. A caller built against generation
+///              weights, 2 the paged KV cache, 3 re-rotation, 4 the MLA latent append. A caller built against generation
 ///              g's header passes a struct_size ending before the first field of generation g + 1;
 ///   - used_by: which specs' launches read it, as text for the error that refuses it set
 ///              elsewhere ("Args::v_cache: ... must be null unless io.output paged_kv with op rope").
@@ -44,7 +44,7 @@
   X(seq_len, 0, "every spec; dynamic NTK and LongRoPE require it")                                            \
   X(q_norm_weight, 1, "qk_norm with weight per_head")                                                         \
   X(k_norm_weight, 1, "qk_norm with weight per_head")                                                         \
-  X(k_cache, 2, "io.output paged_kv or op rerotate")                                                          \
+  X(k_cache, 2, "io.output paged_kv or op rerotate (op mla_append: the latent cache)")                                                          \
   X(v_cache, 2, "io.output paged_kv with op rope")                                                            \
   X(cache_num_pages, 2, "io.output paged_kv or op rerotate")                                                  \
   X(k_cache_page_stride, 2, "io.output paged_kv or op rerotate")                                              \
@@ -56,4 +56,8 @@
   X(v_scale, 2, "an fp8 io.cache_dtype with io.output paged_kv and op rope")                                  \
   X(new_positions, 3, "op rerotate with io.positions explicit")                                               \
   X(new_start_pos, 3, "op rerotate with io.positions varlen or offset")                                       \
-  X(from_seq_len, 3, "op rerotate")
+  X(from_seq_len, 3, "op rerotate")                                                                          \
+  X(kv_c, 4, "op mla_append")                                                                                 \
+  X(k_pe, 4, "op mla_append")                                                                                 \
+  X(kv_c_stride, 4, "op mla_append")                                                                          \
+  X(k_pe_stride, 4, "op mla_append")

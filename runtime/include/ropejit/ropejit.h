@@ -161,6 +161,15 @@ typedef struct ropejit_args {
   const void* new_positions;
   const int64_t* new_start_pos;
   int64_t from_seq_len;
+  /* MLA latent-cache append (spec op mla_append): kv_c [T, kv_lora_rank], the latent already
+   * normed, and k_pe [T, rotary_dim], the one rope key of a token, both of the spec's dtype with
+   * rows kv_c_stride / k_pe_stride elements apart (0: dense); each token's cache row
+   * [kv_c | rotated k_pe] goes into k_cache at its slot. A caller built against an earlier header
+   * (struct_size ending before them) passes none. */
+  const void* kv_c;
+  const void* k_pe;
+  int64_t kv_c_stride;
+  int64_t k_pe_stride;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

@@ -29,6 +29,11 @@ constexpr DimSymbol kDimSymbols[] = {
     {"Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_kv_heads); }},
     {"Hq+2Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_q_heads) + 2 * spec.num_kv_heads; }},
     {"D", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.head_dim); }},
+    {"d", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.rotary_dim); }},  // MLA: k_pe
+    {"L", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.mla_append.kv_lora_rank); }},  // MLA: kv_c
+    {"L+d", [](const Spec& spec, const LaunchShape&) {  // MLA: a latent cache row
+       return int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
+     }},
     {"page_size", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.io.page_size); }},
     {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }},
     {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }},

@@ -36,6 +36,10 @@ void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t
 namespace ropejit {
 
 TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
+  if (spec.op == OpKind::mla_append) {  // one latent row [kv_c | k_pe] a slot
+    const int64_t row = int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
+    return TensorRef{cache, row, row, page_stride};
+  }
   const int64_t D = spec.head_dim, page_size = spec.io.page_size;
   if (spec.io.cache_layout == CacheLayout::hnd) return TensorRef{cache, D, page_size * D, page_stride};
   return TensorRef{cache, spec.num_kv_heads * D, D, page_stride};

@@ -77,6 +77,11 @@ struct AttnTemperature {
   double attn_scale = 0.1;     ///< HF's attn_scale (its default)
 };
 
+/// Op mla_append's parameters (the `mla_append` block).
+struct MlaAppend {
+  int kv_lora_rank = 512;  ///< elements of the latent kv_c (DeepSeek-V2/V3: 512); a multiple of 8
+};
+
 /// A validated spec. Build one with parse_spec(); every field is checked and canonical.
 struct Spec {
   std::string name;                  ///< free text, part of the hash
@@ -98,6 +103,7 @@ struct Spec {
   IoSpec io;
   QkNorm qk_norm;                    ///< absent: no normalization
   AttnTemperature attn_temperature;  ///< op attn_temperature only
+  MlaAppend mla_append;              ///< op mla_append only
 };
 
 /// One validation problem: JSON pointer, and a message naming the value and what is allowed.
@@ -186,7 +192,8 @@ inline bool q_inplace(const Spec& s) {
 inline int total_heads(const Spec& s) {
   switch (op_facts(s.op).heads) {
     case OpHeads::kv: return s.num_kv_heads;
-    case OpHeads::q: return s.num_q_heads;
+    case OpHeads::q:
+    case OpHeads::q_latent: return s.num_q_heads;  // MLA: the latent row's units are groups of their own
     case OpHeads::qkv: break;
   }
   return s.num_q_heads + s.num_kv_heads + (s.io.copy_v ? s.num_kv_heads : 0);

@@ -1,0 +1,90 @@
+// Op mla_append's check row: q after the launch (its heads' rope pairs rotated, in place or in
+// q_out with the rest copied) and the latent cache rows [kv_c | rotated k_pe] at each token's slot,
+// in float64 (HF modeling_deepseek_v3.py: q_rot and k_rot by the same cos/sin, the cache holding
+// the normed kv_c and the rotated k_rot); the harness's q, k_pe and kv_c buffers as inputs.
+#include <cmath>
+
+#include "reference_detail.h"
+#include "workload/workload.h"
+
+namespace ropejit::ref::detail {
+namespace {
+
+RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
+  const int64_t T = problem.num_tokens, D = spec.head_dim, H = spec.num_q_heads;
+  const int64_t d = spec.rotary_dim, rank = spec.mla_append.kv_lora_rank;
+  if (!problem.q.data || !problem.k.data || !problem.v.data) bad_problem("op mla_append needs q, k_pe and kv_c");
+  const Sequences seqs = split_sequences(problem);
+  RefOutputs out;
+  out.token_positions = token_positions(spec, problem, seqs);
+  int64_t max_position = -1;
+  for (int64_t p : out.token_positions) max_position = std::max(max_position, p);
+  out.run_length = problem.run_length > 0 ? problem.run_length : max_position + 1;
+  out.freqs = reference_freqs(spec, out.run_length, /*hf_fp32=*/true);
+  const double s = out.freqs.attention_factor;
+  auto input = [&](const RefInput& in, int64_t row_elements, int64_t t, int64_t element) {
+    return load_value(spec.dtype, in.data, t * (in.token_stride ? in.token_stride : row_elements) + element);
+  };
+  // Rotates the pairs of one rotary slice whose element i sits at `at(i)` in `value`.
+  auto rotate = [&](std::vector<double>& value, std::vector<double>& scale, int64_t base, int64_t t, auto at) {
+    for (int i = 0; i < d / 2; ++i) {
+      const auto [a, b] = at(i);
+      const double x = value[base + a], y = value[base + b];
+      if (out.freqs.inv_freq[i] == 0.0) {  // proportional's frequency-0 pairs: cos 1, sin 0
+        value[base + a] = x * s;
+        value[base + b] = y * s;
+        continue;
+      }
+      const auto [rx, ry] = rotate_pair(x, y, reference_angle(spec, out.token_positions[t], out.freqs.inv_freq[i]), s);
+      value[base + a] = rx;
+      value[base + b] = ry;
+      scale[base + a] = scale[base + b] = s * std::hypot(x, y);
+    }
+  };
+
+  out.tensors.push_back(make_tensor("q", RefLayout::token_major, 1, T, H, D));  // q, or q_out (the harness's name)
+  {
+    RefTensor& q = out.tensors.back();
+    const int64_t head_stride = problem.q.head_stride ? problem.q.head_stride : D;
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t base = (t * H + h) * D;
+        for (int64_t e = 0; e < D; ++e) {
+          q.value[base + e] = input(problem.q, H * D, t, h * head_stride + e);
+          q.scale[base + e] = std::fabs(q.value[base + e]);
+        }
+        rotate(q.value, q.scale, base, t, [&](int i) { return pair_elements(spec, i); });
+      }
+  }
+
+  const std::vector<int64_t> slots = cache_slots(spec, problem, seqs, out.token_positions);
+  out.tensors.push_back(make_cache_tensor(spec, problem, "k_cache", problem.k_scale, "k_scale", 1, rank + d));
+  RefTensor& cache = out.tensors.back();
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t slot = slots[static_cast<size_t>(t)];
+    if (slot < 0) continue;
+    const int64_t base = ((slot / cache.rows) * cache.rows + slot % cache.rows) * cache.head_dim;  // one head a slot
+    for (int64_t e = 0; e < rank; ++e) cache.value[base + e] = input(problem.v, rank, t, e);
+    for (int64_t e = 0; e < d; ++e) cache.value[base + rank + e] = input(problem.k, d, t, e);
+    for (int64_t e = 0; e < rank + d; ++e) {
+      cache.scale[base + e] = std::fabs(cache.value[base + e]);
+      cache.untouched[base + e] = 0;
+    }
+    // k_pe's pairs by the spec's layout within its own d elements.
+    rotate(cache.value, cache.scale, base + rank, t, [&](int i) { return pair_elements(spec.layout, static_cast<int>(d), i); });
+  }
+  return out;
+}
+
+void problem_inputs_op(const Spec& spec, const HostWorkload& host, RefProblem& problem) {
+  problem_inputs_q(spec, host, problem);
+  if (const HostBuffer* b = host.find("k_pe")) problem.k = {b->bytes.data(), b->desc.row_stride, spec.rotary_dim};
+  if (const HostBuffer* b = host.find("kv_c"))
+    problem.v = {b->bytes.data(), b->desc.row_stride, spec.mla_append.kv_lora_rank};
+}
+
+}  // namespace
+
+extern const CheckOp kCheckOp_mla_append{OpKind::mla_append, reference_op, problem_inputs_op};
+
+}  // namespace ropejit::ref::detail

@@ -1,0 +1,97 @@
+// Op mla_append's row of the launch op table (docs/spec.md "MLA latent-cache append"): q
+// [T, Hq, D] in place or q_out, k_pe [T, d] and kv_c [T, kv_lora_rank] read, the latent cache
+// k_cache [pages, page_size, kv_lora_rank + d] written at each token's slot (slot mapping or
+// block tables), k_scale for an FP8 cache, the positions form's arrays.
+#include "launch/launch_checks.h"
+
+namespace ropejit::launch_detail {
+
+namespace {
+
+int64_t latent_row(const Spec& s) { return int64_t(s.mla_append.kv_lora_rank) + s.rotary_dim; }
+
+int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
+  const Spec& s = c.spec;
+  const char* why = "when the spec's op is mla_append";
+  if (c.any) {
+    check_present(a.q, "q", why);
+    check_present(a.k_pe, "k_pe", why);
+    check_present(a.kv_c, "kv_c", why);
+  }
+  check_aligned(a.q, c.align, "q");
+  check_aligned(a.k_pe, c.align, "k_pe");
+  check_aligned(a.kv_c, c.align, "kv_c");
+  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
+  if (s.io.q_output == QOutput::inplace) {
+    p.out[kRoleQ] = p.in[kRoleQ];
+  } else {
+    if (c.any) check_present(a.q_out, "q_out", "when the spec's io.q_output is separate");
+    check_aligned(a.q_out, c.align, "q_out");
+    p.out[kRoleQ] =
+        token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
+  }
+  p.in[kRoleK] = token_major(const_cast<void*>(a.k_pe),
+                             resolve_stride(a.k_pe_stride, s.rotary_dim, c.vec, "k_pe_stride", a.num_tokens, c.esize),
+                             s.rotary_dim);
+  const int64_t rank = s.mla_append.kv_lora_rank;
+  p.in[kRoleV] = token_major(const_cast<void*>(a.kv_c),
+                             resolve_stride(a.kv_c_stride, rank, c.vec, "kv_c_stride", a.num_tokens, c.esize), rank);
+  // The latent cache: one head of kv_lora_rank + d elements a slot (bind_cache's checks at that width).
+  FormContext row = c;
+  row.D = latent_row(s);
+  row.Hkv = 1;
+  p.out[kRoleK] = bind_cache(row, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
+  bind_cache_index(c, a, p);
+  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
+  bind_positions(c, a, p);
+  return a.num_tokens;
+}
+
+void check_host_op(const Spec& spec, const Args& a) {
+  check_positions_form_host(spec, a);
+  check_paged_host(spec, a);
+}
+
+void bind_latent_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride) {
+  a.k_cache = ptr;
+  a.k_cache_page_stride = stride;
+  a.k_scale = shape.k_scale;
+  a.cache_num_pages = shape.cache_pages;
+}
+
+// q (in place, its rope part moved; or read whole and q_out written whole), k_pe and kv_c read,
+// the latent cache (one row per token), the slot index, the positions.
+void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  const int64_t D = s.head_dim, Hq = s.num_q_heads, rank = s.mla_append.kv_lora_rank;
+  const bool inplace = s.io.q_output == QOutput::inplace;
+  out.push_back(data_buffer(s, "q", inplace ? BufferKind::inout : BufferKind::input, shape.tokens, Hq * D,
+                            inplace ? Hq * s.rotary_dim : Hq * D, true, bind_to<&ropejit_args::q, &ropejit_args::q_stride>,
+                            {"T", "Hq", "D"}, "q_stride"));
+  if (inplace)
+    out.back().written_row_elements = Hq * s.rotary_dim;
+  else
+    out.push_back(data_buffer(s, "q_out", BufferKind::output, shape.tokens, Hq * D, Hq * D, true,
+                              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>, {"T", "Hq", "D"},
+                              "q_out_stride"));
+  out.push_back(data_buffer(s, "k_pe", BufferKind::input, shape.tokens, s.rotary_dim, s.rotary_dim, true,
+                            bind_to<&ropejit_args::k_pe, &ropejit_args::k_pe_stride>, {"T", "d"}, "k_pe_stride"));
+  out.push_back(data_buffer(s, "kv_c", BufferKind::input, shape.tokens, rank, rank, true,
+                            bind_to<&ropejit_args::kv_c, &ropejit_args::kv_c_stride>, {"T", "L"}, "kv_c_stride"));
+  const int64_t page_elements = int64_t(s.io.page_size) * latent_row(s);
+  const FieldUse scale_use = s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required;
+  BufferDesc cache{"k_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
+                   cache_dtype_size(s.io.cache_dtype, s.dtype), latent_row(s), false, bind_latent_cache_ptr,
+                   {"pages", "page_size", "L+d"},
+                   {BoundField{"cache_num_pages", FieldUse::required}, {"k_cache_page_stride", FieldUse::optional},
+                    {"k_scale", scale_use}}};
+  cache.moved_rows = shape.tokens;  // one row per token
+  out.push_back(cache);
+  out.push_back(cache_index_buffer(s, shape));
+  buffers_positions(s, shape, out);
+}
+
+}  // namespace
+
+extern const LaunchOp kLaunchOp_mla_append = {OpKind::mla_append, bind_op, check_host_op, buffers_op};
+
+}  // namespace ropejit::launch_detail

@@ -1,0 +1,70 @@
+// Op mla_append's row of the spec layer's op table (Multi-head Latent Attention: DeepSeek-V2/V3/R1,
+// Kimi K2): the `mla_append` block (kv_lora_rank) and what the op rules out. q is [T, Hq, head_dim]
+// with its rope part the spec's rotary slice (DeepSeek: trailing, q = [q_nope | q_pe]); the latent
+// cache row is [kv_c | rotated k_pe], kv_lora_rank + rotary_dim elements, in a paged cache.
+#include <fmt/core.h>
+
+#include "spec_ops.h"
+
+namespace ropejit::spec_detail {
+
+namespace {
+
+constexpr const char* kWhen = "when op is mla_append (q rotated, the latent row appended to a paged cache)";
+
+void read_op(const json& document, Reader& reader, Spec& spec) {
+  if (const json* block = member(document, "mla_append")) {
+    if (!block->is_object()) {
+      reader.not_allowed("/mla_append", *block, "an object such as {\"kv_lora_rank\": 512}");
+    } else {
+      reader.check_keys(*block, "/mla_append", {"kv_lora_rank"});
+      if (const json* v = member(*block, "kv_lora_rank")) {
+        const auto rank = reader.integer(*v, "/mla_append/kv_lora_rank", 8, 4096);
+        if (rank && *rank % 8 != 0)
+          reader.not_allowed("/mla_append/kv_lora_rank", *v,
+                             "a multiple of 8 in [8, 4096] (the latent row is copied in vectors of up to 8)");
+        else if (rank)
+          spec.mla_append.kv_lora_rank = static_cast<int>(*rank);
+      }
+    }
+  }
+  if (spec.io.output != OutputForm::paged_kv)
+    reader.not_allowed("/io/output", std::string(to_string(spec.io.output)), fmt::format("\"paged_kv\" {}", kWhen));
+  if (const json* io = member(document, "io")) {
+    if (const json* v = member(*io, "input"); v && spec.io.input != InputForm::separate)
+      reader.not_allowed("/io/input", *v, fmt::format("\"separate\" or absent {}", kWhen));
+    if (const json* v = member(*io, "qkv_bias"); v && spec.io.qkv_bias)
+      reader.not_allowed("/io/qkv_bias", *v, fmt::format("false {}", kWhen));
+    if (spec.io.positions == PositionsForm::mrope)
+      reader.not_allowed("/io/positions", std::string("mrope"), fmt::format("explicit, varlen or offset {}", kWhen));
+  }
+  if (const json* v = member(document, "qk_norm")) reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", kWhen));
+  if (spec.num_kv_heads != 1)
+    reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 (the one latent head) {}", kWhen));
+}
+
+void write_op(const Spec& spec, nlohmann::ordered_json& out) {
+  out["mla_append"] = {{"kv_lora_rank", spec.mla_append.kv_lora_rank}};
+}
+
+void schema_op(nlohmann::ordered_json& properties) {
+  properties["mla_append"] = {
+      {"description", "op mla_append only: the latent's width (the cache row is kv_lora_rank + rotary_dim elements)"},
+      {"type", "object"},
+      {"properties",
+       {{"kv_lora_rank",
+         {{"description", "default 512; a multiple of 8"}, {"type", "integer"}, {"minimum", 8}, {"maximum", 4096}}}}},
+      {"additionalProperties", false}};
+}
+
+constexpr const char* kHfKeys[] = {"kv_lora_rank", nullptr};  // DeepseekV3Config's
+
+}  // namespace
+
+extern const SpecOp kSpecOp_mla_append = {
+    OpKind::mla_append,
+    "mla_append: rotate q's rope part and the shared rope key k_pe, and write each token's latent cache row "
+    "[kv_c | rotated k_pe] into a paged cache (Multi-head Latent Attention: DeepSeek-V2/V3/R1, Kimi K2)",
+    "mla_append", nullptr, read_op, write_op, schema_op, kHfKeys};
+
+}  // namespace ropejit::spec_detail

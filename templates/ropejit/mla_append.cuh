@@ -1,0 +1,125 @@
+#pragma once
+// Op mla_append (Multi-head Latent Attention's append: DeepSeek-V2/V3/R1, Kimi K2; docs/spec.md
+// "MLA latent-cache append"). Per token: q's heads rotated over the spec's rotary slice (q_pe,
+// the trailing rotary_dim of [q_nope | q_pe]) in place or into q_out with q_nope, and the latent
+// cache row [kv_c | rotated k_pe] (kv_lora_rank + rotary_dim elements) written at the token's
+// slot; FP8 caches store fp8(x / k_scale) as the paged append does. The row rides on q's work
+// items (shape.cuh mla_work_shape): head group 0's rotating lanes rotate k_pe with the angles
+// they computed for q, and each item copies its share of kv_c.
+#include "ropejit/rope.cuh"
+
+namespace ropejit {
+
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr WorkShape mla_shape() {
+  return mla_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kInterleaved, T::kQOutputInplace, T::kVec,
+                        T::kHeadsPerThread);
+}
+
+// k_pe's rotating lane `lane`, rotated with the lane's angles (the lane map of rope.cuh
+// process_lane over a head that is all rotary part) and stored after kv_c in the row.
+template <class T>
+__device__ __forceinline__ void rotate_k_pe_lane(const typename T::Storage::raw* k_pe, const HeadIo<T>& row, int lane,
+                                                 const float (&c)[rope_shape<T>().pairs_per_lane],
+                                                 const float (&s)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = mla_shape<T>();
+  constexpr int V = T::kVec, kAt = T::kKvLoraRank;
+  typedef typename T::Storage S;
+  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+    float x[V];
+    load_vec<S, V>(k_pe + lane * V, x);
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i)
+      if (pair_rotates<T, V / 2>(lane * (V / 2), i)) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
+    store_head<T, true>(row, kAt + lane * V, x);
+  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
+    constexpr int kVectors = T::kRotaryDim / V;
+    float x[T::kRotaryDim];
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+      load_vec<S, V>(k_pe + j * V, part);
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
+    }
+#pragma unroll
+    for (int i = 0; i < W.half; ++i)
+      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
+      store_head<T, true>(row, kAt + j * V, part);
+    }
+  } else {  // neox: the two halves of V pairs are vectors d/2 apart
+    float x[V], y[V];
+    load_vec<S, V>(k_pe + lane * V, x);
+    load_vec<S, V>(k_pe + lane * V + W.half, y);
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (pair_rotates<T, V>(lane * V, i)) rotate_in_place(x[i], y[i], c[i], s[i]);
+    store_head<T, true>(row, kAt + lane * V, x);
+    store_head<T, true>(row, kAt + lane * V + W.half, y);
+  }
+}
+
+// A token's share of its latent cache row held by work item (group, lane): k_pe's rotating lane
+// `lane` for group 0 (with the lane's angles), and kv_c's vectors item, item + items a row, ...;
+// nothing for a token without a slot.
+template <class T>
+__device__ __forceinline__ void latent_share(const KernelParams& p, const RowRef& ref, const WorkItem& at,
+                                             const float (&c)[rope_shape<T>().pairs_per_lane],
+                                             const float (&s)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = mla_shape<T>();
+  constexpr int V = T::kVec, kVectors = T::kKvLoraRank / V, kItems = W.head_groups * W.lanes;
+  typedef typename T::Storage::raw raw;
+  HeadIo<T> row;  // the slot's row, a cache head: stored in the cache's type (FP8: scaled first)
+  row.role = kRoleK;
+  row.index = 0;
+  row.src = nullptr;
+  row.bias = nullptr;
+  row.store_scale = 1.0f;
+  row.dst = cache_head<T>(p, ref, kRoleK, 0, row.store_scale);
+  if (!row.dst) return;
+  if (at.group == 0 && at.lane < W.rot_lanes) {
+    const TensorRef k_pe = p.in[kRoleK];
+    rotate_k_pe_lane<T>((const raw*)k_pe.ptr + ref.token * k_pe.token_stride, row, at.lane, c, s);
+  }
+  const TensorRef kv_c = p.in[kRoleV];  // already normed: copied
+  const int first = at.group * W.lanes + at.lane;
+#pragma unroll
+  for (int k = 0; k < (kVectors + kItems - 1) / kItems; ++k) {
+    const int e = (first + k * kItems) * V;
+    if (e >= T::kKvLoraRank) break;
+    float x[V];
+    load_vec<typename T::Storage, V>((const raw*)kv_c.ptr + ref.token * kv_c.token_stride + e, x);
+    store_head<T, true>(row, e, x);
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const float* inv_freq,
+                                                  const float* inv_freq_long) {
+  constexpr WorkShape W = mla_shape<T>();
+  wait_for_previous_grid();
+  const i64 items = work_items(W, p.num_tokens);
+  const i64 stride = (i64)gridDim.x * blockDim.x;
+  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
+    const WorkItem at = decode_item(W, item);
+    const RowRef ref = locate_row<T>(p, at.row);
+    // q: the thread's heads group + k * head_groups, each lane with the row's angles.
+    float c[W.pairs_per_lane], s[W.pairs_per_lane];
+    if (at.lane < angle_lanes<T>(W)) pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, c, s);
+    const HeadNorm no_norm{1.0f, nullptr, false};
+#pragma unroll 1
+    for (int k = 0; k < T::kHeadsPerThread; ++k) {
+      const int head = at.group + k * W.head_groups;
+      if (head >= T::kNumQHeads) break;
+      process_lane<T>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, at.lane, c, s);
+    }
+    latent_share<T>(p, ref, at, c, s);
+  }
+}
+
+}  // namespace ropejit

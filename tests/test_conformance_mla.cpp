@@ -1,0 +1,142 @@
+// Op mla_append (Multi-head Latent Attention: q's rope part rotated, the latent cache row
+// [kv_c | rotated k_pe] appended) against the float64 reference on fresh random inputs with
+// poisoned outputs and caches: layout x dtype x cache dtype, crossed with DeepSeek's shapes (q
+// heads of 128 + 64 with a trailing slice, kv_lora_rank 512; 16 and 128 heads) and others (a
+// leading slice, a neox half one lane rotates whole, kv_lora_rank 64), slot mapping and block
+// tables, q in place and q_out, every positions form, strided rows, odd token counts, every
+// vector width and heads per thread; then the spec errors of what the op rules out.
+#include <functional>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "ropejit/config.h"
+#include "support/conformance_fixture.h"
+#include "support/spec_builder.h"
+
+using namespace ropejit;
+using ropejit::test::SpecFields;
+
+namespace {
+
+class MlaLatentAppend : public ropejit::test::BackendConformance {};
+
+struct MlaShape {
+  int head_dim, rotary_dim, num_q_heads, kv_lora_rank;
+  const char* slice;
+};
+const MlaShape kShapes[] = {{192, 64, 16, 512, "trailing"}, {192, 64, 128, 512, "trailing"},
+                            {96, 24, 5, 64, "trailing"},    {128, 32, 3, 128, "leading"}};
+const char* const kPositions[] = {"explicit", "varlen", "offset"};
+
+SpecFields mla_fields(int index, const char* layout, const char* dtype, const char* cache_dtype) {
+  const MlaShape& shape = kShapes[index % std::size(kShapes)];
+  SpecFields f;
+  f.name = "mla";
+  f.op = "mla_append";
+  f.head_dim = shape.head_dim;
+  f.rotary_dim = shape.rotary_dim;
+  f.rotary_slice = shape.slice;
+  f.num_q_heads = shape.num_q_heads;
+  f.num_kv_heads = 1;
+  f.layout = layout;
+  f.dtype = dtype;
+  f.angle = index % 2 ? "exact" : "fp32";
+  f.max_position_embeddings = 4096;
+  f.output = "paged_kv";
+  const bool block_tables = index % 4 == 3;
+  f.positions = block_tables ? "varlen" : kPositions[index % 3];
+  f.io_extra = {{"cache_dtype", cache_dtype},
+                {"cache_index", block_tables ? "block_tables" : "slot_mapping"},
+                {"page_size", index % 2 ? 16 : 1},
+                {"q_output", index % 3 == 1 ? "separate" : "inplace"}};
+  f.rope = index % 2 ? nlohmann::json{{"rope_type", "default"}, {"rope_theta", 10000.0}}
+                     : nlohmann::json{{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 40.0},
+                                      {"original_max_position_embeddings", 1024}, {"mscale", 1.0},
+                                      {"mscale_all_dim", 0.707}};
+  return f;
+}
+
+nlohmann::json mla_json(const SpecFields& f, int kv_lora_rank) {
+  nlohmann::json spec = ropejit::test::spec_json(f);
+  spec["mla_append"] = {{"kv_lora_rank", kv_lora_rank}};
+  return spec;
+}
+
+Spec mla_spec(int index, const char* layout, const char* dtype, const char* cache_dtype) {
+  return parse_spec(mla_json(mla_fields(index, layout, dtype, cache_dtype), kShapes[index % std::size(kShapes)].kv_lora_rank).dump());
+}
+
+}  // namespace
+
+TEST_P(MlaLatentAppend, EveryLayoutDtypeCacheAndIndex) {
+  int index = 0;
+  for (const char* layout : {"interleaved", "neox"})
+    for (const char* dtype : {"bf16", "fp16", "fp32"})
+      for (const char* cache_dtype : {"auto", "fp8_e4m3", "fp8_e5m2"}) {
+        const Spec spec = mla_spec(index, layout, dtype, cache_dtype);
+        const Kernel kernel = runtime().get(spec);
+        for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(201)}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.strided = index % 4 == 1;
+          o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
+          expect_case(kernel, o,
+                      fmt::format("mla {} {} cache {} D{}/{} {} Hq{} rank {} {}", layout, dtype, cache_dtype,
+                                  spec.head_dim, spec.rotary_dim, to_string(spec.rotary_slice), spec.num_q_heads,
+                                  spec.mla_append.kv_lora_rank, canonical_json(spec).substr(0, 0)));
+        }
+        ++index;
+      }
+  EXPECT_EQ(index, 18);
+}
+
+TEST_P(MlaLatentAppend, EveryConfig) {
+  const Spec spec = mla_spec(0, "interleaved", "bf16", "fp8_e4m3");
+  int configs = 0;
+  for (int vec : {2, 4, 8})
+    for (int heads : {1, 3, 16}) {
+      Config c = default_config(spec);
+      c.vec = vec;
+      c.heads_per_thread = heads;
+      if (config_problem(spec, c)) continue;
+      check::CaseOptions o;
+      o.tokens = 9;
+      expect_case(runtime().get(spec, c), o, config_name(c));
+      ++configs;
+    }
+  EXPECT_GE(configs, 9);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backend, MlaLatentAppend, ::testing::Values(BackendKind::host, BackendKind::cuda),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// What the op rules out is refused by name, with the allowed set.
+TEST(MlaAppendSpec, RefusesWhatTheOpCannotDo) {
+  const nlohmann::json base = mla_json(mla_fields(0, "interleaved", "bf16", "auto"), 512);
+  EXPECT_EQ(ropejit::test::spec_error(base), "accepted");
+  EXPECT_EQ(parse_spec(base.dump()).mla_append.kv_lora_rank, 512);
+  const std::pair<std::function<void(nlohmann::json&)>, std::string> cases[] = {
+      {[](nlohmann::json& s) { s["mla_append"]["kv_lora_rank"] = 500; },
+       "/mla_append/kv_lora_rank: 500 is not allowed: must be a multiple of 8"},
+      {[](nlohmann::json& s) { s["mla_append"]["rank"] = 5; }, "/mla_append"},
+      {[](nlohmann::json& s) { s["io"] = {{"output", "inplace"}}; },
+       "/io/output: \"inplace\" is not allowed: must be \"paged_kv\" when op is mla_append"},
+      {[](nlohmann::json& s) { s["num_kv_heads"] = 2; s["num_q_heads"] = 16; },
+       "/num_kv_heads: 2 is not allowed: must be 1 (the one latent head)"},
+      {[](nlohmann::json& s) { s["qk_norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}}; }, "/qk_norm: "},
+      {[](nlohmann::json& s) { s["io"]["qkv_bias"] = true; }, "/io/qkv_bias: true is not allowed"},
+      {[](nlohmann::json& s) { s["io"]["copy_v"] = true; }, "/io/copy_v: true is not allowed"},
+      {[](nlohmann::json& s) { s["io"]["input"] = "packed_qkv"; }, "/io/input: \"packed_qkv\" is not allowed"},
+  };
+  for (const auto& [edit, want] : cases) {
+    nlohmann::json spec = base;
+    edit(spec);
+    const std::string error = ropejit::test::spec_error(spec);
+    EXPECT_NE(error.find(want), std::string::npos) << spec.dump() << "\n" << error;
+  }
+  nlohmann::json other = base;  // the block under another op
+  other.erase("op");
+  other["io"] = {{"output", "inplace"}};
+  EXPECT_NE(ropejit::test::spec_error(other).find("/mla_append"), std::string::npos) << ropejit::test::spec_error(other);
+}
