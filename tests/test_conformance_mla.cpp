@@ -92,20 +92,7 @@ TEST_P(MlaLatentAppend, EveryLayoutDtypeCacheAndIndex) {
 }
 
 TEST_P(MlaLatentAppend, EveryConfig) {
-  const Spec spec = mla_spec(0, "interleaved", "bf16", "fp8_e4m3");
-  int configs = 0;
-  for (int vec : {2, 4, 8})
-    for (int heads : {1, 3, 16}) {
-      Config c = default_config(spec);
-      c.vec = vec;
-      c.heads_per_thread = heads;
-      if (config_problem(spec, c)) continue;
-      check::CaseOptions o;
-      o.tokens = 9;
-      expect_case(runtime().get(spec, c), o, config_name(c));
-      ++configs;
-    }
-  EXPECT_GE(configs, 9);
+  EXPECT_GE(expect_every_config(mla_spec(0, "interleaved", "bf16", "fp8_e4m3"), {2, 4, 8}, {1, 3, 16}, 9), 9);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backend, MlaLatentAppend, ::testing::Values(BackendKind::host, BackendKind::cuda),

@@ -93,20 +93,7 @@ TEST_P(TrailingSlice, RopeEveryIoForm) {
 TEST_P(TrailingSlice, EveryConfigOfAV4Head) {
   SpecFields f = fields(1, "interleaved", "bf16");
   f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
-  const Spec spec = ropejit::test::make_spec(f);
-  int configs = 0;
-  for (int vec : {2, 4, 8})
-    for (int heads : {1, 2, 3, 9}) {
-      Config c = default_config(spec);
-      c.vec = vec;
-      c.heads_per_thread = heads;
-      if (config_problem(spec, c)) continue;
-      check::CaseOptions o;
-      o.tokens = 13;
-      expect_case(runtime().get(spec, c), o, config_name(c));
-      ++configs;
-    }
-  EXPECT_GE(configs, 10);
+  EXPECT_GE(expect_every_config(ropejit::test::make_spec(f), {2, 4, 8}, {1, 2, 3, 9}, 13), 10);
 }
 
 // Re-rotating the trailing slice of keys in a paged cache (bf16 and FP8); the leading D - d stay.

@@ -19,7 +19,7 @@ _ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_
 # The launch arguments that are arrays, in the order kernel() takes them.
 ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",
                 "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables",
-                "new_positions", "new_start_pos")
+                "new_positions", "new_start_pos", "k_pe", "kv_c")
 
 
 def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
@@ -64,6 +64,7 @@ class Kernel:
                  k_cache: Any = None, v_cache: Any = None, slot_mapping: Any = None, block_tables: Any = None,
                  k_scale: Optional[float] = None, v_scale: Optional[float] = None,
                  new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
+                 k_pe: Any = None, kv_c: Any = None,
                  num_tokens: Optional[int] = None, stream: Optional[int] = None) -> Tuple[Any, ...]:
         """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
         ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
@@ -74,10 +75,13 @@ class Kernel:
         A spec of op "rerotate" takes k_cache with the keys' old positions (positions, or cu_seqlens
         and start_pos), their slots (slot_mapping or block_tables), where they move (new_positions or
         new_start_pos; None keeps them), seq_len and from_seq_len; num_tokens is the number of keys
-        when no positions or slot_mapping array says it. It returns (k_cache,)."""
+        when no positions or slot_mapping array says it. It returns (k_cache,). A spec of op
+        "mla_append" takes q, k_pe [T, d] and kv_c [T, kv_lora_rank], the latent cache k_cache
+        [pages, page_size, kv_lora_rank + d] with its slot index (and k_scale for FP8), and returns
+        (q or q_out, k_cache)."""
         given = {name: value for name, value in zip(ARRAY_FIELDS, (
             q, k, v, qkv, bias, positions, cu_seqlens, start_pos, q_out, k_out, v_out, q_norm_weight,
-            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos))
+            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos, k_pe, kv_c))
             if value is not None}
         views = {name: view(value, name) for name, value in given.items()}
         tokens = self._tokens(views, num_tokens)

@@ -199,4 +199,52 @@ __device__ __forceinline__ void read_shared_angles(const SharedAngleRows<T>& row
   }
 }
 
+// One lane's pairs of a rotary slice that is the whole of what a lane moves (a cached key's, MLA's
+// k_pe): read with load(element, x[vec]) and written with store(element, x[vec]), elements counted
+// from the slice's start; the lane map of rope.cuh process_lane.
+template <class T, class Load, class Store>
+__device__ __forceinline__ void rotate_slice_lane(int lane, const float (&c)[rope_shape<T>().pairs_per_lane],
+                                                  const float (&s)[rope_shape<T>().pairs_per_lane], Load load,
+                                                  Store store) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec;
+  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+    float x[V];
+    load(lane * V, x);
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i)
+      if (pair_rotates<T, V / 2>(lane * (V / 2), i)) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
+    store(lane * V, x);
+  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
+    constexpr int kVectors = T::kRotaryDim / V;
+    float x[T::kRotaryDim];
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+      load(j * V, part);
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
+    }
+#pragma unroll
+    for (int i = 0; i < W.half; ++i)
+      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
+#pragma unroll
+    for (int j = 0; j < kVectors; ++j) {
+      float part[V];
+#pragma unroll
+      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
+      store(j * V, part);
+    }
+  } else {  // neox: the two halves of V pairs are vectors d/2 apart
+    float x[V], y[V];
+    load(lane * V, x);
+    load(lane * V + W.half, y);
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (pair_rotates<T, V>(lane * V, i)) rotate_in_place(x[i], y[i], c[i], s[i]);
+    store(lane * V, x);
+    store(lane * V + W.half, y);
+  }
+}
+
 }  // namespace ropejit

@@ -16,52 +16,14 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape mla_shape() {
                         T::kHeadsPerThread);
 }
 
-// k_pe's rotating lane `lane`, rotated with the lane's angles (the lane map of rope.cuh
-// process_lane over a head that is all rotary part) and stored after kv_c in the row.
+// k_pe's rotating lane `lane`, rotated with the lane's angles and stored after kv_c in the row.
 template <class T>
 __device__ __forceinline__ void rotate_k_pe_lane(const typename T::Storage::raw* k_pe, const HeadIo<T>& row, int lane,
                                                  const float (&c)[rope_shape<T>().pairs_per_lane],
                                                  const float (&s)[rope_shape<T>().pairs_per_lane]) {
-  constexpr WorkShape W = mla_shape<T>();
-  constexpr int V = T::kVec, kAt = T::kKvLoraRank;
-  typedef typename T::Storage S;
-  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
-    float x[V];
-    load_vec<S, V>(k_pe + lane * V, x);
-#pragma unroll
-    for (int i = 0; i < V / 2; ++i)
-      if (pair_rotates<T, V / 2>(lane * (V / 2), i)) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
-    store_head<T, true>(row, kAt + lane * V, x);
-  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
-    constexpr int kVectors = T::kRotaryDim / V;
-    float x[T::kRotaryDim];
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-      load_vec<S, V>(k_pe + j * V, part);
-#pragma unroll
-      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
-    }
-#pragma unroll
-    for (int i = 0; i < W.half; ++i)
-      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-#pragma unroll
-      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
-      store_head<T, true>(row, kAt + j * V, part);
-    }
-  } else {  // neox: the two halves of V pairs are vectors d/2 apart
-    float x[V], y[V];
-    load_vec<S, V>(k_pe + lane * V, x);
-    load_vec<S, V>(k_pe + lane * V + W.half, y);
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (pair_rotates<T, V>(lane * V, i)) rotate_in_place(x[i], y[i], c[i], s[i]);
-    store_head<T, true>(row, kAt + lane * V, x);
-    store_head<T, true>(row, kAt + lane * V + W.half, y);
-  }
+  rotate_slice_lane<T>(
+      lane, c, s, [&](int element, float(&x)[T::kVec]) { load_vec<typename T::Storage, T::kVec>(k_pe + element, x); },
+      [&](int element, float(&x)[T::kVec]) { store_head<T, true>(row, T::kKvLoraRank + element, x); });
 }
 
 // A token's share of its latent cache row held by work item (group, lane): k_pe's rotating lane

@@ -85,50 +85,14 @@ __device__ __forceinline__ void store_key(const KernelParams&, typename T::Cache
   store_vec<typename T::CacheStorage, T::kVec>(head + element, x);
 }
 
-// One lane's pairs of one key head, rotated in place (the lane map of rope.cuh process_lane).
+// One lane's pairs of one key head, rotated in place.
 template <class T>
 __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T::CacheStorage::raw* head, int lane,
                                               const float (&c)[rerotate_shape<T>().pairs_per_lane],
                                               const float (&s)[rerotate_shape<T>().pairs_per_lane]) {
-  constexpr WorkShape W = rerotate_shape<T>();
-  constexpr int V = T::kVec;
-  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
-    float x[V];
-    load_key<T>(p, head, lane * V, x);
-#pragma unroll
-    for (int i = 0; i < V / 2; ++i)
-      if (pair_rotates<T, V / 2>(lane * (V / 2), i)) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
-    store_key<T>(p, head, lane * V, x);
-  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
-    constexpr int kVectors = T::kRotaryDim / V;
-    float x[T::kRotaryDim];
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-      load_key<T>(p, head, j * V, part);
-#pragma unroll
-      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
-    }
-#pragma unroll
-    for (int i = 0; i < W.half; ++i)
-      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-#pragma unroll
-      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
-      store_key<T>(p, head, j * V, part);
-    }
-  } else {  // neox: the two halves of V pairs are vectors d/2 apart
-    float x[V], y[V];
-    load_key<T>(p, head, lane * V, x);
-    load_key<T>(p, head, lane * V + W.half, y);
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (pair_rotates<T, V>(lane * V, i)) rotate_in_place(x[i], y[i], c[i], s[i]);
-    store_key<T>(p, head, lane * V, x);
-    store_key<T>(p, head, lane * V + W.half, y);
-  }
+  rotate_slice_lane<T>(
+      lane, c, s, [&](int element, float(&x)[T::kVec]) { load_key<T>(p, head, element, x); },
+      [&](int element, float(&x)[T::kVec]) { store_key<T>(p, head, element, x); });
 }
 
 template <class T>

@@ -2,12 +2,14 @@
 // Test helper: the fixture of the conformance suites, which run every case on both backends:
 // host everywhere, cuda where a GPU is usable (the GPU tier). A suite derives from
 // BackendConformance and is instantiated with BackendKind::host and BackendKind::cuda.
+#include <initializer_list>
 #include <ostream>
 #include <string>
 
 #include <gtest/gtest.h>
 
 #include "ropejit/check/harness.h"
+#include "ropejit/config.h"
 #include "ropejit/spec.h"
 #include "support/backends.h"
 
@@ -40,6 +42,26 @@ class BackendConformance : public ::testing::TestWithParam<BackendKind> {
     }
     static Runtime cuda(options_for(BackendKind::cuda));
     return cuda;
+  }
+  /// Runs `tokens` tokens through every valid config of `spec` over these vector widths, heads per
+  /// thread and sin/cos modes (the rest the default's); returns how many configs ran.
+  int expect_every_config(const Spec& spec, std::initializer_list<int> vecs, std::initializer_list<int> heads,
+                          int64_t tokens, std::initializer_list<SinCosMode> sincos = {SinCosMode::compute}) {
+    int configs = 0;
+    for (int vec : vecs)
+      for (int h : heads)
+        for (SinCosMode mode : sincos) {
+          Config c = default_config(spec);
+          c.vec = vec;
+          c.heads_per_thread = h;
+          c.sincos = mode;
+          if (config_problem(spec, c)) continue;
+          check::CaseOptions o;
+          o.tokens = tokens;
+          expect_case(runtime().get(spec, c), o, config_name(c));
+          ++configs;
+        }
+    return configs;
   }
   /// Runs one case against the float64 reference; a failure names the backend, `what`, the
   /// token count, the report and the spec.

@@ -1,0 +1,85 @@
+"""Op mla_append (Multi-head Latent Attention's append) through the Python API, against
+transformers' DeepSeek-V3 rotary module and its ``apply_rotary_pos_emb_interleave``.
+
+ropejit rotates each interleaved pair (2i, 2i+1) where it is (vLLM's ``is_neox_style=False``);
+HF's function returns the rotated evens, then the rotated odds. Both give q and k_pe the same
+order, so q·k is the same; the test compares after that reordering."""
+import numpy as np
+import pytest
+
+import ropejit
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+
+
+def v3_config():
+    return transformers.DeepseekV3Config(
+        hidden_size=256, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=64, kv_lora_rank=64,
+        qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, num_hidden_layers=1, max_position_embeddings=16384,
+        rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                         "original_max_position_embeddings": 4096, "mscale": 1.0, "mscale_all_dim": 0.8})
+
+
+def mla_spec(config, cache_dtype="auto", q_output="inplace"):
+    rope_only = ropejit.Spec.from_hf(config, dtype="fp32").to_dict()  # MLA's rope part: head_dim = qk_rope
+    spec = dict(rope_only, op="mla_append", head_dim=config.qk_nope_head_dim + config.qk_rope_head_dim,
+                rotary_dim=config.qk_rope_head_dim, rotary_slice="trailing", num_kv_heads=1,
+                mla_append={"kv_lora_rank": config.kv_lora_rank})
+    spec["io"] = {"output": "paged_kv", "page_size": 16, "cache_dtype": cache_dtype, "q_output": q_output}
+    return ropejit.Spec.from_json(spec)
+
+
+def test_matches_deepseek_v3_rotation_and_cache_row(runtime, rng):
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as m
+    config = v3_config()
+    spec = mla_spec(config)
+    h, nope, rope, rank, tokens = 4, 32, 16, 64, 19
+    q_raw = rng.standard_normal((tokens, h, nope + rope)).astype(np.float32)
+    k_pe = rng.standard_normal((tokens, rope)).astype(np.float32)
+    kv_c = rng.standard_normal((tokens, rank)).astype(np.float32)
+    positions = rng.integers(0, 12000, tokens).astype(np.int64)
+    slots = rng.permutation(64)[:tokens].astype(np.int64)
+    cache = np.full((4, 16, rank + rope), np.nan, np.float32)
+
+    q = q_raw.copy()
+    out = runtime.get(spec)(q, positions=positions, k_pe=k_pe, kv_c=kv_c, k_cache=cache, slot_mapping=slots)
+    assert len(out) == 2 and out[1] is cache
+
+    with torch.no_grad():
+        rotary = m.DeepseekV3RotaryEmbedding(config)
+        q_pe = torch.from_numpy(q_raw[..., nope:])[None].transpose(1, 2)           # [1, H, T, rope]
+        k4 = torch.from_numpy(k_pe)[None, None]                                  # [1, 1, T, rope]
+        cos, sin = rotary(q_pe, torch.from_numpy(positions)[None])
+        q_hf, k_hf = m.apply_rotary_pos_emb_interleave(q_pe, k4, cos, sin)
+    q_hf = q_hf.transpose(1, 2)[0].numpy()
+    k_hf = k_hf[0, 0].numpy()
+
+    def halves(x):  # ropejit's in-place pairs in HF's order: evens, then odds
+        return np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+
+    scale = np.abs(q_hf).max()
+    assert np.abs(halves(q[..., nope:]) - q_hf).max() < 2e-6 * scale
+    np.testing.assert_array_equal(q[..., :nope], q_raw[..., :nope])          # q_nope untouched
+    rows = cache.reshape(64, rank + rope)[slots]
+    np.testing.assert_array_equal(rows[:, :rank], kv_c)                      # the latent, copied
+    assert np.abs(halves(rows[:, rank:]) - k_hf).max() < 2e-6 * np.abs(k_hf).max()
+    untouched = np.setdiff1d(np.arange(64), slots)
+    assert np.isnan(cache.reshape(64, -1)[untouched]).all()                  # no other slot written
+
+
+def test_fp8_cache_and_separate_q(runtime, rng):
+    config = v3_config()
+    spec = mla_spec(config, cache_dtype="fp8_e4m3", q_output="separate")
+    uses = {f["name"]: f["use"] for f in spec.launch_fields()}
+    assert (uses["k_pe"], uses["kv_c"], uses["k_scale"], uses["q_out"], uses["v_cache"]) == \
+        ("required", "required", "required", "required", "unused")
+    tokens = 7
+    q = rng.standard_normal((tokens, 4, 48)).astype(np.float32)
+    q_out = np.zeros_like(q)
+    cache = np.zeros((2, 16, 80), np.uint8)
+    runtime.get(spec)(q.copy(), positions=np.arange(tokens), k_pe=rng.standard_normal((tokens, 16)).astype(np.float32),
+                      kv_c=np.full((tokens, 64), 3.0, np.float32), k_cache=cache, slot_mapping=np.arange(tokens),
+                      q_out=q_out, k_scale=0.5)
+    np.testing.assert_array_equal(q_out[..., :32], q[..., :32])
+    assert (cache.reshape(32, 80)[:tokens, :64] == 0x4C).all()  # 3 / 0.5 = 6 = e4m3 0x4C
