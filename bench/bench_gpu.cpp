@@ -51,6 +51,11 @@ constexpr Shape kShapes[] = {
     {"qwen3-8b-paged-fp8", "qwen3-8b-paged-fp8"},  // QK-norm + RoPE + k, v into an FP8 e4m3 paged cache
     {"phi-3.5-rerotate", "phi-3.5-mini-rerotate"},    // re-rotate cached keys: LongRoPE switch, HND, block tables
     {"llama-3.1-8b-shift-fp8", "llama-3.1-8b-context-shift"},  // re-rotate an FP8 e4m3 K cache: a context shift
+    {"deepseek-v3-mla", "deepseek-v3-mla"},          // MLA: 128 q heads' rope part + [kv_c | k_pe] latent row
+    {"deepseek-v3-mla-fp8", "deepseek-v3-mla-fp8"},  // ... into an FP8 e4m3 latent cache
+    {"deepseek-v4-main", "deepseek-v4-main"},        // 64 + 1 heads of 512, norm, trailing 64 rotated
+    {"deepseek-v4-main-paged", "deepseek-v4-main-paged"},  // ... K = V appended to a paged cache once
+    {"deepseek-v4-output", "deepseek-v4-output"},    // attention output's rope slice turned back
 };
 constexpr int64_t kTokens[] = {1, 8, 64, 512, 4096, 16384, 65536};
 constexpr const char* kDTypes[] = {"bf16", "fp16"};
