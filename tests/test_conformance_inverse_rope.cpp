@@ -23,20 +23,11 @@ const HeadShape kHeadShapes[] = {{512, 64, 8, 1}, {128, 128, 6, 1}, {96, 24, 4, 
 const char* const kPositions[] = {"explicit", "varlen", "offset"};
 
 SpecFields inverse_fields(int index, const char* layout, const char* dtype, const nlohmann::json& rope) {
-  const HeadShape& shape = kHeadShapes[index % std::size(kHeadShapes)];
-  SpecFields f;
-  f.name = "inverse-rope";
+  SpecFields f = ropejit::test::shaped_fields("inverse-rope", kHeadShapes[index % std::size(kHeadShapes)], layout,
+                                              dtype, index);
   f.op = "inverse_rope";
   f.rotary_slice = index % 3 ? "trailing" : "leading";
-  f.layout = layout;
-  f.dtype = dtype;
-  f.head_dim = shape.head_dim;
-  f.rotary_dim = shape.rotary_dim;
-  f.num_q_heads = shape.num_q_heads;
-  f.num_kv_heads = shape.num_kv_heads;
-  f.angle = index % 2 ? "exact" : "fp32";
   f.positions = kPositions[index % 3];
-  f.max_position_embeddings = 4096;
   ropejit::test::set_rope(f, rope);
   return f;
 }

@@ -64,16 +64,7 @@ TEST_P(QkNormAll, EveryIoFormAgainstTheReference) {
     for (const char* dtype : {"fp32", "fp16", "bf16"})
       for (const auto& norm : norms) {
         const HeadShape& shape = kHeadShapes[index % std::size(kHeadShapes)];
-        SpecFields f;
-        f.name = "qk-norm-all";
-        f.layout = layout;
-        f.dtype = dtype;
-        f.head_dim = shape.head_dim;
-        f.rotary_dim = shape.rotary_dim;
-        f.num_q_heads = shape.num_q_heads;
-        f.num_kv_heads = shape.num_kv_heads;
-        f.angle = index % 2 ? "exact" : "fp32";
-        f.max_position_embeddings = 4096;
+        SpecFields f = ropejit::test::shaped_fields("qk-norm-all", shape, layout, dtype, index);
         f.qk_norm = norm;
         f.rope = index % 3 ? nlohmann::json{{"rope_type", "default"}, {"rope_theta", 500000.0}}
                            : nlohmann::json{{"rope_type", "yarn"}, {"rope_theta", 10000.0}, {"factor", 4.0},

@@ -27,18 +27,9 @@ const char* const kOutputs[] = {"inplace", "separate", "padded_bhsd", "paged_kv"
 const char* const kPositions[] = {"explicit", "varlen", "offset"};
 
 SpecFields fields(int index, const char* layout, const char* dtype) {
-  const HeadShape& shape = kHeadShapes[index % std::size(kHeadShapes)];
-  SpecFields f;
-  f.name = "rotary-slice";
+  SpecFields f = ropejit::test::shaped_fields("rotary-slice", kHeadShapes[index % std::size(kHeadShapes)], layout,
+                                              dtype, index);
   f.rotary_slice = "trailing";
-  f.layout = layout;
-  f.dtype = dtype;
-  f.head_dim = shape.head_dim;
-  f.rotary_dim = shape.rotary_dim;
-  f.num_q_heads = shape.num_q_heads;
-  f.num_kv_heads = shape.num_kv_heads;
-  f.angle = index % 2 ? "exact" : "fp32";
-  f.max_position_embeddings = 4096;
   f.rope = index % 3 ? nlohmann::json{{"rope_type", "default"}, {"rope_theta", 10000.0}}
                      : nlohmann::json{{"rope_type", "yarn"}, {"rope_theta", 160000.0}, {"factor", 16.0},
                                       {"original_max_position_embeddings", 1024}};

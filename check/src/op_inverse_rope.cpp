@@ -23,7 +23,6 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
   const int64_t head_stride = problem.q.head_stride ? problem.q.head_stride : D;
   out.tensors.push_back(make_tensor("q", RefLayout::token_major, 1, T, H, D));
   RefTensor& q = out.tensors.back();
-  const double s = out.freqs.attention_factor;
   for (int64_t t = 0; t < T; ++t)
     for (int64_t h = 0; h < H; ++h) {
       const int64_t base = (t * H + h) * D;
@@ -31,19 +30,8 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
         q.value[base + e] = load_value(spec.dtype, problem.q.data, t * token_stride + h * head_stride + e);
         q.scale[base + e] = std::fabs(q.value[base + e]);
       }
-      for (int i = 0; i < spec.rotary_dim / 2; ++i) {
-        const auto [a, b] = pair_elements(spec, i);
-        const double x = q.value[base + a], y = q.value[base + b];
-        if (out.freqs.inv_freq[i] == 0.0) {  // proportional's frequency-0 pairs: cos 1, sin 0
-          q.value[base + a] = x * s;
-          q.value[base + b] = y * s;
-          continue;
-        }
-        const auto [rx, ry] = rotate_pair(x, y, -reference_angle(spec, out.token_positions[t], out.freqs.inv_freq[i]), s);
-        q.value[base + a] = rx;
-        q.value[base + b] = ry;
-        q.scale[base + a] = q.scale[base + b] = s * std::hypot(x, y);
-      }
+      rotate_row_pairs(spec, out.freqs, out.token_positions[t], -1.0, q.value, q.scale, base,
+                       [&](int i) { return pair_elements(spec, i); });
     }
   return out;
 }

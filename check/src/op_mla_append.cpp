@@ -21,25 +21,8 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
   for (int64_t p : out.token_positions) max_position = std::max(max_position, p);
   out.run_length = problem.run_length > 0 ? problem.run_length : max_position + 1;
   out.freqs = reference_freqs(spec, out.run_length, /*hf_fp32=*/true);
-  const double s = out.freqs.attention_factor;
   auto input = [&](const RefInput& in, int64_t row_elements, int64_t t, int64_t element) {
     return load_value(spec.dtype, in.data, t * (in.token_stride ? in.token_stride : row_elements) + element);
-  };
-  // Rotates the pairs of one rotary slice whose element i sits at `at(i)` in `value`.
-  auto rotate = [&](std::vector<double>& value, std::vector<double>& scale, int64_t base, int64_t t, auto at) {
-    for (int i = 0; i < d / 2; ++i) {
-      const auto [a, b] = at(i);
-      const double x = value[base + a], y = value[base + b];
-      if (out.freqs.inv_freq[i] == 0.0) {  // proportional's frequency-0 pairs: cos 1, sin 0
-        value[base + a] = x * s;
-        value[base + b] = y * s;
-        continue;
-      }
-      const auto [rx, ry] = rotate_pair(x, y, reference_angle(spec, out.token_positions[t], out.freqs.inv_freq[i]), s);
-      value[base + a] = rx;
-      value[base + b] = ry;
-      scale[base + a] = scale[base + b] = s * std::hypot(x, y);
-    }
   };
 
   out.tensors.push_back(make_tensor("q", RefLayout::token_major, 1, T, H, D));  // q, or q_out (the harness's name)
@@ -53,7 +36,8 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
           q.value[base + e] = input(problem.q, H * D, t, h * head_stride + e);
           q.scale[base + e] = std::fabs(q.value[base + e]);
         }
-        rotate(q.value, q.scale, base, t, [&](int i) { return pair_elements(spec, i); });
+        rotate_row_pairs(spec, out.freqs, out.token_positions[t], 1.0, q.value, q.scale, base,
+                         [&](int i) { return pair_elements(spec, i); });
       }
   }
 
@@ -71,7 +55,8 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
       cache.untouched[base + e] = 0;
     }
     // k_pe's pairs by the spec's layout within its own d elements.
-    rotate(cache.value, cache.scale, base + rank, t, [&](int i) { return pair_elements(spec.layout, static_cast<int>(d), i); });
+    rotate_row_pairs(spec, out.freqs, out.token_positions[t], 1.0, cache.value, cache.scale, base + rank,
+                     [&](int i) { return pair_elements(spec.layout, static_cast<int>(d), i); });
   }
   return out;
 }

@@ -1,6 +1,7 @@
 #pragma once
 // Private to check/src: the helpers every op's reference shares, and the per-op table through
 // which reference_outputs and the harness reach an op's own code (one row per OpKind).
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,6 +61,28 @@ struct CheckOp {
   /// positions, sequences and cache indexing, are the harness's).
   void (*problem_inputs)(const Spec& spec, const HostWorkload& host, RefProblem& problem);
 };
+
+/// Rotates the rotary pairs of one row in place: pair i's elements base + at(i), by `sign` times its
+/// angle at `position`, times the attention factor (proportional's frequency-0 pairs only scaled);
+/// a rotated element's scale becomes its pair's magnitude.
+template <class At>
+void rotate_row_pairs(const Spec& spec, const RefFreqs& freqs, int64_t position, double sign, std::vector<double>& value,
+                      std::vector<double>& scale, int64_t base, At at) {
+  const double s = freqs.attention_factor;
+  for (int i = 0; i < spec.rotary_dim / 2; ++i) {
+    const auto [a, b] = at(i);
+    const double x = value[base + a], y = value[base + b];
+    if (freqs.inv_freq[i] == 0.0) {
+      value[base + a] = x * s;
+      value[base + b] = y * s;
+      continue;
+    }
+    const auto [rx, ry] = rotate_pair(x, y, sign * reference_angle(spec, position, freqs.inv_freq[i]), s);
+    value[base + a] = rx;
+    value[base + b] = ry;
+    scale[base + a] = scale[base + b] = s * std::hypot(x, y);
+  }
+}
 
 /// The problem input of an op over one tensor's heads (attn_temperature, inverse_rope): the
 /// workload's q buffer.

@@ -12,6 +12,7 @@
 #include "ropejit/config.h"
 #include "ropejit/spec.h"
 #include "support/backends.h"
+#include "support/spec_builder.h"
 
 namespace ropejit {
 // Test names and ctest lines show "host" / "cuda" rather than the enum's bytes.
@@ -24,6 +25,23 @@ namespace ropejit::test {
 struct HeadShape {
   int head_dim, rotary_dim, num_q_heads, num_kv_heads;
 };
+
+/// The fields every suite's case `index` starts from: its name, layout, dtype and head shape, the
+/// angle mode alternating with the index, positions up to 4096.
+inline SpecFields shaped_fields(const char* name, const HeadShape& shape, const char* layout, const char* dtype,
+                                int index) {
+  SpecFields f;
+  f.name = name;
+  f.layout = layout;
+  f.dtype = dtype;
+  f.head_dim = shape.head_dim;
+  f.rotary_dim = shape.rotary_dim;
+  f.num_q_heads = shape.num_q_heads;
+  f.num_kv_heads = shape.num_kv_heads;
+  f.angle = index % 2 ? "exact" : "fp32";
+  f.max_position_embeddings = 4096;
+  return f;
+}
 
 /// Skips the backend this run lacks; one Runtime per backend for the whole process (kernels are
 /// compiled once, whichever suite asks first).
