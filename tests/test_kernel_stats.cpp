@@ -380,14 +380,14 @@ struct IssueWaiver {
   const char* why;
 };
 constexpr IssueWaiver kIssueWaivers[] = {
-    {"llama-3.1-8b-context-shift", "sm_80", 0.98, 1.70,
+    {"llama-3.1-8b-context-shift", "sm_80", 0.93, 1.45,
      "re-rotating an FP8 cache without FP8 instructions: each element is one byte read and one written, "
-     "12 instructions at the 60% limit; its exact decode (4), rotation (2), rounding (10, clamp, binade, fma, "
-     "code, NaN test, gathering), angles and addresses (3) take about 18, k_scale and the decode's 2^8 folded "
-     "into cos/sin (SASS 95%, PTX 167%; sm_90, with cvt, 39%: docs/PERF.md)"},
-    {"qwen3-8b-paged-fp8", "sm_80", 0, 0.70,
-     "PTX only: the software FP8 rounding of k and v is 16 PTX instructions an element (constants and bit "
-     "casts ptxas removes) against 7 in SASS (SASS 53%, PTX 66%: docs/PERF.md)"},
+     "12 instructions at the 60% limit; its exact decode (4), rotation (2), rounding (9: clamp keeping NaN, "
+     "binade, fma, code, NaN code by an unsigned min, gathering), angles and addresses (3) take about 18, "
+     "k_scale and the decode's 2^8 folded into cos/sin (SASS 90%, PTX 140%; sm_90, with cvt, 39%: docs/PERF.md)"},
+    {"qwen3-8b-paged-fp8", "sm_80", 0, 0.67,
+     "PTX only: the software FP8 rounding of k and v is 15 PTX instructions an element (constants and bit "
+     "casts ptxas removes) against 6 in SASS (SASS 55%, PTX 64%: docs/PERF.md)"},
 };
 
 // The CI performance gate (issue 14 part 3): every spec's default kernel on sm_80 and sm_90

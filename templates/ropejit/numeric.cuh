@@ -95,21 +95,37 @@ struct Fp8Format {
   static constexpr u32 kOffset = (u32)(((kBias - 128) * (1 << M)) & 0x7f);
 };
 
-// |x| rounded: the code of |x| is (result + kOffset) & 0x7f, except for NaN.
+// min(|x|, k) for k > 0, NaN when x is NaN (PTX min.NaN: one instruction, the |x| free).
+__device__ __forceinline__ float abs_min_keep_nan(float x, float k) {
+#if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(fabsf(x)), "f"(k));
+  return r;
+#else
+  return x != x ? fabsf(x) : fminf(fabsf(x), k);
+#endif
+}
+
+// |x| rounded: the code of |x| is (result + kOffset) & 0x7f, NaN included. A NaN |x| stays a
+// positive NaN through the fma (t >= 0x7f800001, so t + (t >> (23-M)) does not wrap), above
+// every finite magnitude (t < 2^31 - 2^24): one unsigned min takes it to kNan, whose low 7
+// bits plus kOffset are 0x7f, the NaN code, instead of a compare and a select.
 template <int E, int M>
 __device__ __forceinline__ u32 fp8_magnitude_unbiased(float x) {
   typedef Fp8Format<E, M> F;
   constexpr float kMax = E == 4 ? 448.0f : 57344.0f;  // a constant, not a member: no device global
-  const float s = fminf(fabsf(x), kMax);
+  constexpr u32 kNan = 0x7f000000u | ((0x7fu - F::kOffset) & 0x7fu);
+  const float s = abs_min_keep_nan(x, kMax);
   const float binade = fmaxf(s, __uint_as_float((u32)(128 - F::kBias) << 23));
   const float p = __uint_as_float(__float_as_uint(binade) & 0x7f800000u);
   const u32 t = __float_as_uint(fmaf(s, __uint_as_float((u32)(127 - 23 + M) << 23), p));
-  return t + (t >> (23 - M));
+  const u32 m = t + (t >> (23 - M));
+  return m < kNan ? m : kNan;
 }
 
 template <int E, int M>
 __device__ __forceinline__ u32 float_to_fp8_bits(float x) {
-  const u32 code = x != x ? 0x7fu : (fp8_magnitude_unbiased<E, M>(x) + Fp8Format<E, M>::kOffset) & 0x7fu;
+  const u32 code = (fp8_magnitude_unbiased<E, M>(x) + Fp8Format<E, M>::kOffset) & 0x7fu;
   return code | ((__float_as_uint(x) >> 24) & 0x80u);
 }
 
@@ -204,7 +220,7 @@ __device__ __forceinline__ u32 fp8x4_bits(const float* in) {
   constexpr u32 kOffset = Fp8Format<E, M>::kOffset;
   u32 m[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) m[i] = in[i] != in[i] ? 0x7fu - kOffset : fp8_magnitude_unbiased<E, M>(in[i]);
+  for (int i = 0; i < 4; ++i) m[i] = fp8_magnitude_unbiased<E, M>(in[i]);
   const u32 magnitudes = __byte_perm(__byte_perm(m[0], m[1], 0x40u), __byte_perm(m[2], m[3], 0x40u), 0x5410u);
   const u32 signs = __byte_perm(__byte_perm(__float_as_uint(in[0]), __float_as_uint(in[1]), 0x73u),
                                 __byte_perm(__float_as_uint(in[2]), __float_as_uint(in[3]), 0x73u), 0x5410u);
