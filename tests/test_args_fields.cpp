@@ -94,11 +94,12 @@ TEST(ArgsFields, TableListsTheCApiFieldsInOrder) {
 }
 
 TEST(ArgsFields, OlderStructSizesEndBeforeEachLaterGeneration) {
-  ASSERT_EQ(kArgsGenerations, 5);
+  ASSERT_EQ(kArgsGenerations, 6);
   EXPECT_EQ(kArgsOlderSizes[0], offsetof(ropejit_args, q_norm_weight));
   EXPECT_EQ(kArgsOlderSizes[1], offsetof(ropejit_args, k_cache));
   EXPECT_EQ(kArgsOlderSizes[2], offsetof(ropejit_args, new_positions));
   EXPECT_EQ(kArgsOlderSizes[3], offsetof(ropejit_args, kv_c));
+  EXPECT_EQ(kArgsOlderSizes[4], offsetof(ropejit_args, k_nope));
   for (size_t size : kArgsOlderSizes)
     EXPECT_NO_THROW(c_api::check_struct_size(size, sizeof(ropejit_args), "ropejit_args", kArgsOlderSizes.data(),
                                              kArgsOlderSizes.size()));
@@ -167,7 +168,7 @@ TEST(ArgsFields, UnusedScalarsAreRefusedByNameWhereUnused) {
   const Spec copies_v = test::make_spec(separate_out);
   // Strides of buffers the spec has no use for (k_out in place, v not copied): dense-valued, still refused.
   expect_refused_unless_used("k_out_stride", plain, copies_v, [](Args& a) { a.k_out_stride = 2 * 128; },
-                             "256 is not allowed: must be 0 unless io.output separate");
+                             "256 is not allowed: must be 0 unless io.output separate, or mla_append.concat_k");
   expect_refused_unless_used("v_stride", plain, copies_v, [](Args& a) { a.v_stride = 2 * 128; },
                              "256 is not allowed: must be 0 unless op rope with io.input separate and io.copy_v");
   expect_refused_unless_used("from_seq_len", plain, test::make_spec(rerotate_fields()),

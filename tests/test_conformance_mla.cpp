@@ -95,6 +95,42 @@ TEST_P(MlaLatentAppend, EveryConfig) {
   EXPECT_GE(expect_every_config(mla_spec(0, "interleaved", "bf16", "fp8_e4m3"), {2, 4, 8}, {1, 3, 16}, 9), 9);
 }
 
+// concat_k (prefill's concat_mla_k): k_out [T, Hq, D] = each head's k_nope and the rotated k_pe,
+// beside the q rotation and the latent row, over every shape (both slices, a whole neox slice),
+// layouts, dtypes, q in place and q_out, FP8 and plain caches.
+Spec mla_concat_spec(int index, const char* layout, const char* dtype, const char* cache_dtype) {
+  nlohmann::json spec = mla_json(mla_fields(index, layout, dtype, cache_dtype), kShapes[index % std::size(kShapes)].kv_lora_rank);
+  spec["mla_append"]["concat_k"] = true;
+  return parse_spec(spec.dump());
+}
+
+TEST_P(MlaLatentAppend, ConcatKEveryShapeLayoutAndOutput) {
+  int index = 0;
+  for (const char* layout : {"interleaved", "neox"})
+    for (const char* dtype : {"bf16", "fp32"})
+      for (int shape = 0; shape < 4; ++shape) {
+        const Spec spec = mla_concat_spec(index, layout, dtype, index % 3 == 2 ? "fp8_e4m3" : "auto");
+        ASSERT_TRUE(spec.mla_append.concat_k);
+        const Kernel kernel = runtime().get(spec);
+        for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(201)}) {
+          check::CaseOptions o;
+          o.tokens = tokens;
+          o.strided = index % 2 == 1;
+          expect_case(kernel, o,
+                      fmt::format("mla concat_k {} {} D{}/{} {} Hq{} q {}", layout, dtype, spec.head_dim,
+                                  spec.rotary_dim, to_string(spec.rotary_slice), spec.num_q_heads,
+                                  to_string(spec.io.q_output)));
+        }
+        ++index;
+      }
+  EXPECT_EQ(index, 16);
+}
+
+TEST_P(MlaLatentAppend, ConcatKEveryConfig) {
+  EXPECT_GE(expect_every_config(mla_concat_spec(0, "interleaved", "bf16", "auto"), {2, 4, 8}, {1, 3, 16}, 9), 9);
+  EXPECT_GE(expect_every_config(mla_concat_spec(3, "neox", "fp16", "fp8_e4m3"), {2, 4, 8}, {1, 3}, 6), 6);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backend, MlaLatentAppend, ::testing::Values(BackendKind::host, BackendKind::cuda),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
@@ -115,6 +151,12 @@ TEST(MlaAppendSpec, RefusesWhatTheOpCannotDo) {
       {[](nlohmann::json& s) { s["io"]["qkv_bias"] = true; }, "/io/qkv_bias: true is not allowed"},
       {[](nlohmann::json& s) { s["io"]["copy_v"] = true; }, "/io/copy_v: true is not allowed"},
       {[](nlohmann::json& s) { s["io"]["input"] = "packed_qkv"; }, "/io/input: \"packed_qkv\" is not allowed"},
+      {[](nlohmann::json& s) { s["mla_append"]["concat_k"] = 1; }, "/mla_append/concat_k: "},
+      {[](nlohmann::json& s) {
+         s["mla_append"]["concat_k"] = true;
+         s["head_dim"] = 64;
+       },
+       "/mla_append/concat_k: true is not allowed: must be false when rotary_dim equals head_dim 64"},
   };
   for (const auto& [edit, want] : cases) {
     nlohmann::json spec = base;

@@ -137,6 +137,7 @@ bool related(const std::string& issue, const std::string& mutated) {
       // (inverse_rope: none whose tables need the run length) and kv head counts (mla_append: 1).
       {"/op", "/io/copy_v", "/io/output", "/io/input", "/io/qkv_bias", "/io/q_output", "/io/positions", "/qk_norm",
        "/rerotate", "/attn_temperature", "/mla_append", "/io/page_size", "/rope/rope_type", "/num_kv_heads"},
+      {"/mla_append/concat_k", "/head_dim", "/rotary_dim", "/partial_rotary_factor"},  // k_nope needs d < D
   };
   for (const auto& rule : cross_field_rules)
     if (rule.count(issue) && rule.count(mutated)) return true;

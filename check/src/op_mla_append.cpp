@@ -1,7 +1,9 @@
 // Op mla_append's check row: q after the launch (its heads' rope pairs rotated, in place or in
 // q_out with the rest copied) and the latent cache rows [kv_c | rotated k_pe] at each token's slot,
 // in float64 (HF modeling_deepseek_v3.py: q_rot and k_rot by the same cos/sin, the cache holding
-// the normed kv_c and the rotated k_rot); the harness's q, k_pe and kv_c buffers as inputs.
+// the normed kv_c and the rotated k_rot); with concat_k, k [T, Hq, D]: each head's k_nope in the
+// pass-through slice and k_rot in the rotary one (HF's `torch.cat((k_pass, k_rot), dim=-1)` after
+// `k_rot.expand`); the harness's q, k_pe, kv_c and k_nope buffers as inputs.
 #include <cmath>
 
 #include "reference_detail.h"
@@ -41,6 +43,25 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
       }
   }
 
+  if (spec.mla_append.concat_k) {
+    if (!problem.k_nope.data) bad_problem("mla_append.concat_k needs k_nope");
+    const int64_t nope = D - d, head_stride = problem.k_nope.head_stride ? problem.k_nope.head_stride : nope;
+    const bool trailing = spec.rotary_slice == RotarySlice::trailing;  // [k_nope | k_rot], else [k_rot | k_nope]
+    const int64_t pass_begin = trailing ? 0 : d, rot_begin = trailing ? nope : 0;
+    out.tensors.push_back(make_tensor("k", RefLayout::token_major, 1, T, H, D));
+    RefTensor& k = out.tensors.back();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t base = (t * H + h) * D;
+        for (int64_t e = 0; e < nope; ++e)
+          k.value[base + pass_begin + e] = input(problem.k_nope, H * head_stride, t, h * head_stride + e);
+        for (int64_t e = 0; e < d; ++e) k.value[base + rot_begin + e] = input(problem.k, d, t, e);
+        for (int64_t e = 0; e < D; ++e) k.scale[base + e] = std::fabs(k.value[base + e]);
+        rotate_row_pairs(spec, out.freqs, out.token_positions[t], 1.0, k.value, k.scale, base,
+                         [&](int i) { return pair_elements(spec, i); });
+      }
+  }
+
   const std::vector<int64_t> slots = cache_slots(spec, problem, seqs, out.token_positions);
   out.tensors.push_back(make_cache_tensor(spec, problem, "k_cache", problem.k_scale, "k_scale", 1, rank + d));
   RefTensor& cache = out.tensors.back();
@@ -66,6 +87,8 @@ void problem_inputs_op(const Spec& spec, const HostWorkload& host, RefProblem& p
   if (const HostBuffer* b = host.find("k_pe")) problem.k = {b->bytes.data(), b->desc.row_stride, spec.rotary_dim};
   if (const HostBuffer* b = host.find("kv_c"))
     problem.v = {b->bytes.data(), b->desc.row_stride, spec.mla_append.kv_lora_rank};
+  if (const HostBuffer* b = host.find("k_nope"))
+    problem.k_nope = {b->bytes.data(), b->desc.row_stride, spec.head_dim - spec.rotary_dim};
 }
 
 }  // namespace

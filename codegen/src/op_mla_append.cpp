@@ -6,21 +6,23 @@ namespace ropejit::codegen_detail {
 
 namespace {
 
+// The pass-through lanes exist when q's tail moves (q_out) or k_out takes k_nope (concat_k).
+bool tail_moves_op(const Spec& spec) { return !q_inplace(spec) || spec.mla_append.concat_k; }
+
 WorkShape work_shape_op(const Spec& spec, const Config& c) {
   return mla_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.layout == Layout::interleaved,
-                        q_inplace(spec), c.vec, c.heads_per_thread);
+                        !tail_moves_op(spec), c.vec, c.heads_per_thread);
 }
 
 void traits_op(const Plan& plan, SourceText& out) {
   rope_frequency_traits(plan, out);
   out.line("int", "kKvLoraRank", plan.spec.mla_append.kv_lora_rank);
+  out.line("bool", "kConcatK", plan.spec.mla_append.concat_k);
 }
 
 }  // namespace
 
 extern const CodegenOp kCodegenOp_mla_append = {
-    OpKind::mla_append, "mla_append",
-    [](const Spec& spec) { return !q_inplace(spec); },  // a separate q output takes q_nope too
-    work_shape_op, traits_op, rope_frequency_tables};
+    OpKind::mla_append, "mla_append", tail_moves_op, work_shape_op, traits_op, rope_frequency_tables};
 
 }  // namespace ropejit::codegen_detail

@@ -19,7 +19,7 @@ _ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_
 # The launch arguments that are arrays, in the order kernel() takes them.
 ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",
                 "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables",
-                "new_positions", "new_start_pos", "k_pe", "kv_c")
+                "new_positions", "new_start_pos", "k_pe", "kv_c", "k_nope")
 
 
 def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
@@ -64,7 +64,7 @@ class Kernel:
                  k_cache: Any = None, v_cache: Any = None, slot_mapping: Any = None, block_tables: Any = None,
                  k_scale: Optional[float] = None, v_scale: Optional[float] = None,
                  new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
-                 k_pe: Any = None, kv_c: Any = None,
+                 k_pe: Any = None, kv_c: Any = None, k_nope: Any = None,
                  num_tokens: Optional[int] = None, stream: Optional[int] = None) -> Tuple[Any, ...]:
         """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
         ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
@@ -78,10 +78,13 @@ class Kernel:
         when no positions or slot_mapping array says it. It returns (k_cache,). A spec of op
         "mla_append" takes q, k_pe [T, d] and kv_c [T, kv_lora_rank], the latent cache k_cache
         [pages, page_size, kv_lora_rank + d] with its slot index (and k_scale for FP8), and returns
-        (q or q_out, k_cache)."""
+        (q or q_out, k_cache); with ``mla_append.concat_k`` also k_nope [T, Hq, D - d] (its heads may
+        be a view with wider head strides, such as the k_nope half of the up-projection's [k_nope | v]
+        output) and k_out [T, Hq, D] (allocated when not given): it returns (q or q_out, k_out, k_cache)."""
         given = {name: value for name, value in zip(ARRAY_FIELDS, (
             q, k, v, qkv, bias, positions, cu_seqlens, start_pos, q_out, k_out, v_out, q_norm_weight,
-            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos, k_pe, kv_c))
+            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos, k_pe, kv_c,
+            k_nope))
             if value is not None}
         views = {name: view(value, name) for name, value in given.items()}
         tokens = self._tokens(views, num_tokens)
@@ -104,6 +107,8 @@ class Kernel:
                 args[name] = views[name].ptr
                 if field["strided"] and views[name].shape and views[name].shape[0] > 1:
                     args[_stride_field(name)] = views[name].strides[0]
+                if self._head_strided(name) and len(views[name].shape) == 3 and views[name].shape[1] > 1:
+                    args[name + "_head_stride"] = views[name].strides[1]
         for name in views:
             if name not in {f["name"] for f in fields}:
                 raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
@@ -156,6 +161,8 @@ class Kernel:
         source = {"q_out": "q", "k_out": "k", "v_out": "v"}
         if self.spec.io["input"] == "packed_qkv":
             source = {name: "qkv" for name in source}
+        if self.spec.op == "mla_append":
+            source["k_out"] = "k_nope"  # concat_k: k_out's type and device from k_nope
         out: Dict[str, Any] = {}
         for field in fields:
             name = field["name"]
@@ -189,7 +196,14 @@ class Kernel:
                                                        if len(expected) > 2 else ""))
         shape = v.shape
         dense = dense_strides(shape)
+        head_strided = self._head_strided(name) and len(shape) == 3
+        if head_strided and shape[1] > 1 and v.strides[1] < dense[1]:
+            raise ArgumentError(f"{name}: head stride {v.strides[1]} is not allowed: must be >= {dense[1]}")
+        if head_strided:  # rows of heads apart: the row stride covers them
+            dense = (max(dense[0], shape[1] * v.strides[1]),) + tuple(dense[1:])
         for axis in range(1 if field["strided"] else 0, len(shape)):
+            if head_strided and axis == 1:
+                continue
             if shape[axis] > 1 and v.strides[axis] != dense[axis]:
                 rows = "each row" if field["strided"] else "the whole array"
                 raise ArgumentError(f"{name}: strides {list(v.strides)} are not allowed: {rows} must be dense "
@@ -199,6 +213,10 @@ class Kernel:
             raise ArgumentError(f"{name}: row stride {v.strides[0]} is not allowed: must be >= {dense[0]}")
         if field["written"] and not v.writable:
             raise ArgumentError(f"{name} is read-only, but the kernel writes it")
+
+    def _head_strided(self, name: str) -> bool:
+        """True for an array whose heads may be a wider stride apart (a field <name>_head_stride)."""
+        return any(f["name"] == name + "_head_stride" and f["use"] != "unused" for f in self._fields)
 
     def _stream(self, stream: Optional[int], views: Dict[str, ArrayView]) -> int:
         if stream is not None:

@@ -83,3 +83,55 @@ def test_fp8_cache_and_separate_q(runtime, rng):
                       q_out=q_out, k_scale=0.5)
     np.testing.assert_array_equal(q_out[..., :32], q[..., :32])
     assert (cache.reshape(32, 80)[:tokens, :64] == 0x4C).all()  # 3 / 0.5 = 6 = e4m3 0x4C
+
+
+def test_concat_k_matches_deepseek_v3_prefill_keys(runtime, rng):
+    """mla_append.concat_k: k_out = HF's ``torch.cat((k_pass, k_rot.expand(...)), dim=-1)``, with
+    k_nope handed over as the k half of the up-projection's [k_nope | v] output (a head-strided
+    view, as vLLM's MLA prefill splits it), in the same launch as q and the cache row."""
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as m
+    config = v3_config()
+    spec_dict = mla_spec(config).to_dict()
+    spec_dict["mla_append"]["concat_k"] = True
+    spec = ropejit.Spec.from_json(spec_dict)
+    uses = {f["name"]: f["use"] for f in spec.launch_fields()}
+    assert (uses["k_nope"], uses["k_nope_head_stride"], uses["k_out"]) == ("required", "optional", "required")
+    h, nope, rope, rank, v_dim, tokens = 4, 32, 16, 64, 32, 23
+    q = rng.standard_normal((tokens, h, nope + rope)).astype(np.float32)
+    k_pe = rng.standard_normal((tokens, rope)).astype(np.float32)
+    kv_c = rng.standard_normal((tokens, rank)).astype(np.float32)
+    kv_up = rng.standard_normal((tokens, h, nope + v_dim)).astype(np.float32)  # kv_b_proj's output
+    k_nope = kv_up[..., :nope]                                                  # heads nope + v apart
+    assert k_nope.strides[1] == (nope + v_dim) * 4
+    positions = rng.integers(0, 12000, tokens).astype(np.int64)
+    cache = np.zeros((2, 16, rank + rope), np.float32)
+    out = runtime.get(spec)(q, positions=positions, k_pe=k_pe, kv_c=kv_c, k_cache=cache,
+                            slot_mapping=np.arange(tokens), k_nope=k_nope)
+    assert len(out) == 3 and out[0] is q and out[2] is cache  # launch_fields order: q, k_out, k_cache
+    k_out = out[1]
+    assert k_out.shape == (tokens, h, nope + rope)
+
+    with torch.no_grad():
+        rotary = m.DeepseekV3RotaryEmbedding(config)
+        k4 = torch.from_numpy(k_pe)[None, None]                                  # [1, 1, T, rope]
+        cos, sin = rotary(k4, torch.from_numpy(positions)[None])
+        _, k_rot = m.apply_rotary_pos_emb_interleave(k4, k4, cos, sin)
+        k_pass = torch.from_numpy(np.ascontiguousarray(k_nope))[None].transpose(1, 2)  # [1, H, T, nope]
+        k_rot = k_rot.expand(*k_pass.shape[:-1], -1)
+        key_states = torch.cat((k_pass, k_rot), dim=-1).transpose(1, 2)[0].numpy()  # [T, H, nope + rope]
+
+    def halves(x):  # ropejit's in-place pairs in HF's order: evens, then odds
+        return np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)
+
+    np.testing.assert_array_equal(k_out[..., :nope], key_states[..., :nope])  # k_nope placed, exactly
+    assert np.abs(halves(k_out[..., nope:]) - key_states[..., nope:]).max() < 2e-6 * np.abs(key_states).max()
+    np.testing.assert_array_equal(k_out[..., nope:], np.broadcast_to(k_out[:, :1, nope:], (tokens, h, rope)))
+    np.testing.assert_array_equal(cache.reshape(32, -1)[:tokens, rank:], k_out[:, 0, nope:])  # the cache's k_pe
+
+    with pytest.raises(ropejit.ArgumentError, match="k_nope is required"):
+        runtime.get(spec)(q, positions=positions, k_pe=k_pe, kv_c=kv_c, k_cache=cache,
+                          slot_mapping=np.arange(tokens), k_out=np.zeros_like(k_out))
+    overlapping = np.lib.stride_tricks.as_strided(kv_up, (tokens, h, nope), (kv_up.strides[0], 16 * 4, 4))
+    with pytest.raises(ropejit.ArgumentError, match="k_nope: head stride 16 is not allowed: must be >= 32"):
+        runtime.get(spec)(q, positions=positions, k_pe=k_pe, kv_c=kv_c, k_cache=cache,
+                          slot_mapping=np.arange(tokens), k_nope=overlapping)

@@ -17,7 +17,7 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
     if (!block->is_object()) {
       reader.not_allowed("/mla_append", *block, "an object such as {\"kv_lora_rank\": 512}");
     } else {
-      reader.check_keys(*block, "/mla_append", {"kv_lora_rank"});
+      reader.check_keys(*block, "/mla_append", {"kv_lora_rank", "concat_k"});
       if (const json* v = member(*block, "kv_lora_rank")) {
         const auto rank = reader.integer(*v, "/mla_append/kv_lora_rank", 8, 4096);
         if (rank && *rank % 8 != 0)
@@ -26,6 +26,8 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
         else if (rank)
           spec.mla_append.kv_lora_rank = static_cast<int>(*rank);
       }
+      if (const json* v = member(*block, "concat_k"))
+        if (const auto concat = reader.boolean(*v, "/mla_append/concat_k")) spec.mla_append.concat_k = *concat;
     }
   }
   if (spec.io.output != OutputForm::paged_kv)
@@ -39,12 +41,17 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
       reader.not_allowed("/io/positions", std::string("mrope"), fmt::format("explicit, varlen or offset {}", kWhen));
   }
   if (const json* v = member(document, "qk_norm")) reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", kWhen));
+  if (spec.mla_append.concat_k && spec.rotary_dim == spec.head_dim)
+    reader.not_allowed("/mla_append/concat_k", json(true),
+                       fmt::format("false when rotary_dim equals head_dim {} (k_nope would have no elements)",
+                                   spec.head_dim));
   if (spec.num_kv_heads != 1)
     reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 (the one latent head) {}", kWhen));
 }
 
 void write_op(const Spec& spec, nlohmann::ordered_json& out) {
   out["mla_append"] = {{"kv_lora_rank", spec.mla_append.kv_lora_rank}};
+  if (spec.mla_append.concat_k) out["mla_append"]["concat_k"] = true;  // canonical only when set: old hashes hold
 }
 
 void schema_op(nlohmann::ordered_json& properties) {
@@ -53,7 +60,12 @@ void schema_op(nlohmann::ordered_json& properties) {
       {"type", "object"},
       {"properties",
        {{"kv_lora_rank",
-         {{"description", "default 512; a multiple of 8"}, {"type", "integer"}, {"minimum", 8}, {"maximum", 4096}}}}},
+         {{"description", "default 512; a multiple of 8"}, {"type", "integer"}, {"minimum", 8}, {"maximum", 4096}}},
+        {"concat_k",
+         {{"description",
+           "prefill's concat_mla_k in the same launch: k_out [T, Hq, head_dim] from k_nope [T, Hq, head_dim - "
+           "rotary_dim] and the rotated k_pe broadcast to every head; default false"},
+          {"type", "boolean"}}}}},
       {"additionalProperties", false}};
 }
 

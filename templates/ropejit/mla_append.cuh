@@ -5,15 +5,66 @@
 // cache row [kv_c | rotated k_pe] (kv_lora_rank + rotary_dim elements) written at the token's
 // slot; FP8 caches store fp8(x / k_scale) as the paged append does. The row rides on q's work
 // items (shape.cuh mla_work_shape): head group 0's rotating lanes rotate k_pe with the angles
-// they computed for q, and each item copies its share of kv_c.
+// they computed for q, and each item copies its share of kv_c. With concat_k (prefill's
+// concat_mla_k) every item also writes its lane of k_out for each of its heads: a rotating lane
+// the rotated k_pe (rotated once per item, kept in registers), a pass-through lane the head's k_nope.
 #include "ropejit/rope.cuh"
 
 namespace ropejit {
 
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr WorkShape mla_shape() {
-  return mla_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kInterleaved, T::kQOutputInplace, T::kVec,
-                        T::kHeadsPerThread);
+  return mla_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kInterleaved,
+                        T::kQOutputInplace && !T::kConcatK, T::kVec, T::kHeadsPerThread);
+}
+
+// A rotating lane's rotated k_pe vectors (1 interleaved, 2 neox, or the whole neox slice) and
+// their elements within the rotary slice, in rotate_slice_lane's store order.
+template <class T>
+struct RotatedKPe {
+  static constexpr int kVectors = rope_shape<T>().whole_slice ? T::kRotaryDim / T::kVec : rope_shape<T>().rot_vectors;
+  float x[kVectors][T::kVec];
+  int element[kVectors];
+};
+
+// concat_k: the lane's k_pe vectors rotated once, for every head of the item.
+template <class T>
+__device__ __forceinline__ void rotate_k_pe_once(const KernelParams& p, const RowRef& ref, int lane,
+                                                 const float (&c)[rope_shape<T>().pairs_per_lane],
+                                                 const float (&s)[rope_shape<T>().pairs_per_lane],
+                                                 RotatedKPe<T>& out) {
+  typedef typename T::Storage::raw raw;
+  const raw* k_pe = (const raw*)p.in[kRoleK].ptr + ref.token * p.in[kRoleK].token_stride;
+  int n = 0;  // a constant at each store once unrolled: the vectors stay in registers
+  rotate_slice_lane<T>(
+      lane, c, s, [&](int element, float(&x)[T::kVec]) { load_vec<typename T::Storage, T::kVec>(k_pe + element, x); },
+      [&](int element, float(&x)[T::kVec]) {
+#pragma unroll
+        for (int i = 0; i < T::kVec; ++i) out.x[n][i] = x[i];
+        out.element[n++] = element;
+      });
+}
+
+// concat_k: lane `lane` of head `head` of k_out: the rotated k_pe in the rotary slice, the head's
+// k_nope vector in the pass-through one.
+template <class T>
+__device__ __forceinline__ void concat_k_lane(const KernelParams& p, const RowRef& ref, int head, int lane,
+                                              const RotatedKPe<T>& k_pe) {
+  constexpr WorkShape W = mla_shape<T>();
+  constexpr int V = T::kVec;
+  typedef typename T::Storage::raw raw;
+  raw* k_out = (raw*)p.k_concat.ptr + ref.token * p.k_concat.token_stride + head * p.k_concat.head_stride;
+  if (lane < W.rot_lanes) {
+#pragma unroll
+    for (int j = 0; j < RotatedKPe<T>::kVectors; ++j)
+      store_vec<typename T::Storage, V>(k_out + T::kRotaryBegin + k_pe.element[j], k_pe.x[j]);
+  } else {
+    const int e = (lane - W.rot_lanes) * V;  // within k_nope
+    float x[V];
+    load_vec<typename T::Storage, V>(
+        (const raw*)p.k_nope.ptr + ref.token * p.k_nope.token_stride + head * p.k_nope.head_stride + e, x);
+    store_vec<typename T::Storage, V>(k_out + T::kPassBegin + e, x);
+  }
 }
 
 // k_pe's rotating lane `lane`, rotated with the lane's angles and stored after kv_c in the row.
@@ -74,11 +125,15 @@ __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const f
     float c[W.pairs_per_lane], s[W.pairs_per_lane];
     if (at.lane < angle_lanes<T>(W)) pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, c, s);
     const HeadNorm no_norm{1.0f, nullptr, false};
+    RotatedKPe<T> k_pe;
+    if constexpr (T::kConcatK)
+      if (at.lane < W.rot_lanes) rotate_k_pe_once<T>(p, ref, at.lane, c, s, k_pe);
 #pragma unroll 1
     for (int k = 0; k < T::kHeadsPerThread; ++k) {
       const int head = at.group + k * W.head_groups;
       if (head >= T::kNumQHeads) break;
       process_lane<T>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, at.lane, c, s);
+      if constexpr (T::kConcatK) concat_k_lane<T>(p, ref, head, at.lane, k_pe);
     }
     latent_share<T>(p, ref, at, c, s);
   }

@@ -53,10 +53,13 @@ struct KernelParams {
   // or past it would take the wrong frequencies, so its angles are NaN. Other types: INT64_MAX.
   i64 seq_len;
   i64 from_seq_len;
+  // mla_append with concat_k: k_nope [T, Hq, D - d] read, k_out [T, Hq, D] written.
+  TensorRef k_nope;
+  TensorRef k_concat;
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 408, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 472, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

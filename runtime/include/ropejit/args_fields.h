@@ -8,7 +8,8 @@
 /// declaration order:
 ///   - name:    the ropejit_args member;
 ///   - since:   the struct generation that added it: 0 the fields of 0.1.0, 1 the QK-norm
-///              weights, 2 the paged KV cache, 3 re-rotation, 4 the MLA latent append. A caller built against generation
+///              weights, 2 the paged KV cache, 3 re-rotation, 4 the MLA latent append, 5 MLA's k
+///              concatenation. A caller built against generation
 ///              g's header passes a struct_size ending before the first field of generation g + 1;
 ///   - used_by: which specs' launches read it, as text for the error that refuses it set
 ///              elsewhere ("Args::v_cache: ... must be null unless io.output paged_kv with op rope").
@@ -30,10 +31,10 @@
   X(qkv_stride, 0, "io.input packed_qkv")                                                                     \
   X(bias, 0, "io.qkv_bias")                                                                                   \
   X(q_out, 0, "io.output separate or padded_bhsd, or paged_kv with io.q_output separate")                     \
-  X(k_out, 0, "io.output separate or padded_bhsd")                                                            \
+  X(k_out, 0, "io.output separate or padded_bhsd, or mla_append.concat_k")                                     \
   X(v_out, 0, "io.output separate or padded_bhsd, with io.copy_v")                                            \
   X(q_out_stride, 0, "io.output separate, or paged_kv with io.q_output separate")                             \
-  X(k_out_stride, 0, "io.output separate")                                                                    \
+  X(k_out_stride, 0, "io.output separate, or mla_append.concat_k")                                             \
   X(v_out_stride, 0, "io.output separate with io.copy_v")                                                     \
   X(positions, 0, "io.positions explicit or mrope")                                                           \
   X(positions_type, 0, "io.positions explicit or mrope")                                                      \
@@ -60,4 +61,7 @@
   X(kv_c, 4, "op mla_append")                                                                                 \
   X(k_pe, 4, "op mla_append")                                                                                 \
   X(kv_c_stride, 4, "op mla_append")                                                                          \
-  X(k_pe_stride, 4, "op mla_append")
+  X(k_pe_stride, 4, "op mla_append")                                                                          \
+  X(k_nope, 5, "op mla_append with mla_append.concat_k")                                                      \
+  X(k_nope_stride, 5, "op mla_append with mla_append.concat_k")                                               \
+  X(k_nope_head_stride, 5, "op mla_append with mla_append.concat_k")

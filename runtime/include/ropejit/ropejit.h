@@ -170,6 +170,15 @@ typedef struct ropejit_args {
   const void* k_pe;
   int64_t kv_c_stride;
   int64_t k_pe_stride;
+  /* MLA prefill's concat_mla_k (spec mla_append.concat_k): k_nope [T, Hq, head_dim - rotary_dim]
+   * of the spec's dtype, heads k_nope_head_stride elements apart (0: dense; a view of the
+   * up-projection's [k_nope | v] output passes its width) and tokens k_nope_stride apart (0:
+   * Hq times the head stride); k_out [T, Hq, head_dim] (k_out_stride) gets each head's k_nope and
+   * the rotated k_pe. A caller built against an earlier header (struct_size ending before them)
+   * passes none. */
+  const void* k_nope;
+  int64_t k_nope_stride;
+  int64_t k_nope_head_stride;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

@@ -34,6 +34,9 @@ constexpr DimSymbol kDimSymbols[] = {
     {"L+d", [](const Spec& spec, const LaunchShape&) {  // MLA: a latent cache row
        return int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
      }},
+    {"D-d", [](const Spec& spec, const LaunchShape&) {  // MLA concat_k: k_nope's heads
+       return int64_t(spec.head_dim) - spec.rotary_dim;
+     }},
     {"page_size", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.io.page_size); }},
     {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }},
     {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }},

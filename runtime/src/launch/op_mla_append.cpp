@@ -1,7 +1,8 @@
 // Op mla_append's row of the launch op table (docs/spec.md "MLA latent-cache append"): q
 // [T, Hq, D] in place or q_out, k_pe [T, d] and kv_c [T, kv_lora_rank] read, the latent cache
 // k_cache [pages, page_size, kv_lora_rank + d] written at each token's slot (slot mapping or
-// block tables), k_scale for an FP8 cache, the positions form's arrays.
+// block tables), k_scale for an FP8 cache, the positions form's arrays; with concat_k also
+// k_nope [T, Hq, D - d] read (any head stride) and k_out [T, Hq, D] written.
 #include "launch/launch_checks.h"
 
 namespace ropejit::launch_detail {
@@ -9,6 +10,26 @@ namespace ropejit::launch_detail {
 namespace {
 
 int64_t latent_row(const Spec& s) { return int64_t(s.mla_append.kv_lora_rank) + s.rotary_dim; }
+
+// concat_k: k_nope's heads `k_nope_head_stride` apart (at least D - d, a multiple of the vector
+// width), its tokens `k_nope_stride` apart (at least Hq heads); k_out dense heads.
+void bind_concat_k(const FormContext& c, const Args& a, KernelParams& p) {
+  const int64_t nope = c.D - c.spec.rotary_dim;
+  if (c.any) {
+    check_present(a.k_nope, "k_nope", "when mla_append.concat_k is true");
+    check_present(a.k_out, "k_out", "when mla_append.concat_k is true");
+  }
+  check_aligned(a.k_nope, c.align, "k_nope");
+  check_aligned(a.k_out, c.align, "k_out");
+  const int64_t head_stride = resolve_stride(a.k_nope_head_stride, nope, c.vec, "k_nope_head_stride", c.Hq, c.esize);
+  int64_t heads_span = 0;
+  if (__builtin_mul_overflow(head_stride, c.Hq, &heads_span))
+    fail("k_nope_head_stride", fmt::format("{} is not allowed: {} heads of it overflow 64 bits", head_stride, c.Hq));
+  const int64_t token_stride = resolve_stride(a.k_nope_stride, heads_span, c.vec, "k_nope_stride", a.num_tokens, c.esize);
+  p.k_nope = TensorRef{const_cast<void*>(a.k_nope), token_stride, head_stride, 0};
+  p.k_concat = token_major(a.k_out, resolve_stride(a.k_out_stride, c.Hq * c.D, c.vec, "k_out_stride", a.num_tokens, c.esize),
+                           c.D);
+}
 
 int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   const Spec& s = c.spec;
@@ -43,6 +64,7 @@ int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   p.out[kRoleK] = bind_cache(row, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
   p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
+  if (s.mla_append.concat_k) bind_concat_k(c, a, p);
   bind_positions(c, a, p);
   return a.num_tokens;
 }
@@ -86,6 +108,16 @@ void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>
                     {"k_scale", scale_use}}};
   cache.moved_rows = shape.tokens;  // one row per token
   out.push_back(cache);
+  if (s.mla_append.concat_k) {
+    const int64_t nope = D - s.rotary_dim;
+    out.push_back(data_buffer(s, "k_nope", BufferKind::input, shape.tokens, Hq * nope, Hq * nope, true,
+                              bind_to<&ropejit_args::k_nope, &ropejit_args::k_nope_stride>, {"T", "Hq", "D-d"},
+                              "k_nope_stride"));
+    out.back().bound[1] = {"k_nope_head_stride", FieldUse::optional};
+    out.push_back(data_buffer(s, "k_out", BufferKind::output, shape.tokens, Hq * D, Hq * D, true,
+                              bind_to<&ropejit_args::k_out, &ropejit_args::k_out_stride>, {"T", "Hq", "D"},
+                              "k_out_stride"));
+  }
   out.push_back(cache_index_buffer(s, shape));
   buffers_positions(s, shape, out);
 }

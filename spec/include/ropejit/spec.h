@@ -80,6 +80,9 @@ struct AttnTemperature {
 /// Op mla_append's parameters (the `mla_append` block).
 struct MlaAppend {
   int kv_lora_rank = 512;  ///< elements of the latent kv_c (DeepSeek-V2/V3: 512); a multiple of 8
+  /// Prefill's concat_mla_k in the same launch: k_out [T, Hq, D] = each head's k_nope [T, Hq, D - d]
+  /// in the pass-through slice and the rotated k_pe (broadcast to every head) in the rotary one.
+  bool concat_k = false;
 };
 
 /// A validated spec. Build one with parse_spec(); every field is checked and canonical.

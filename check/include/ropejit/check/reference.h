@@ -124,6 +124,8 @@ struct RefProblem {
   int64_t cache_page_stride = 0;
   std::vector<int64_t> new_positions;
   int64_t from_run_length = 0;
+  /// op mla_append with concat_k: k_nope [T, Hq, D - d] (head_stride 0: dense).
+  RefInput k_nope;
 };
 
 /// Memory order of an expected output tensor.
