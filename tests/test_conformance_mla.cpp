@@ -19,7 +19,20 @@ using ropejit::test::SpecFields;
 
 namespace {
 
-class MlaLatentAppend : public ropejit::test::BackendConformance {};
+class MlaLatentAppend : public ropejit::test::BackendConformance {
+ protected:
+  // The spec's kernel on T = 1, 7 and 201 tokens, strided rows and int32 positions on odd indices.
+  void expect_token_counts(const Spec& spec, int index, const std::string& what) {
+    const Kernel kernel = runtime().get(spec);
+    for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(201)}) {
+      check::CaseOptions o;
+      o.tokens = tokens;
+      o.strided = index % 2 == 1;
+      o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
+      expect_case(kernel, o, what);
+    }
+  }
+};
 
 struct MlaShape {
   int head_dim, rotary_dim, num_q_heads, kv_lora_rank;
@@ -75,17 +88,10 @@ TEST_P(MlaLatentAppend, EveryLayoutDtypeCacheAndIndex) {
     for (const char* dtype : {"bf16", "fp16", "fp32"})
       for (const char* cache_dtype : {"auto", "fp8_e4m3", "fp8_e5m2"}) {
         const Spec spec = mla_spec(index, layout, dtype, cache_dtype);
-        const Kernel kernel = runtime().get(spec);
-        for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(201)}) {
-          check::CaseOptions o;
-          o.tokens = tokens;
-          o.strided = index % 4 == 1;
-          o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
-          expect_case(kernel, o,
-                      fmt::format("mla {} {} cache {} D{}/{} {} Hq{} rank {} {}", layout, dtype, cache_dtype,
-                                  spec.head_dim, spec.rotary_dim, to_string(spec.rotary_slice), spec.num_q_heads,
-                                  spec.mla_append.kv_lora_rank, canonical_json(spec).substr(0, 0)));
-        }
+        expect_token_counts(spec, index,
+                            fmt::format("mla {} {} cache {} D{}/{} {} Hq{} rank {}", layout, dtype, cache_dtype,
+                                        spec.head_dim, spec.rotary_dim, to_string(spec.rotary_slice),
+                                        spec.num_q_heads, spec.mla_append.kv_lora_rank));
         ++index;
       }
   EXPECT_EQ(index, 18);
@@ -111,19 +117,43 @@ TEST_P(MlaLatentAppend, ConcatKEveryShapeLayoutAndOutput) {
       for (int shape = 0; shape < 4; ++shape) {
         const Spec spec = mla_concat_spec(index, layout, dtype, index % 3 == 2 ? "fp8_e4m3" : "auto");
         ASSERT_TRUE(spec.mla_append.concat_k);
-        const Kernel kernel = runtime().get(spec);
-        for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(201)}) {
-          check::CaseOptions o;
-          o.tokens = tokens;
-          o.strided = index % 2 == 1;
-          expect_case(kernel, o,
-                      fmt::format("mla concat_k {} {} D{}/{} {} Hq{} q {}", layout, dtype, spec.head_dim,
-                                  spec.rotary_dim, to_string(spec.rotary_slice), spec.num_q_heads,
-                                  to_string(spec.io.q_output)));
-        }
+        expect_token_counts(spec, index,
+                            fmt::format("mla concat_k {} {} D{}/{} {} Hq{} q {}", layout, dtype, spec.head_dim,
+                                        spec.rotary_dim, to_string(spec.rotary_slice), spec.num_q_heads,
+                                        to_string(spec.io.q_output)));
         ++index;
       }
   EXPECT_EQ(index, 16);
+}
+
+// absorbed_q (decode with the absorbed W_UK): q_out [T, Hq, L + d] = each head's q_latent then its
+// rotated q_pe, beside the latent row; the trailing-slice shapes, layouts, dtypes, cache dtypes.
+Spec mla_absorbed_spec(int index, const char* layout, const char* dtype, const char* cache_dtype) {
+  const int shape = index % 3;  // the trailing-slice shapes of kShapes
+  nlohmann::json spec = mla_json(mla_fields(shape, layout, dtype, cache_dtype), kShapes[shape].kv_lora_rank);
+  spec["mla_append"]["absorbed_q"] = true;
+  spec["io"]["q_output"] = "separate";
+  return parse_spec(spec.dump());
+}
+
+TEST_P(MlaLatentAppend, AbsorbedQEveryShapeLayoutAndCache) {
+  int index = 0;
+  for (const char* layout : {"interleaved", "neox"})
+    for (const char* dtype : {"bf16", "fp32"})
+      for (const char* cache_dtype : {"auto", "fp8_e4m3", "fp8_e5m2"}) {
+        const Spec spec = mla_absorbed_spec(index, layout, dtype, cache_dtype);
+        ASSERT_TRUE(spec.mla_append.absorbed_q);
+        expect_token_counts(spec, index,
+                            fmt::format("mla absorbed_q {} {} cache {} D{}/{} Hq{} rank {}", layout, dtype,
+                                        cache_dtype, spec.head_dim, spec.rotary_dim, spec.num_q_heads,
+                                        spec.mla_append.kv_lora_rank));
+        ++index;
+      }
+  EXPECT_EQ(index, 12);
+}
+
+TEST_P(MlaLatentAppend, AbsorbedQEveryConfig) {
+  EXPECT_GE(expect_every_config(mla_absorbed_spec(0, "interleaved", "bf16", "fp8_e4m3"), {2, 4, 8}, {1, 3, 16}, 9), 9);
 }
 
 TEST_P(MlaLatentAppend, ConcatKEveryConfig) {
@@ -157,6 +187,20 @@ TEST(MlaAppendSpec, RefusesWhatTheOpCannotDo) {
          s["head_dim"] = 64;
        },
        "/mla_append/concat_k: true is not allowed: must be false when rotary_dim equals head_dim 64"},
+      {[](nlohmann::json& s) { s["mla_append"]["absorbed_q"] = true; },
+       "/io/q_output: \"inplace\" is not allowed: must be \"separate\" when mla_append.absorbed_q is true"},
+      {[](nlohmann::json& s) {
+         s["mla_append"]["absorbed_q"] = true;
+         s["io"]["q_output"] = "separate";
+         s["rotary_slice"] = "leading";
+       },
+       "/rotary_slice: \"leading\" is not allowed: must be \"trailing\" when mla_append.absorbed_q is true"},
+      {[](nlohmann::json& s) {
+         s["mla_append"]["absorbed_q"] = true;
+         s["mla_append"]["concat_k"] = true;
+         s["io"]["q_output"] = "separate";
+       },
+       "/mla_append/concat_k: true is not allowed: must be false when mla_append.absorbed_q is true"},
   };
   for (const auto& [edit, want] : cases) {
     nlohmann::json spec = base;

@@ -31,13 +31,14 @@ int64_t changed_outside_written(const std::string& before, const std::string& af
 
 // Where a written buffer's elements are: token rows at their stride, dense padded tensors, or
 // cache pages at their stride in the spec's cache layout.
-ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const std::string& bytes) {
-  const int64_t D = spec.head_dim;
+// Token rows hold dense heads of the expected tensor's width (D; MLA's absorbed q: kv_lora_rank + d).
+ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const std::string& bytes,
+                              const ref::RefTensor& expected) {
   if (desc.kind == BufferKind::cache) {
     const TensorRef cache = cache_tensor(spec, nullptr, desc.row_stride);
     return {bytes.data(), cache.token_stride, cache.head_stride, cache.batch_stride};
   }
-  if (desc.token_rows) return {bytes.data(), desc.row_stride, D, 0};
+  if (desc.token_rows) return {bytes.data(), desc.row_stride, expected.head_dim, 0};
   return {bytes.data(), 0, 0, 0};  // padded: dense
 }
 
@@ -114,7 +115,7 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
     name = name.substr(0, name.find("_out"));
     const ref::RefTensor* t = expected.find(name);
     if (!t) throw Error(Status::internal, "reference has no tensor " + name);
-    const ref::ActualTensor actual = actual_view(spec, buf.desc, after[i]);
+    const ref::ActualTensor actual = actual_view(spec, buf.desc, after[i], *t);
     report.checks.emplace_back(name, ref::compare(spec, *t, actual, tolerance));
     report.untouched_violations += changed_outside_written(buf.bytes, after[i], *t, actual, buf.desc.element_bytes);
   }

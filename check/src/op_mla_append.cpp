@@ -27,18 +27,23 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
     return load_value(spec.dtype, in.data, t * (in.token_stride ? in.token_stride : row_elements) + element);
   };
 
-  out.tensors.push_back(make_tensor("q", RefLayout::token_major, 1, T, H, D));  // q, or q_out (the harness's name)
+  // q, or q_out (the harness's name); absorbed_q: heads [q_latent | rotated q_pe] of L + d.
+  const bool absorbed = spec.mla_append.absorbed_q;
+  const int64_t width = absorbed ? rank + d : D, shift = width - D;  // q's element e lands at e + shift
+  if (absorbed && !problem.q_latent.data) bad_problem("mla_append.absorbed_q needs q_latent");
+  out.tensors.push_back(make_tensor("q", RefLayout::token_major, 1, T, H, width));
   {
     RefTensor& q = out.tensors.back();
     const int64_t head_stride = problem.q.head_stride ? problem.q.head_stride : D;
+    const int64_t latent_stride = problem.q_latent.head_stride ? problem.q_latent.head_stride : rank;
     for (int64_t t = 0; t < T; ++t)
       for (int64_t h = 0; h < H; ++h) {
-        const int64_t base = (t * H + h) * D;
-        for (int64_t e = 0; e < D; ++e) {
-          q.value[base + e] = input(problem.q, H * D, t, h * head_stride + e);
-          q.scale[base + e] = std::fabs(q.value[base + e]);
-        }
-        rotate_row_pairs(spec, out.freqs, out.token_positions[t], 1.0, q.value, q.scale, base,
+        const int64_t base = (t * H + h) * width;
+        for (int64_t e = absorbed ? D - d : 0; e < D; ++e) q.value[base + e + shift] = input(problem.q, H * D, t, h * head_stride + e);
+        for (int64_t e = 0; absorbed && e < rank; ++e)
+          q.value[base + e] = input(problem.q_latent, H * latent_stride, t, h * latent_stride + e);
+        for (int64_t e = 0; e < width; ++e) q.scale[base + e] = std::fabs(q.value[base + e]);
+        rotate_row_pairs(spec, out.freqs, out.token_positions[t], 1.0, q.value, q.scale, base + shift,
                          [&](int i) { return pair_elements(spec, i); });
       }
   }
@@ -89,6 +94,8 @@ void problem_inputs_op(const Spec& spec, const HostWorkload& host, RefProblem& p
     problem.v = {b->bytes.data(), b->desc.row_stride, spec.mla_append.kv_lora_rank};
   if (const HostBuffer* b = host.find("k_nope"))
     problem.k_nope = {b->bytes.data(), b->desc.row_stride, spec.head_dim - spec.rotary_dim};
+  if (const HostBuffer* b = host.find("q_latent"))
+    problem.q_latent = {b->bytes.data(), b->desc.row_stride, spec.mla_append.kv_lora_rank};
 }
 
 }  // namespace

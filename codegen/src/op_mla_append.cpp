@@ -11,13 +11,15 @@ bool tail_moves_op(const Spec& spec) { return !q_inplace(spec) || spec.mla_appen
 
 WorkShape work_shape_op(const Spec& spec, const Config& c) {
   return mla_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.layout == Layout::interleaved,
-                        !tail_moves_op(spec), c.vec, c.heads_per_thread);
+                        !tail_moves_op(spec), c.vec, c.heads_per_thread,
+                        spec.mla_append.absorbed_q ? spec.mla_append.kv_lora_rank : 0);
 }
 
 void traits_op(const Plan& plan, SourceText& out) {
   rope_frequency_traits(plan, out);
   out.line("int", "kKvLoraRank", plan.spec.mla_append.kv_lora_rank);
   out.line("bool", "kConcatK", plan.spec.mla_append.concat_k);
+  out.line("bool", "kAbsorbedQ", plan.spec.mla_append.absorbed_q);
 }
 
 }  // namespace

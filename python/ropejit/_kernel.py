@@ -19,7 +19,7 @@ _ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_
 # The launch arguments that are arrays, in the order kernel() takes them.
 ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",
                 "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables",
-                "new_positions", "new_start_pos", "k_pe", "kv_c", "k_nope")
+                "new_positions", "new_start_pos", "k_pe", "kv_c", "k_nope", "q_latent")
 
 
 def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
@@ -64,7 +64,7 @@ class Kernel:
                  k_cache: Any = None, v_cache: Any = None, slot_mapping: Any = None, block_tables: Any = None,
                  k_scale: Optional[float] = None, v_scale: Optional[float] = None,
                  new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
-                 k_pe: Any = None, kv_c: Any = None, k_nope: Any = None,
+                 k_pe: Any = None, kv_c: Any = None, k_nope: Any = None, q_latent: Any = None,
                  num_tokens: Optional[int] = None, stream: Optional[int] = None) -> Tuple[Any, ...]:
         """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
         ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
@@ -80,11 +80,13 @@ class Kernel:
         [pages, page_size, kv_lora_rank + d] with its slot index (and k_scale for FP8), and returns
         (q or q_out, k_cache); with ``mla_append.concat_k`` also k_nope [T, Hq, D - d] (its heads may
         be a view with wider head strides, such as the k_nope half of the up-projection's [k_nope | v]
-        output) and k_out [T, Hq, D] (allocated when not given): it returns (q or q_out, k_out, k_cache)."""
+        output) and k_out [T, Hq, D] (allocated when not given): it returns (q or q_out, k_out, k_cache);
+        with ``mla_append.absorbed_q`` q_latent [T, Hq, kv_lora_rank] (q_nope times W_UK; heads may be
+        T rows apart, a transposed batched matmul's output) and q_out [T, Hq, kv_lora_rank + d]."""
         given = {name: value for name, value in zip(ARRAY_FIELDS, (
             q, k, v, qkv, bias, positions, cu_seqlens, start_pos, q_out, k_out, v_out, q_norm_weight,
             k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos, k_pe, kv_c,
-            k_nope))
+            k_nope, q_latent))
             if value is not None}
         views = {name: view(value, name) for name, value in given.items()}
         tokens = self._tokens(views, num_tokens)
@@ -196,11 +198,10 @@ class Kernel:
                                                        if len(expected) > 2 else ""))
         shape = v.shape
         dense = dense_strides(shape)
+        # Heads any stride apart (token- or head-major views: the library checks the two strides).
         head_strided = self._head_strided(name) and len(shape) == 3
         if head_strided and shape[1] > 1 and v.strides[1] < dense[1]:
             raise ArgumentError(f"{name}: head stride {v.strides[1]} is not allowed: must be >= {dense[1]}")
-        if head_strided:  # rows of heads apart: the row stride covers them
-            dense = (max(dense[0], shape[1] * v.strides[1]),) + tuple(dense[1:])
         for axis in range(1 if field["strided"] else 0, len(shape)):
             if head_strided and axis == 1:
                 continue
@@ -209,7 +210,7 @@ class Kernel:
                 raise ArgumentError(f"{name}: strides {list(v.strides)} are not allowed: {rows} must be dense "
                                     f"(strides {list(dense[1:] if field['strided'] else dense)}"
                                     f"{' after the first' if field['strided'] else ''})")
-        if field["strided"] and len(shape) > 1 and shape[0] > 1 and v.strides[0] < dense[0]:
+        if field["strided"] and not head_strided and len(shape) > 1 and shape[0] > 1 and v.strides[0] < dense[0]:
             raise ArgumentError(f"{name}: row stride {v.strides[0]} is not allowed: must be >= {dense[0]}")
         if field["written"] and not v.writable:
             raise ArgumentError(f"{name} is read-only, but the kernel writes it")

@@ -135,3 +135,45 @@ def test_concat_k_matches_deepseek_v3_prefill_keys(runtime, rng):
     with pytest.raises(ropejit.ArgumentError, match="k_nope: head stride 16 is not allowed: must be >= 32"):
         runtime.get(spec)(q, positions=positions, k_pe=k_pe, kv_c=kv_c, k_cache=cache,
                           slot_mapping=np.arange(tokens), k_nope=overlapping)
+
+
+def test_absorbed_q_places_the_latent_query_of_a_transposed_bmm(runtime, rng):
+    """mla_append.absorbed_q: q_out [T, H, kv_lora_rank + d] = [q_nope · W_UK | rotated q_pe], the
+    query absorbed-weight decode kernels (FlashMLA) read; q_latent is the batched matmul's
+    [H, T, L] output transposed to [T, H, L] (heads T · L apart), as vLLM's MLA decode makes it."""
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3 as m
+    config = v3_config()
+    spec_dict = mla_spec(config, q_output="separate").to_dict()
+    spec_dict["mla_append"]["absorbed_q"] = True
+    spec = ropejit.Spec.from_json(spec_dict)
+    h, nope, rope, rank, tokens = 4, 32, 16, 64, 9
+    q = torch.from_numpy(rng.standard_normal((tokens, h, nope + rope)).astype(np.float32))
+    w_uk_t = torch.from_numpy(rng.standard_normal((h, nope, rank)).astype(np.float32))
+    q_latent = torch.bmm(q[..., :nope].transpose(0, 1), w_uk_t).transpose(0, 1)  # [T, H, L], heads T·L apart
+    assert q_latent.stride() == (rank, tokens * rank, 1)
+    k_pe = torch.from_numpy(rng.standard_normal((tokens, rope)).astype(np.float32))
+    kv_c = torch.from_numpy(rng.standard_normal((tokens, rank)).astype(np.float32))
+    positions = torch.from_numpy(rng.integers(0, 12000, tokens).astype(np.int64))
+    cache = torch.zeros((1, 16, rank + rope))
+    q_before = q.clone()
+    q_out, k_cache = runtime.get(spec)(q, positions=positions, k_pe=k_pe, kv_c=kv_c, k_cache=cache,
+                                       slot_mapping=torch.arange(tokens), q_latent=q_latent)
+    assert k_cache is cache and q_out.shape == (tokens, h, rank + rope)
+    assert torch.equal(q, q_before)                                            # q only read
+
+    with torch.no_grad():
+        rotary = m.DeepseekV3RotaryEmbedding(config)
+        q_pe = q[..., nope:][None].transpose(1, 2)                             # [1, H, T, rope]
+        cos, sin = rotary(q_pe, positions[None])
+        q_rot, _ = m.apply_rotary_pos_emb_interleave(q_pe, q_pe, cos, sin)
+        q_rot = q_rot.transpose(1, 2)[0]
+
+    def halves(x):  # ropejit's in-place pairs in HF's order: evens, then odds
+        return torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)
+
+    assert torch.equal(q_out[..., :rank], q_latent)                            # the latent query, placed exactly
+    assert (halves(q_out[..., rank:]) - q_rot).abs().max() < 2e-6 * q_rot.abs().max()
+    with pytest.raises(ropejit.ArgumentError, match="q_latent_stride: 16 is not allowed"):
+        overlapping = torch.as_strided(q_latent, (tokens, h, rank), (16, rank, 1))
+        runtime.get(spec)(q, positions=positions, k_pe=k_pe, kv_c=kv_c, k_cache=cache,
+                          slot_mapping=torch.arange(tokens), q_latent=overlapping)

@@ -17,7 +17,7 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
     if (!block->is_object()) {
       reader.not_allowed("/mla_append", *block, "an object such as {\"kv_lora_rank\": 512}");
     } else {
-      reader.check_keys(*block, "/mla_append", {"kv_lora_rank", "concat_k"});
+      reader.check_keys(*block, "/mla_append", {"kv_lora_rank", "concat_k", "absorbed_q"});
       if (const json* v = member(*block, "kv_lora_rank")) {
         const auto rank = reader.integer(*v, "/mla_append/kv_lora_rank", 8, 4096);
         if (rank && *rank % 8 != 0)
@@ -28,6 +28,8 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
       }
       if (const json* v = member(*block, "concat_k"))
         if (const auto concat = reader.boolean(*v, "/mla_append/concat_k")) spec.mla_append.concat_k = *concat;
+      if (const json* v = member(*block, "absorbed_q"))
+        if (const auto absorbed = reader.boolean(*v, "/mla_append/absorbed_q")) spec.mla_append.absorbed_q = *absorbed;
     }
   }
   if (spec.io.output != OutputForm::paged_kv)
@@ -45,6 +47,18 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
     reader.not_allowed("/mla_append/concat_k", json(true),
                        fmt::format("false when rotary_dim equals head_dim {} (k_nope would have no elements)",
                                    spec.head_dim));
+  if (spec.mla_append.absorbed_q) {
+    if (spec.io.q_output != QOutput::separate)
+      reader.not_allowed("/io/q_output", std::string(to_string(spec.io.q_output)),
+                         "\"separate\" when mla_append.absorbed_q is true (q_out is [T, Hq, kv_lora_rank + rotary_dim])");
+    if (spec.rotary_slice != RotarySlice::trailing)
+      reader.not_allowed("/rotary_slice", std::string(to_string(spec.rotary_slice)),
+                         "\"trailing\" when mla_append.absorbed_q is true (q_out is [q_latent | q_pe])");
+    if (spec.mla_append.concat_k)
+      reader.not_allowed("/mla_append/concat_k", json(true),
+                         "false when mla_append.absorbed_q is true (prefill's k and decode's absorbed q are "
+                         "separate launches)");
+  }
   if (spec.num_kv_heads != 1)
     reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 (the one latent head) {}", kWhen));
 }
@@ -52,6 +66,7 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
 void write_op(const Spec& spec, nlohmann::ordered_json& out) {
   out["mla_append"] = {{"kv_lora_rank", spec.mla_append.kv_lora_rank}};
   if (spec.mla_append.concat_k) out["mla_append"]["concat_k"] = true;  // canonical only when set: old hashes hold
+  if (spec.mla_append.absorbed_q) out["mla_append"]["absorbed_q"] = true;
 }
 
 void schema_op(nlohmann::ordered_json& properties) {
@@ -65,6 +80,12 @@ void schema_op(nlohmann::ordered_json& properties) {
          {{"description",
            "prefill's concat_mla_k in the same launch: k_out [T, Hq, head_dim] from k_nope [T, Hq, head_dim - "
            "rotary_dim] and the rotated k_pe broadcast to every head; default false"},
+          {"type", "boolean"}}},
+        {"absorbed_q",
+         {{"description",
+           "absorbed-weight decode: q_out [T, Hq, kv_lora_rank + rotary_dim] = each head's q_latent (q_nope "
+           "times W_UK, given) then its rotated q_pe; needs io.q_output separate and rotary_slice trailing; "
+           "default false"},
           {"type", "boolean"}}}}},
       {"additionalProperties", false}};
 }

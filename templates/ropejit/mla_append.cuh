@@ -15,7 +15,32 @@ namespace ropejit {
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr WorkShape mla_shape() {
   return mla_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kInterleaved,
-                        T::kQOutputInplace && !T::kConcatK, T::kVec, T::kHeadsPerThread);
+                        T::kQOutputInplace && !T::kConcatK, T::kVec, T::kHeadsPerThread,
+                        T::kAbsorbedQ ? T::kKvLoraRank : 0);
+}
+
+// absorbed_q: lane `lane` of q head `head`: a rotating lane rotates q_pe into q_out after the
+// latent part (q_out's head is kv_lora_rank + d wide), a pass-through lane copies its q_latent vector.
+template <class T>
+__device__ __forceinline__ void absorbed_q_lane(const KernelParams& p, const RowRef& ref, int head, int lane,
+                                                const float (&c)[rope_shape<T>().pairs_per_lane],
+                                                const float (&s)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = mla_shape<T>();
+  constexpr int V = T::kVec;
+  typedef typename T::Storage::raw raw;
+  HeadIo<T> io = role_head_io<T>(p, ref, kRoleQ, head);
+  if (lane < W.rot_lanes) {
+    io.dst = (raw*)io.dst + T::kKvLoraRank - (T::kHeadDim - T::kRotaryDim);  // q_pe's element e lands at L + e - (D - d)
+    const HeadNorm no_norm{1.0f, nullptr, false};
+    process_lane<T>(io, no_norm, lane, c, s);
+  } else {
+    const int e = (lane - W.rot_lanes) * V;
+    float x[V];
+    load_vec<typename T::Storage, V>((const raw*)p.mla_heads_in.ptr + ref.token * p.mla_heads_in.token_stride +
+                                         head * p.mla_heads_in.head_stride + e,
+                                     x);
+    store_vec<typename T::Storage, V>((raw*)io.dst + e, x);
+  }
 }
 
 // A rotating lane's rotated k_pe vectors (1 interleaved, 2 neox, or the whole neox slice) and
@@ -62,7 +87,7 @@ __device__ __forceinline__ void concat_k_lane(const KernelParams& p, const RowRe
     const int e = (lane - W.rot_lanes) * V;  // within k_nope
     float x[V];
     load_vec<typename T::Storage, V>(
-        (const raw*)p.k_nope.ptr + ref.token * p.k_nope.token_stride + head * p.k_nope.head_stride + e, x);
+        (const raw*)p.mla_heads_in.ptr + ref.token * p.mla_heads_in.token_stride + head * p.mla_heads_in.head_stride + e, x);
     store_vec<typename T::Storage, V>(k_out + T::kPassBegin + e, x);
   }
 }
@@ -132,7 +157,10 @@ __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const f
     for (int k = 0; k < T::kHeadsPerThread; ++k) {
       const int head = at.group + k * W.head_groups;
       if (head >= T::kNumQHeads) break;
-      process_lane<T>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, at.lane, c, s);
+      if constexpr (T::kAbsorbedQ)
+        absorbed_q_lane<T>(p, ref, head, at.lane, c, s);
+      else
+        process_lane<T>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, at.lane, c, s);
       if constexpr (T::kConcatK) concat_k_lane<T>(p, ref, head, at.lane, k_pe);
     }
     latent_share<T>(p, ref, at, c, s);

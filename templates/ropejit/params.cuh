@@ -53,8 +53,9 @@ struct KernelParams {
   // or past it would take the wrong frequencies, so its angles are NaN. Other types: INT64_MAX.
   i64 seq_len;
   i64 from_seq_len;
-  // mla_append with concat_k: k_nope [T, Hq, D - d] read, k_out [T, Hq, D] written.
-  TensorRef k_nope;
+  // mla_append's per-head input, k_nope [T, Hq, D - d] (concat_k) or q_latent [T, Hq, L]
+  // (absorbed_q: the two never meet in one spec), and concat_k's k_out [T, Hq, D].
+  TensorRef mla_heads_in;
   TensorRef k_concat;
 };
 

@@ -139,13 +139,15 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
 }
 
 /// Op mla_append (Multi-head Latent Attention): q's heads as a q-only kernel's (rotating lanes, and
-/// with a separate q output the pass-through part too); the latent cache row rides on the same
-/// items (mla_append.cuh: head group 0's rotating lanes rotate k_pe, every item copies its share
-/// of kv_c).
+/// with a separate q output or concat_k's k_nope the pass-through part too); the latent cache row
+/// rides on the same items (mla_append.cuh: head group 0's rotating lanes rotate k_pe, every item
+/// copies its share of kv_c). absorbed_q_latent > 0 (absorbed_q's kv_lora_rank): the pass-through
+/// lanes copy q_out's latent part, that many elements, instead of q_nope.
 ROPEJIT_HOST_DEVICE constexpr WorkShape mla_work_shape(int head_dim, int rotary_dim, int num_q_heads, bool interleaved,
-                                                       bool q_inplace, int vec, int heads_per_thread) {
-  return make_work_shape(head_dim, rotary_dim, num_q_heads, 0, interleaved, false, q_inplace, false, vec,
-                         heads_per_thread, false);
+                                                       bool q_inplace, int vec, int heads_per_thread,
+                                                       int absorbed_q_latent) {
+  return make_work_shape(absorbed_q_latent > 0 ? absorbed_q_latent + rotary_dim : head_dim, rotary_dim, num_q_heads, 0,
+                         interleaved, false, q_inplace, false, vec, heads_per_thread, false);
 }
 
 /// make_work_shape's shape `w` for the QK-norm's scope: unchanged without `all_heads`. An

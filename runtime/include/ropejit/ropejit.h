@@ -179,6 +179,13 @@ typedef struct ropejit_args {
   const void* k_nope;
   int64_t k_nope_stride;
   int64_t k_nope_head_stride;
+  /* MLA absorbed-weight decode (spec mla_append.absorbed_q): q_latent [T, Hq, kv_lora_rank], q_nope
+   * times W_UK, heads q_latent_head_stride apart (0: dense; a transposed batched-matmul output
+   * passes T * kv_lora_rank) and tokens q_latent_stride apart (0: Hq times the head stride);
+   * q_out [T, Hq, kv_lora_rank + rotary_dim] gets each head's q_latent then its rotated q_pe. */
+  const void* q_latent;
+  int64_t q_latent_stride;
+  int64_t q_latent_head_stride;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

@@ -83,6 +83,9 @@ struct MlaAppend {
   /// Prefill's concat_mla_k in the same launch: k_out [T, Hq, D] = each head's k_nope [T, Hq, D - d]
   /// in the pass-through slice and the rotated k_pe (broadcast to every head) in the rotary one.
   bool concat_k = false;
+  /// Absorbed-weight decode: q_out [T, Hq, kv_lora_rank + d] = each head's q_latent (q_nope times
+  /// W_UK, computed upstream) then its rotated q_pe: the query FlashMLA-style kernels read.
+  bool absorbed_q = false;
 };
 
 /// A validated spec. Build one with parse_spec(); every field is checked and canonical.

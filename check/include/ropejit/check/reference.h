@@ -126,6 +126,8 @@ struct RefProblem {
   int64_t from_run_length = 0;
   /// op mla_append with concat_k: k_nope [T, Hq, D - d] (head_stride 0: dense).
   RefInput k_nope;
+  /// op mla_append with absorbed_q: q_latent [T, Hq, kv_lora_rank] (head_stride 0: dense).
+  RefInput q_latent;
 };
 
 /// Memory order of an expected output tensor.
