@@ -46,7 +46,7 @@ void validate_files(const std::vector<std::string>& files) {
 }
 
 struct FromHfArgs {
-  std::string config_path, dtype = "bf16", layout, name, output, layer_type;
+  std::string config_path, dtype = "bf16", layout, name, output, layer_type, op;
   bool assume_llama = false, layers = false;
 };
 
@@ -84,6 +84,9 @@ void from_hf(const FromHfArgs& args) {
   options.layout = enum_option<Layout>("--layout", args.layout);
   options.layer_type = args.layer_type;
   options.assume_generic = args.assume_llama;
+  options.op = enum_option<OpKind>("--op", args.op).value_or(OpKind::rope);
+  if (args.layers && !args.op.empty())
+    throw Error(Status::invalid_argument, "--layers and --op are not allowed together: --layers picks each layer's op");
   if (args.layers && !args.layer_type.empty())
     throw Error(Status::invalid_argument, "--layers and --layer-type are not allowed together: --layers imports every layer type");
   nlohmann::json config;
@@ -124,6 +127,9 @@ void add_spec_command(CLI::App& app) {
   from->add_option("--layout", hf->layout,
                    "override the layout inferred from model_type: " + allowed_names<Layout>());
   from->add_option("--name", hf->name, "spec name (default: model_type)");
+  from->add_option("--op", hf->op,
+                   "the op of the spec: " + allowed_names<OpKind>() +
+                       " (mla_append: MLA's whole q heads, the latent cache row, a paged output)");
   from->add_option("--layer-type", hf->layer_type,
                    "the layer type whose rope block to import (configs with rope_parameters per layer type)");
   from->add_flag("--layers", hf->layers,

@@ -10,8 +10,10 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "hf_import.h"  // private: spec_from_hf, the HF importer under test
 #include "ropejit/config.h"
 #include "support/conformance_fixture.h"
+#include "support/repo_paths.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -212,4 +214,36 @@ TEST(MlaAppendSpec, RefusesWhatTheOpCannotDo) {
   other.erase("op");
   other["io"] = {{"output", "inplace"}};
   EXPECT_NE(ropejit::test::spec_error(other).find("/mla_append"), std::string::npos) << ropejit::test::spec_error(other);
+}
+
+// op mla_append from an HF config: DeepSeek-V3's sizes give specs/deepseek-v3-mla.json's kernel
+// (q heads 128 + 64 with the rope part trailing, one latent head, kv_lora_rank 512, paged 64);
+// a config without MLA's head sizes is refused by name.
+TEST(MlaAppendSpec, ImportsAnMlaConfigWhole) {
+  const nlohmann::json config = {
+      {"model_type", "deepseek_v3"},    {"hidden_size", 7168},         {"num_attention_heads", 128},
+      {"num_key_value_heads", 128},     {"q_lora_rank", 1536},         {"kv_lora_rank", 512},
+      {"qk_nope_head_dim", 128},        {"qk_rope_head_dim", 64},      {"v_head_dim", 128},
+      {"max_position_embeddings", 163840},
+      {"rope_scaling", {{"type", "yarn"}, {"factor", 40}, {"original_max_position_embeddings", 4096},
+                        {"beta_fast", 32}, {"beta_slow", 1}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}}}};
+  HfImportOptions options;
+  options.name = "deepseek-v3-mla";
+  options.op = OpKind::mla_append;
+  const Spec imported = spec_from_hf(config, options);
+  EXPECT_EQ(imported.head_dim, 192);
+  EXPECT_EQ(imported.rotary_dim, 64);
+  EXPECT_EQ(imported.rotary_slice, RotarySlice::trailing);
+  EXPECT_EQ(imported.num_kv_heads, 1);
+  EXPECT_EQ(imported.io.page_size, 64);
+  EXPECT_EQ(spec_hash(imported), spec_hash(load_spec_file(ropejit::test::spec_path("deepseek-v3-mla"))));
+  nlohmann::json plain = config;
+  plain.erase("qk_nope_head_dim");
+  try {
+    spec_from_hf(plain, options);
+    FAIL() << "a config without qk_nope_head_dim was imported as mla_append";
+  } catch (const SpecError& e) {
+    EXPECT_NE(std::string(e.what()).find("qk_nope_head_dim: missing: op mla_append needs qk_nope_head_dim"),
+              std::string::npos) << e.what();
+  }
 }

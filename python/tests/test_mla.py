@@ -22,12 +22,32 @@ def v3_config():
 
 
 def mla_spec(config, cache_dtype="auto", q_output="inplace"):
-    rope_only = ropejit.Spec.from_hf(config, dtype="fp32").to_dict()  # MLA's rope part: head_dim = qk_rope
-    spec = dict(rope_only, op="mla_append", head_dim=config.qk_nope_head_dim + config.qk_rope_head_dim,
-                rotary_dim=config.qk_rope_head_dim, rotary_slice="trailing", num_kv_heads=1,
-                mla_append={"kv_lora_rank": config.kv_lora_rank})
-    spec["io"] = {"output": "paged_kv", "page_size": 16, "cache_dtype": cache_dtype, "q_output": q_output}
+    spec = ropejit.Spec.from_hf(config, dtype="fp32", op="mla_append").to_dict()
+    spec["io"].update(page_size=16, cache_dtype=cache_dtype, q_output=q_output)
     return ropejit.Spec.from_json(spec)
+
+
+@pytest.mark.parametrize("family", ["deepseek_v2", "deepseek_v3", "deepseek_v32", "kimi_k25"])
+def test_import_as_mla_append_from_config_objects_and_dicts(family):
+    """op="mla_append" imports an MLA config whole: q heads of qk_nope + qk_rope with the rope part
+    trailing, one latent kv head, kv_lora_rank, the paged output; the rope block as op rope's."""
+    sizes = dict(num_attention_heads=16, num_key_value_heads=16, q_lora_rank=64, kv_lora_rank=128,
+                 qk_nope_head_dim=32, qk_rope_head_dim=16, v_head_dim=32, hidden_size=256)
+    if family == "kimi_k25":
+        config = transformers.Kimi_K25Config(text_config=dict(model_type="deepseek_v3", **sizes))
+        text = config.text_config
+    else:
+        config = transformers.AutoConfig.for_model(family, **sizes)
+        text = config
+    for source in (config, config.to_dict()):
+        spec = ropejit.Spec.from_hf(source, op="mla_append")
+        d = spec.to_dict()
+        assert (d["op"], d["head_dim"], d["rotary_dim"], d["rotary_slice"], d["num_q_heads"], d["num_kv_heads"]) == \
+            ("mla_append", 48, 16, "trailing", 16, 1)
+        assert d["mla_append"] == {"kv_lora_rank": 128} and d["io"]["output"] == "paged_kv"
+        rope = ropejit.Spec.from_hf(source).to_dict()  # op rope: MLA's rope part alone
+        assert (rope["head_dim"], d["rope"], d["layout"]) == (16, rope["rope"], rope["layout"])
+    assert text.qk_rope_head_dim == 16
 
 
 def test_matches_deepseek_v3_rotation_and_cache_row(runtime, rng):

@@ -218,6 +218,14 @@ const std::vector<ModelFamily>& model_families() {
       }),
       deepseek("deepseek_v2", "models/deepseek_v2/modeling_deepseek_v2.py"),
       deepseek("deepseek_v3", "models/deepseek_v3/modeling_deepseek_v3.py", "rope_interleave"),
+      // Kimi K2: its hub config's model_type kimi_k2 is read as deepseek_v3 (configuration_kimi_k25.py);
+      // Kimi K2.5 keeps that text model in text_config.
+      deepseek("kimi_k2", "models/kimi_k25/configuration_kimi_k25.py (kimi_k2 -> deepseek_v3)", "rope_interleave"),
+      [] {
+        ModelFamily f = deepseek("kimi_k25", "models/kimi_k25 (text_config: deepseek_v3)", "rope_interleave");
+        f.text_config = "text_config";
+        return f;
+      }(),
       row("chatglm", "THUDM/glm-4-9b-chat modeling_chatglm.py (remote code)", [](ModelFamily& f) {
         f.layout = Layout::interleaved;
         f.head_dim_keys = {"kv_channels"};

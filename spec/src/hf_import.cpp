@@ -298,6 +298,7 @@ void import_op(const json& text, OpKind op, HfContext& ctx, json& spec) {
       ctx.source(fmt::format("/{}/{}", row.block, *key), ctx.path(*key));
     }
   if (!block.empty()) spec[row.block] = block;
+  if (row.import_hf) row.import_hf(text, ctx, spec);
 }
 
 Imported import_config(const json& config, const HfImportOptions& options) {

@@ -4,6 +4,7 @@
 // cache row is [kv_c | rotated k_pe], kv_lora_rank + rotary_dim elements, in a paged cache.
 #include <fmt/core.h>
 
+#include "hf_context.h"
 #include "spec_ops.h"
 
 namespace ropejit::spec_detail {
@@ -92,12 +93,41 @@ void schema_op(nlohmann::ordered_json& properties) {
 
 constexpr const char* kHfKeys[] = {"kv_lora_rank", nullptr};  // DeepseekV3Config's
 
+// The family row imports MLA's rope part (head_dim = qk_rope_head_dim); the op takes q's whole
+// heads [q_nope | q_pe] (qk_nope_head_dim + qk_rope_head_dim, the rope part trailing), the one
+// latent kv head and the paged latent cache with defaults (page_size 64, the spec's dtype, a slot
+// mapping: edit them for the engine's cache).
+void import_hf(const json& text, HfContext& ctx, json& spec) {
+  const json* nope = HfContext::member(text, "qk_nope_head_dim");
+  const json* rope = HfContext::member(text, "qk_rope_head_dim");
+  if (!nope || !rope) {
+    ctx.error(!nope ? "qk_nope_head_dim" : "qk_rope_head_dim", "/head_dim",
+              "missing: op mla_append needs qk_nope_head_dim and qk_rope_head_dim (a Multi-head Latent "
+              "Attention config: DeepSeek-V2/V3, Kimi K2)");
+    return;
+  }
+  const auto nope_dim = ctx.integer(*nope, ctx.path("qk_nope_head_dim"), 1, "/head_dim");
+  const auto rope_dim = ctx.integer(*rope, ctx.path("qk_rope_head_dim"), 2, "/rotary_dim");
+  if (!nope_dim || !rope_dim) return;
+  spec["head_dim"] = *nope_dim + *rope_dim;
+  ctx.source("/head_dim", ctx.path("qk_nope_head_dim") + " + " + ctx.path("qk_rope_head_dim"));
+  spec["rotary_dim"] = *rope_dim;
+  ctx.source("/rotary_dim", ctx.path("qk_rope_head_dim"));
+  spec.erase("partial_rotary_factor");
+  spec["rotary_slice"] = "trailing";
+  spec["num_kv_heads"] = 1;  // the latent row, shared by every head
+  json io = spec.value("io", json::object());
+  io["output"] = "paged_kv";
+  if (!io.contains("page_size")) io["page_size"] = 64;  // FlashMLA's page; vLLM's MLA backends take 16 or 64
+  spec["io"] = io;
+}
+
 }  // namespace
 
 extern const SpecOp kSpecOp_mla_append = {
     OpKind::mla_append,
     "mla_append: rotate q's rope part and the shared rope key k_pe, and write each token's latent cache row "
     "[kv_c | rotated k_pe] into a paged cache (Multi-head Latent Attention: DeepSeek-V2/V3/R1, Kimi K2)",
-    "mla_append", nullptr, read_op, write_op, schema_op, kHfKeys};
+    "mla_append", nullptr, read_op, write_op, schema_op, kHfKeys, import_hf};
 
 }  // namespace ropejit::spec_detail

@@ -5,6 +5,10 @@
 
 #include "spec_reader.h"
 
+namespace ropejit {
+class HfContext;
+}
+
 namespace ropejit::spec_detail {
 
 /// One op's part of spec reading, spec_to_json and the schema.
@@ -21,6 +25,9 @@ struct SpecOp {
   void (*schema)(nlohmann::ordered_json& properties);
   /// HF config keys the import copies into its block under the same names (null-terminated), or null.
   const char* const* hf_keys = nullptr;
+  /// Reshapes an HF import for the op (MLA: the whole q head, the one latent head, the paged
+  /// output) from the text model's config; null: the rope spec's shape serves.
+  void (*import_hf)(const json& text, HfContext& ctx, json& spec) = nullptr;
 };
 
 /// Every parameter of `rope`'s type, in table order; an unset one written as its default.
