@@ -91,6 +91,7 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   problem.cache_pages = host.shape.cache_pages;
   problem.k_scale = host.shape.k_scale;
   problem.v_scale = host.shape.v_scale;
+  problem.q_scale = host.shape.q_scale;
   ref::detail::check_op(spec.op).problem_inputs(spec, host, problem);  // the op's own inputs
 
   const Args args = device.args(0);

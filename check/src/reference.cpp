@@ -148,7 +148,15 @@ const RefTensor* RefOutputs::find(const std::string& name) const {
 }
 
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
-  return detail::check_op(spec.op).reference(spec, problem);
+  RefOutputs out = detail::check_op(spec.op).reference(spec, problem);
+  if (spec.io.q_output_dtype != CacheDType::auto_)  // FP8 q_out: codes of fp8(q / q_scale), as a cache's
+    for (RefTensor& t : out.tensors)
+      if (t.name == "q") {
+        if (!(problem.q_scale > 0.0)) detail::bad_problem("an FP8 q_out needs q_scale > 0");
+        t.cache_dtype = spec.io.q_output_dtype;
+        t.quant_scale = problem.q_scale;
+      }
+  return out;
 }
 
 // ---------------------------------------------------------------- compare

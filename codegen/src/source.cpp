@@ -129,8 +129,9 @@ const char* storage_tag(DType t) {
 }
 
 // The KV cache's element type: the spec's, or an FP8 format.
-const char* cache_storage_tag(const Spec& s) {
-  switch (s.io.cache_dtype) {
+// The element tag of an FP8 choice (a cache's, q_out's), or the spec's storage for auto.
+const char* fp8_storage_tag(const Spec& s, CacheDType type) {
+  switch (type) {
     case CacheDType::auto_: return storage_tag(s.dtype);
     case CacheDType::fp8_e4m3: return "ropejit::StorageE4M3";
     case CacheDType::fp8_e5m2: return "ropejit::StorageE5M2";
@@ -178,6 +179,8 @@ Source generate_source(const Plan& plan) {
   SourceText text{t};
   t += fmt::format("#include \"ropejit/{}.cuh\"\n\nnamespace {{\n\nstruct Traits {{\n", op.kernel);
   t += fmt::format("  typedef {} Storage;\n", storage_tag(s.dtype));
+  if (s.io.q_output_dtype != CacheDType::auto_)  // FP8 q_out (rope.cuh store_head)
+    t += fmt::format("  typedef {} QOutStorage;\n", fp8_storage_tag(s, s.io.q_output_dtype));
   auto line = [&](const char* type, const char* name, auto value) { text.line(type, name, value); };
   line("int", "kHeadDim", s.head_dim);
   line("int", "kRotaryDim", s.rotary_dim);
@@ -201,12 +204,13 @@ Source generate_source(const Plan& plan) {
     line("bool", "kMropeInterleaved", s.io.mrope_interleaved);
   }
   if (paged_kv(s)) {  // k and v into a paged cache (rope.cuh locate_cache_slot, cache_head)
-    t += fmt::format("  typedef {} CacheStorage;\n", cache_storage_tag(s));
+    t += fmt::format("  typedef {} CacheStorage;\n", fp8_storage_tag(s, s.io.cache_dtype));
     line("int", "kPageSize", s.io.page_size);
     line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_);
     text.flags("CacheIndex", s.io.cache_index);
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }
+  line("bool", "kQOutFp8", s.io.q_output_dtype != CacheDType::auto_);
   line("bool", "kQkNorm", s.qk_norm.enabled);
   text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)

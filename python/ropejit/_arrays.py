@@ -91,14 +91,16 @@ def view(obj: Any, name: str) -> ArrayView:
         "with __dlpack__, __cuda_array_interface__ or __array_interface__")
 
 
-def empty_like(like: Any, like_view: ArrayView, shape: Tuple[int, ...], name: str) -> Any:
-    """A new array of `shape` in the library, element type and device of `like`."""
+def empty_like(like: Any, like_view: ArrayView, shape: Tuple[int, ...], name: str, fp8: str = "") -> Any:
+    """A new array of `shape` in the library, element type and device of `like`; ``fp8``
+    ("fp8_e4m3" / "fp8_e5m2") asks for that FP8 type instead (numpy: its uint8 codes)."""
     if like_view.library == "torch":
         import torch
 
-        return torch.empty(shape, dtype=like.dtype, device=like.device)
+        dtype = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}.get(fp8, like.dtype)
+        return torch.empty(shape, dtype=dtype, device=like.device)
     if like_view.library == "numpy":
         import numpy as np
 
-        return np.empty(shape, dtype=like.dtype)
+        return np.empty(shape, dtype=np.uint8 if fp8 else like.dtype)
     raise _ropejit.ArgumentError(f"{name} is required: ropejit allocates outputs only for torch and numpy arrays")

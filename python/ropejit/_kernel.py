@@ -62,7 +62,7 @@ class Kernel:
                  seq_len: Optional[int] = None, q_out: Any = None, k_out: Any = None, v_out: Any = None,
                  max_seq_len: Optional[int] = None, q_norm_weight: Any = None, k_norm_weight: Any = None,
                  k_cache: Any = None, v_cache: Any = None, slot_mapping: Any = None, block_tables: Any = None,
-                 k_scale: Optional[float] = None, v_scale: Optional[float] = None,
+                 k_scale: Optional[float] = None, v_scale: Optional[float] = None, q_scale: Optional[float] = None,
                  new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
                  k_pe: Any = None, kv_c: Any = None, k_nope: Any = None, q_latent: Any = None,
                  num_tokens: Optional[int] = None, stream: Optional[int] = None) -> Tuple[Any, ...]:
@@ -81,6 +81,8 @@ class Kernel:
         (q or q_out, k_cache); with ``mla_append.concat_k`` also k_nope [T, Hq, D - d] (its heads may
         be a view with wider head strides, such as the k_nope half of the up-projection's [k_nope | v]
         output) and k_out [T, Hq, D] (allocated when not given): it returns (q or q_out, k_out, k_cache);
+        A spec with an FP8 ``io.q_output_dtype`` writes q_out as FP8 codes of q / ``q_scale`` (torch
+        float8_e4m3fn / float8_e5m2, or uint8; allocated as those when not given);
         with ``mla_append.absorbed_q`` q_latent [T, Hq, kv_lora_rank] (q_nope times W_UK; heads may be
         T rows apart, a transposed batched matmul's output) and q_out [T, Hq, kv_lora_rank + d]."""
         given = {name: value for name, value in zip(ARRAY_FIELDS, (
@@ -119,6 +121,8 @@ class Kernel:
         if "k_cache" in views:
             args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
+        if q_scale is not None:  # an FP8 q_out's scale (io.q_output_dtype); refused by name elsewhere
+            args["q_scale"] = float(q_scale)
         self._kernel.launch(args, self._stream(stream, views))
         return self._results(given, fields)
 
@@ -170,7 +174,8 @@ class Kernel:
             name = field["name"]
             if name in source and name not in given and field["use"] == "required" and source[name] in given:
                 like = given[source[name]]
-                given[name] = empty_like(like, views[source[name]], tuple(field["shape"]), name)
+                fp8 = field["dtype"] if field["dtype"].startswith("fp8") else ""
+                given[name] = empty_like(like, views[source[name]], tuple(field["shape"]), name, fp8)
                 views[name] = view(given[name], name)
                 out[name] = given[name]
         return out

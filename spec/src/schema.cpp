@@ -115,6 +115,9 @@ ordered_json io_schema() {
       "(default slot_mapping)");
   properties["page_size"] = integer_schema(1, 1 << 16, "paged_kv: tokens per cache page (required there)");
   properties["q_output"] = enum_schema<QOutput>("paged_kv: rotated q into q (inplace, default) or q_out");
+  properties["q_output_dtype"] = enum_schema<CacheDType>(
+      "q_out's element type: the spec dtype (auto, default) or FP8 (q_out only: output separate or padded_bhsd, "
+      "or q_output separate), stored as fp8(q * (1 / q_scale)) with q_scale at launch");
   ordered_json paged_keys = ordered_json::array();
   for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output"})
     paged_keys.push_back({{"required", ordered_json::array({key})}});

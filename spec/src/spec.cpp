@@ -145,6 +145,9 @@ ordered_json spec_to_json(const Spec& spec) {
     io["page_size"] = spec.io.page_size;
     io["q_output"] = std::string(to_string(spec.io.q_output));
   }
+  if (spec.io.q_output_dtype != CacheDType::auto_) {  // canonical only when FP8: old hashes hold
+    io["q_output_dtype"] = std::string(to_string(spec.io.q_output_dtype));
+  }
   out["io"] = std::move(io);
   if (spec.qk_norm.enabled)
     out["qk_norm"] = {{"type", "rmsnorm"},

@@ -152,7 +152,7 @@ const std::vector<std::string_view>& spec_io_keys() {
   static const std::vector<std::string_view> keys{"input",        "output",       "qkv_bias",    "copy_v",
                                                   "positions",    "mrope_section", "mrope_interleaved",
                                                   "cache_layout", "cache_dtype",  "cache_index", "page_size",
-                                                  "q_output"};
+                                                  "q_output",     "q_output_dtype"};
   return keys;
 }
 

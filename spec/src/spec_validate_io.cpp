@@ -95,6 +95,24 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
                        "and position; use cache_index slot_mapping with other positions)");
 }
 
+// q_output_dtype (FP8 q for FP8 attention, scaled by the launch's q_scale): q must go to q_out
+// (a separate or padded output, or paged_kv / mla_append with q_output separate), of op rope or
+// mla_append.
+void read_q_quantization(const json& block, const std::string& base, OpKind op, IoSpec& io, Reader& reader) {
+  if (const json* v = member(block, "q_output_dtype"))
+    io.q_output_dtype = reader.enumeration<CacheDType>(*v, base + "/q_output_dtype").value_or(io.q_output_dtype);
+  if (io.q_output_dtype == CacheDType::auto_) return;
+  const bool q_out = io.output == OutputForm::separate || io.output == OutputForm::padded_bhsd ||
+                     (io.output == OutputForm::paged_kv && io.q_output == QOutput::separate);
+  if (op != OpKind::rope && op != OpKind::mla_append)
+    reader.not_allowed(base + "/q_output_dtype", std::string(to_string(io.q_output_dtype)),
+                       fmt::format("\"auto\" when op is {} (q is rewritten in place in its dtype)", to_string(op)));
+  else if (!q_out)
+    reader.not_allowed(base + "/q_output_dtype", std::string(to_string(io.q_output_dtype)),
+                       "\"auto\" unless q goes to q_out (io.output separate or padded_bhsd, or q_output "
+                       "separate): FP8 q cannot overwrite q in place");
+}
+
 }  // namespace
 
 // qk_norm: {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head" | "none", "weight_offset": 0,
@@ -162,6 +180,7 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
                        "\"varlen\" when output is padded_bhsd");
   read_mrope(*block, base, rotary_dim, rope_type, io, reader);
   read_paged_kv(*block, base, io, reader);
+  read_q_quantization(*block, base, op, io, reader);
   return io;
 }
 

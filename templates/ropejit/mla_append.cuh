@@ -30,7 +30,8 @@ __device__ __forceinline__ void absorbed_q_lane(const KernelParams& p, const Row
   typedef typename T::Storage::raw raw;
   HeadIo<T> io = role_head_io<T>(p, ref, kRoleQ, head);
   if (lane < W.rot_lanes) {
-    io.dst = (raw*)io.dst + T::kKvLoraRank - (T::kHeadDim - T::kRotaryDim);  // q_pe's element e lands at L + e - (D - d)
+    constexpr int kShift = T::kKvLoraRank - (T::kHeadDim - T::kRotaryDim);  // q_pe's element e lands at L + e - (D - d)
+    io.dst = (char*)io.dst + kShift * (int)(T::kQOutFp8 ? 1 : sizeof(raw));
     const HeadNorm no_norm{1.0f, nullptr, false};
     process_lane<T>(io, no_norm, lane, c, s);
   } else {
@@ -39,7 +40,7 @@ __device__ __forceinline__ void absorbed_q_lane(const KernelParams& p, const Row
     load_vec<typename T::Storage, V>((const raw*)p.mla_heads_in.ptr + ref.token * p.mla_heads_in.token_stride +
                                          head * p.mla_heads_in.head_stride + e,
                                      x);
-    store_vec<typename T::Storage, V>((raw*)io.dst + e, x);
+    store_head<T>(io, e, x);  // in q_out's type (FP8: scaled)
   }
 }
 

@@ -120,7 +120,7 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
         if (io.src && io.role != kRoleV) {  // padding rows stay zeros; v is copied
           // The head's slice of its role's [heads·D] weight.
           const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
-          const float inv_rms = io.role == kRoleQ ? inv_rms_q : inv_rms_k;
+          const float inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
 #pragma unroll
           for (int j = 0; j < kMax; ++j)
             if (lane_holds<T>(lv, j)) apply_norm<T>(weight, inv_rms, lane_element<T>(lv, j), x[j]);

@@ -41,6 +41,19 @@ struct HeadNorm {
   bool apply;
 };
 
+// FP8 q_out with a QK-norm: 1 / q_scale rides on q's inverse RMS (one product a head, every
+// element of a normed head passes through it), so store_head does not scale q again.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr bool q_scale_in_norm() {
+  return T::kQOutFp8 && T::kQkNorm;
+}
+
+template <class T>
+__device__ __forceinline__ float norm_factor(const KernelParams& p, float inv_rms, int role) {
+  if constexpr (q_scale_in_norm<T>()) return role == kRoleQ ? inv_rms * p.q_inv_scale : inv_rms;
+  return inv_rms;
+}
+
 template <class T>
 __device__ __forceinline__ HeadNorm head_norm(const KernelParams& p, const typename T::Storage::raw* src,
                                               const void* bias, int role) {
@@ -56,7 +69,7 @@ __device__ __forceinline__ HeadNorm head_norm(const KernelParams& p, const typen
 #pragma unroll
         for (int i = 0; i < T::kVec; ++i) sum = fmaf(x[i], x[i], sum);
       }
-      n.inv_rms = 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps);
+      n.inv_rms = norm_factor<T>(p, 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps), role);
       n.weight = p.norm_weight[role];
       n.apply = true;
     }
@@ -139,6 +152,13 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
   io.dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
            head_in_role * out.head_stride;
   io.store_scale = 1.0f;
+  if constexpr (T::kQOutFp8) {  // q_out of one-byte FP8 codes: the same element offsets, in bytes
+    if (role == kRoleQ) {
+      io.dst = (u8*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
+               head_in_role * out.head_stride;
+      io.store_scale = p.q_inv_scale;
+    }
+  }
   if constexpr (T::kOutputPagedKv && kCacheDst) {
     if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale);
   }
@@ -158,10 +178,19 @@ __device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef
 }
 
 // Stores kVec values at element `element` of a head's destination: in the storage type, or in
-// the cache's (FP8: scaled first, then rounded with saturation).
+// the cache's or an FP8 q_out's (scaled first, then rounded with saturation).
 // kCacheHead: the caller knows io is a cache head (its role is no constant there).
 template <class T, bool kCacheHead = false>
 __device__ __forceinline__ void store_head(const HeadIo<T>& io, int element, const float (&x)[T::kVec]) {
+  if constexpr (T::kQOutFp8) {  // FP8 q_out: fp8(x * (1 / q_scale)), as a cache stores
+    if (!kCacheHead && io.role == kRoleQ) {
+      float scaled[T::kVec];
+#pragma unroll
+      for (int i = 0; i < T::kVec; ++i) scaled[i] = q_scale_in_norm<T>() ? x[i] : x[i] * io.store_scale;
+      store_vec<typename T::QOutStorage, T::kVec>((typename T::QOutStorage::raw*)io.dst + element, scaled);
+      return;
+    }
+  }
   if constexpr (T::kOutputPagedKv) {
     if constexpr (T::kCacheFp8) {
       if (kCacheHead || io.role != kRoleQ) {
@@ -376,7 +405,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
     const unsigned mask = kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
 #pragma unroll
     for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
-    const float inv_rms = 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps);
+    const float inv_rms = norm_factor<T>(p, 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps), io.role);
 #pragma unroll
     for (int j = 0; j < kMax; ++j)
       if (lane_holds<T>(lv, j)) apply_norm<T>(p.norm_weight[io.role], inv_rms, lane_element<T>(lv, j), x[j]);

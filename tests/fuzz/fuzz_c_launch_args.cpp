@@ -305,9 +305,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  static_assert(ropejit::kArgsOlderSizes.size() == 5, "size_choice picks this header's size or an older one in 0-5");
+  static_assert(ropejit::kArgsOlderSizes.size() == 6, "size_choice picks this header's size or an older one in 0-6");
   args.struct_size = size_choice == 0  ? sizeof(ropejit_args)
-                     : size_choice < 6 ? ropejit::kArgsOlderSizes[size_t(size_choice - 1)]
+                     : size_choice < 7 ? ropejit::kArgsOlderSizes[size_t(size_choice - 1)]
                                        : size_t(in.take<uint64_t>());
 
   // ropejit_kernel_launch: the struct_size check, then the caller's bytes over the defaults.

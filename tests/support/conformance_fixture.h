@@ -61,6 +61,18 @@ class BackendConformance : public ::testing::TestWithParam<BackendKind> {
     static Runtime cuda(options_for(BackendKind::cuda));
     return cuda;
   }
+  /// The spec's default kernel on T = 1, 7 and 201 tokens; strided rows and int32 positions on
+  /// odd case indices.
+  void expect_token_counts(const Spec& spec, int index, const std::string& what) {
+    const Kernel kernel = runtime().get(spec);
+    for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(201)}) {
+      check::CaseOptions o;
+      o.tokens = tokens;
+      o.strided = index % 2 == 1;
+      o.positions_type = index % 2 ? PositionsType::int32 : PositionsType::int64;
+      expect_case(kernel, o, what);
+    }
+  }
   /// Runs `tokens` tokens through every valid config of `spec` over these vector widths, heads per
   /// thread and sin/cos modes (the rest the default's); returns how many configs ran.
   int expect_every_config(const Spec& spec, std::initializer_list<int> vecs, std::initializer_list<int> heads,

@@ -9,7 +9,7 @@
 ///   - name:    the ropejit_args member;
 ///   - since:   the struct generation that added it: 0 the fields of 0.1.0, 1 the QK-norm
 ///              weights, 2 the paged KV cache, 3 re-rotation, 4 the MLA latent append, 5 MLA's k
-///              concatenation and absorbed q. A caller built against generation
+///              concatenation and absorbed q, 6 FP8 q outputs. A caller built against generation
 ///              g's header passes a struct_size ending before the first field of generation g + 1;
 ///   - used_by: which specs' launches read it, as text for the error that refuses it set
 ///              elsewhere ("Args::v_cache: ... must be null unless io.output paged_kv with op rope").
@@ -67,4 +67,5 @@
   X(k_nope_head_stride, 5, "op mla_append with mla_append.concat_k")                                          \
   X(q_latent, 5, "op mla_append with mla_append.absorbed_q")                                                  \
   X(q_latent_stride, 5, "op mla_append with mla_append.absorbed_q")                                           \
-  X(q_latent_head_stride, 5, "op mla_append with mla_append.absorbed_q")
+  X(q_latent_head_stride, 5, "op mla_append with mla_append.absorbed_q")                                      \
+  X(q_scale, 6, "an fp8 io.q_output_dtype")

@@ -21,6 +21,7 @@ struct LaunchShape {
   int64_t cache_pages = 0;                              ///< paged_kv: pages in each cache
   int64_t max_blocks_per_seq = 0;                       ///< paged_kv block_tables: row length
   float k_scale = 0.0f, v_scale = 0.0f;                 ///< paged_kv FP8 caches: the scales
+  float q_scale = 0.0f;                                 ///< FP8 q_out (io.q_output_dtype): its scale
 };
 
 /// How launches of a spec use one ropejit_args field; the numbers of ropejit_field_use.

@@ -186,6 +186,10 @@ typedef struct ropejit_args {
   const void* q_latent;
   int64_t q_latent_stride;
   int64_t q_latent_head_stride;
+  /* FP8 q output (spec io.q_output_dtype fp8_*): q_out holds FP8 codes (its strides in elements,
+   * one byte each), stored = fp8(q * (1 / q_scale)), saturating; q_scale finite and > 0. A
+   * caller built against an earlier header (struct_size ending before it) passes none. */
+  float q_scale;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

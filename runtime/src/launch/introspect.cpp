@@ -47,6 +47,7 @@ constexpr DimSymbol kDimSymbols[] = {
 /// Element type of a buffer: the storage dtype, a cache's FP8 type, or an integer index array's.
 std::string_view element_type(const Spec& spec, const BufferDesc& b) {
   if (b.kind == BufferKind::cache && spec.io.cache_dtype != CacheDType::auto_) return to_string(spec.io.cache_dtype);
+  if (b.fp8 != CacheDType::auto_) return to_string(b.fp8);  // FP8 q_out
   if (b.is_data() || b.kind == BufferKind::bias || b.kind == BufferKind::norm_weight) return to_string(spec.dtype);
   return b.element_bytes == 8 ? "int64" : "int32";
 }

@@ -504,6 +504,7 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   p.num_tokens = a.num_tokens;
   const LaunchOp& op = launch_op(spec.op);
   out.rows = op.bind(c, a, p);
+  p.q_inv_scale = inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");  // FP8 q_out
   bind_run_length(c, a, p);
   // On the host backend the pointers are host memory: the arrays' contents are checked too.
   if (host_memory) op.check_host(spec, a);
@@ -514,6 +515,17 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
 std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shape) {
   std::vector<BufferDesc> out;
   launch_op(spec.op).buffers(spec, shape, out);
+  if (spec.io.q_output_dtype != CacheDType::auto_)  // FP8 q_out: one-byte codes, with q_scale bound
+    for (BufferDesc& b : out)
+      if (std::string_view(b.name) == "q_out") {
+        b.element_bytes = 1;
+        b.fp8 = spec.io.q_output_dtype;
+        for (BoundField& f : b.bound)
+          if (!f.name) {
+            f = {"q_scale", FieldUse::required};
+            break;
+          }
+      }
   return out;
 }
 
@@ -527,6 +539,7 @@ Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& sha
   }
   a.seq_len = seq_len;
   a.from_seq_len = from_seq_len;
+  a.q_scale = shape.q_scale;  // 0 unless the spec's q_out is FP8 (launch_buffers binds it there)
   return a;
 }
 

@@ -78,6 +78,7 @@ struct BufferDesc {
   /// the k and v parts only read); -1: all of moved_row_elements.
   int64_t written_row_elements = -1;
   FieldUse use = FieldUse::required;  ///< the pointer: required, or optional (null allowed)
+  CacheDType fp8 = CacheDType::auto_;  ///< an FP8 q_out's element type (caches: io.cache_dtype)
 
   /// True for q, k, v / qkv and the outputs: the per-launch data (others are shared tables).
   bool is_data() const {

@@ -68,12 +68,12 @@ TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg,
 
 // FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others have none
 // (the scales are unused there: check_unused_fields refuses one that is set).
-float inverse_scale(const FormContext& c, float scale, const char* name) {
-  if (c.spec.io.cache_dtype == CacheDType::auto_) return 1.0f;
+float inverse_scale(CacheDType type, float scale, const char* name) {
+  if (type == CacheDType::auto_) return 1.0f;
   const float inverse = 1.0f / scale;
   require(std::isfinite(scale) && scale > 0.0f && std::isfinite(inverse), name,
           fmt::format("{} is not allowed: must be a finite number > 0 (FP8 {} stores fp8(x / {}))", scale,
-                      to_string(c.spec.io.cache_dtype), name));
+                      to_string(type), name));
   return inverse;
 }
 
@@ -91,8 +91,8 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   if (io.copy_v)
     p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
-  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
-  p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c, a.v_scale, "v_scale") : 1.0f;
+  p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
+  p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c.spec.io.cache_dtype, a.v_scale, "v_scale") : 1.0f;
   return a.num_tokens;
 }
 

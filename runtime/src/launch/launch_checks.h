@@ -104,8 +104,8 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p);
 /// One cache: present, aligned, its page stride resolved and its byte size within int64.
 TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg, const char* name,
                      const char* stride_name, int64_t pages);
-/// 1 / scale of an FP8 cache (the scale finite and > 0), or 1 with the scale 0 otherwise.
-float inverse_scale(const FormContext& c, float scale, const char* name);
+/// 1 / scale of an FP8 cache or q_out of `type` (the scale finite and > 0), or 1 for auto.
+float inverse_scale(CacheDType type, float scale, const char* name);
 /// cache_num_pages and the slot mapping or block tables, per the spec's io.cache_index.
 void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p);
 /// The K (`k`) or V cache buffer of a launch: one slot per token moved.

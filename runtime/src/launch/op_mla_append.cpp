@@ -93,7 +93,7 @@ int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   row.Hkv = 1;
   p.out[kRoleK] = bind_cache(row, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
-  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
+  p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   if (s.mla_append.concat_k) bind_concat_k(c, a, p);
   bind_positions(c, a, p);
   return a.num_tokens;

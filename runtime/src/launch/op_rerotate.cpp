@@ -39,7 +39,7 @@ int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   bind_positions(c, a, p);
   p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
-  p.cache_inv_scale[0] = inverse_scale(c, a.k_scale, "k_scale");
+  p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   p.cache_scale = c.spec.io.cache_dtype == CacheDType::auto_ ? 1.0f : a.k_scale;
   if (c.spec.io.positions == PositionsForm::explicit_) {
     check_aligned(a.new_positions, a.positions_type == PositionsType::int64 ? 8 : 4, "new_positions");

@@ -85,6 +85,12 @@ void draw_offset(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w
   w.seq_len = start + std::max<int64_t>(o.tokens, 1);
 }
 
+// An FP8 scale: one case in four small enough that the largest inputs saturate, else 0.01-0.1.
+float draw_fp8_scale(CacheDType type, std::mt19937_64& rng) {
+  const double saturating = 1.75 / (type == CacheDType::fp8_e4m3 ? 448.0 : 57344.0);
+  return static_cast<float>(rng() % 4 == 0 ? saturating : std::uniform_real_distribution<double>(0.01, 0.1)(rng));
+}
+
 // paged_kv: where each token's k and v go, on caches with a few pages no token writes. slot
 // mapping: a random distinct slot per token, about one token in eight not cached (-1). block
 // tables: fresh pages for the blocks each sequence writes (the first partly filled already:
@@ -121,11 +127,8 @@ void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
       for (int64_t block = blocks[b].first; block <= blocks[b].second; ++block)
         w.block_tables[static_cast<size_t>(b * w.shape.max_blocks_per_seq + block)] = order[next++];
   }
-  if (spec.io.cache_dtype != CacheDType::auto_) {
-    const double saturating = 1.75 / (spec.io.cache_dtype == CacheDType::fp8_e4m3 ? 448.0 : 57344.0);
-    for (float* scale : {&w.shape.k_scale, &w.shape.v_scale})
-      *scale = static_cast<float>(rng() % 4 == 0 ? saturating : std::uniform_real_distribution<double>(0.01, 0.1)(rng));
-  }
+  if (spec.io.cache_dtype != CacheDType::auto_)
+    for (float* scale : {&w.shape.k_scale, &w.shape.v_scale}) *scale = draw_fp8_scale(spec.io.cache_dtype, rng);
 }
 
 // An op whose data was written with other positions (OpFacts::from_rope): where each key moves. Explicit: a new position per key (one case in four keeps
@@ -240,6 +243,7 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
   }
   if (written_rope(spec)) draw_moves(spec, o, rng, w);
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);
+  if (spec.io.q_output_dtype != CacheDType::auto_) w.shape.q_scale = draw_fp8_scale(spec.io.q_output_dtype, rng);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows and cache pages: a kernel must leave them untouched.
     if ((desc.token_rows || desc.kind == BufferKind::cache) && o.stride_vec > 0)

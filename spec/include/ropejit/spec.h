@@ -57,6 +57,8 @@ struct IoSpec {
   CacheIndex cache_index = CacheIndex::slot_mapping;  ///< how a token finds its slot
   int page_size = 0;                            ///< tokens per page (paged_kv: >= 1)
   QOutput q_output = QOutput::inplace;          ///< rotated q back into q, or into q_out
+  /// q_out's element type: the spec's dtype (auto), or FP8 with the launch's q_scale (q_out only).
+  CacheDType q_output_dtype = CacheDType::auto_;
 };
 
 /// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements (scope head:

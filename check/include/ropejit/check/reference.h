@@ -116,6 +116,7 @@ struct RefProblem {
   int64_t max_blocks_per_seq = 0;     ///< block_tables row length
   int64_t cache_pages = 0;            ///< pages of each cache
   double k_scale = 1.0, v_scale = 1.0;  ///< FP8 caches: stored value = fp8(x / scale)
+  double q_scale = 1.0;                 ///< FP8 q_out (io.q_output_dtype): stored = fp8(q / q_scale)
   // op rerotate: the K cache before the launch (the cache dtype's bytes; pages
   // cache_page_stride elements apart, 0: dense), each key's new position (empty: unchanged) and
   // the length the keys were written at (0: max(old position) + 1). The keys' old positions are

@@ -1,0 +1,83 @@
+"""FP8 q output (io.q_output_dtype) through the Python API: the fused launch's codes against the
+engines' unfused path, rotate (the same spec with a plain q_out) and then quantize with torch
+(``(q * (1 / q_scale)).clamp(-max, max).to(float8)``), on real-model-shaped random data."""
+import numpy as np
+import pytest
+
+import ropejit
+
+torch = pytest.importorskip("torch")
+
+FP8 = {"fp8_e4m3": (torch.float8_e4m3fn, 448.0), "fp8_e5m2": (torch.float8_e5m2, 57344.0)}
+
+
+def spec_dict(q_dtype, qk_norm=False):
+    spec = {"name": "fp8-q", "head_dim": 128, "rotary_dim": 128, "num_q_heads": 32, "num_kv_heads": 8,
+            "layout": "neox", "dtype": "fp32", "max_position_embeddings": 40960,
+            "rope": {"rope_type": "default", "rope_theta": 1000000.0},
+            "io": {"output": "separate", "q_output_dtype": q_dtype}}
+    if qk_norm:
+        spec["qk_norm"] = {"type": "rmsnorm", "eps": 1e-6}
+    return spec
+
+
+def unfused(runtime, spec, q, k, positions, weights):
+    plain = dict(spec, io=dict(spec["io"], q_output_dtype="auto"))
+    q_out, _ = runtime.get(plain)(torch.from_numpy(q), torch.from_numpy(k), positions=torch.from_numpy(positions),
+                                  **weights)
+    return q_out
+
+
+@pytest.mark.parametrize("q_dtype", ["fp8_e4m3", "fp8_e5m2"])
+def test_codes_equal_rotate_then_quantize(runtime, rng, q_dtype):
+    torch_type, fp8_max = FP8[q_dtype]
+    spec = spec_dict(q_dtype)
+    tokens = 37
+    q = rng.standard_normal((tokens, 32, 128)).astype(np.float32) * 3
+    k = rng.standard_normal((tokens, 8, 128)).astype(np.float32)
+    positions = rng.integers(0, 40000, tokens).astype(np.int64)
+    q_scale = 0.004 if q_dtype == "fp8_e4m3" else 0.0001  # some values saturate
+    q_out, k_out = runtime.get(spec)(torch.from_numpy(q), torch.from_numpy(k), positions=torch.from_numpy(positions),
+                                     q_scale=q_scale)
+    assert q_out.dtype == torch_type and q_out.shape == (tokens, 32, 128)
+    rotated = unfused(runtime, spec, q, k, positions, {})
+    inverse = torch.tensor(1.0, dtype=torch.float32) / torch.tensor(q_scale, dtype=torch.float32)
+    want = (rotated * inverse).clamp(-fp8_max, fp8_max).to(torch_type)
+    assert torch.equal(q_out.view(torch.uint8), want.view(torch.uint8))           # the same codes, bit for bit
+    assert (want.to(torch.float32).abs() == fp8_max).any()                      # saturation was exercised
+
+
+def test_qk_norm_folds_the_scale_within_one_code(runtime, rng):
+    """With a QK-norm the scale rides on the inverse RMS: one rounding of difference at most,
+    only where the quotient sits at a midpoint between two codes."""
+    spec = spec_dict("fp8_e4m3", qk_norm=True)
+    tokens = 19
+    q = rng.standard_normal((tokens, 32, 128)).astype(np.float32)
+    k = rng.standard_normal((tokens, 8, 128)).astype(np.float32)
+    positions = rng.integers(0, 40000, tokens).astype(np.int64)
+    weights = {"q_norm_weight": torch.from_numpy(rng.uniform(0.5, 1.5, 128).astype(np.float32)),
+               "k_norm_weight": torch.from_numpy(rng.uniform(0.5, 1.5, 128).astype(np.float32))}
+    q_out = np.zeros((tokens, 32, 128), np.uint8)                               # numpy: uint8 codes
+    runtime.get(spec)(q, k, positions=positions, q_out=q_out, q_scale=0.02,
+                      q_norm_weight=weights["q_norm_weight"].numpy(), k_norm_weight=weights["k_norm_weight"].numpy())
+    rotated = unfused(runtime, spec, q, k, positions, weights)
+    want = (rotated / 0.02).clamp(-448, 448).to(torch.float8_e4m3fn).view(torch.uint8).numpy()
+    got_values = torch.from_numpy(q_out).view(torch.float8_e4m3fn).to(torch.float32)
+    want_values = torch.from_numpy(want).view(torch.float8_e4m3fn).to(torch.float32)
+    differ = (got_values != want_values).numpy()
+    assert differ.mean() < 1e-3
+    step = (want_values.abs() / 8).clamp(min=2.0 ** -9)                        # one e4m3 code near the value
+    assert ((got_values - want_values).abs() <= step).all()
+
+
+def test_q_scale_is_checked_by_name(runtime, rng):
+    spec = spec_dict("fp8_e4m3")
+    q = np.ones((2, 32, 128), np.float32)
+    k = np.ones((2, 8, 128), np.float32)
+    for bad in (None, 0.0, float("inf"), -1.0):
+        with pytest.raises(ropejit.ArgumentError, match="q_scale"):
+            runtime.get(spec)(q, k, positions=np.arange(2), q_scale=bad)
+    fields = {f["name"]: f for f in ropejit.Spec.from_json(spec).launch_fields()}
+    assert (fields["q_out"]["dtype"], fields["q_scale"]["use"]) == ("fp8_e4m3", "required")
+    with pytest.raises(ropejit.ArgumentError, match="q_out: element type fp32 is not allowed: must be fp8_e4m3 | uint8"):
+        runtime.get(spec)(q, k, positions=np.arange(2), q_scale=1.0, q_out=np.zeros((2, 32, 128), np.float32))

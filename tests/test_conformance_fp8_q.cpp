@@ -1,0 +1,123 @@
+// FP8 q output (io.q_output_dtype fp8_e4m3 / fp8_e5m2, the launch's q_scale): q_out holds the
+// correctly rounded, saturated codes of q / q_scale, checked against the float64 reference (one
+// code off only within fp32 noise of a midpoint) on fresh random inputs with poisoned outputs and
+// a scale that sometimes saturates: every output form that writes q_out (separate, padded,
+// paged_kv with q_output separate), QK-norm per head and over all heads, bias, packed input,
+// partial and trailing slices, FP8 and plain caches, MLA's q_out and absorbed q, odd token counts,
+// every config; then the spec and launch errors.
+#include <functional>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include "ropejit/config.h"
+#include "support/conformance_fixture.h"
+#include "support/spec_builder.h"
+
+using namespace ropejit;
+using ropejit::test::SpecFields;
+
+namespace {
+
+class Fp8QOutput : public ropejit::test::BackendConformance {};
+
+using ropejit::test::HeadShape;
+const HeadShape kHeadShapes[] = {{128, 128, 8, 2}, {128, 64, 6, 3}, {96, 24, 4, 4}, {192, 64, 4, 1}};
+const char* const kOutputs[] = {"separate", "padded_bhsd", "paged_kv"};
+const nlohmann::json kNorms[] = {nullptr,
+                                 {{"type", "rmsnorm"}, {"eps", 1e-6}},
+                                 {{"type", "rmsnorm"}, {"eps", 1e-6}, {"scope", "all"}}};
+
+SpecFields fp8_q_fields(int index, const char* layout, const char* dtype, const char* q_dtype) {
+  SpecFields f = ropejit::test::shaped_fields("fp8-q", kHeadShapes[index % std::size(kHeadShapes)], layout, dtype,
+                                              index);
+  if (index % 4 == 3) f.rotary_slice = "trailing";
+  f.output = kOutputs[index % 3];
+  f.positions = f.output == "paged_kv" || f.output == "padded_bhsd" ? "varlen" : "explicit";
+  f.input = index % 5 == 2 ? "packed_qkv" : "separate";
+  f.qkv_bias = index % 3 == 1;
+  f.qk_norm = kNorms[index % 3];
+  f.io_extra = {{"q_output_dtype", q_dtype}};
+  if (f.output == "paged_kv") {
+    f.io_extra["q_output"] = "separate";
+    f.io_extra["page_size"] = index % 2 ? 16 : 1;
+    f.io_extra["cache_dtype"] = index % 4 < 2 ? "fp8_e4m3" : "auto";
+  }
+  return f;
+}
+
+}  // namespace
+
+TEST_P(Fp8QOutput, EveryOutputFormNormAndLayout) {
+  int index = 0;
+  for (const char* layout : {"neox", "interleaved"})
+    for (const char* dtype : {"bf16", "fp32"})
+      for (const char* q_dtype : {"fp8_e4m3", "fp8_e5m2"})
+        for (int form = 0; form < 3; ++form) {
+          const Spec spec = make_spec(fp8_q_fields(index, layout, dtype, q_dtype));
+          ASSERT_EQ(to_string(spec.io.q_output_dtype), std::string(q_dtype));
+          expect_token_counts(spec, index,
+                              fmt::format("fp8 q {} {} -> {} {} D{}/{} Hq{} Hkv{} norm {}", layout, dtype, q_dtype,
+                                          to_string(spec.io.output), spec.head_dim, spec.rotary_dim, spec.num_q_heads,
+                                          spec.num_kv_heads, spec.qk_norm.enabled ? to_string(spec.qk_norm.scope) : "-"));
+          ++index;
+        }
+  EXPECT_EQ(index, 24);
+}
+
+TEST_P(Fp8QOutput, EveryConfig) {
+  EXPECT_GE(expect_every_config(make_spec(fp8_q_fields(0, "neox", "bf16", "fp8_e4m3")), {2, 4, 8}, {1, 3}, 9), 6);
+  EXPECT_GE(expect_every_config(make_spec(fp8_q_fields(1, "interleaved", "bf16", "fp8_e4m3")), {2, 4, 8}, {1, 3}, 9), 6);
+}
+
+// MLA: q_out in FP8, the whole head or the absorbed [q_latent | q_pe].
+TEST_P(Fp8QOutput, MlaQOutAndAbsorbedQ) {
+  int index = 0;
+  for (bool absorbed : {false, true})
+    for (const char* q_dtype : {"fp8_e4m3", "fp8_e5m2"}) {
+      SpecFields f = ropejit::test::shaped_fields("mla-fp8-q", {192, 64, 16, 1}, "interleaved", "bf16", index);
+      f.op = "mla_append";
+      f.rotary_slice = "trailing";
+      f.output = "paged_kv";
+      f.io_extra = {{"q_output", "separate"}, {"q_output_dtype", q_dtype}, {"page_size", 16},
+                    {"cache_dtype", index % 2 ? "fp8_e4m3" : "auto"}};
+      nlohmann::json spec = ropejit::test::spec_json(f);
+      spec["mla_append"] = {{"kv_lora_rank", 512}, {"absorbed_q", absorbed}};
+      expect_token_counts(parse_spec(spec.dump()), index,
+                          fmt::format("mla fp8 q {} absorbed {}", q_dtype, absorbed));
+      ++index;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Backend, Fp8QOutput, ::testing::Values(BackendKind::host, BackendKind::cuda),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+// An FP8 q needs q_out; other ops rewrite q in place in its dtype.
+TEST(Fp8QOutputSpec, RefusesWhereQIsNotWrittenToQOut) {
+  const nlohmann::json base = ropejit::test::spec_json(fp8_q_fields(0, "neox", "bf16", "fp8_e4m3"));
+  EXPECT_EQ(ropejit::test::spec_error(base), "accepted");
+  const std::pair<std::function<void(nlohmann::json&)>, std::string> cases[] = {
+      {[](nlohmann::json& s) { s["io"]["output"] = "inplace"; },
+       "/io/q_output_dtype: \"fp8_e4m3\" is not allowed: must be \"auto\" unless q goes to q_out"},
+      {[](nlohmann::json& s) { s["io"] = {{"output", "paged_kv"}, {"page_size", 16}, {"q_output_dtype", "fp8_e4m3"}}; },
+       "/io/q_output_dtype: \"fp8_e4m3\" is not allowed: must be \"auto\" unless q goes to q_out"},
+      {[](nlohmann::json& s) { s["io"]["q_output_dtype"] = "fp4"; }, "/io/q_output_dtype: \"fp4\" is not allowed"},
+      {[](nlohmann::json& s) {
+         s["op"] = "inverse_rope";
+         s["io"] = {{"q_output_dtype", "fp8_e4m3"}};
+         s["num_kv_heads"] = s["num_q_heads"];
+       },
+       "/io/q_output_dtype: \"fp8_e4m3\" is not allowed: must be \"auto\" when op is inverse_rope"},
+  };
+  for (const auto& [edit, want] : cases) {
+    nlohmann::json spec = base;
+    edit(spec);
+    const std::string error = ropejit::test::spec_error(spec);
+    EXPECT_NE(error.find(want), std::string::npos) << spec.dump() << "\n" << error;
+  }
+  // The canonical form names it only when FP8: the hash of every other spec is unchanged.
+  nlohmann::json plain = base;
+  plain["io"].erase("q_output_dtype");
+  EXPECT_EQ(canonical_json(parse_spec(plain.dump())).find("q_output_dtype"), std::string::npos);
+  EXPECT_NE(canonical_json(parse_spec(base.dump())).find("\"q_output_dtype\":\"fp8_e4m3\""), std::string::npos);
+}
