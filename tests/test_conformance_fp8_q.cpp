@@ -70,6 +70,40 @@ TEST_P(Fp8QOutput, EveryConfig) {
   EXPECT_GE(expect_every_config(make_spec(fp8_q_fields(1, "interleaved", "bf16", "fp8_e4m3")), {2, 4, 8}, {1, 3}, 9), 6);
 }
 
+// Per-head scales (io.q_scale per_token_head): each (token, head)'s scale from its amax, written to
+// q_scale_out and checked against the float64 amax; the codes against value / that scale. Every
+// output form, without a norm (the lanes cooperate for the amax alone) and with one per head,
+// GQA role slots, partial and trailing slices.
+TEST_P(Fp8QOutput, PerTokenHeadScalesEveryFormAndLayout) {
+  const nlohmann::json norms[] = {nullptr, {{"type", "rmsnorm"}, {"eps", 1e-6}}};
+  int index = 0;
+  for (const char* layout : {"neox", "interleaved"})
+    for (const char* q_dtype : {"fp8_e4m3", "fp8_e5m2"})
+      for (int form = 0; form < 3; ++form) {
+        SpecFields f = fp8_q_fields(index, layout, index % 3 ? "bf16" : "fp32", q_dtype);
+        f.output = kOutputs[form];
+        f.positions = f.output == "explicit" || f.output == "separate" ? "explicit" : "varlen";
+        if (f.output == "paged_kv")
+          f.io_extra.update({{"q_output", "separate"}, {"page_size", 16}, {"cache_dtype", "fp8_e4m3"}});
+        f.qk_norm = norms[index % 2];
+        f.io_extra["q_scale"] = "per_token_head";
+        const Spec spec = make_spec(f);
+        ASSERT_TRUE(q_scale_per_head(spec));
+        expect_token_counts(spec, index,
+                            fmt::format("fp8 q per head {} -> {} {} D{}/{} Hq{} Hkv{} norm {}", layout, q_dtype,
+                                        to_string(spec.io.output), spec.head_dim, spec.rotary_dim, spec.num_q_heads,
+                                        spec.num_kv_heads, spec.qk_norm.enabled));
+        ++index;
+      }
+  EXPECT_EQ(index, 12);
+}
+
+TEST_P(Fp8QOutput, PerTokenHeadScalesEveryConfig) {
+  SpecFields f = fp8_q_fields(0, "neox", "bf16", "fp8_e4m3");
+  f.io_extra["q_scale"] = "per_token_head";
+  EXPECT_GE(expect_every_config(make_spec(f), {2, 4, 8}, {1, 3, 5}, 9), 6);
+}
+
 // MLA: q_out in FP8, the whole head or the absorbed [q_latent | q_pe].
 TEST_P(Fp8QOutput, MlaQOutAndAbsorbedQ) {
   int index = 0;
@@ -108,6 +142,17 @@ TEST(Fp8QOutputSpec, RefusesWhereQIsNotWrittenToQOut) {
          s["num_kv_heads"] = s["num_q_heads"];
        },
        "/io/q_output_dtype: \"fp8_e4m3\" is not allowed: must be \"auto\" when op is inverse_rope"},
+      {[](nlohmann::json& s) {
+         s["io"]["q_output_dtype"] = "auto";
+         s["io"]["q_scale"] = "static";
+       },
+       "/io/q_scale: \"static\" is not allowed: must be absent unless io.q_output_dtype is an FP8 type"},
+      {[](nlohmann::json& s) { s["io"]["q_scale"] = "per_token"; }, "/io/q_scale: \"per_token\" is not allowed"},
+      {[](nlohmann::json& s) {
+         s["io"]["q_scale"] = "per_token_head";
+         s["qk_norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}, {"scope", "all"}};
+       },
+       "/io/q_scale: \"per_token_head\" is not allowed: must be \"static\" with qk_norm scope \"all\""},
   };
   for (const auto& [edit, want] : cases) {
     nlohmann::json spec = base;

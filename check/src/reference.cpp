@@ -147,15 +147,51 @@ const RefTensor* RefOutputs::find(const std::string& name) const {
   return nullptr;
 }
 
+namespace {
+
+// Per-head FP8 q scales: each (token, head)'s max(amax / FP8 max, 1 / (FP8 max * 512)) over its
+// expected values, set on its elements; the "q_scale" tensor [T, Hq, 1] (float32) the launch
+// writes. Padding rows (padded_bhsd) take the floor and no entry.
+RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
+  const double fp8_max = spec.io.q_output_dtype == CacheDType::fp8_e4m3 ? 448.0 : 57344.0;
+  const double floor = 1.0 / (fp8_max * 512.0);
+  RefTensor scales = detail::make_tensor("q_scale", RefLayout::token_major, 1, tokens, q.heads, 1);
+  scales.dtype = DType::fp32;
+  q.quant_scales.assign(q.value.size(), floor);
+  const bool padded = q.layout == RefLayout::padded_bhsd;
+  const int64_t D = q.head_dim;
+  for (int64_t b = 0; b < q.batch; ++b)
+    for (int64_t h = 0; h < q.heads; ++h)
+      for (int64_t s = 0; s < q.rows; ++s) {
+        const int64_t base = padded ? ((b * q.heads + h) * q.rows + s) * D : (s * q.heads + h) * D;
+        const int64_t token = padded ? q.row_token[static_cast<size_t>(b * q.rows + s)] : s;
+        if (token < 0) continue;
+        double amax = 0.0;
+        for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(q.value[static_cast<size_t>(base + e)]));
+        const double scale = std::max(amax / fp8_max, floor);
+        for (int64_t e = 0; e < D; ++e) q.quant_scales[static_cast<size_t>(base + e)] = scale;
+        scales.value[static_cast<size_t>(token * q.heads + h)] = scale;
+        scales.scale[static_cast<size_t>(token * q.heads + h)] = scale;
+      }
+  return scales;
+}
+
+}  // namespace
+
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   RefOutputs out = detail::check_op(spec.op).reference(spec, problem);
-  if (spec.io.q_output_dtype != CacheDType::auto_)  // FP8 q_out: codes of fp8(q / q_scale), as a cache's
-    for (RefTensor& t : out.tensors)
-      if (t.name == "q") {
-        if (!(problem.q_scale > 0.0)) detail::bad_problem("an FP8 q_out needs q_scale > 0");
-        t.cache_dtype = spec.io.q_output_dtype;
-        t.quant_scale = problem.q_scale;
+  if (spec.io.q_output_dtype == CacheDType::auto_) return out;
+  for (size_t i = 0; i < out.tensors.size(); ++i)  // FP8 q_out: codes of fp8(q / scale), as a cache's
+    if (out.tensors[i].name == "q") {
+      RefTensor& q = out.tensors[i];
+      q.cache_dtype = spec.io.q_output_dtype;
+      if (q_scale_per_head(spec)) {
+        out.tensors.push_back(per_head_q_scales(spec, out.tensors[i], problem.num_tokens));
+        break;  // the push may move the tensors
       }
+      if (!(problem.q_scale > 0.0)) detail::bad_problem("an FP8 q_out needs q_scale > 0");
+      q.quant_scale = problem.q_scale;
+    }
   return out;
 }
 
@@ -192,9 +228,15 @@ std::string describe_location(const RefTensor& t, int64_t index) {
   return text;
 }
 
-/// The value an FP8 cache element stands for: its code's value times the scale.
-double fp8_value(const RefTensor& expected, uint32_t bits) {
-  return fp8_bits_to_double(fp8_format(expected.cache_dtype), static_cast<uint8_t>(bits)) * expected.quant_scale;
+/// The scale of FP8 element `index`: its own (per-head scales) or the tensor's.
+double quant_scale_at(const RefTensor& expected, int64_t index) {
+  return expected.quant_scales.empty() ? expected.quant_scale : expected.quant_scales[static_cast<size_t>(index)];
+}
+
+/// The value an FP8 element stands for: its code's value times its scale.
+double fp8_value(const RefTensor& expected, int64_t index, uint32_t bits) {
+  return fp8_bits_to_double(fp8_format(expected.cache_dtype), static_cast<uint8_t>(bits)) *
+         quant_scale_at(expected, index);
 }
 
 /// An FP8 element: the correctly rounded, saturated code of value / scale, or its neighbour when
@@ -202,10 +244,11 @@ double fp8_value(const RefTensor& expected, uint32_t bits) {
 bool fp8_matches(const RefTensor& expected, int64_t index, uint8_t bits, const Tolerance& tolerance,
                  double& reference_value, CheckResult& result) {
   const Fp8Format format = fp8_format(expected.cache_dtype);
-  const double quotient = expected.value[index] / expected.quant_scale;
+  const double quant_scale = quant_scale_at(expected, index);
+  const double quotient = expected.value[index] / quant_scale;
   const uint8_t want = round_to_fp8_bits(format, quotient);
-  reference_value = fp8_bits_to_double(format, want) * expected.quant_scale;
-  const double got = fp8_bits_to_double(format, bits) * expected.quant_scale;
+  reference_value = fp8_bits_to_double(format, want) * quant_scale;
+  const double got = fp8_bits_to_double(format, bits) * quant_scale;
   if (std::isfinite(got)) result.max_abs_error = std::max(result.max_abs_error, std::fabs(got - reference_value));
   const int64_t ulps = fp8_ulp_distance(format, bits, want);
   if (ulps != std::numeric_limits<int64_t>::max()) result.max_ulps = std::max(result.max_ulps, ulps);
@@ -214,7 +257,7 @@ bool fp8_matches(const RefTensor& expected, int64_t index, uint8_t bits, const T
   const double midpoint = (fp8_bits_to_double(format, bits) + fp8_bits_to_double(format, want)) / 2;
   // fp32 math noise of the value, and the kernel's float32 reciprocal of the scale.
   const double noise = tolerance.fp32_relative * std::max(std::fabs(expected.value[index]), expected.scale[index]) /
-                           expected.quant_scale + std::fabs(quotient) * std::ldexp(1.0, -22);
+                           quant_scale + std::fabs(quotient) * std::ldexp(1.0, -22);
   return std::fabs(quotient - midpoint) <= noise;
 }
 
@@ -247,7 +290,7 @@ CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& 
     const bool fp8 = expected.cache_dtype != CacheDType::auto_;
     const uint32_t bits = fp8 ? static_cast<const uint8_t*>(actual.data)[offset] : load_bits(dtype, actual.data, offset);
     const double want = expected.value[index];
-    const double got = fp8 ? fp8_value(expected, bits) : dtype_bits_to_double(dtype, bits);
+    const double got = fp8 ? fp8_value(expected, index, bits) : dtype_bits_to_double(dtype, bits);
     ++result.checked;
     bool pass;
     double reference_value = want;

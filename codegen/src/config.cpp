@@ -73,6 +73,9 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   if (c.sincos == SinCosMode::table && frequencies_depend_on_run_length(spec.rope.type))
     return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
                        to_string(spec.rope.type));
+  if (q_scale_per_head(spec) && work_shape(spec, c).whole_heads)
+    return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 q scales "
+                       "reduce a head's amax within one warp (a wider vec)", c.vec, D);
   return std::nullopt;
 }
 
@@ -105,7 +108,7 @@ Config default_config(const Spec& spec) {
   // 32 vectors per lane row and head: there a thread takes the count in [4, 16] that leaves the
   // fewest empty head slots in a row's last group (V4's 64 + 1 heads: 13, 51% of the H100 memory
   // time in the static model; 4 heads, 17 groups, 60-62%).
-  if (spec.qk_norm.enabled) {
+  if (cooperative_heads(spec)) {
     const WorkShape w = work_shape(spec, c);
     if (w.whole_heads) c.heads_per_thread = 1;
     else if (heads >= 16) c.heads_per_thread = 4;

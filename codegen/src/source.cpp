@@ -61,7 +61,7 @@ WorkShape rope_work_shape(const Spec& spec, const Config& c) {
   return with_norm_scope(make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
                                          spec.layout == Layout::interleaved, spec.io.copy_v,
                                          spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
-                                         c.heads_per_thread, spec.qk_norm.enabled),
+                                         c.heads_per_thread, cooperative_heads(spec)),
                          all_heads_norm(spec), c.heads_per_thread);  // as rope.cuh rope_shape
 }
 
@@ -211,6 +211,7 @@ Source generate_source(const Plan& plan) {
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }
   line("bool", "kQOutFp8", s.io.q_output_dtype != CacheDType::auto_);
+  line("bool", "kQScalePerHead", q_scale_per_head(s));  // rope.cuh per_head_q_scale
   line("bool", "kQkNorm", s.qk_norm.enabled);
   text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)

@@ -91,16 +91,18 @@ def view(obj: Any, name: str) -> ArrayView:
         "with __dlpack__, __cuda_array_interface__ or __array_interface__")
 
 
-def empty_like(like: Any, like_view: ArrayView, shape: Tuple[int, ...], name: str, fp8: str = "") -> Any:
-    """A new array of `shape` in the library, element type and device of `like`; ``fp8``
-    ("fp8_e4m3" / "fp8_e5m2") asks for that FP8 type instead (numpy: its uint8 codes)."""
+def empty_like(like: Any, like_view: ArrayView, shape: Tuple[int, ...], name: str, element: str = "") -> Any:
+    """A new array of `shape` in the library and on the device of `like`, of its element type or
+    of ``element`` ("fp8_e4m3" / "fp8_e5m2": numpy holds their uint8 codes; "fp32")."""
     if like_view.library == "torch":
         import torch
 
-        dtype = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}.get(fp8, like.dtype)
+        dtype = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2,
+                 "fp32": torch.float32}.get(element, like.dtype)
         return torch.empty(shape, dtype=dtype, device=like.device)
     if like_view.library == "numpy":
         import numpy as np
 
-        return np.empty(shape, dtype=np.uint8 if fp8 else like.dtype)
+        return np.empty(shape, dtype={"fp8_e4m3": np.uint8, "fp8_e5m2": np.uint8,
+                                      "fp32": np.float32}.get(element, like.dtype))
     raise _ropejit.ArgumentError(f"{name} is required: ropejit allocates outputs only for torch and numpy arrays")

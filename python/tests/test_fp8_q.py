@@ -22,7 +22,8 @@ def spec_dict(q_dtype, qk_norm=False):
 
 
 def unfused(runtime, spec, q, k, positions, weights):
-    plain = dict(spec, io=dict(spec["io"], q_output_dtype="auto"))
+    io = {key: value for key, value in spec["io"].items() if key != "q_scale"}
+    plain = dict(spec, io=dict(io, q_output_dtype="auto"))
     q_out, _ = runtime.get(plain)(torch.from_numpy(q), torch.from_numpy(k), positions=torch.from_numpy(positions),
                                   **weights)
     return q_out
@@ -81,3 +82,30 @@ def test_q_scale_is_checked_by_name(runtime, rng):
     assert (fields["q_out"]["dtype"], fields["q_scale"]["use"]) == ("fp8_e4m3", "required")
     with pytest.raises(ropejit.ArgumentError, match="q_out: element type fp32 is not allowed: must be fp8_e4m3 | uint8"):
         runtime.get(spec)(q, k, positions=np.arange(2), q_scale=1.0, q_out=np.zeros((2, 32, 128), np.float32))
+
+
+@pytest.mark.parametrize("q_dtype", ["fp8_e4m3", "fp8_e5m2"])
+def test_per_token_head_scales_equal_amax_then_quantize(runtime, rng, q_dtype):
+    """io.q_scale per_token_head: each (token, head)'s scale is max(amax / FP8 max, 1 / (FP8 max
+    * 512)) of its rotated values (an all-zero head takes the floor and all-zero codes), and the
+    codes are those of torch's quantization with that scale (vLLM's per-token-group path)."""
+    torch_type, fp8_max = FP8[q_dtype]
+    spec = spec_dict(q_dtype)
+    spec["io"]["q_scale"] = "per_token_head"
+    tokens = 23
+    q = rng.standard_normal((tokens, 32, 128)).astype(np.float32) * rng.uniform(0.01, 100, (tokens, 32, 1)).astype(np.float32)
+    q[3, 5] = 0.0                                                                # an all-zero head
+    k = rng.standard_normal((tokens, 8, 128)).astype(np.float32)
+    positions = rng.integers(0, 40000, tokens).astype(np.int64)
+    q_out, k_out, scales = runtime.get(spec)(torch.from_numpy(q), torch.from_numpy(k),
+                                             positions=torch.from_numpy(positions))
+    assert scales.dtype == torch.float32 and scales.shape == (tokens, 32)
+    rotated = unfused(runtime, spec, q, k, positions, {})
+    want_scales = torch.maximum(rotated.abs().amax(dim=-1) / fp8_max, torch.tensor(1.0 / (fp8_max * 512)))
+    assert torch.equal(scales, want_scales)                                      # float32 amax / max: exact
+    assert scales[3, 5] == torch.tensor(1.0 / (fp8_max * 512), dtype=torch.float32)
+    assert not q_out[3, 5].to(torch.float32).any()                              # zeros (some -0: 0·cos − 0·sin)
+    inverse = 1.0 / scales                                                      # float32, as the kernel
+    want = (rotated * inverse[..., None]).clamp(-fp8_max, fp8_max).to(torch_type)
+    assert torch.equal(q_out.view(torch.uint8), want.view(torch.uint8))
+    assert (want.to(torch.float32).abs() == fp8_max).any()                      # each head's amax hits the max

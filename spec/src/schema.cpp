@@ -117,7 +117,10 @@ ordered_json io_schema() {
   properties["q_output"] = enum_schema<QOutput>("paged_kv: rotated q into q (inplace, default) or q_out");
   properties["q_output_dtype"] = enum_schema<CacheDType>(
       "q_out's element type: the spec dtype (auto, default) or FP8 (q_out only: output separate or padded_bhsd, "
-      "or q_output separate), stored as fp8(q * (1 / q_scale)) with q_scale at launch");
+      "or q_output separate), stored as fp8(q * (1 / scale))");
+  properties["q_scale"] = enum_schema<QScale>(
+      "FP8 q_out's scale: static (q_scale at launch, default) or per_token_head (max(amax / FP8 max, 1 / (FP8 max "
+      "* 512)) of each head, written to q_scale_out [T, Hq]; op rope)");
   ordered_json paged_keys = ordered_json::array();
   for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output"})
     paged_keys.push_back({{"required", ordered_json::array({key})}});

@@ -147,6 +147,7 @@ ordered_json spec_to_json(const Spec& spec) {
   }
   if (spec.io.q_output_dtype != CacheDType::auto_) {  // canonical only when FP8: old hashes hold
     io["q_output_dtype"] = std::string(to_string(spec.io.q_output_dtype));
+    io["q_scale"] = std::string(to_string(spec.io.q_scale));
   }
   out["io"] = std::move(io);
   if (spec.qk_norm.enabled)

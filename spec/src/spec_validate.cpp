@@ -152,7 +152,7 @@ const std::vector<std::string_view>& spec_io_keys() {
   static const std::vector<std::string_view> keys{"input",        "output",       "qkv_bias",    "copy_v",
                                                   "positions",    "mrope_section", "mrope_interleaved",
                                                   "cache_layout", "cache_dtype",  "cache_index", "page_size",
-                                                  "q_output",     "q_output_dtype"};
+                                                  "q_output",     "q_output_dtype", "q_scale"};
   return keys;
 }
 
@@ -415,6 +415,10 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings, "/rope");
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type, spec.op);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
+  if (spec.io.q_scale == QScale::per_token_head && spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all)
+    reader.not_allowed("/io/q_scale", std::string("per_token_head"),
+                       "\"static\" with qk_norm scope \"all\" (its heads share a warp segment: per-head scales "
+                       "are not there yet)");
   refuse_other_op_blocks(document, reader, spec);
   spec_op(spec.op).read(document, reader, spec);
   check_proportional_rotary(document, reader, spec);

@@ -101,6 +101,14 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
 void read_q_quantization(const json& block, const std::string& base, OpKind op, IoSpec& io, Reader& reader) {
   if (const json* v = member(block, "q_output_dtype"))
     io.q_output_dtype = reader.enumeration<CacheDType>(*v, base + "/q_output_dtype").value_or(io.q_output_dtype);
+  if (const json* v = member(block, "q_scale")) {
+    io.q_scale = reader.enumeration<QScale>(*v, base + "/q_scale").value_or(io.q_scale);
+    if (io.q_output_dtype == CacheDType::auto_)
+      reader.not_allowed(base + "/q_scale", *v, "absent unless io.q_output_dtype is an FP8 type");
+    else if (io.q_scale == QScale::per_token_head && op != OpKind::rope)
+      reader.not_allowed(base + "/q_scale", *v,
+                         fmt::format("\"static\" when op is {} (per-head scales: op rope so far)", to_string(op)));
+  }
   if (io.q_output_dtype == CacheDType::auto_) return;
   const bool q_out = io.output == OutputForm::separate || io.output == OutputForm::padded_bhsd ||
                      (io.output == OutputForm::paged_kv && io.q_output == QOutput::separate);

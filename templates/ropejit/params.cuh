@@ -58,10 +58,11 @@ struct KernelParams {
   TensorRef mla_heads_in;
   TensorRef k_concat;
   float q_inv_scale;  // FP8 q_out: 1 / q_scale (stored = fp8(q * q_inv_scale))
+  float* q_scale_out;  // FP8 q_out, q_scale per_token_head: [T, Hq] scales written
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 480, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 488, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

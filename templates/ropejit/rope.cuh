@@ -41,11 +41,11 @@ struct HeadNorm {
   bool apply;
 };
 
-// FP8 q_out with a QK-norm: 1 / q_scale rides on q's inverse RMS (one product a head, every
-// element of a normed head passes through it), so store_head does not scale q again.
+// FP8 q_out with a static scale and a QK-norm: 1 / q_scale rides on q's inverse RMS (one product
+// a head, every element of a normed head passes through it), so store_head does not scale q again.
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr bool q_scale_in_norm() {
-  return T::kQOutFp8 && T::kQkNorm;
+  return T::kQOutFp8 && T::kQkNorm && !T::kQScalePerHead;
 }
 
 template <class T>
@@ -125,7 +125,8 @@ struct HeadIo {
   void* dst;                           // Storage elements, or CacheStorage ones for a cache head;
                                        // null for a k/v head of a token with no cache slot
   const void* bias;                    // this head's bias row, or null
-  float store_scale;                   // FP8 cache heads: multiplies each value before rounding
+  float store_scale;                   // FP8 cache heads, FP8 q: multiplies each value before rounding
+  float* scale_out;                    // per-head FP8 q scales: where this (token, head)'s goes, or null
 };
 
 // paged_kv: where head `head` of a k or v row starts in its cache (the host's cache_tensor
@@ -152,11 +153,13 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
   io.dst = (raw*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
            head_in_role * out.head_stride;
   io.store_scale = 1.0f;
+  io.scale_out = nullptr;
   if constexpr (T::kQOutFp8) {  // q_out of one-byte FP8 codes: the same element offsets, in bytes
     if (role == kRoleQ) {
       io.dst = (u8*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
                head_in_role * out.head_stride;
       io.store_scale = p.q_inv_scale;
+      if (T::kQScalePerHead && has_token<T>(ref)) io.scale_out = p.q_scale_out + ref.token * T::kNumQHeads + head_in_role;
     }
   }
   if constexpr (T::kOutputPagedKv && kCacheDst) {
@@ -376,6 +379,14 @@ __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
 // In place is safe: a lane writes only the vectors it read before the reduction. Every condition
 // that skips the shuffles (a v head, a padding row, a token with no cache slot, a head past the
 // row) holds for the whole head, so the mask names exactly the head's lanes and all reach it.
+// The shuffle mask of this thread's head: its aligned segment of W.lanes lanes of the warp.
+template <class T>
+__device__ __forceinline__ unsigned head_lanes_mask() {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr unsigned kSegment = W.lanes >= kWarpLanes ? 0xffffffffu : (1u << W.lanes) - 1u;
+  return kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
+}
+
 template <class T>
 __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const HeadIo<T>& io, int lane,
                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
@@ -386,7 +397,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
   const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
-  const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
+  const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads (rotated too)
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < kMax; ++j) {
@@ -400,17 +411,46 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
       for (int i = 0; i < V; ++i) x[j][i] = 0.0f;
     }
   }
-  if (normed) {
-    constexpr unsigned kSegment = W.lanes >= kWarpLanes ? 0xffffffffu : (1u << W.lanes) - 1u;
-    const unsigned mask = kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
+  if constexpr (T::kQkNorm) {  // without a norm (per-head FP8 q scales alone): only the rotation
+    if (normed) {
+      const unsigned mask = head_lanes_mask<T>();
 #pragma unroll
-    for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
-    const float inv_rms = norm_factor<T>(p, 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps), io.role);
+      for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
+      const float inv_rms = norm_factor<T>(p, 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps), io.role);
 #pragma unroll
-    for (int j = 0; j < kMax; ++j)
-      if (lane_holds<T>(lv, j)) apply_norm<T>(p.norm_weight[io.role], inv_rms, lane_element<T>(lv, j), x[j]);
+      for (int j = 0; j < kMax; ++j)
+        if (lane_holds<T>(lv, j)) apply_norm<T>(p.norm_weight[io.role], inv_rms, lane_element<T>(lv, j), x[j]);
+    }
   }
   if (normed) rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
+}
+
+// FP8 q_out with a scale per (token, head): the head's amax over its lanes (max is exact in any
+// order: the same bits on the GPU and the host backend), scale = max(amax / FP8 max, 1 / (FP8 max
+// * 512)) (vLLM's floor for an all-zero group), written by the head's lane 0; the lane's q stores
+// then take 1 / scale. Every lane of the head's segment reaches it (the norm's rule).
+template <class T>
+__device__ __forceinline__ void per_head_q_scale(HeadIo<T>& io, int lane,
+                                                 const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  if constexpr (T::kQScalePerHead) {
+    if (io.role != kRoleQ) return;
+    constexpr WorkShape W = rope_shape<T>();
+    const LaneVectors lv = lane_vectors<T>(lane);
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < norm_lane_vectors<T>(); ++j)
+      if (lane_holds<T>(lv, j)) {
+#pragma unroll
+        for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
+      }
+    const unsigned mask = head_lanes_mask<T>();
+#pragma unroll
+    for (int offset = W.lanes / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, W.lanes));
+    constexpr float kFp8Max = T::QOutStorage::kE4M3 ? 448.0f : 57344.0f;
+    const float scale = fmaxf(amax / kFp8Max, 1.0f / (kFp8Max * 512.0f));
+    io.store_scale = 1.0f / scale;
+    if (lane == 0 && io.scale_out) *io.scale_out = scale;
+  }
 }
 
 // Stores the vectors norm_rotate_lane left in x to the head's destination.
@@ -432,7 +472,9 @@ __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const H
   }
   float x[norm_lane_vectors<T>()][T::kVec];
   norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
-  store_lane_vectors<T>(io, lane, x);
+  HeadIo<T> scaled = io;
+  per_head_q_scale<T>(scaled, lane, x);
+  store_lane_vectors<T>(scaled, lane, x);
 }
 
 // One lane of one head, the QK-norm's lanes together.
@@ -440,7 +482,7 @@ template <class T>
 __device__ __forceinline__ void lane_of_head(const KernelParams& p, const HeadIo<T>& io, int lane,
                                              const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                              const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
-  if constexpr (T::kQkNorm) {
+  if constexpr (T::kQkNorm || T::kQScalePerHead) {
     process_lane_norm<T>(p, io, lane, cos_v, sin_v);
   } else {
     const HeadNorm no_norm{1.0f, nullptr, false};
@@ -486,7 +528,7 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
   // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
   // compile time, while the stores below already order the heads. A QK-norm head's lanes
   // share its group, so they take the same heads and meet at the same shuffles.
-  if constexpr (W.role_slots && T::kQkNorm) {
+  if constexpr (W.role_slots && (T::kQkNorm || T::kQScalePerHead)) {
     // One norm-and-rotate body for the q heads and then the k head (compiled once); k's vectors
     // leave the loop, so its cache store (FP8 rounding) is outside it, once per kv head.
     float x[norm_lane_vectors<T>()][T::kVec];
@@ -494,10 +536,13 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
     for (int k = 0; k < W.loop_slots; ++k) {
       const bool is_k = k == W.q_slots;
       if (T::kOutputPagedKv && is_k && ref.cache_page < 0) break;  // no cache slot: the whole segment
-      const HeadIo<T> io =
+      HeadIo<T> io =
           role_head_io<T, false>(p, ref, is_k ? kRoleK : kRoleQ, is_k ? group : group + k * W.head_groups);
       norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
-      if (!is_k) store_lane_vectors<T>(io, lane, x);
+      if (!is_k) {
+        per_head_q_scale<T>(io, lane, x);
+        store_lane_vectors<T>(io, lane, x);
+      }
     }
     const HeadIo<T> k_io = role_head_io<T>(p, ref, kRoleK, group);
     if (!T::kOutputPagedKv || k_io.dst) store_lane_vectors<T>(k_io, lane, x);

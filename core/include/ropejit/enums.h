@@ -56,6 +56,9 @@ enum class CacheDType { auto_, fp8_e4m3, fp8_e5m2 };
 enum class CacheIndex { slot_mapping, block_tables };
 /// paged_kv: where rotated q goes: back into q, or q_out.
 enum class QOutput { inplace, separate };
+/// An FP8 q_out's scale: given at launch (static: q_scale), or computed per (token, head) from
+/// the head's amax and written to q_scale_out (per_token_head).
+enum class QScale { static_, per_token_head };
 
 /// QK-norm weight: one head_dim vector for q and one for k (shared by the heads), or none.
 enum class NormWeight { per_head, none };
@@ -101,6 +104,8 @@ inline constexpr std::array<EnumName<CacheIndex>, 2> kCacheIndexNames{{
     {CacheIndex::slot_mapping, "slot_mapping"}, {CacheIndex::block_tables, "block_tables"}}};
 inline constexpr std::array<EnumName<QOutput>, 2> kQOutputNames{{
     {QOutput::inplace, "inplace"}, {QOutput::separate, "separate"}}};
+inline constexpr std::array<EnumName<QScale>, 2> kQScaleNames{{
+    {QScale::static_, "static"}, {QScale::per_token_head, "per_token_head"}}};
 inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
     {NormWeight::per_head, "per_head"}, {NormWeight::none, "none"}}};
 inline constexpr std::array<EnumName<NormScope>, 2> kNormScopeNames{{
@@ -183,6 +188,7 @@ template <> constexpr const auto& enum_table<CacheLayout>() { return kCacheLayou
 template <> constexpr const auto& enum_table<CacheDType>() { return kCacheDTypeNames; }
 template <> constexpr const auto& enum_table<CacheIndex>() { return kCacheIndexNames; }
 template <> constexpr const auto& enum_table<QOutput>() { return kQOutputNames; }
+template <> constexpr const auto& enum_table<QScale>() { return kQScaleNames; }
 
 /// Name of an enum value ("neox").
 template <class E>

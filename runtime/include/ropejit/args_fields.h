@@ -68,4 +68,5 @@
   X(q_latent, 5, "op mla_append with mla_append.absorbed_q")                                                  \
   X(q_latent_stride, 5, "op mla_append with mla_append.absorbed_q")                                           \
   X(q_latent_head_stride, 5, "op mla_append with mla_append.absorbed_q")                                      \
-  X(q_scale, 6, "an fp8 io.q_output_dtype")
+  X(q_scale, 6, "an fp8 io.q_output_dtype with io.q_scale static")                                           \
+  X(q_scale_out, 6, "an fp8 io.q_output_dtype with io.q_scale per_token_head")

@@ -504,7 +504,15 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   p.num_tokens = a.num_tokens;
   const LaunchOp& op = launch_op(spec.op);
   out.rows = op.bind(c, a, p);
-  p.q_inv_scale = inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");  // FP8 q_out
+  const bool per_head_q = spec.io.q_output_dtype != CacheDType::auto_ && spec.io.q_scale == QScale::per_token_head;
+  if (per_head_q) {  // FP8 q_out with scales computed per (token, head)
+    if (c.any) check_present(a.q_scale_out, "q_scale_out", "when the spec's io.q_scale is per_token_head");
+    check_aligned(a.q_scale_out, 4, "q_scale_out");
+    p.q_scale_out = a.q_scale_out;
+    p.q_inv_scale = 1.0f;
+  } else {
+    p.q_inv_scale = inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");  // FP8 q_out
+  }
   bind_run_length(c, a, p);
   // On the host backend the pointers are host memory: the arrays' contents are checked too.
   if (host_memory) op.check_host(spec, a);
@@ -515,17 +523,25 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
 std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shape) {
   std::vector<BufferDesc> out;
   launch_op(spec.op).buffers(spec, shape, out);
-  if (spec.io.q_output_dtype != CacheDType::auto_)  // FP8 q_out: one-byte codes, with q_scale bound
-    for (BufferDesc& b : out)
-      if (std::string_view(b.name) == "q_out") {
-        b.element_bytes = 1;
-        b.fp8 = spec.io.q_output_dtype;
-        for (BoundField& f : b.bound)
-          if (!f.name) {
-            f = {"q_scale", FieldUse::required};
-            break;
-          }
-      }
+  if (spec.io.q_output_dtype == CacheDType::auto_) return out;
+  const bool per_head = spec.io.q_scale == QScale::per_token_head;
+  for (BufferDesc& b : out)  // FP8 q_out: one-byte codes, with the static q_scale bound
+    if (std::string_view(b.name) == "q_out") {
+      b.element_bytes = 1;
+      b.fp8 = spec.io.q_output_dtype;
+      for (BoundField& f : b.bound)
+        if (!f.name && !per_head) {
+          f = {"q_scale", FieldUse::required};
+          break;
+        }
+    }
+  if (per_head) {  // the scales the launch writes, one float32 per (token, head)
+    BufferDesc scales = data_buffer(spec, "q_scale_out", BufferKind::output, shape.tokens, spec.num_q_heads,
+                                    spec.num_q_heads, false, bind_to<&ropejit_args::q_scale_out>, {"T", "Hq"});
+    scales.element_bytes = 4;
+    scales.fp32 = true;
+    out.push_back(scales);
+  }
   return out;
 }
 

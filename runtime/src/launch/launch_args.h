@@ -79,6 +79,7 @@ struct BufferDesc {
   int64_t written_row_elements = -1;
   FieldUse use = FieldUse::required;  ///< the pointer: required, or optional (null allowed)
   CacheDType fp8 = CacheDType::auto_;  ///< an FP8 q_out's element type (caches: io.cache_dtype)
+  bool fp32 = false;                   ///< float32 whatever the spec's dtype (q_scale_out)
 
   /// True for q, k, v / qkv and the outputs: the per-launch data (others are shared tables).
   bool is_data() const {

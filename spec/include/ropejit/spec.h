@@ -57,8 +57,9 @@ struct IoSpec {
   CacheIndex cache_index = CacheIndex::slot_mapping;  ///< how a token finds its slot
   int page_size = 0;                            ///< tokens per page (paged_kv: >= 1)
   QOutput q_output = QOutput::inplace;          ///< rotated q back into q, or into q_out
-  /// q_out's element type: the spec's dtype (auto), or FP8 with the launch's q_scale (q_out only).
+  /// q_out's element type: the spec's dtype (auto), or FP8 (q_out only), scaled per q_scale.
   CacheDType q_output_dtype = CacheDType::auto_;
+  QScale q_scale = QScale::static_;  ///< FP8 q_out: the launch's q_scale, or per (token, head) amax
 };
 
 /// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements (scope head:
@@ -185,6 +186,14 @@ inline Spec from_rope_spec(const Spec& s) {
   from.rope = s.from_rope;
   return from;
 }
+
+/// True when an FP8 q_out takes a scale per (token, head), computed in the launch.
+inline bool q_scale_per_head(const Spec& s) {
+  return s.io.q_output_dtype != CacheDType::auto_ && s.io.q_scale == QScale::per_token_head;
+}
+
+/// True when a head's lanes work together (warp shuffles): a QK-norm, or per-head q scales.
+inline bool cooperative_heads(const Spec& s) { return s.qk_norm.enabled || q_scale_per_head(s); }
 
 /// True when the spec writes k and v into a paged KV cache.
 inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }

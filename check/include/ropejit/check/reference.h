@@ -161,6 +161,10 @@ struct RefTensor {
   /// the stored code must be fp8(value / quant_scale), correctly rounded and saturated.
   CacheDType cache_dtype = CacheDType::auto_;
   double quant_scale = 1.0;
+  /// FP8 with a scale per element (per-head FP8 q): used instead of quant_scale when not empty.
+  std::vector<double> quant_scales;
+  /// The element type when it is not the spec's (float32 scales a launch writes), else unset.
+  std::optional<DType> dtype;
   /// Number of elements.
   int64_t size() const { return static_cast<int64_t>(value.size()); }
 };
@@ -227,10 +231,10 @@ struct CheckResult {
 /// Compares actual bytes of `dtype` with an expected tensor under `tolerance`.
 CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& actual,
                     const Tolerance& tolerance = {});
-/// The same with the spec's storage type.
+/// The same with the tensor's element type (the spec's storage type unless it names another).
 inline CheckResult compare(const Spec& spec, const RefTensor& expected, const ActualTensor& actual,
                            const Tolerance& tolerance = {}) {
-  return compare(spec.dtype, expected, actual, tolerance);
+  return compare(expected.dtype.value_or(spec.dtype), expected, actual, tolerance);
 }
 
 }  // namespace ropejit::ref
