@@ -149,7 +149,7 @@ const RefTensor* RefOutputs::find(const std::string& name) const {
 
 namespace {
 
-// Per-head FP8 q scales: each (token, head)'s max(amax / FP8 max, 1 / (FP8 max * 512)) over its
+// Per-head FP8 q scales: each (token, head)'s max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)) over its
 // expected values, set on its elements; the "q_scale" tensor [T, Hq, 1] (float32) the launch
 // writes. Padding rows (padded_bhsd) take the floor and no entry.
 RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
@@ -168,7 +168,7 @@ RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
         if (token < 0) continue;
         double amax = 0.0;
         for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(q.value[static_cast<size_t>(base + e)]));
-        const double scale = std::max(amax / fp8_max, floor);
+        const double scale = std::max(amax * static_cast<double>(static_cast<float>(1.0 / fp8_max)), floor);
         for (int64_t e = 0; e < D; ++e) q.quant_scales[static_cast<size_t>(base + e)] = scale;
         scales.value[static_cast<size_t>(token * q.heads + h)] = scale;
         scales.scale[static_cast<size_t>(token * q.heads + h)] = scale;

@@ -86,8 +86,8 @@ def test_q_scale_is_checked_by_name(runtime, rng):
 
 @pytest.mark.parametrize("q_dtype", ["fp8_e4m3", "fp8_e5m2"])
 def test_per_token_head_scales_equal_amax_then_quantize(runtime, rng, q_dtype):
-    """io.q_scale per_token_head: each (token, head)'s scale is max(amax / FP8 max, 1 / (FP8 max
-    * 512)) of its rotated values (an all-zero head takes the floor and all-zero codes), and the
+    """io.q_scale per_token_head: each (token, head)'s scale is max(amax × fl32(1 / FP8 max), 1 /
+    (FP8 max * 512)) of its rotated values (an all-zero head takes the floor and all-zero codes), and the
     codes are those of torch's quantization with that scale (vLLM's per-token-group path)."""
     torch_type, fp8_max = FP8[q_dtype]
     spec = spec_dict(q_dtype)
@@ -101,8 +101,9 @@ def test_per_token_head_scales_equal_amax_then_quantize(runtime, rng, q_dtype):
                                              positions=torch.from_numpy(positions))
     assert scales.dtype == torch.float32 and scales.shape == (tokens, 32)
     rotated = unfused(runtime, spec, q, k, positions, {})
-    want_scales = torch.maximum(rotated.abs().amax(dim=-1) / fp8_max, torch.tensor(1.0 / (fp8_max * 512)))
-    assert torch.equal(scales, want_scales)                                      # float32 amax / max: exact
+    inverse_max = torch.tensor(1.0 / fp8_max, dtype=torch.float32)
+    want_scales = torch.maximum(rotated.abs().amax(dim=-1) * inverse_max, torch.tensor(1.0 / (fp8_max * 512)))
+    assert torch.equal(scales, want_scales)                                      # amax × fl32(1 / max): exact
     assert scales[3, 5] == torch.tensor(1.0 / (fp8_max * 512), dtype=torch.float32)
     assert not q_out[3, 5].to(torch.float32).any()                              # zeros (some -0: 0·cos − 0·sin)
     inverse = 1.0 / scales                                                      # float32, as the kernel

@@ -119,7 +119,7 @@ ordered_json io_schema() {
       "q_out's element type: the spec dtype (auto, default) or FP8 (q_out only: output separate or padded_bhsd, "
       "or q_output separate), stored as fp8(q * (1 / scale))");
   properties["q_scale"] = enum_schema<QScale>(
-      "FP8 q_out's scale: static (q_scale at launch, default) or per_token_head (max(amax / FP8 max, 1 / (FP8 max "
+      "FP8 q_out's scale: static (q_scale at launch, default) or per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "
       "* 512)) of each head, written to q_scale_out [T, Hq]; op rope)");
   ordered_json paged_keys = ordered_json::array();
   for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output"})
