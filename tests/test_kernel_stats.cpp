@@ -315,7 +315,7 @@ struct GateRow {
   std::string what;
   KernelStats stats;
   Roofline h100;
-  int cache_store_bits;  // paged_kv: bits of one vector store into the cache (FP8: vec bytes), else 128
+  int cache_store_bits;  // bits of one FP8 vector store (an FP8 cache or q_out: vec bytes), else 128
   bool reads_cache;      // op rerotate: the cache is read too, in the same vectors
 };
 
@@ -331,7 +331,10 @@ const std::vector<GateRow>& gate_rows() {
       for (const char* arch : {"sm_80", "sm_90"}) {
         const KernelStats s = kernel_stats(spec, config, source, compile_nvrtc(source, arch));
         const Roofline r = roofline(s, find_gpu_part("H100-SXM"), kTokens, bytes_moved(spec, kTokens, 1, kTokens));
-        const int cache_bits = paged_kv(spec) ? 8 * config.vec * cache_dtype_size(spec.io.cache_dtype, spec.dtype) : 128;
+        // FP8 stores (an FP8 cache, an FP8 q_out) take vec bytes a vector; others 128 bits.
+        const bool fp8_stores = (paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_) ||
+                                spec.io.q_output_dtype != CacheDType::auto_;
+        const int cache_bits = fp8_stores ? 8 * config.vec : 128;
         out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits,
                        spec.op == OpKind::rerotate});
       }
