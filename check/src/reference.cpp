@@ -96,7 +96,7 @@ RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const s
   std::fill(cache.padding.begin(), cache.padding.end(), 0);
   cache.untouched.assign(cache.value.size(), 1);  // until a token's slot writes it
   cache.cache_dtype = spec.io.cache_dtype;
-  cache.quant_scale = spec.io.cache_dtype == CacheDType::auto_ ? 1.0 : fp8_scale;
+  cache.quant_scale = spec.io.cache_dtype == CacheDType::auto_ || cache_scale_per_head(spec) ? 1.0 : fp8_scale;
   if (!(cache.quant_scale > 0.0)) bad_problem("an FP8 cache needs " + scale_name + " > 0");
   return cache;
 }
@@ -149,12 +149,42 @@ const RefTensor* RefOutputs::find(const std::string& name) const {
 
 namespace {
 
+// The per-group FP8 scale of a group's amax: max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)).
+double group_scale(CacheDType type, double amax) {
+  const double fp8_max = type == CacheDType::fp8_e4m3 ? 448.0 : 57344.0;
+  return std::max(amax * static_cast<double>(static_cast<float>(1.0 / fp8_max)), 1.0 / (fp8_max * 512.0));
+}
+
+// Per-head cache scales: each written (slot, kv head)'s group_scale over its D values, set on
+// its elements; the "<k|v>_scale_cache" tensor [slots, Hkv, 1] (float32), unwritten entries untouched.
+RefTensor per_head_cache_scales(const Spec& spec, RefTensor& cache) {
+  const std::string name = cache.name.substr(0, 1) + "_scale_cache";
+  const int64_t D = cache.head_dim, H = cache.heads, page_size = cache.rows;
+  RefTensor scales = detail::make_tensor(name, RefLayout::token_major, 1, cache.batch * page_size, H, 1);
+  scales.dtype = DType::fp32;
+  scales.untouched.assign(scales.value.size(), 1);
+  cache.quant_scales.assign(cache.value.size(), group_scale(spec.io.cache_dtype, 0.0));
+  for (int64_t page = 0; page < cache.batch; ++page)
+    for (int64_t h = 0; h < H; ++h)
+      for (int64_t offset = 0; offset < page_size; ++offset) {
+        const size_t base = static_cast<size_t>(((page * H + h) * page_size + offset) * D);
+        if (cache.untouched[base]) continue;  // no token writes this slot
+        double amax = 0.0;
+        for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(cache.value[base + static_cast<size_t>(e)]));
+        const double scale = group_scale(spec.io.cache_dtype, amax);
+        for (int64_t e = 0; e < D; ++e) cache.quant_scales[base + static_cast<size_t>(e)] = scale;
+        const size_t at = static_cast<size_t>((page * page_size + offset) * H + h);
+        scales.value[at] = scales.scale[at] = scale;
+        scales.untouched[at] = 0;
+      }
+  return scales;
+}
+
 // Per-head FP8 q scales: each (token, head)'s max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)) over its
 // expected values, set on its elements; the "q_scale" tensor [T, Hq, 1] (float32) the launch
 // writes. Padding rows (padded_bhsd) take the floor and no entry.
 RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
-  const double fp8_max = spec.io.q_output_dtype == CacheDType::fp8_e4m3 ? 448.0 : 57344.0;
-  const double floor = 1.0 / (fp8_max * 512.0);
+  const double floor = group_scale(spec.io.q_output_dtype, 0.0);
   RefTensor scales = detail::make_tensor("q_scale", RefLayout::token_major, 1, tokens, q.heads, 1);
   scales.dtype = DType::fp32;
   q.quant_scales.assign(q.value.size(), floor);
@@ -168,7 +198,7 @@ RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
         if (token < 0) continue;
         double amax = 0.0;
         for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(q.value[static_cast<size_t>(base + e)]));
-        const double scale = std::max(amax * static_cast<double>(static_cast<float>(1.0 / fp8_max)), floor);
+        const double scale = group_scale(spec.io.q_output_dtype, amax);
         for (int64_t e = 0; e < D; ++e) q.quant_scales[static_cast<size_t>(base + e)] = scale;
         scales.value[static_cast<size_t>(token * q.heads + h)] = scale;
         scales.scale[static_cast<size_t>(token * q.heads + h)] = scale;
@@ -180,6 +210,14 @@ RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
 
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   RefOutputs out = detail::check_op(spec.op).reference(spec, problem);
+  if (cache_scale_per_head(spec)) {
+    const size_t caches = out.tensors.size();
+    for (size_t i = 0; i < caches; ++i)
+      if (out.tensors[i].name == "k_cache" || out.tensors[i].name == "v_cache") {
+        RefTensor scales = per_head_cache_scales(spec, out.tensors[i]);
+        out.tensors.push_back(std::move(scales));
+      }
+  }
   if (spec.io.q_output_dtype == CacheDType::auto_) return out;
   for (size_t i = 0; i < out.tensors.size(); ++i)  // FP8 q_out: codes of fp8(q / scale), as a cache's
     if (out.tensors[i].name == "q") {

@@ -73,8 +73,8 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   if (c.sincos == SinCosMode::table && frequencies_depend_on_run_length(spec.rope.type))
     return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
                        to_string(spec.rope.type));
-  if (q_scale_per_head(spec) && work_shape(spec, c).whole_heads)
-    return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 q scales "
+  if ((q_scale_per_head(spec) || cache_scale_per_head(spec)) && work_shape(spec, c).whole_heads)
+    return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 scales "
                        "reduce a head's amax within one warp (a wider vec)", c.vec, D);
   return std::nullopt;
 }

@@ -211,7 +211,8 @@ Source generate_source(const Plan& plan) {
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }
   line("bool", "kQOutFp8", s.io.q_output_dtype != CacheDType::auto_);
-  line("bool", "kQScalePerHead", q_scale_per_head(s));  // rope.cuh per_head_q_scale
+  line("bool", "kQScalePerHead", q_scale_per_head(s));          // rope.cuh per_head_scale
+  line("bool", "kCacheScalePerHead", cache_scale_per_head(s));  // ... for the k and v cache heads
   line("bool", "kQkNorm", s.qk_norm.enabled);
   text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)

@@ -19,7 +19,8 @@ _ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_
 # The launch arguments that are arrays, in the order kernel() takes them.
 ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",
                 "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables",
-                "new_positions", "new_start_pos", "k_pe", "kv_c", "k_nope", "q_latent", "q_scale_out")
+                "new_positions", "new_start_pos", "k_pe", "kv_c", "k_nope", "q_latent", "q_scale_out",
+                "k_scale_cache", "v_scale_cache")
 
 
 def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
@@ -65,7 +66,7 @@ class Kernel:
                  k_scale: Optional[float] = None, v_scale: Optional[float] = None, q_scale: Optional[float] = None,
                  new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
                  k_pe: Any = None, kv_c: Any = None, k_nope: Any = None, q_latent: Any = None,
-                 q_scale_out: Any = None,
+                 q_scale_out: Any = None, k_scale_cache: Any = None, v_scale_cache: Any = None,
                  num_tokens: Optional[int] = None, stream: Optional[int] = None) -> Tuple[Any, ...]:
         """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
         ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
@@ -85,13 +86,14 @@ class Kernel:
         A spec with an FP8 ``io.q_output_dtype`` writes q_out as FP8 codes of q / ``q_scale`` (torch
         float8_e4m3fn / float8_e5m2, or uint8; allocated as those when not given); with ``io.q_scale``
         per_token_head each (token, head)'s scale goes to q_scale_out [T, Hq] float32 (allocated too,
-        returned after q_out);
+        returned after q_out); with ``io.cache_scale`` per_token_head pass k_scale_cache (and
+        v_scale_cache) [pages * page_size, Hkv] float32: each written slot's scales land there;
         with ``mla_append.absorbed_q`` q_latent [T, Hq, kv_lora_rank] (q_nope times W_UK; heads may be
         T rows apart, a transposed batched matmul's output) and q_out [T, Hq, kv_lora_rank + d]."""
         given = {name: value for name, value in zip(ARRAY_FIELDS, (
             q, k, v, qkv, bias, positions, cu_seqlens, start_pos, q_out, k_out, v_out, q_norm_weight,
             k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos, k_pe, kv_c,
-            k_nope, q_latent, q_scale_out))
+            k_nope, q_latent, q_scale_out, k_scale_cache, v_scale_cache))
             if value is not None}
         views = {name: view(value, name) for name, value in given.items()}
         tokens = self._tokens(views, num_tokens)

@@ -115,6 +115,10 @@ ordered_json io_schema() {
       "(default slot_mapping)");
   properties["page_size"] = integer_schema(1, 1 << 16, "paged_kv: tokens per cache page (required there)");
   properties["q_output"] = enum_schema<QOutput>("paged_kv: rotated q into q (inplace, default) or q_out");
+  properties["cache_scale"] = enum_schema<QScale>(
+      "paged_kv FP8 cache: static (k_scale / v_scale at launch, default) or per_token_head (each slot and kv head's "
+      "max(amax * fl(1 / FP8 max), 1 / (FP8 max * 512)), written to k_scale_cache / v_scale_cache [pages * "
+      "page_size, Hkv]; op rope)");
   properties["q_output_dtype"] = enum_schema<CacheDType>(
       "q_out's element type: the spec dtype (auto, default) or FP8 (q_out only: output separate or padded_bhsd, "
       "or q_output separate), stored as fp8(q * (1 / scale))");
@@ -122,7 +126,7 @@ ordered_json io_schema() {
       "FP8 q_out's scale: static (q_scale at launch, default) or per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "
       "* 512)) of each head, written to q_scale_out [T, Hq]; op rope)");
   ordered_json paged_keys = ordered_json::array();
-  for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output"})
+  for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output", "cache_scale"})
     paged_keys.push_back({{"required", ordered_json::array({key})}});
   ordered_json paged_needs_page_size{
       {"if", {{"properties", {{"output", {{"const", "paged_kv"}}}}}, {"required", ordered_json::array({"output"})}}},

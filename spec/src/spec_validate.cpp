@@ -5,6 +5,8 @@
 #include <type_traits>
 #include <variant>
 
+#include <utility>
+
 #include <fmt/core.h>
 
 #include "ropejit/freqs.h"
@@ -152,7 +154,7 @@ const std::vector<std::string_view>& spec_io_keys() {
   static const std::vector<std::string_view> keys{"input",        "output",       "qkv_bias",    "copy_v",
                                                   "positions",    "mrope_section", "mrope_interleaved",
                                                   "cache_layout", "cache_dtype",  "cache_index", "page_size",
-                                                  "q_output",     "q_output_dtype", "q_scale"};
+                                                  "q_output",     "q_output_dtype", "q_scale", "cache_scale"};
   return keys;
 }
 
@@ -415,10 +417,16 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings, "/rope");
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type, spec.op);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
-  if (spec.io.q_scale == QScale::per_token_head && spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all)
-    reader.not_allowed("/io/q_scale", std::string("per_token_head"),
-                       "\"static\" with qk_norm scope \"all\" (its heads share a warp segment: per-head scales "
-                       "are not there yet)");
+  const bool all_norm = spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all;
+  for (const auto& [key, mode] : {std::pair{"q_scale", spec.io.q_scale}, std::pair{"cache_scale", spec.io.cache_scale}})
+    if (mode == QScale::per_token_head && all_norm)
+      reader.not_allowed(fmt::format("/io/{}", key), std::string("per_token_head"),
+                         "\"static\" with qk_norm scope \"all\" (its heads share a warp segment: per-head scales "
+                         "are not there yet)");
+  if (cache_scale_per_head(spec) && spec.op != OpKind::rope)
+    reader.not_allowed("/io/cache_scale", std::string("per_token_head"),
+                       fmt::format("\"static\" when op is {} (per-head cache scales: op rope so far)",
+                                   to_string(spec.op)));
   refuse_other_op_blocks(document, reader, spec);
   spec_op(spec.op).read(document, reader, spec);
   check_proportional_rotary(document, reader, spec);

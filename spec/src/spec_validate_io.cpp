@@ -68,7 +68,8 @@ void read_mrope(const json& block, const std::string& base, int rotary_dim, Rope
 constexpr int kMaxPageSize = 1 << 16;
 
 void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reader& reader) {
-  static const char* const kKeys[] = {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output"};
+  static const char* const kKeys[] = {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output",
+                                      "cache_scale"};
   if (io.output != OutputForm::paged_kv) {
     for (const char* key : kKeys)
       if (const json* v = member(block, key))
@@ -81,6 +82,11 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
     io.cache_dtype = reader.enumeration<CacheDType>(*v, base + "/cache_dtype").value_or(io.cache_dtype);
   if (const json* v = member(block, "cache_index"))
     io.cache_index = reader.enumeration<CacheIndex>(*v, base + "/cache_index").value_or(io.cache_index);
+  if (const json* v = member(block, "cache_scale")) {
+    io.cache_scale = reader.enumeration<QScale>(*v, base + "/cache_scale").value_or(io.cache_scale);
+    if (io.cache_dtype == CacheDType::auto_)
+      reader.not_allowed(base + "/cache_scale", *v, "absent unless io.cache_dtype is an FP8 type");
+  }
   if (const json* v = member(block, "q_output"))
     io.q_output = reader.enumeration<QOutput>(*v, base + "/q_output").value_or(io.q_output);
   if (const json* v = member(block, "page_size"))

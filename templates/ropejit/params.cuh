@@ -59,10 +59,11 @@ struct KernelParams {
   TensorRef k_concat;
   float q_inv_scale;  // FP8 q_out: 1 / q_scale (stored = fp8(q * q_inv_scale))
   float* q_scale_out;  // FP8 q_out, q_scale per_token_head: [T, Hq] scales written
+  float* cache_scale_out[2];  // FP8 cache, cache_scale per_token_head: k and v [slots, Hkv] scales
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 488, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 504, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

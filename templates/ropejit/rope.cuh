@@ -164,6 +164,9 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
   }
   if constexpr (T::kOutputPagedKv && kCacheDst) {
     if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale);
+    if (T::kCacheScalePerHead && role != kRoleQ && ref.cache_page >= 0)  // [slots, Hkv], slot-major
+      io.scale_out = p.cache_scale_out[role - kRoleK] +
+                     (ref.cache_page * T::kPageSize + ref.cache_offset) * T::kNumKvHeads + head_in_role;
   }
   io.src = has_token<T>(ref) ? (const raw*)in.ptr + ref.token * in.token_stride + head_in_role * in.head_stride
                              : nullptr;
@@ -425,16 +428,28 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
   if (normed) rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
 }
 
-// FP8 q_out with a scale per (token, head): the head's amax over its lanes (max is exact in any
-// order: the same bits on the GPU and the host backend), scale = max(amax * fl(1 / FP8 max),
-// 1 / (FP8 max * 512)) (a product, not a division: 12 instructions fewer; vLLM's floor for an
-// all-zero group), written by the head's lane 0; the lane's q stores then take 1 / scale
-// (correctly rounded). Every lane of the head's segment reaches it (the norm's rule).
+// The largest finite value of the FP8 type a head of `role` is stored in (q_out's or the cache's).
 template <class T>
-__device__ __forceinline__ void per_head_q_scale(HeadIo<T>& io, int lane,
-                                                 const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
-  if constexpr (T::kQScalePerHead) {
-    if (io.role != kRoleQ) return;
+__device__ __forceinline__ float fp8_max_of(int role) {
+  float q_max = 448.0f, cache_max = 448.0f;
+  if constexpr (T::kQOutFp8) q_max = T::QOutStorage::kE4M3 ? 448.0f : 57344.0f;
+  if constexpr (T::kOutputPagedKv) {  // kCacheFp8 exists only there
+    if constexpr (T::kCacheFp8) cache_max = T::CacheStorage::kE4M3 ? 448.0f : 57344.0f;
+  }
+  return role == kRoleQ ? q_max : cache_max;
+}
+
+// An FP8 head with a scale of its own (q_out's per (token, head), the cache's per (slot, kv head)):
+// the head's amax over its lanes (max is exact in any order: the same bits on the GPU and the
+// host backend), scale = max(amax * fl(1 / FP8 max), 1 / (FP8 max * 512)) (a product, not a
+// division: 12 instructions fewer; vLLM's floor for an all-zero group), written by the head's
+// lane 0; the lane's stores then take 1 / scale (correctly rounded). Every lane of the head's
+// segment reaches it (the norm's rule: a head without a slot skips it whole).
+template <class T>
+__device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
+                                               const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  if constexpr (T::kQScalePerHead || T::kCacheScalePerHead) {
+    if (io.role == kRoleQ ? !T::kQScalePerHead : !T::kCacheScalePerHead) return;
     constexpr WorkShape W = rope_shape<T>();
     const LaneVectors lv = lane_vectors<T>(lane);
     float amax = 0.0f;
@@ -447,8 +462,8 @@ __device__ __forceinline__ void per_head_q_scale(HeadIo<T>& io, int lane,
     const unsigned mask = head_lanes_mask<T>();
 #pragma unroll
     for (int offset = W.lanes / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, W.lanes));
-    constexpr float kFp8Max = T::QOutStorage::kE4M3 ? 448.0f : 57344.0f;
-    const float scale = fmaxf(amax * (1.0f / kFp8Max), 1.0f / (kFp8Max * 512.0f));
+    const float fp8_max = fp8_max_of<T>(io.role);
+    const float scale = fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
     io.store_scale = 1.0f / scale;
     if (lane == 0 && io.scale_out) *io.scale_out = scale;
   }
@@ -474,7 +489,7 @@ __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const H
   float x[norm_lane_vectors<T>()][T::kVec];
   norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
   HeadIo<T> scaled = io;
-  per_head_q_scale<T>(scaled, lane, x);
+  per_head_scale<T>(scaled, lane, x);
   store_lane_vectors<T>(scaled, lane, x);
 }
 
@@ -483,7 +498,7 @@ template <class T>
 __device__ __forceinline__ void lane_of_head(const KernelParams& p, const HeadIo<T>& io, int lane,
                                              const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                              const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
-  if constexpr (T::kQkNorm || T::kQScalePerHead) {
+  if constexpr (T::kQkNorm || T::kQScalePerHead || T::kCacheScalePerHead) {
     process_lane_norm<T>(p, io, lane, cos_v, sin_v);
   } else {
     const HeadNorm no_norm{1.0f, nullptr, false};
@@ -529,7 +544,7 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
   // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
   // compile time, while the stores below already order the heads. A QK-norm head's lanes
   // share its group, so they take the same heads and meet at the same shuffles.
-  if constexpr (W.role_slots && (T::kQkNorm || T::kQScalePerHead)) {
+  if constexpr (W.role_slots && (T::kQkNorm || T::kQScalePerHead || T::kCacheScalePerHead)) {
     // One norm-and-rotate body for the q heads and then the k head (compiled once); k's vectors
     // leave the loop, so its cache store (FP8 rounding) is outside it, once per kv head.
     float x[norm_lane_vectors<T>()][T::kVec];
@@ -541,12 +556,15 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
           role_head_io<T, false>(p, ref, is_k ? kRoleK : kRoleQ, is_k ? group : group + k * W.head_groups);
       norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
       if (!is_k) {
-        per_head_q_scale<T>(io, lane, x);
+        per_head_scale<T>(io, lane, x);
         store_lane_vectors<T>(io, lane, x);
       }
     }
-    const HeadIo<T> k_io = role_head_io<T>(p, ref, kRoleK, group);
-    if (!T::kOutputPagedKv || k_io.dst) store_lane_vectors<T>(k_io, lane, x);
+    HeadIo<T> k_io = role_head_io<T>(p, ref, kRoleK, group);
+    if (!T::kOutputPagedKv || k_io.dst) {
+      per_head_scale<T>(k_io, lane, x);
+      store_lane_vectors<T>(k_io, lane, x);
+    }
     if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
   } else if constexpr (W.role_slots) {
 #pragma unroll 1

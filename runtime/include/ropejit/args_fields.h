@@ -53,7 +53,7 @@
   X(slot_mapping, 2, "io.cache_index slot_mapping with io.output paged_kv or op rerotate")                    \
   X(block_tables, 2, "io.cache_index block_tables with io.output paged_kv or op rerotate")                    \
   X(max_blocks_per_seq, 2, "io.cache_index block_tables with io.output paged_kv or op rerotate")              \
-  X(k_scale, 2, "an fp8 io.cache_dtype with io.output paged_kv or op rerotate")                               \
+  X(k_scale, 2, "an fp8 io.cache_dtype (io.cache_scale static) with io.output paged_kv or op rerotate")      \
   X(v_scale, 2, "an fp8 io.cache_dtype with io.output paged_kv and op rope")                                  \
   X(new_positions, 3, "op rerotate with io.positions explicit")                                               \
   X(new_start_pos, 3, "op rerotate with io.positions varlen or offset")                                       \
@@ -69,4 +69,6 @@
   X(q_latent_stride, 5, "op mla_append with mla_append.absorbed_q")                                           \
   X(q_latent_head_stride, 5, "op mla_append with mla_append.absorbed_q")                                      \
   X(q_scale, 6, "an fp8 io.q_output_dtype with io.q_scale static")                                           \
-  X(q_scale_out, 6, "an fp8 io.q_output_dtype with io.q_scale per_token_head")
+  X(q_scale_out, 6, "an fp8 io.q_output_dtype with io.q_scale per_token_head")                                \
+  X(k_scale_cache, 6, "an fp8 io.cache_dtype with io.cache_scale per_token_head")                            \
+  X(v_scale_cache, 6, "an fp8 io.cache_dtype with io.cache_scale per_token_head and io.copy_v")

@@ -193,6 +193,12 @@ typedef struct ropejit_args {
    * built against an earlier header (struct_size ending before them) passes none. */
   float q_scale;
   float* q_scale_out;
+  /* FP8 paged cache with io.cache_scale per_token_head: k_scale_cache / v_scale_cache [pages *
+   * page_size, Hkv] float32, slot-major (the scale of kv head h at slot s at s * Hkv + h, a slot
+   * being page * page_size + offset); each written slot's scales are computed and stored there,
+   * every other entry left as it is; k_scale and v_scale are then 0. */
+  float* k_scale_cache;
+  float* v_scale_cache;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

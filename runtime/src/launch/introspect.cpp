@@ -38,6 +38,7 @@ constexpr DimSymbol kDimSymbols[] = {
        return int64_t(spec.head_dim) - spec.rotary_dim;
      }},
     {"page_size", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.io.page_size); }},
+    {"slots", [](const Spec& spec, const LaunchShape& s) { return s.cache_pages * spec.io.page_size; }},  // scales
     {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }},
     {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }},
     {"1", [](const Spec&, const LaunchShape&) { return int64_t(1); }},

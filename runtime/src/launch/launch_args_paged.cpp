@@ -91,6 +91,19 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   if (io.copy_v)
     p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
+  if (cache_scale_per_head(c.spec)) {  // scales computed per (slot, kv head) and written beside the caches
+    const char* why = "when the spec's io.cache_scale is per_token_head";
+    if (c.any) check_present(a.k_scale_cache, "k_scale_cache", why);
+    check_aligned(a.k_scale_cache, 4, "k_scale_cache");
+    p.cache_scale_out[0] = a.k_scale_cache;
+    if (io.copy_v) {
+      if (c.any) check_present(a.v_scale_cache, "v_scale_cache", why);
+      check_aligned(a.v_scale_cache, 4, "v_scale_cache");
+      p.cache_scale_out[1] = a.v_scale_cache;
+    }
+    p.cache_inv_scale[0] = p.cache_inv_scale[1] = 1.0f;
+    return a.num_tokens;
+  }
   p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c.spec.io.cache_dtype, a.v_scale, "v_scale") : 1.0f;
   return a.num_tokens;
@@ -173,6 +186,18 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
   out.push_back(cache_buffer(s, shape, true));
   if (s.io.copy_v) out.push_back(cache_buffer(s, shape, false));  // else K = V: no V cache
   out.push_back(cache_index_buffer(s, shape));
+  if (cache_scale_per_head(s))  // [slots, Hkv] float32 scales beside each cache
+    for (bool k : {true, false}) {
+      if (!k && !s.io.copy_v) break;
+      BufferDesc scales = data_buffer(s, k ? "k_scale_cache" : "v_scale_cache", BufferKind::output,
+                                      shape.cache_pages * s.io.page_size, s.num_kv_heads, s.num_kv_heads, false,
+                                      k ? bind_to<&ropejit_args::k_scale_cache> : bind_to<&ropejit_args::v_scale_cache>,
+                                      {"slots", "Hkv"});
+      scales.element_bytes = 4;
+      scales.fp32 = true;
+      scales.moved_rows = shape.tokens;  // one slot per token
+      out.push_back(scales);
+    }
 }
 
 BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
@@ -181,8 +206,9 @@ BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
   const std::array<const char*, 4> page_dims = s.io.cache_layout == CacheLayout::hnd
                                                    ? std::array<const char*, 4>{"pages", "Hkv", "page_size", "D"}
                                                    : std::array<const char*, 4>{"pages", "page_size", "Hkv", "D"};
-  // FP8 caches need their scale; others leave it 0.
-  const FieldUse scale_use = s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required;
+  // FP8 caches need their scale (static); others, and per-head scales, leave it 0.
+  const FieldUse scale_use =
+      s.io.cache_dtype == CacheDType::auto_ || cache_scale_per_head(s) ? FieldUse::unused : FieldUse::required;
   BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
                    esize, int64_t(s.num_kv_heads) * s.head_dim, false,
                    k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }

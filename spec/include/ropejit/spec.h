@@ -54,6 +54,7 @@ struct IoSpec {
   /// paged_kv only (defaults elsewhere): k and v go to separate K and V caches of pages.
   CacheLayout cache_layout = CacheLayout::nhd;  ///< page memory order
   CacheDType cache_dtype = CacheDType::auto_;   ///< cache element type (fp8: scaled, saturating)
+  QScale cache_scale = QScale::static_;         ///< FP8 cache: k_scale / v_scale, or per (slot, kv head)
   CacheIndex cache_index = CacheIndex::slot_mapping;  ///< how a token finds its slot
   int page_size = 0;                            ///< tokens per page (paged_kv: >= 1)
   QOutput q_output = QOutput::inplace;          ///< rotated q back into q, or into q_out
@@ -192,8 +193,16 @@ inline bool q_scale_per_head(const Spec& s) {
   return s.io.q_output_dtype != CacheDType::auto_ && s.io.q_scale == QScale::per_token_head;
 }
 
-/// True when a head's lanes work together (warp shuffles): a QK-norm, or per-head q scales.
-inline bool cooperative_heads(const Spec& s) { return s.qk_norm.enabled || q_scale_per_head(s); }
+/// True when an FP8 paged cache takes a scale per (slot, kv head), computed in the launch.
+inline bool cache_scale_per_head(const Spec& s) {
+  return s.io.output == OutputForm::paged_kv && s.io.cache_dtype != CacheDType::auto_ &&
+         s.io.cache_scale == QScale::per_token_head;
+}
+
+/// True when a head's lanes work together (warp shuffles): a QK-norm, or per-head FP8 scales.
+inline bool cooperative_heads(const Spec& s) {
+  return s.qk_norm.enabled || q_scale_per_head(s) || cache_scale_per_head(s);
+}
 
 /// True when the spec writes k and v into a paged KV cache.
 inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }

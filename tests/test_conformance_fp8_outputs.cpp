@@ -4,7 +4,8 @@
 // a scale that sometimes saturates: every output form that writes q_out (separate, padded,
 // paged_kv with q_output separate), QK-norm per head and over all heads, bias, packed input,
 // partial and trailing slices, FP8 and plain caches, MLA's q_out and absorbed q, odd token counts,
-// every config; then the spec and launch errors.
+// every config; per-head scales (computed in the launch: q's per (token, head), the paged cache's
+// per (slot, kv head)) against the float64 amax; then the spec errors.
 #include <functional>
 
 #include <fmt/format.h>
@@ -104,6 +105,45 @@ TEST_P(Fp8QOutput, PerTokenHeadScalesEveryConfig) {
   EXPECT_GE(expect_every_config(make_spec(f), {2, 4, 8}, {1, 3, 5}, 9), 6);
 }
 
+// Per-(slot, kv head) scales of an FP8 paged cache (io.cache_scale per_token_head): k and v each
+// get their head's scale in k_scale_cache / v_scale_cache [slots, Hkv]; every other entry stays.
+// Layouts, cache layouts, slot mapping and block tables, with and without a QK-norm, e4m3/e5m2,
+// K = V (no V cache), an FP8 q beside it.
+TEST_P(Fp8QOutput, PerSlotHeadCacheScales) {
+  const nlohmann::json norms[] = {nullptr, {{"type", "rmsnorm"}, {"eps", 1e-6}}};
+  int index = 0;
+  for (const char* layout : {"neox", "interleaved"})
+    for (const char* cache_dtype : {"fp8_e4m3", "fp8_e5m2"})
+      for (int variant = 0; variant < 3; ++variant) {
+        SpecFields f = ropejit::test::shaped_fields("fp8-cache-scales", kHeadShapes[index % std::size(kHeadShapes)],
+                                                    layout, index % 3 ? "bf16" : "fp32", index);
+        f.output = "paged_kv";
+        const bool block_tables = variant == 1;
+        f.positions = block_tables ? "varlen" : "explicit";
+        f.qk_norm = norms[index % 2];
+        f.io_extra = {{"cache_dtype", cache_dtype}, {"cache_scale", "per_token_head"},
+                      {"cache_layout", index % 3 ? "nhd" : "hnd"}, {"page_size", index % 2 ? 16 : 1},
+                      {"cache_index", block_tables ? "block_tables" : "slot_mapping"}};
+        if (variant == 2) {  // an FP8 q with its own per-head scales beside the cache's
+          f.io_extra["q_output"] = "separate";
+          f.io_extra["q_output_dtype"] = "fp8_e4m3";
+          f.io_extra["q_scale"] = "per_token_head";
+        }
+        if (index % 4 == 3) f.copy_v = false;  // K = V: no V cache, no v scales
+        nlohmann::json spec = ropejit::test::spec_json(f);
+        if (index % 4 == 3) spec["io"]["copy_v"] = false;
+        const Spec parsed = parse_spec(spec.dump());
+        ASSERT_TRUE(cache_scale_per_head(parsed));
+        expect_token_counts(parsed, index,
+                            fmt::format("fp8 cache per head {} {} {} D{}/{} Hq{} Hkv{} norm {} copy_v {}", layout,
+                                        cache_dtype, to_string(parsed.io.cache_index), parsed.head_dim,
+                                        parsed.rotary_dim, parsed.num_q_heads, parsed.num_kv_heads,
+                                        parsed.qk_norm.enabled, parsed.io.copy_v));
+        ++index;
+      }
+  EXPECT_EQ(index, 12);
+}
+
 // MLA: q_out in FP8, the whole head or the absorbed [q_latent | q_pe].
 TEST_P(Fp8QOutput, MlaQOutAndAbsorbedQ) {
   int index = 0;
@@ -153,6 +193,12 @@ TEST(Fp8QOutputSpec, RefusesWhereQIsNotWrittenToQOut) {
          s["qk_norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}, {"scope", "all"}};
        },
        "/io/q_scale: \"per_token_head\" is not allowed: must be \"static\" with qk_norm scope \"all\""},
+      {[](nlohmann::json& s) {
+         s["io"] = {{"output", "paged_kv"}, {"page_size", 16}, {"cache_scale", "per_token_head"}};
+       },
+       "/io/cache_scale: \"per_token_head\" is not allowed: must be absent unless io.cache_dtype is an FP8 type"},
+      {[](nlohmann::json& s) { s["io"]["cache_scale"] = "per_token_head"; },
+       "/io/cache_scale: \"per_token_head\" is not allowed: must be absent unless io.output is \"paged_kv\""},
   };
   for (const auto& [edit, want] : cases) {
     nlohmann::json spec = base;

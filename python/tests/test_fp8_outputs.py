@@ -1,4 +1,5 @@
-"""FP8 q output (io.q_output_dtype) through the Python API: the fused launch's codes against the
+"""FP8 outputs through the Python API (q_out: io.q_output_dtype; per-head scales of q and of the
+paged FP8 cache): the fused launch's codes against the
 engines' unfused path, rotate (the same spec with a plain q_out) and then quantize with torch
 (``(q * (1 / q_scale)).clamp(-max, max).to(float8)``), on real-model-shaped random data."""
 import numpy as np
@@ -21,12 +22,13 @@ def spec_dict(q_dtype, qk_norm=False):
     return spec
 
 
-def unfused(runtime, spec, q, k, positions, weights):
+def unfused(runtime, spec, q, k, positions, weights, both=False):
+    """The same spec's plain (unquantized) rotated q (and k): the engines' unfused first step."""
     io = {key: value for key, value in spec["io"].items() if key != "q_scale"}
     plain = dict(spec, io=dict(io, q_output_dtype="auto"))
-    q_out, _ = runtime.get(plain)(torch.from_numpy(q), torch.from_numpy(k), positions=torch.from_numpy(positions),
-                                  **weights)
-    return q_out
+    q_out, k_out = runtime.get(plain)(torch.from_numpy(q), torch.from_numpy(k), positions=torch.from_numpy(positions),
+                                      **weights)
+    return (q_out, k_out) if both else q_out
 
 
 @pytest.mark.parametrize("q_dtype", ["fp8_e4m3", "fp8_e5m2"])
@@ -110,3 +112,32 @@ def test_per_token_head_scales_equal_amax_then_quantize(runtime, rng, q_dtype):
     want = (rotated * inverse[..., None]).clamp(-fp8_max, fp8_max).to(torch_type)
     assert torch.equal(q_out.view(torch.uint8), want.view(torch.uint8))
     assert (want.to(torch.float32).abs() == fp8_max).any()                      # each head's amax hits the max
+
+
+def test_per_slot_head_cache_scales_equal_amax_then_quantize(runtime, rng):
+    """io.cache_scale per_token_head: each written (slot, kv head) gets max(amax × fl32(1 / 448),
+    1 / (448 · 512)) of its rotated k (or v) in k_scale_cache / v_scale_cache [slots, Hkv], its
+    codes those of torch's quantization with it; untouched slots keep their bytes."""
+    spec = spec_dict("fp8_e4m3")
+    spec["io"] = {"output": "paged_kv", "page_size": 16, "cache_dtype": "fp8_e4m3", "cache_scale": "per_token_head"}
+    tokens, pages = 21, 3
+    q = rng.standard_normal((tokens, 32, 128)).astype(np.float32)
+    k = rng.standard_normal((tokens, 8, 128)).astype(np.float32) * rng.uniform(0.1, 10, (tokens, 8, 1)).astype(np.float32)
+    v = rng.standard_normal((tokens, 8, 128)).astype(np.float32)
+    positions = rng.integers(0, 40000, tokens).astype(np.int64)
+    slots = rng.permutation(pages * 16)[:tokens].astype(np.int64)
+    caches = [torch.zeros((pages, 16, 8, 128), dtype=torch.float8_e4m3fn) for _ in range(2)]
+    scales = [torch.full((pages * 16, 8), -1.0) for _ in range(2)]
+    runtime.get(spec)(torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v),
+                      positions=torch.from_numpy(positions), k_cache=caches[0], v_cache=caches[1],
+                      slot_mapping=torch.from_numpy(slots), k_scale_cache=scales[0], v_scale_cache=scales[1])
+    _, rotated_k = unfused(runtime, spec_dict("fp8_e4m3"), q, k, positions, {}, both=True)
+    inverse_max = torch.tensor(1.0 / 448, dtype=torch.float32)
+    for values, cache, scale in ((rotated_k, caches[0], scales[0]), (torch.from_numpy(v), caches[1], scales[1])):
+        want_scale = torch.maximum(values.abs().amax(dim=-1) * inverse_max, torch.tensor(1.0 / (448 * 512)))
+        assert torch.equal(scale[torch.from_numpy(slots)], want_scale)
+        untouched = np.setdiff1d(np.arange(pages * 16), slots)
+        assert (scale[torch.from_numpy(untouched)] == -1).all()
+        want = (values * (1.0 / want_scale)[..., None]).clamp(-448, 448).to(torch.float8_e4m3fn)
+        got = cache.view(pages * 16, 8, 128)[torch.from_numpy(slots)]
+        assert torch.equal(got.view(torch.uint8), want.view(torch.uint8))
