@@ -1,0 +1,210 @@
+#pragma once
+// The lanes of one head working together (WorkShape lanes: an aligned power-of-2 segment of a
+// warp, shape.cuh): the warp-cooperative QK-norm, and the per-head FP8 scales of q_out and of
+// the paged cache, both reduced by __shfl_xor_sync butterflies whose results do not depend on
+// the order (the same bits on the GPU and the host backend). Included by rope.cuh after HeadIo
+// and the load/store helpers it uses.
+
+namespace ropejit {
+
+// Vectors any lane of a warp-cooperative QK-norm head holds: a rotating lane's rotated ones
+// (one interleaved, two neox, or the whole slice) and, spread, pass-through ones (shape.cuh).
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int norm_lane_vectors() {
+  return max_lane_vectors(rope_shape<T>());
+}
+
+// The vectors of one lane of a QK-norm head row: its rotated ones, elements first + j * step for
+// j < count (first = kRotaryBegin + lane * vec), then its pass-through ones, tail_first +
+// i * tail_step for i < tail_count (from kPassBegin; shape.cuh tail_vector_first). Without
+// tail_spread a lane holds one kind only, kept in first/step/count (tail_count 0).
+struct LaneVectors {
+  int first, step, count;
+  int tail_first, tail_step, tail_count;
+};
+
+template <class T>
+__device__ __forceinline__ LaneVectors lane_vectors(int lane) {
+  constexpr WorkShape W = rope_shape<T>();
+  LaneVectors v{0, 0, 0, 0, 0, 0};
+  const bool rotating = W.lanes == W.rot_lanes || lane < W.rot_lanes;  // every lane rotates: no test
+  if (rotating) {
+    v.first = T::kRotaryBegin + lane * T::kVec;  // whole_slice: lane 0
+    v.step = W.whole_slice ? T::kVec : W.half;   // interleaved: one vector
+    v.count = W.rot_vectors;
+  }
+  if (W.tail_vectors > 0) {
+    const int first = T::kPassBegin + tail_vector_first(W, lane) * T::kVec;
+    const int count = tail_vector_count(W, lane);
+    if (W.tail_spread) {
+      v.tail_first = first, v.tail_step = W.tail_width * T::kVec, v.tail_count = count;
+    } else if (!rotating) {
+      v.first = first, v.step = W.tail_width * T::kVec, v.count = count;
+    }
+  }
+  return v;
+}
+
+// Whether the lane holds vector j, and its first element.
+template <class T>
+__device__ __forceinline__ bool lane_holds(const LaneVectors& lv, int j) {
+  return j < lv.count + (rope_shape<T>().tail_spread ? lv.tail_count : 0);
+}
+template <class T>
+__device__ __forceinline__ int lane_element(const LaneVectors& lv, int j) {
+  if constexpr (rope_shape<T>().tail_spread)
+    if (j >= lv.count) return lv.tail_first + (j - lv.count) * lv.tail_step;
+  return lv.first + j * lv.step;
+}
+
+// Rotates the vectors a QK-norm lane holds (lane_vectors) when it is a rotating lane whose
+// pairs rotate; tail lanes keep theirs. `first`: the lane's first element within the rotated slice.
+template <class T>
+__device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
+                                                    float (&x)[norm_lane_vectors<T>()][T::kVec],
+                                                    const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                    const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec;
+  // Whether the lane's pairs rotate, as one test where pair_rotates gives one answer per lane.
+  constexpr int kLanePairs = T::kInterleaved ? V / 2 : W.whole_slice ? W.half : V;
+  constexpr bool kLaneUniform = T::kRotatedPairs >= W.half || T::kRotatedPairs % kLanePairs == 0;
+  const bool lane_rotates = !kLaneUniform || pair_rotates<T, kLanePairs>(T::kInterleaved ? first / 2 : first, 0);
+  if (!lane_rotates || !(W.lanes == W.rot_lanes || lane < W.rot_lanes)) return;
+  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i)
+      if (pair_rotates<T, V / 2>(first / 2, i)) rotate_in_place(x[0][2 * i], x[0][2 * i + 1], cos_v[i], sin_v[i]);
+  } else if constexpr (W.whole_slice) {  // neox, the slice [0, d) as kMax vectors
+#pragma unroll
+    for (int i = 0; i < W.half; ++i)
+      if (pair_rotates<T, W.half>(0, i))
+        rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], cos_v[i], sin_v[i]);
+  } else {  // neox: x[e + i] and x[e + d/2 + i]
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (pair_rotates<T, V>(first, i)) rotate_in_place(x[0][i], x[1][i], cos_v[i], sin_v[i]);
+  }
+}
+
+// The shuffle mask of this thread's head: its aligned segment of W.lanes lanes of the warp.
+template <class T>
+__device__ __forceinline__ unsigned head_lanes_mask() {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr unsigned kSegment = W.lanes >= kWarpLanes ? 0xffffffffu : (1u << W.lanes) - 1u;
+  return kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
+}
+
+// One lane of a warp-cooperative QK-norm head (W.lanes lanes, an aligned power-of-2 segment of a
+// warp: shape.cuh): the lane loads its vectors (bias added) and sums their squares in element
+// order with fmaf; the head's lanes add their sums in a butterfly of __shfl_xor_sync over offsets
+// lanes/2, ..., 1 (a + b and b + a are the same bits, so every lane gets the same total, on the GPU
+// and the host backend alike); each lane then normalizes and rotates its own vectors, left in x
+// for store_lane_vectors.
+// In place is safe: a lane writes only the vectors it read before the reduction. Every condition
+// that skips the shuffles (a v head, a padding row, a token with no cache slot, a head past the
+// row) holds for the whole head, so the mask names exactly the head's lanes and all reach it.
+template <class T>
+__device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                                 const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                 const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                                 float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec;
+  constexpr int kMax = norm_lane_vectors<T>();
+  const LaneVectors lv = lane_vectors<T>(lane);
+  const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
+  const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads (rotated too)
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kMax; ++j) {
+    if (lane_holds<T>(lv, j) && loaded) {
+      load_vec<typename T::Storage, V>(io.src + lane_element<T>(lv, j), x[j]);
+      add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
+#pragma unroll
+      for (int i = 0; i < V; ++i) sum = fmaf(x[j][i], x[j][i], sum);
+    } else {
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j][i] = 0.0f;
+    }
+  }
+  if constexpr (T::kQkNorm) {  // without a norm (per-head FP8 q scales alone): only the rotation
+    if (normed) {
+      const unsigned mask = head_lanes_mask<T>();
+#pragma unroll
+      for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
+      const float inv_rms = norm_factor<T>(p, 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps), io.role);
+#pragma unroll
+      for (int j = 0; j < kMax; ++j)
+        if (lane_holds<T>(lv, j)) apply_norm<T>(p.norm_weight[io.role], inv_rms, lane_element<T>(lv, j), x[j]);
+    }
+  }
+  if (normed) rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
+}
+
+// The largest finite value of the FP8 type a head of `role` is stored in (q_out's or the cache's).
+template <class T>
+__device__ __forceinline__ float fp8_max_of(int role) {
+  float q_max = 448.0f, cache_max = 448.0f;
+  if constexpr (T::kQOutFp8) q_max = T::QOutStorage::kE4M3 ? 448.0f : 57344.0f;
+  if constexpr (T::kOutputPagedKv) {  // kCacheFp8 exists only there
+    if constexpr (T::kCacheFp8) cache_max = T::CacheStorage::kE4M3 ? 448.0f : 57344.0f;
+  }
+  return role == kRoleQ ? q_max : cache_max;
+}
+
+// An FP8 head with a scale of its own (q_out's per (token, head), the cache's per (slot, kv head)):
+// the head's amax over its lanes (max is exact in any order: the same bits on the GPU and the
+// host backend), scale = max(amax * fl(1 / FP8 max), 1 / (FP8 max * 512)) (a product, not a
+// division: 12 instructions fewer; vLLM's floor for an all-zero group), written by the head's
+// lane 0; the lane's stores then take 1 / scale (correctly rounded). Every lane of the head's
+// segment reaches it (the norm's rule: a head without a slot skips it whole).
+template <class T>
+__device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
+                                               const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  if constexpr (T::kQScalePerHead || T::kCacheScalePerHead) {
+    if (io.role == kRoleQ ? !T::kQScalePerHead : !T::kCacheScalePerHead) return;
+    constexpr WorkShape W = rope_shape<T>();
+    const LaneVectors lv = lane_vectors<T>(lane);
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < norm_lane_vectors<T>(); ++j)
+      if (lane_holds<T>(lv, j)) {
+#pragma unroll
+        for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
+      }
+    const unsigned mask = head_lanes_mask<T>();
+#pragma unroll
+    for (int offset = W.lanes / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, W.lanes));
+    const float fp8_max = fp8_max_of<T>(io.role);
+    const float scale = fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
+    io.store_scale = 1.0f / scale;
+    if (lane == 0 && io.scale_out) *io.scale_out = scale;
+  }
+}
+
+// Stores the vectors norm_rotate_lane left in x to the head's destination.
+template <class T>
+__device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane,
+                                                   const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  const LaneVectors lv = lane_vectors<T>(lane);
+#pragma unroll
+  for (int j = 0; j < norm_lane_vectors<T>(); ++j)
+    if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
+}
+
+template <class T>
+__device__ __forceinline__ void process_lane_norm(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                  const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  if constexpr (T::kOutputPagedKv) {
+    if (!io.dst) return;  // a k or v head of a token with no cache slot: its whole segment returns
+  }
+  float x[norm_lane_vectors<T>()][T::kVec];
+  norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
+  HeadIo<T> scaled = io;
+  per_head_scale<T>(scaled, lane, x);
+  store_lane_vectors<T>(scaled, lane, x);
+}
+
+}  // namespace ropejit
