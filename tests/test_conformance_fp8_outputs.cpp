@@ -83,7 +83,7 @@ TEST_P(Fp8QOutput, PerTokenHeadScalesEveryFormAndLayout) {
       for (int form = 0; form < 3; ++form) {
         SpecFields f = fp8_q_fields(index, layout, index % 3 ? "bf16" : "fp32", q_dtype);
         f.output = kOutputs[form];
-        f.positions = f.output == "explicit" || f.output == "separate" ? "explicit" : "varlen";
+        f.positions = f.output == "separate" ? "explicit" : "varlen";
         if (f.output == "paged_kv")
           f.io_extra.update({{"q_output", "separate"}, {"page_size", 16}, {"cache_dtype", "fp8_e4m3"}});
         f.qk_norm = norms[index % 2];

@@ -67,6 +67,18 @@ void read_mrope(const json& block, const std::string& base, int rotary_dim, Rope
 // a token's page from its sequence and position, which only varlen positions give.
 constexpr int kMaxPageSize = 1 << 16;
 
+// An FP8 scale mode key (q_scale, cache_scale): read from the QScale table, and only with an FP8
+// element type at `type_key`. Returns the key's value, or null when absent.
+const json* read_scale_mode(const json& block, const std::string& base, const char* key, CacheDType type,
+                            const char* type_key, QScale& mode, Reader& reader) {
+  const json* v = member(block, key);
+  if (!v) return nullptr;
+  mode = reader.enumeration<QScale>(*v, base + "/" + key).value_or(mode);
+  if (type == CacheDType::auto_)
+    reader.not_allowed(base + "/" + key, *v, fmt::format("absent unless io.{} is an FP8 type", type_key));
+  return v;
+}
+
 void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reader& reader) {
   static const char* const kKeys[] = {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output",
                                       "cache_scale"};
@@ -82,11 +94,7 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
     io.cache_dtype = reader.enumeration<CacheDType>(*v, base + "/cache_dtype").value_or(io.cache_dtype);
   if (const json* v = member(block, "cache_index"))
     io.cache_index = reader.enumeration<CacheIndex>(*v, base + "/cache_index").value_or(io.cache_index);
-  if (const json* v = member(block, "cache_scale")) {
-    io.cache_scale = reader.enumeration<QScale>(*v, base + "/cache_scale").value_or(io.cache_scale);
-    if (io.cache_dtype == CacheDType::auto_)
-      reader.not_allowed(base + "/cache_scale", *v, "absent unless io.cache_dtype is an FP8 type");
-  }
+  read_scale_mode(block, base, "cache_scale", io.cache_dtype, "cache_dtype", io.cache_scale, reader);
   if (const json* v = member(block, "q_output"))
     io.q_output = reader.enumeration<QOutput>(*v, base + "/q_output").value_or(io.q_output);
   if (const json* v = member(block, "page_size"))
@@ -107,11 +115,8 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
 void read_q_quantization(const json& block, const std::string& base, OpKind op, IoSpec& io, Reader& reader) {
   if (const json* v = member(block, "q_output_dtype"))
     io.q_output_dtype = reader.enumeration<CacheDType>(*v, base + "/q_output_dtype").value_or(io.q_output_dtype);
-  if (const json* v = member(block, "q_scale")) {
-    io.q_scale = reader.enumeration<QScale>(*v, base + "/q_scale").value_or(io.q_scale);
-    if (io.q_output_dtype == CacheDType::auto_)
-      reader.not_allowed(base + "/q_scale", *v, "absent unless io.q_output_dtype is an FP8 type");
-    else if (io.q_scale == QScale::per_token_head && op != OpKind::rope)
+  if (const json* v = read_scale_mode(block, base, "q_scale", io.q_output_dtype, "q_output_dtype", io.q_scale, reader)) {
+    if (io.q_output_dtype != CacheDType::auto_ && io.q_scale == QScale::per_token_head && op != OpKind::rope)
       reader.not_allowed(base + "/q_scale", *v,
                          fmt::format("\"static\" when op is {} (per-head scales: op rope so far)", to_string(op)));
   }

@@ -536,11 +536,8 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
         }
     }
   if (per_head) {  // the scales the launch writes, one float32 per (token, head)
-    BufferDesc scales = data_buffer(spec, "q_scale_out", BufferKind::output, shape.tokens, spec.num_q_heads,
-                                    spec.num_q_heads, false, bind_to<&ropejit_args::q_scale_out>, {"T", "Hq"});
-    scales.element_bytes = 4;
-    scales.fp32 = true;
-    out.push_back(scales);
+    out.push_back(scale_buffer(spec, "q_scale_out", shape.tokens, spec.num_q_heads,
+                               bind_to<&ropejit_args::q_scale_out>, {"T", "Hq"}));
   }
   return out;
 }

@@ -189,12 +189,10 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
   if (cache_scale_per_head(s))  // [slots, Hkv] float32 scales beside each cache
     for (bool k : {true, false}) {
       if (!k && !s.io.copy_v) break;
-      BufferDesc scales = data_buffer(s, k ? "k_scale_cache" : "v_scale_cache", BufferKind::output,
-                                      shape.cache_pages * s.io.page_size, s.num_kv_heads, s.num_kv_heads, false,
-                                      k ? bind_to<&ropejit_args::k_scale_cache> : bind_to<&ropejit_args::v_scale_cache>,
-                                      {"slots", "Hkv"});
-      scales.element_bytes = 4;
-      scales.fp32 = true;
+      BufferDesc scales = scale_buffer(s, k ? "k_scale_cache" : "v_scale_cache", shape.cache_pages * s.io.page_size,
+                                       s.num_kv_heads,
+                                       k ? bind_to<&ropejit_args::k_scale_cache> : bind_to<&ropejit_args::v_scale_cache>,
+                                       {"slots", "Hkv"});
       scales.moved_rows = shape.tokens;  // one slot per token
       out.push_back(scales);
     }

@@ -97,6 +97,15 @@ inline BufferDesc data_buffer(const Spec& spec, const char* name, BufferKind kin
           {BoundField{stride, FieldUse::optional}}};
 }
 
+// A float32 array of per-head FP8 scales a launch writes: `rows` rows of `heads`, dense.
+inline BufferDesc scale_buffer(const Spec& spec, const char* name, int64_t rows, int64_t heads, Bind bind,
+                               std::array<const char*, 4> dims) {
+  BufferDesc b = data_buffer(spec, name, BufferKind::output, rows, heads, heads, false, bind, dims);
+  b.element_bytes = 4;
+  b.fp32 = true;
+  return b;
+}
+
 // ---------------------------------------------------------------- paged_kv (launch_args_paged.cpp)
 
 /// Binds q (in place or q_out), the two caches, the slot index and the FP8 scales; returns the rows.
