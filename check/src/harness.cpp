@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <random>
+#include <string_view>
 #include <utility>
 
 #include <fmt/format.h>
@@ -19,9 +20,12 @@ namespace {
 int64_t changed_outside_written(const std::string& before, const std::string& after, const ref::RefTensor& expected,
                                 const ref::ActualTensor& actual, int esize) {
   std::vector<uint8_t> written(before.size(), 0);
+  const bool nibbles = expected.cache_dtype == CacheDType::nvfp4;  // two elements a byte
   for (int64_t index = 0; index < expected.size(); ++index) {
     if (!expected.untouched.empty() && expected.untouched[index]) continue;
-    const size_t at = static_cast<size_t>(ref::actual_offset(expected, actual, index) * esize);
+    const int64_t e = index % expected.head_dim;
+    const size_t at = nibbles ? static_cast<size_t>(ref::actual_offset(expected, actual, index - e) + e / 2)
+                              : static_cast<size_t>(ref::actual_offset(expected, actual, index) * esize);
     for (int b = 0; b < esize && at + b < written.size(); ++b) written[at + b] = 1;
   }
   int64_t changed = 0;
@@ -37,6 +41,11 @@ ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const st
   if (desc.kind == BufferKind::cache) {
     const TensorRef cache = cache_tensor(spec, nullptr, desc.row_stride);
     return {bytes.data(), cache.token_stride, cache.head_stride, cache.batch_stride};
+  }
+  if (nvfp4_cache(spec) && std::string_view(desc.name).find("_scale_cache") != std::string_view::npos) {
+    const int64_t blocks = spec.head_dim / kNvfp4Block, P = spec.io.page_size, H = spec.num_kv_heads;
+    if (spec.io.cache_layout == CacheLayout::hnd) return {bytes.data(), blocks, P * blocks, desc.row_stride};
+    return {bytes.data(), H * blocks, blocks, desc.row_stride};
   }
   if (desc.token_rows) return {bytes.data(), desc.row_stride, expected.head_dim, 0};
   return {bytes.data(), 0, 0, 0};  // padded: dense
@@ -105,7 +114,22 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
 
   // Every written buffer against the reference (its tensor: the name without "_out"), and
   // nothing written beyond what it expects; read-only inputs must be unchanged.
-  const ref::RefOutputs expected = ref::reference_outputs(spec, problem);
+  ref::RefOutputs expected = ref::reference_outputs(spec, problem);
+  if (nvfp4_cache(spec))  // the codes are judged at the block scales the launch wrote (checked below)
+    for (size_t i = 0; i < host.buffers.size(); ++i) {
+      const std::string name = host.buffers[i].desc.name;
+      if (name != "k_scale_cache" && name != "v_scale_cache") continue;
+      const ref::RefTensor* scales = expected.find(name);
+      ref::RefTensor* cache = nullptr;
+      for (ref::RefTensor& t : expected.tensors)
+        if (t.name == name.substr(0, 1) + "_cache") cache = &t;
+      if (!scales || !cache) throw Error(Status::internal, "reference has no NVFP4 tensors for " + name);
+      const ref::ActualTensor view = actual_view(spec, host.buffers[i].desc, after[i], *scales);
+      std::vector<uint8_t> codes(static_cast<size_t>(scales->size()));
+      for (int64_t at = 0; at < scales->size(); ++at)
+        codes[static_cast<size_t>(at)] = static_cast<uint8_t>(after[i][static_cast<size_t>(ref::actual_offset(*scales, view, at))]);
+      ref::adopt_block_scales(*cache, *scales, codes);
+    }
   // Baked and run-time (dynamic NTK) inv_freq must equal the reference's bit for bit.
   const ref::Tolerance tolerance;
   for (size_t i = 0; i < host.buffers.size(); ++i) {

@@ -122,7 +122,9 @@ std::vector<int64_t> cache_slots(const Spec& spec, const RefProblem& problem, co
   return slots;
 }
 
-Fp8Format fp8_format(CacheDType type) { return type == CacheDType::fp8_e5m2 ? Fp8Format::e5m2 : Fp8Format::e4m3; }
+Fp8Format fp8_format(CacheDType type) {
+  return type == CacheDType::fp8_e5m2 ? Fp8Format::e5m2 : type == CacheDType::nvfp4 ? Fp8Format::e2m1 : Fp8Format::e4m3;
+}
 
 // Each op's row lives in its own file; ROPEJIT_OPS lists them (a missing one fails to link).
 #define ROPEJIT_CHECK_OP_ROW(name) &kCheckOp_##name,
@@ -208,8 +210,56 @@ RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
 
 }  // namespace
 
+RefTensor nvfp4_block_scales(RefTensor& cache) {
+  const std::string name = cache.name.substr(0, 1) + "_scale_cache";
+  const int64_t D = cache.head_dim, H = cache.heads, page_size = cache.rows, blocks = D / kNvfp4Block;
+  RefTensor scales = detail::make_tensor(name, RefLayout::padded_bhsd, cache.batch, page_size, H, blocks);
+  std::fill(scales.padding.begin(), scales.padding.end(), 0);
+  scales.untouched.assign(scales.value.size(), 1);
+  scales.cache_dtype = CacheDType::fp8_e4m3;  // codes of the block scale's value, scale 1
+  const float global = static_cast<float>(cache.quant_scale);
+  const double inv_global = 1.0f / global;    // the launch's float32 reciprocal, as the kernel's
+  const double inv_six = 1.0f / 6.0f;
+  cache.quant_scales.assign(cache.value.size(), 0.0);
+  for (int64_t row = 0; row < cache.batch * H * page_size; ++row) {  // (page, head, offset) rows
+    const size_t base = static_cast<size_t>(row * D);
+    if (cache.untouched[base]) continue;  // no token writes this slot
+    for (int64_t b = 0; b < blocks; ++b) {
+      double amax = 0.0;
+      for (int64_t i = 0; i < kNvfp4Block; ++i)
+        amax = std::max(amax, std::fabs(cache.value[base + static_cast<size_t>(b * kNvfp4Block + i)]));
+      const double sf_value = inv_global * (amax * inv_six);
+      const double sf = fp8_bits_to_double(Fp8Format::e4m3, round_to_fp8_bits(Fp8Format::e4m3, sf_value));
+      const size_t at = static_cast<size_t>(row * blocks + b);
+      scales.value[at] = scales.scale[at] = sf_value;
+      scales.untouched[at] = 0;
+      for (int64_t i = 0; i < kNvfp4Block; ++i)
+        cache.quant_scales[base + static_cast<size_t>(b * kNvfp4Block + i)] = sf / inv_global;
+    }
+  }
+  return scales;
+}
+
+void adopt_block_scales(RefTensor& cache, const RefTensor& scales, const std::vector<uint8_t>& codes) {
+  const double inv_global = 1.0f / static_cast<float>(cache.quant_scale);
+  for (int64_t at = 0; at < scales.size(); ++at) {
+    if (scales.untouched[static_cast<size_t>(at)]) continue;
+    const double sf = fp8_bits_to_double(Fp8Format::e4m3, codes[static_cast<size_t>(at)]);
+    for (int64_t i = 0; i < kNvfp4Block; ++i)
+      cache.quant_scales[static_cast<size_t>(at * kNvfp4Block + i)] = sf / inv_global;
+  }
+}
+
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   RefOutputs out = detail::check_op(spec.op).reference(spec, problem);
+  if (nvfp4_cache(spec)) {
+    const size_t caches = out.tensors.size();
+    for (size_t i = 0; i < caches; ++i)
+      if (out.tensors[i].name == "k_cache" || out.tensors[i].name == "v_cache") {
+        RefTensor scales = nvfp4_block_scales(out.tensors[i]);
+        out.tensors.push_back(std::move(scales));
+      }
+  }
   if (cache_scale_per_head(spec)) {
     const size_t caches = out.tensors.size();
     for (size_t i = 0; i < caches; ++i)
@@ -285,7 +335,8 @@ bool fp8_matches(const RefTensor& expected, int64_t index, uint8_t bits, const T
                  double& reference_value, CheckResult& result) {
   const Fp8Format format = fp8_format(expected.cache_dtype);
   const double quant_scale = quant_scale_at(expected, index);
-  const double quotient = expected.value[index] / quant_scale;
+  // An NVFP4 block whose scale rounded to 0 stores zeros (the kernel's multiplier is 0).
+  const double quotient = quant_scale == 0.0 ? 0.0 * expected.value[index] : expected.value[index] / quant_scale;
   const uint8_t want = round_to_fp8_bits(format, quotient);
   reference_value = fp8_bits_to_double(format, want) * quant_scale;
   const double got = fp8_bits_to_double(format, bits) * quant_scale;
@@ -295,6 +346,7 @@ bool fp8_matches(const RefTensor& expected, int64_t index, uint8_t bits, const T
   if (ulps == 0) return true;
   if (ulps == std::numeric_limits<int64_t>::max()) return false;  // NaN against a number, or the reverse
   // fp32 math noise of the value, and the kernel's float32 reciprocal of the scale.
+  if (quant_scale == 0.0) return false;
   const double noise = tolerance.fp32_relative * std::max(std::fabs(expected.value[index]), expected.scale[index]) /
                            quant_scale + std::fabs(quotient) * std::ldexp(1.0, -22);
   const double low = fp8_bits_to_double(format, round_to_fp8_bits(format, quotient - noise));
@@ -327,10 +379,17 @@ CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& 
     return result;
   }
   for (int64_t index = 0; index < expected.size(); ++index) {
-    const int64_t offset = actual_offset(expected, actual, index);
     if (!expected.untouched.empty() && expected.untouched[index]) continue;  // the caller's byte check
     const bool fp8 = expected.cache_dtype != CacheDType::auto_;
-    const uint32_t bits = fp8 ? static_cast<const uint8_t*>(actual.data)[offset] : load_bits(dtype, actual.data, offset);
+    uint32_t bits;
+    if (expected.cache_dtype == CacheDType::nvfp4) {  // element e of a row: byte e / 2, low nibble for even e
+      const int64_t e = index % expected.head_dim;
+      const int64_t byte = actual_offset(expected, actual, index - e) + e / 2;
+      bits = (static_cast<const uint8_t*>(actual.data)[byte] >> (4 * (e % 2))) & 0xfu;
+    } else {
+      const int64_t offset = actual_offset(expected, actual, index);
+      bits = fp8 ? static_cast<const uint8_t*>(actual.data)[offset] : load_bits(dtype, actual.data, offset);
+    }
     const double want = expected.value[index];
     const double got = fp8 ? fp8_value(expected, index, bits) : dtype_bits_to_double(dtype, bits);
     ++result.checked;

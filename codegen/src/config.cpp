@@ -73,6 +73,13 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   if (c.sincos == SinCosMode::table && frequencies_depend_on_run_length(spec.rope.type))
     return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
                        to_string(spec.rope.type));
+  if (nvfp4_cache(spec)) {
+    const WorkShape w = work_shape(spec, c);
+    if (!blocks_in_lane_groups(w, c.vec, rotary_begin(spec), pass_begin(spec), kNvfp4Block))
+      return fmt::format("vec {} does not fit NVFP4 blocks: each 16-value block of a head row must lie in {} lanes "
+                         "of one head (head_dim {}, rotary_dim {}: multiples of 16, and 32 for the neox half)",
+                         c.vec, std::max(1, kNvfp4Block / c.vec), D, d);
+  }
   if ((q_scale_per_head(spec) || cache_scale_per_head(spec)) && work_shape(spec, c).whole_heads)
     return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 scales "
                        "reduce a head's amax within one warp (a wider vec)", c.vec, D);

@@ -135,6 +135,7 @@ const char* fp8_storage_tag(const Spec& s, CacheDType type) {
     case CacheDType::auto_: return storage_tag(s.dtype);
     case CacheDType::fp8_e4m3: return "ropejit::StorageE4M3";
     case CacheDType::fp8_e5m2: return "ropejit::StorageE5M2";
+    case CacheDType::nvfp4: return "ropejit::StorageE2M1";
   }
   return "?";
 }
@@ -206,13 +207,15 @@ Source generate_source(const Plan& plan) {
   if (paged_kv(s)) {  // k and v into a paged cache (rope.cuh locate_cache_slot, cache_head)
     t += fmt::format("  typedef {} CacheStorage;\n", fp8_storage_tag(s, s.io.cache_dtype));
     line("int", "kPageSize", s.io.page_size);
-    line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_);
+    line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_ && !nvfp4_cache(s));
+    line("bool", "kCacheNvfp4", nvfp4_cache(s));  // head_lanes.cuh store_nvfp4_vectors
     text.flags("CacheIndex", s.io.cache_index);
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }
   line("bool", "kQOutFp8", s.io.q_output_dtype != CacheDType::auto_);
   line("bool", "kQScalePerHead", q_scale_per_head(s));          // rope.cuh per_head_scale
   line("bool", "kCacheScalePerHead", cache_scale_per_head(s));  // ... for the k and v cache heads
+  line("bool", "kCooperativeHeads", cooperative_heads(s));      // a head's lanes meet at shuffles
   line("bool", "kQkNorm", s.qk_norm.enabled);
   text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)

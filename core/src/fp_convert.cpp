@@ -88,36 +88,42 @@ double bits_to_double(uint32_t bits, const Format& f) {
 struct Fp8Table {
   double value[256];
   uint8_t max_code;  // the largest finite positive code
+  uint8_t sign;      // the sign bit: 0x80 (FP8), 0x08 (FP4)
+  bool has_nan;
 };
 
-Fp8Table make_fp8_table(int exp_bits, int mant_bits, bool has_inf) {
+Fp8Table make_fp8_table(int exp_bits, int mant_bits, bool has_inf, bool has_nan = true) {
   Fp8Table t{};
   const int bias = (1 << (exp_bits - 1)) - 1;
   const int exp_max = (1 << exp_bits) - 1, mant_max = (1 << mant_bits) - 1;
-  for (int code = 0; code < 256; ++code) {
+  const int codes = 2 << (exp_bits + mant_bits);
+  t.sign = static_cast<uint8_t>(codes / 2);
+  t.has_nan = has_nan;
+  for (int code = 0; code < codes; ++code) {
     const int exp_field = (code >> mant_bits) & exp_max, mant = code & mant_max;
     double magnitude;
     if (has_inf && exp_field == exp_max) {  // IEEE-like (e5m2): top exponent is inf and NaN
       magnitude = mant ? std::numeric_limits<double>::quiet_NaN()
                        : std::numeric_limits<double>::infinity();
-    } else if (!has_inf && exp_field == exp_max && mant == mant_max) {  // e4m3 "FN": S.1111.111
+    } else if (has_nan && !has_inf && exp_field == exp_max && mant == mant_max) {  // e4m3 "FN": S.1111.111
       magnitude = std::numeric_limits<double>::quiet_NaN();
     } else if (exp_field == 0) {
       magnitude = std::ldexp(mant, 1 - bias - mant_bits);
     } else {
       magnitude = std::ldexp(mant + (1 << mant_bits), exp_field - bias - mant_bits);
     }
-    t.value[code] = (code & 0x80) ? -magnitude : magnitude;
+    t.value[code] = (code & t.sign) ? -magnitude : magnitude;
   }
   t.max_code = 0;
-  while (std::isfinite(t.value[t.max_code + 1])) ++t.max_code;
+  while (t.max_code + 1 < t.sign && std::isfinite(t.value[t.max_code + 1])) ++t.max_code;
   return t;
 }
 
 const Fp8Table& fp8_table(Fp8Format format) {
   static const Fp8Table e4m3 = make_fp8_table(4, 3, false);
   static const Fp8Table e5m2 = make_fp8_table(5, 2, true);
-  return format == Fp8Format::e4m3 ? e4m3 : e5m2;
+  static const Fp8Table e2m1 = make_fp8_table(2, 1, false, false);
+  return format == Fp8Format::e4m3 ? e4m3 : format == Fp8Format::e5m2 ? e5m2 : e2m1;
 }
 
 }  // namespace
@@ -218,8 +224,8 @@ int64_t ulp_distance(DType dtype, uint32_t a_bits, uint32_t b_bits) {
 
 uint8_t round_to_fp8_bits(Fp8Format format, double value) {
   const Fp8Table& t = fp8_table(format);
-  const uint8_t sign = std::signbit(value) ? 0x80 : 0x00;
-  if (std::isnan(value)) return static_cast<uint8_t>(sign | 0x7f);
+  const uint8_t sign = std::signbit(value) ? t.sign : 0x00;
+  if (std::isnan(value)) return static_cast<uint8_t>(sign | (t.has_nan ? t.sign - 1 : t.max_code));
   const double magnitude = std::fabs(value);
   if (magnitude >= t.value[t.max_code]) return static_cast<uint8_t>(sign | t.max_code);  // saturate
   // The nearest finite code: `lo` is the largest value <= magnitude, `lo + 1` the next one up.
@@ -242,9 +248,9 @@ int64_t fp8_ulp_distance(Fp8Format format, uint8_t a_bits, uint8_t b_bits) {
     return (a_bits == b_bits && !std::isnan(a)) ? 0 : std::numeric_limits<int64_t>::max();
   }
   // Sign-magnitude to a signed position on the ordered line; +0 and -0 both map to 0.
-  auto ordered = [](uint8_t bits) -> int64_t {
-    const int64_t magnitude = bits & 0x7f;
-    return (bits & 0x80) ? -magnitude : magnitude;
+  auto ordered = [&t](uint8_t bits) -> int64_t {
+    const int64_t magnitude = bits & (t.sign - 1);
+    return (bits & t.sign) ? -magnitude : magnitude;
   };
   const int64_t diff = ordered(a_bits) - ordered(b_bits);
   return diff < 0 ? -diff : diff;

@@ -43,7 +43,8 @@ def _torch_view(t: Any) -> ArrayView:
 
     names = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32", torch.float64: "fp64",
              torch.int32: "int32", torch.int64: "int64", torch.uint8: "uint8", torch.int16: "int16"}
-    for attr, name in (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2"), ("uint16", "uint16")):
+    for attr, name in (("float8_e4m3fn", "fp8_e4m3"), ("float8_e5m2", "fp8_e5m2"), ("uint16", "uint16"),
+                       ("float4_e2m1fn_x2", "nvfp4")):
         if hasattr(torch, attr):
             names[getattr(torch, attr)] = name
     device = "cuda" if t.device.type == "cuda" else t.device.type

@@ -14,7 +14,8 @@ from ._spec import JsonLike, Spec
 ArgumentError = _ropejit.ArgumentError
 
 # Array element types a spec element type accepts: numpy has no bf16 or fp8, so raw bits pass.
-_ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_e5m2": ("fp8_e5m2", "uint8")}
+_ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_e5m2": ("fp8_e5m2", "uint8"),
+            "nvfp4": ("nvfp4", "uint8")}  # NVFP4: bytes of two e2m1 codes (torch float4_e2m1fn_x2)
 
 # The launch arguments that are arrays, in the order kernel() takes them.
 ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",

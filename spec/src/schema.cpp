@@ -109,7 +109,10 @@ ordered_json io_schema() {
   properties["cache_layout"] =
       enum_schema<CacheLayout>("paged_kv: nhd [pages, page_size, Hkv, D] or hnd [pages, Hkv, page_size, D] (default nhd)");
   properties["cache_dtype"] =
-      enum_schema<CacheDType>("paged_kv: the spec dtype (auto, default) or FP8 with k_scale / v_scale at launch");
+      enum_schema<CacheDType>(
+          "paged_kv: the spec dtype (auto, default), FP8 with k_scale / v_scale at launch, or NVFP4 (op rope: e2m1 "
+          "codes two a byte, an e4m3 scale per 16 values written to k_scale_cache / v_scale_cache, k_scale / v_scale "
+          "global)");
   properties["cache_index"] = enum_schema<CacheIndex>(
       "paged_kv: slot_mapping [T] (-1 skips a token) or block_tables [B, max_blocks] with varlen positions "
       "(default slot_mapping)");
@@ -120,7 +123,7 @@ ordered_json io_schema() {
       "max(amax * fl(1 / FP8 max), 1 / (FP8 max * 512)), written to k_scale_cache / v_scale_cache [pages * "
       "page_size, Hkv]; op rope)");
   properties["q_output_dtype"] = enum_schema<CacheDType>(
-      "q_out's element type: the spec dtype (auto, default) or FP8 (q_out only: output separate or padded_bhsd, "
+      "q_out's element type: the spec dtype (auto, default) or FP8, not nvfp4 (q_out only: output separate or padded_bhsd, "
       "or q_output separate), stored as fp8(q * (1 / scale))");
   properties["q_scale"] = enum_schema<QScale>(
       "FP8 q_out's scale: static (q_scale at launch, default) or per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "

@@ -319,6 +319,30 @@ void check_proportional_rotary(const json& document, Reader& reader, const Spec&
     reader.not_allowed("/partial_rotary_factor", *fraction, "absent or 1 " + why);
 }
 
+// An NVFP4 cache: op rope's paged append, its own block scales (no per-head ones), heads whose
+// 16-value blocks fall on whole vectors of lanes (codegen config_problem checks the lane map).
+void check_nvfp4(Reader& reader, const Spec& spec) {
+  const std::string value = "nvfp4";
+  if (spec.op != OpKind::rope) {
+    reader.not_allowed("/io/cache_dtype", value,
+                       fmt::format("auto, fp8_e4m3 or fp8_e5m2 when op is {} (NVFP4 caches: op rope so far)",
+                                   to_string(spec.op)));
+    return;
+  }
+  if (spec.io.cache_scale == QScale::per_token_head)
+    reader.not_allowed("/io/cache_scale", std::string("per_token_head"),
+                       "\"static\" with cache_dtype nvfp4 (its e4m3 scales are per 16-value block, computed in the "
+                       "launch, under the static k_scale / v_scale)");
+  if (spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all)
+    reader.not_allowed("/qk_norm/scope", std::string("all"), "\"head\" with cache_dtype nvfp4");
+  const int D = spec.head_dim, d = spec.rotary_dim, half_multiple = spec.layout == Layout::neox ? 32 : 16;
+  if (D % kNvfp4Block != 0 || d % half_multiple != 0 || (D - d) % kNvfp4Block != 0)
+    reader.not_allowed("/io/cache_dtype", value,
+                       fmt::format("auto, fp8_e4m3 or fp8_e5m2 with head_dim {} and rotary_dim {} (NVFP4 blocks of 16 "
+                                   "values: head_dim and rotary_dim multiples of 16, rotary_dim of {} with layout {})",
+                                   D, d, half_multiple, to_string(spec.layout)));
+}
+
 }  // namespace
 
 Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
@@ -427,6 +451,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     reader.not_allowed("/io/cache_scale", std::string("per_token_head"),
                        fmt::format("\"static\" when op is {} (per-head cache scales: op rope so far)",
                                    to_string(spec.op)));
+  if (spec.io.output == OutputForm::paged_kv && spec.io.cache_dtype == CacheDType::nvfp4) check_nvfp4(reader, spec);
   refuse_other_op_blocks(document, reader, spec);
   spec_op(spec.op).read(document, reader, spec);
   check_proportional_rotary(document, reader, spec);

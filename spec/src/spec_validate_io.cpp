@@ -121,6 +121,10 @@ void read_q_quantization(const json& block, const std::string& base, OpKind op, 
                          fmt::format("\"static\" when op is {} (per-head scales: op rope so far)", to_string(op)));
   }
   if (io.q_output_dtype == CacheDType::auto_) return;
+  if (io.q_output_dtype == CacheDType::nvfp4) {
+    reader.not_allowed(base + "/q_output_dtype", "nvfp4", "auto, fp8_e4m3 or fp8_e5m2 (NVFP4 is a cache format)");
+    return;
+  }
   const bool q_out = io.output == OutputForm::separate || io.output == OutputForm::padded_bhsd ||
                      (io.output == OutputForm::paged_kv && io.q_output == QOutput::separate);
   if (op != OpKind::rope && op != OpKind::mla_append)

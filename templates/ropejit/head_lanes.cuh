@@ -14,47 +14,17 @@ ROPEJIT_HOST_DEVICE constexpr int norm_lane_vectors() {
   return max_lane_vectors(rope_shape<T>());
 }
 
-// The vectors of one lane of a QK-norm head row: its rotated ones, elements first + j * step for
-// j < count (first = kRotaryBegin + lane * vec), then its pass-through ones, tail_first +
-// i * tail_step for i < tail_count (from kPassBegin; shape.cuh tail_vector_first). Without
-// tail_spread a lane holds one kind only, kept in first/step/count (tail_count 0).
-struct LaneVectors {
-  int first, step, count;
-  int tail_first, tail_step, tail_count;
-};
-
 template <class T>
 __device__ __forceinline__ LaneVectors lane_vectors(int lane) {
-  constexpr WorkShape W = rope_shape<T>();
-  LaneVectors v{0, 0, 0, 0, 0, 0};
-  const bool rotating = W.lanes == W.rot_lanes || lane < W.rot_lanes;  // every lane rotates: no test
-  if (rotating) {
-    v.first = T::kRotaryBegin + lane * T::kVec;  // whole_slice: lane 0
-    v.step = W.whole_slice ? T::kVec : W.half;   // interleaved: one vector
-    v.count = W.rot_vectors;
-  }
-  if (W.tail_vectors > 0) {
-    const int first = T::kPassBegin + tail_vector_first(W, lane) * T::kVec;
-    const int count = tail_vector_count(W, lane);
-    if (W.tail_spread) {
-      v.tail_first = first, v.tail_step = W.tail_width * T::kVec, v.tail_count = count;
-    } else if (!rotating) {
-      v.first = first, v.step = W.tail_width * T::kVec, v.count = count;
-    }
-  }
-  return v;
+  return lane_vectors_of(rope_shape<T>(), T::kVec, T::kRotaryBegin, T::kPassBegin, lane);
 }
-
-// Whether the lane holds vector j, and its first element.
 template <class T>
 __device__ __forceinline__ bool lane_holds(const LaneVectors& lv, int j) {
-  return j < lv.count + (rope_shape<T>().tail_spread ? lv.tail_count : 0);
+  return lane_holds_vector(rope_shape<T>(), lv, j);
 }
 template <class T>
 __device__ __forceinline__ int lane_element(const LaneVectors& lv, int j) {
-  if constexpr (rope_shape<T>().tail_spread)
-    if (j >= lv.count) return lv.tail_first + (j - lv.count) * lv.tail_step;
-  return lv.first + j * lv.step;
+  return lane_vector_element(rope_shape<T>(), lv, j);
 }
 
 // Rotates the vectors a QK-norm lane holds (lane_vectors) when it is a rotating lane whose
@@ -183,10 +153,49 @@ __device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
   }
 }
 
+// An NVFP4 k or v head: per vector, its 16-value block's amax over the block's lanes (xor
+// partners: shape.cuh blocks_in_lane_groups; a max is exact in any order), the block scale
+// (nvfp4.cuh nvfp4_block_scale), the e2m1 codes of x times its multiplier; the lane holding the
+// block's first element writes the scale's byte. Every lane of the head's segment takes every
+// shuffle (a k or v head without a slot returned whole before).
+template <class T>
+__device__ __forceinline__ void store_nvfp4_vectors(const HeadIo<T>& io, int lane,
+                                                    const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec, kGroup = 16 / V;
+  static_assert(blocks_in_lane_groups(W, V, T::kRotaryBegin, T::kPassBegin, 16),
+                "NVFP4: a 16-value block must lie in xor partner lanes (config_problem refuses this shape)");
+  const LaneVectors lv = lane_vectors<T>(lane);
+  const unsigned mask = head_lanes_mask<T>();
+#pragma unroll
+  for (int j = 0; j < norm_lane_vectors<T>(); ++j) {
+    const bool holds = lane_holds<T>(lv, j);
+    float amax = 0.0f;
+#pragma unroll
+    for (int i = 0; i < V; ++i) amax = holds ? fmaxf(amax, fabsf(x[j][i])) : amax;
+#pragma unroll
+    for (int offset = 1; offset < kGroup; offset *= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, W.lanes));
+    if (!holds) continue;
+    float multiplier;
+    const u32 code = nvfp4_block_scale(amax, io.store_scale, multiplier);
+    float scaled[V];
+#pragma unroll
+    for (int i = 0; i < V; ++i) scaled[i] = x[j][i] * multiplier;
+    const int element = lane_element<T>(lv, j);
+    store_e2m1<V>((u8*)io.dst + element / 2, scaled);
+    if (element % 16 == 0) io.block_scales[element / 16] = (u8)code;
+  }
+}
+
 // Stores the vectors norm_rotate_lane left in x to the head's destination.
 template <class T>
 __device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane,
                                                    const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  if constexpr (T::kOutputPagedKv) {
+    if constexpr (T::kCacheNvfp4) {
+      if (io.role != kRoleQ) return store_nvfp4_vectors<T>(io, lane, x);
+    }
+  }
   const LaneVectors lv = lane_vectors<T>(lane);
 #pragma unroll
   for (int j = 0; j < norm_lane_vectors<T>(); ++j)

@@ -90,7 +90,7 @@ __device__ __forceinline__ u16 float_to_f16_bits(float f) {
 // on all 2^32 floats (a one-off run: docs/PERF.md; tests/test_fp8_kernel.cpp: a dense stride).
 template <int E, int M>
 struct Fp8Format {
-  static_assert((E == 4 && M == 3) || (E == 5 && M == 2), "OCP e4m3 or e5m2");
+  static_assert((E == 4 && M == 3) || (E == 5 && M == 2) || (E == 2 && M == 1), "OCP e4m3, e5m2 or e2m1 (FP4)");
   static constexpr int kBias = (1 << (E - 1)) - 1;
   static constexpr u32 kOffset = (u32)(((kBias - 128) * (1 << M)) & 0x7f);
 };
@@ -113,7 +113,7 @@ __device__ __forceinline__ float abs_min_keep_nan(float x, float k) {
 template <int E, int M>
 __device__ __forceinline__ u32 fp8_magnitude_unbiased(float x) {
   typedef Fp8Format<E, M> F;
-  constexpr float kMax = E == 4 ? 448.0f : 57344.0f;  // a constant, not a member: no device global
+  constexpr float kMax = E == 4 ? 448.0f : E == 5 ? 57344.0f : 6.0f;  // a constant, not a member: no device global
   constexpr u32 kNan = 0x7f000000u | ((0x7fu - F::kOffset) & 0x7fu);
   const float s = abs_min_keep_nan(x, kMax);
   const float binade = fmaxf(s, __uint_as_float((u32)(128 - F::kBias) << 23));

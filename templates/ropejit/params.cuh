@@ -40,7 +40,7 @@ struct KernelParams {
   const int* block_tables;  // cache_index block_tables: [batch][max_blocks_per_seq] pages
   i64 max_blocks_per_seq;   // block_tables row length
   i64 cache_pages;          // pages in each cache: a slot past them is never written
-  float cache_inv_scale[2]; // FP8 caches: 1 / k_scale and 1 / v_scale (stored = fp8(x * inv_scale))
+  float cache_inv_scale[2]; // FP8 / NVFP4 caches: 1 / k_scale and 1 / v_scale (stored = fp8(x * inv_scale))
   // rerotate: keys move from `positions` (or start_pos) to these, rotated from the old rope
   // parameters' frequencies (their run-time choices below) to the spec's.
   const void* new_positions;      // explicit: [num_tokens] of positions' type, or null (unchanged)
@@ -59,7 +59,8 @@ struct KernelParams {
   TensorRef k_concat;
   float q_inv_scale;  // FP8 q_out: 1 / q_scale (stored = fp8(q * q_inv_scale))
   float* q_scale_out;  // FP8 q_out, q_scale per_token_head: [T, Hq] scales written
-  float* cache_scale_out[2];  // FP8 cache, cache_scale per_token_head: k and v [slots, Hkv] scales
+  float* cache_scale_out[2];  // FP8 cache, cache_scale per_token_head: k and v [slots, Hkv] scales;
+                              // NVFP4: the e4m3 block scales, bytes (the cache's byte offsets / 8)
 };
 
 // The host fills this struct and the device reads it byte for byte: every compiler that

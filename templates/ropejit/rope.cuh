@@ -15,6 +15,7 @@
 // (qk_norm.scope "all") is qk_norm_all.cuh's kernel.
 #include "ropejit/angles.cuh"
 #include "ropejit/numeric.cuh"
+#include "ropejit/nvfp4.cuh"
 #include "ropejit/params.cuh"
 #include "ropejit/rows.cuh"
 #include "ropejit/shape.cuh"
@@ -127,18 +128,24 @@ struct HeadIo {
   const void* bias;                    // this head's bias row, or null
   float store_scale;                   // FP8 cache heads, FP8 q: multiplies each value before rounding
   float* scale_out;                    // per-head FP8 q scales: where this (token, head)'s goes, or null
+  u8* block_scales;                    // NVFP4 cache heads: the head row's e4m3 block scales
 };
 
 // paged_kv: where head `head` of a k or v row starts in its cache (the host's cache_tensor
-// strides: page, offset within it, head), and its FP8 scale; null when not cached.
+// strides: page, offset within it, head; NVFP4 in bytes), its FP8 or NVFP4 global scale, and an
+// NVFP4 row's block scales (dense pages of the cache's layout: D / 16 bytes a head row, the row's
+// offset within its page that of the data's D / 2 bytes / 8); null when not cached.
 template <class T>
 __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef& ref, int role, int head,
-                                            float& scale) {
+                                            float& scale, u8*& block_scales) {
   if (ref.cache_page < 0) return nullptr;
-  if constexpr (T::kCacheFp8) scale = p.cache_inv_scale[role - kRoleK];
+  if constexpr (T::kCacheFp8 || T::kCacheNvfp4) scale = p.cache_inv_scale[role - kRoleK];
   const TensorRef cache = p.out[role];
-  return (typename T::CacheStorage::raw*)cache.ptr + ref.cache_page * cache.batch_stride +
-         ref.cache_offset * cache.token_stride + head * cache.head_stride;
+  const i64 offset = ref.cache_page * cache.batch_stride + ref.cache_offset * cache.token_stride + head * cache.head_stride;
+  if constexpr (T::kCacheNvfp4)
+    block_scales = (u8*)p.cache_scale_out[role - kRoleK] + ref.cache_page * (T::kPageSize * T::kNumKvHeads * (T::kHeadDim / 16)) +
+                   (ref.cache_offset * cache.token_stride + head * cache.head_stride) / 8;
+  return (typename T::CacheStorage::raw*)cache.ptr + offset;
 }
 
 // Head `head_in_role` of role `role`: a constant role folds every role test that follows.
@@ -154,6 +161,7 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
            head_in_role * out.head_stride;
   io.store_scale = 1.0f;
   io.scale_out = nullptr;
+  io.block_scales = nullptr;
   if constexpr (T::kQOutFp8) {  // q_out of one-byte FP8 codes: the same element offsets, in bytes
     if (role == kRoleQ) {
       io.dst = (u8*)out.ptr + ref.out_batch * out.batch_stride + ref.out_row * out.token_stride +
@@ -163,7 +171,7 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
     }
   }
   if constexpr (T::kOutputPagedKv && kCacheDst) {
-    if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale);
+    if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale, io.block_scales);
     if (T::kCacheScalePerHead && role != kRoleQ && ref.cache_page >= 0)  // [slots, Hkv], slot-major
       io.scale_out = p.cache_scale_out[role - kRoleK] +
                      (ref.cache_page * T::kPageSize + ref.cache_offset) * T::kNumKvHeads + head_in_role;
@@ -304,7 +312,7 @@ template <class T>
 __device__ __forceinline__ void lane_of_head(const KernelParams& p, const HeadIo<T>& io, int lane,
                                              const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                              const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
-  if constexpr (T::kQkNorm || T::kQScalePerHead || T::kCacheScalePerHead) {
+  if constexpr (T::kCooperativeHeads) {
     process_lane_norm<T>(p, io, lane, cos_v, sin_v);
   } else {
     const HeadNorm no_norm{1.0f, nullptr, false};
@@ -350,7 +358,7 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
   // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
   // compile time, while the stores below already order the heads. A QK-norm head's lanes
   // share its group, so they take the same heads and meet at the same shuffles.
-  if constexpr (W.role_slots && (T::kQkNorm || T::kQScalePerHead || T::kCacheScalePerHead)) {
+  if constexpr (W.role_slots && T::kCooperativeHeads) {
     // One norm-and-rotate body for the q heads and then the k head (compiled once); k's vectors
     // leave the loop, so its cache store (FP8 rounding) is outside it, once per kv head.
     float x[norm_lane_vectors<T>()][T::kVec];

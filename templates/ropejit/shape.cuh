@@ -94,6 +94,69 @@ ROPEJIT_HOST_DEVICE constexpr int max_lane_vectors(const WorkShape& w) {
   return most;
 }
 
+/// The vectors of one lane of a cooperative head row: its rotated ones, elements first + j * step
+/// for j < count (first = rotary_begin + lane * vec), then its pass-through ones, tail_first +
+/// i * tail_step for i < tail_count (from pass_begin; tail_vector_first). Without tail_spread a
+/// lane holds one kind only, kept in first/step/count (tail_count 0).
+struct LaneVectors {
+  int first, step, count;
+  int tail_first, tail_step, tail_count;
+};
+
+ROPEJIT_HOST_DEVICE constexpr LaneVectors lane_vectors_of(const WorkShape& w, int vec, int rotary_begin,
+                                                          int pass_begin, int lane) {
+  LaneVectors v{0, 0, 0, 0, 0, 0};
+  const bool rotating = w.lanes == w.rot_lanes || lane < w.rot_lanes;  // every lane rotates: no test
+  if (rotating) {
+    v.first = rotary_begin + lane * vec;       // whole_slice: lane 0
+    v.step = w.whole_slice ? vec : w.half;     // interleaved: one vector
+    v.count = w.rot_vectors;
+  }
+  if (w.tail_vectors > 0) {
+    const int first = pass_begin + tail_vector_first(w, lane) * vec;
+    const int count = tail_vector_count(w, lane);
+    if (w.tail_spread) {
+      v.tail_first = first, v.tail_step = w.tail_width * vec, v.tail_count = count;
+    } else if (!rotating) {
+      v.first = first, v.step = w.tail_width * vec, v.count = count;
+    }
+  }
+  return v;
+}
+
+/// Whether the lane holds vector j, and its first element.
+ROPEJIT_HOST_DEVICE constexpr bool lane_holds_vector(const WorkShape& w, const LaneVectors& lv, int j) {
+  return j < lv.count + (w.tail_spread ? lv.tail_count : 0);
+}
+ROPEJIT_HOST_DEVICE constexpr int lane_vector_element(const WorkShape& w, const LaneVectors& lv, int j) {
+  return w.tail_spread && j >= lv.count ? lv.tail_first + (j - lv.count) * lv.tail_step : lv.first + j * lv.step;
+}
+
+/// NVFP4 blocks of `block` values (16) across lanes: for every lane and vector j it holds, the
+/// lanes lane ^ k (k < block / vec) hold vector j too, and together the aligned block, each at
+/// its place (lane % (block / vec)) * vec: one shuffle butterfly per vector gives the block's amax.
+ROPEJIT_HOST_DEVICE constexpr bool blocks_in_lane_groups(const WorkShape& w, int vec, int rotary_begin,
+                                                         int pass_begin, int block) {
+  if (vec > block || block % vec != 0) return false;
+  const int group = block / vec;
+  if (w.lanes % group != 0) return false;  // one thread a whole head (whole_heads): lanes 1
+  for (int lane = 0; lane < w.lanes; ++lane) {
+    const LaneVectors lv = lane_vectors_of(w, vec, rotary_begin, pass_begin, lane);
+    for (int j = 0; j < max_lane_vectors(w); ++j) {
+      if (!lane_holds_vector(w, lv, j)) continue;
+      const int start = lane_vector_element(w, lv, j) - (lane % group) * vec;
+      if (start % block != 0) return false;
+      for (int k = 1; k < group; ++k) {
+        const int partner = lane ^ k;
+        const LaneVectors pv = lane_vectors_of(w, vec, rotary_begin, pass_begin, partner);
+        if (!lane_holds_vector(w, pv, j) || lane_vector_element(w, pv, j) != start + (partner % group) * vec)
+          return false;
+      }
+    }
+  }
+  return true;
+}
+
 /// The work decomposition of a kernel. neox rotates vec pairs per lane (x[i], x[i + d/2]);
 /// interleaved vec/2 adjacent pairs.
 ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary_dim,

@@ -27,3 +27,19 @@ void kernel_floats_to_fp8x16(bool e4m3, const float* in, uint32_t* words) {
   else ropejit::floats_to_words<ropejit::StorageE5M2, 16>(v, w);
   for (int i = 0; i < 4; ++i) words[i] = w[i];
 }
+
+// NVFP4 (templates/ropejit/nvfp4.cuh, the integer path every arch but Blackwell's families takes).
+#include "ropejit/nvfp4.cuh"
+
+uint8_t kernel_e2m1(float x) { return static_cast<uint8_t>(ropejit::float_to_e2m1_bits(x)); }
+uint32_t kernel_e2m1x8(const float* in) {
+  float v[8];
+  for (int i = 0; i < 8; ++i) v[i] = in[i];
+  return ropejit::e2m1_bits<8>(v);
+}
+uint8_t kernel_nvfp4_block_scale(float amax, float inv_global, float* multiplier) {
+  float m = 0.0f;
+  const uint32_t code = ropejit::nvfp4_block_scale(amax, inv_global, m);
+  *multiplier = m;
+  return static_cast<uint8_t>(code);
+}

@@ -49,8 +49,10 @@ enum class PositionsForm { explicit_, varlen, offset, mrope };
 
 /// paged_kv: page memory order, NHD [pages, page_size, Hkv, D] or HND [pages, Hkv, page_size, D].
 enum class CacheLayout { nhd, hnd };
-/// paged_kv: cache element type: the spec's dtype (auto), or FP8 with a per-tensor scale.
-enum class CacheDType { auto_, fp8_e4m3, fp8_e5m2 };
+/// paged_kv: cache element type: the spec's dtype (auto), FP8 with a per-tensor scale, or NVFP4
+/// (e2m1 values two a byte, an e4m3 scale per 16 values, the per-tensor k_scale / v_scale).
+/// q_output_dtype takes the FP8 rows only.
+enum class CacheDType { auto_, fp8_e4m3, fp8_e5m2, nvfp4 };
 /// paged_kv: how a token finds its cache slot: slot_mapping [T] (slot = page * page_size +
 /// offset, -1 = not cached), or block_tables [B, max_blocks] with the varlen sequences.
 enum class CacheIndex { slot_mapping, block_tables };
@@ -98,8 +100,9 @@ inline constexpr std::array<EnumName<PositionsForm>, 4> kPositionsNames{{
     {PositionsForm::offset, "offset"}, {PositionsForm::mrope, "mrope"}}};
 inline constexpr std::array<EnumName<CacheLayout>, 2> kCacheLayoutNames{{
     {CacheLayout::nhd, "nhd"}, {CacheLayout::hnd, "hnd"}}};
-inline constexpr std::array<EnumName<CacheDType>, 3> kCacheDTypeNames{{
-    {CacheDType::auto_, "auto"}, {CacheDType::fp8_e4m3, "fp8_e4m3"}, {CacheDType::fp8_e5m2, "fp8_e5m2"}}};
+inline constexpr std::array<EnumName<CacheDType>, 4> kCacheDTypeNames{{
+    {CacheDType::auto_, "auto"}, {CacheDType::fp8_e4m3, "fp8_e4m3"}, {CacheDType::fp8_e5m2, "fp8_e5m2"},
+    {CacheDType::nvfp4, "nvfp4"}}};
 inline constexpr std::array<EnumName<CacheIndex>, 2> kCacheIndexNames{{
     {CacheIndex::slot_mapping, "slot_mapping"}, {CacheIndex::block_tables, "block_tables"}}};
 inline constexpr std::array<EnumName<QOutput>, 2> kQOutputNames{{
@@ -219,9 +222,16 @@ std::string allowed_names() {
 
 /// Bytes per element of a storage type.
 constexpr int dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
-/// Bytes per element of a KV cache of `cache` type for q/k/v of `dtype`.
+/// Bytes per element of a KV cache of `cache` type for q/k/v of `dtype` (NVFP4: 1, of a head row
+/// counted in bytes: cache_row_elements).
 constexpr int cache_dtype_size(CacheDType cache, DType dtype) {
   return cache == CacheDType::auto_ ? dtype_size(dtype) : 1;
 }
+/// Elements of the cache's storage in a head row of `head_dim` values: NVFP4 packs two a byte.
+constexpr int64_t cache_row_elements(CacheDType cache, int64_t head_dim) {
+  return cache == CacheDType::nvfp4 ? head_dim / 2 : head_dim;
+}
+/// NVFP4: values per e4m3 block scale.
+inline constexpr int kNvfp4Block = 16;
 
 }  // namespace ropejit

@@ -51,10 +51,12 @@ int64_t ulp_distance(DType dtype, uint32_t a_bits, uint32_t b_bits);
 /// True when the bit pattern is NaN or inf in `dtype`.
 bool is_nonfinite_bits(DType dtype, uint32_t bits);
 
-/// OCP FP8 formats: e4m3 "FN" (bias 7, max 448, no inf, NaN 0x7f) and e5m2 (bias 15, max 57344).
-enum class Fp8Format { e4m3, e5m2 };
+/// OCP FP8 formats: e4m3 "FN" (bias 7, max 448, no inf, NaN 0x7f) and e5m2 (bias 15, max 57344);
+/// and FP4 e2m1 (bias 1, max 6, no inf or NaN; a 4-bit code, sign 0x8), NVFP4's values.
+enum class Fp8Format { e4m3, e5m2, e2m1 };
 
-/// Rounds a double to FP8, half to even, saturating (inf too) to +-max finite; NaN is 0x7f | sign.
+/// Rounds a double to FP8, half to even, saturating (inf too) to +-max finite; NaN is 0x7f | sign
+/// (e2m1, which has no NaN: the code of 6 with the sign, as the kernel's integer path gives).
 uint8_t round_to_fp8_bits(Fp8Format format, double value);
 /// Exact value of an FP8 bit pattern (inf and NaN included).
 double fp8_bits_to_double(Fp8Format format, uint8_t bits);

@@ -196,7 +196,11 @@ typedef struct ropejit_args {
   /* FP8 paged cache with io.cache_scale per_token_head: k_scale_cache / v_scale_cache [pages *
    * page_size, Hkv] float32, slot-major (the scale of kv head h at slot s at s * Hkv + h, a slot
    * being page * page_size + offset); each written slot's scales are computed and stored there,
-   * every other entry left as it is; k_scale and v_scale are then 0. */
+   * every other entry left as it is; k_scale and v_scale are then 0.
+   * NVFP4 cache (io.cache_dtype nvfp4): the caches' e4m3 block scales, one byte per 16 values, in
+   * the cache's page layout with D / 16 bytes a head row ([pages, page_size, Hkv, D / 16] for
+   * nhd, [pages, Hkv, page_size, D / 16] for hnd; byte offset = the cache's byte offset / 8):
+   * pass the byte array's address; k_scale and v_scale are the global scales. */
   float* k_scale_cache;
   float* v_scale_cache;
 } ropejit_args;

@@ -37,6 +37,10 @@ constexpr DimSymbol kDimSymbols[] = {
     {"D-d", [](const Spec& spec, const LaunchShape&) {  // MLA concat_k: k_nope's heads
        return int64_t(spec.head_dim) - spec.rotary_dim;
      }},
+    {"D/2", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.head_dim) / 2; }},  // NVFP4 cache rows
+    {"D/16", [](const Spec& spec, const LaunchShape&) {  // NVFP4 block scales
+       return int64_t(spec.head_dim) / kNvfp4Block;
+     }},
     {"page_size", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.io.page_size); }},
     {"slots", [](const Spec& spec, const LaunchShape& s) { return s.cache_pages * spec.io.page_size; }},  // scales
     {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }},

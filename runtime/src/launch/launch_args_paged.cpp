@@ -40,7 +40,8 @@ TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
     const int64_t row = int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
     return TensorRef{cache, row, row, page_stride};
   }
-  const int64_t D = spec.head_dim, page_size = spec.io.page_size;
+  // NVFP4: byte strides of rows of D / 2 bytes (two codes a byte).
+  const int64_t D = cache_row_elements(spec.io.cache_dtype, spec.head_dim), page_size = spec.io.page_size;
   if (spec.io.cache_layout == CacheLayout::hnd) return TensorRef{cache, D, page_size * D, page_stride};
   return TensorRef{cache, spec.num_kv_heads * D, D, page_stride};
 }
@@ -56,9 +57,11 @@ TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg,
   const IoSpec& io = c.spec.io;
   const int esize = cache_dtype_size(io.cache_dtype, c.spec.dtype);
   if (c.any) check_present(cache, name, "when the spec's io.output is paged_kv");
-  check_aligned(cache, c.vec * esize, name);
-  const int64_t page_elements = int64_t(io.page_size) * c.Hkv * c.D;
-  const int64_t page_stride = resolve_stride(page_stride_arg, page_elements, c.vec, stride_name);
+  // NVFP4: rows of bytes, a vector's vec / 2 of them.
+  const bool nvfp4 = io.cache_dtype == CacheDType::nvfp4;
+  check_aligned(cache, nvfp4 ? c.vec / 2 : c.vec * esize, name);
+  const int64_t page_elements = int64_t(io.page_size) * c.Hkv * cache_row_elements(io.cache_dtype, c.D);
+  const int64_t page_stride = resolve_stride(page_stride_arg, page_elements, nvfp4 ? c.vec / 2 : c.vec, stride_name);
   int64_t bytes = 0;
   if (__builtin_mul_overflow(pages, page_stride, &bytes) || __builtin_mul_overflow(bytes, int64_t{esize}, &bytes))
     fail(stride_name, fmt::format("{} is not allowed: cache_num_pages {} pages of it overflow a 64-bit size",
@@ -72,8 +75,11 @@ float inverse_scale(CacheDType type, float scale, const char* name) {
   if (type == CacheDType::auto_) return 1.0f;
   const float inverse = 1.0f / scale;
   require(std::isfinite(scale) && scale > 0.0f && std::isfinite(inverse), name,
-          fmt::format("{} is not allowed: must be a finite number > 0 (FP8 {} stores fp8(x / {}))", scale,
-                      to_string(type), name));
+          type == CacheDType::nvfp4
+              ? fmt::format("{} is not allowed: must be a finite number > 0 (the NVFP4 global scale: values "
+                            "dequantize as e2m1 * block scale * {})", scale, name)
+              : fmt::format("{} is not allowed: must be a finite number > 0 (FP8 {} stores fp8(x / {}))", scale,
+                            to_string(type), name));
   return inverse;
 }
 
@@ -91,7 +97,15 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   if (io.copy_v)
     p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
-  if (cache_scale_per_head(c.spec)) {  // scales computed per (slot, kv head) and written beside the caches
+  if (nvfp4_cache(c.spec)) {  // the e4m3 block scales beside each cache (bytes: no alignment)
+    const char* why = "when the spec's io.cache_dtype is nvfp4 (its block scales)";
+    if (c.any) check_present(a.k_scale_cache, "k_scale_cache", why);
+    p.cache_scale_out[0] = a.k_scale_cache;
+    if (io.copy_v) {
+      if (c.any) check_present(a.v_scale_cache, "v_scale_cache", why);
+      p.cache_scale_out[1] = a.v_scale_cache;
+    }
+  } else if (cache_scale_per_head(c.spec)) {  // scales computed per (slot, kv head) and written beside the caches
     const char* why = "when the spec's io.cache_scale is per_token_head";
     if (c.any) check_present(a.k_scale_cache, "k_scale_cache", why);
     check_aligned(a.k_scale_cache, 4, "k_scale_cache");
@@ -186,6 +200,11 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
   out.push_back(cache_buffer(s, shape, true));
   if (s.io.copy_v) out.push_back(cache_buffer(s, shape, false));  // else K = V: no V cache
   out.push_back(cache_index_buffer(s, shape));
+  if (nvfp4_cache(s))
+    for (bool k : {true, false}) {
+      if (!k && !s.io.copy_v) break;
+      out.push_back(block_scale_buffer(s, shape, k));
+    }
   if (cache_scale_per_head(s))  // [slots, Hkv] float32 scales beside each cache
     for (bool k : {true, false}) {
       if (!k && !s.io.copy_v) break;
@@ -198,20 +217,38 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
     }
 }
 
+// A cache's page dims in its layout, with `row` elements a head row.
+std::array<const char*, 4> page_dims(const Spec& s, const char* row) {
+  return s.io.cache_layout == CacheLayout::hnd ? std::array<const char*, 4>{"pages", "Hkv", "page_size", row}
+                                               : std::array<const char*, 4>{"pages", "page_size", "Hkv", row};
+}
+
+// An NVFP4 cache's e4m3 block scales: D / 16 bytes a head row, in the cache's page layout, dense
+// whatever the cache's page stride; one row a page.
+BufferDesc block_scale_buffer(const Spec& s, const LaunchShape& shape, bool k) {
+  const int64_t page_bytes = int64_t(s.io.page_size) * s.num_kv_heads * (s.head_dim / kNvfp4Block);
+  BufferDesc scales{k ? "k_scale_cache" : "v_scale_cache", BufferKind::output, shape.cache_pages, page_bytes,
+                    page_bytes, 1, page_bytes, false,
+                    k ? bind_to<&ropejit_args::k_scale_cache> : bind_to<&ropejit_args::v_scale_cache>,
+                    page_dims(s, "D/16")};
+  scales.fp8 = CacheDType::fp8_e4m3;
+  scales.moved_rows = shape.tokens;  // a slot's row per token: moved bytes
+  scales.moved_row_elements = s.num_kv_heads * (s.head_dim / kNvfp4Block);
+  return scales;
+}
+
 BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
   const int esize = cache_dtype_size(s.io.cache_dtype, s.dtype);
-  const int64_t page_elements = int64_t(s.io.page_size) * s.num_kv_heads * s.head_dim;
-  const std::array<const char*, 4> page_dims = s.io.cache_layout == CacheLayout::hnd
-                                                   ? std::array<const char*, 4>{"pages", "Hkv", "page_size", "D"}
-                                                   : std::array<const char*, 4>{"pages", "page_size", "Hkv", "D"};
+  const int64_t row = cache_row_elements(s.io.cache_dtype, s.head_dim);
+  const int64_t page_elements = int64_t(s.io.page_size) * s.num_kv_heads * row;
   // FP8 caches need their scale (static); others, and per-head scales, leave it 0.
   const FieldUse scale_use =
       s.io.cache_dtype == CacheDType::auto_ || cache_scale_per_head(s) ? FieldUse::unused : FieldUse::required;
   BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
-                   esize, int64_t(s.num_kv_heads) * s.head_dim, false,
+                   esize, int64_t(s.num_kv_heads) * row, false,
                    k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }
                      : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); },
-                   page_dims,
+                   page_dims(s, s.io.cache_dtype == CacheDType::nvfp4 ? "D/2" : "D"),
                    {BoundField{"cache_num_pages", FieldUse::required},
                     {k ? "k_cache_page_stride" : "v_cache_page_stride", FieldUse::optional},
                     {k ? "k_scale" : "v_scale", scale_use}}};

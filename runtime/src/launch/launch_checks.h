@@ -119,6 +119,8 @@ float inverse_scale(CacheDType type, float scale, const char* name);
 void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p);
 /// The K (`k`) or V cache buffer of a launch: one slot per token moved.
 BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k);
+/// An NVFP4 cache's e4m3 block scales (k_scale_cache / v_scale_cache bytes, the cache's layout).
+BufferDesc block_scale_buffer(const Spec& s, const LaunchShape& shape, bool k);
 /// The slot mapping or block tables buffer.
 BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape);
 /// Host arrays: every token's slot inside the caches (or -1), no slot written twice.

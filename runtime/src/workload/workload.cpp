@@ -87,6 +87,14 @@ void draw_offset(const WorkloadOptions& o, std::mt19937_64& rng, HostWorkload& w
 
 // An FP8 scale: one case in four small enough that the largest inputs saturate, else 0.01-0.1.
 float draw_fp8_scale(CacheDType type, std::mt19937_64& rng) {
+  // NVFP4's global scale: one case in four saturates (block scales past 448, codes past 6), one
+  // in four takes block scales into e4m3's subnormals, the others calibrated (block scales ~100).
+  if (type == CacheDType::nvfp4) {
+    const uint64_t draw = rng() % 4;
+    if (draw == 0) return static_cast<float>(1.75 / (448.0 * 6.0));
+    if (draw == 1) return static_cast<float>(std::uniform_real_distribution<double>(20.0, 200.0)(rng));
+    return static_cast<float>(std::uniform_real_distribution<double>(0.0015, 0.02)(rng));
+  }
   const double saturating = 1.75 / (type == CacheDType::fp8_e4m3 ? 448.0 : 57344.0);
   return static_cast<float>(rng() % 4 == 0 ? saturating : std::uniform_real_distribution<double>(0.01, 0.1)(rng));
 }

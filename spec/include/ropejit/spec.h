@@ -199,9 +199,15 @@ inline bool cache_scale_per_head(const Spec& s) {
          s.io.cache_scale == QScale::per_token_head;
 }
 
-/// True when a head's lanes work together (warp shuffles): a QK-norm, or per-head FP8 scales.
+/// True when the paged cache is NVFP4 (e2m1 values, an e4m3 scale per 16, k_scale / v_scale global).
+inline bool nvfp4_cache(const Spec& s) {
+  return s.io.output == OutputForm::paged_kv && s.io.cache_dtype == CacheDType::nvfp4;
+}
+
+/// True when a head's lanes work together (warp shuffles): a QK-norm, per-head FP8 scales, or
+/// NVFP4 block scales (a 16-value block spans lanes).
 inline bool cooperative_heads(const Spec& s) {
-  return s.qk_norm.enabled || q_scale_per_head(s) || cache_scale_per_head(s);
+  return s.qk_norm.enabled || q_scale_per_head(s) || cache_scale_per_head(s) || nvfp4_cache(s);
 }
 
 /// True when the spec writes k and v into a paged KV cache.

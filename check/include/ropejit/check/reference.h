@@ -188,6 +188,15 @@ struct RefOutputs {
 /// Throws std::invalid_argument when the problem does not fit the spec.
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem);
 
+/// NVFP4: an expected cache's block scales, "<k|v>_scale_cache" [pages, page_size, Hkv, D / 16]
+/// (padded_bhsd, e4m3 codes of value sf = fl(1 / k_scale) * (amax * fl(1 / 6)) over each written
+/// row's 16-value blocks); each element's quant scale set to e4m3(sf) / fl(1 / k_scale).
+RefTensor nvfp4_block_scales(RefTensor& cache);
+/// NVFP4: the element scales of `cache` from the launch's block-scale codes (index as `scales`),
+/// once those were checked: a scale the kernel may round either way (fp32 noise at an e4m3
+/// midpoint) then judges the codes it scaled.
+void adopt_block_scales(RefTensor& cache, const RefTensor& scales, const std::vector<uint8_t>& codes);
+
 // ---------------------------------------------------------------- checking
 
 /// Where the actual tensor lives: raw bytes of the storage type with element strides laid out
