@@ -7,9 +7,10 @@ Usage: ROPEJIT_CACHE_DIR=/tmp/acc-cache build/py-venv/bin/python scripts/accurac
 Prints a markdown table; exits 1 when a ropejit code lies past its bound (BOUND below).
 
 A new format is one more FORMATS entry (the step at a value, the torch/numpy quantize-reference,
-the decode of the kernel's codes) plus the CASES rows that launch it; NVFP4 (e2m1 values, an e4m3
-scale per 16 values, an fp32 global scale) would add its step, its block quantizer and a scale
-mode "block16" to UNFUSED_SCALE.
+the decode of the kernel's codes) plus the CASES rows that launch it. NVFP4 (io.cache_dtype
+"nvfp4": e2m1 values, an e4m3 scale per 16 values, an fp32 global scale) is such an entry, with
+its block quantizer and the scale mode "block16" (k cache only): each element's scale is its
+block's e4m3 scale times the global one, the global calibrated as TensorRT-LLM's, amax / (448 · 6).
 """
 import argparse
 import json
@@ -40,9 +41,48 @@ def binade_step(mantissa_bits, min_normal_exp):
 
 
 def torch_fp8(dtype, fmax):
-    """Quantize-reference: float32 values already times 1/scale, clamped, cast (RNE); decode."""
-    return (lambda scaled: scaled.clamp(-fmax, fmax).to(dtype).float().double().numpy(),
+    """Quantize-reference: float32 values times fl32(1 / scale), clamped, cast (RNE), as (values,
+    scale); decode."""
+    return (lambda x, scale: (((x * (1.0 / scale)).clamp(-fmax, fmax).to(dtype).float().double().numpy()),
+                              scale.double().numpy()),
             lambda codes: codes.view(dtype).float().double().numpy())
+
+
+E2M1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+E2M1_MIDS = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+E2M1_TIES_UP = torch.tensor([0.75, 1.75, 3.5])       # midpoints whose even neighbour is the upper one
+
+
+def nvfp4_step(v):
+    """The e2m1 spacing at a scaled value: 0.5 below 2, 1 in [2, 4), 2 from 4."""
+    a = np.abs(v)
+    return np.where(a < 2, 0.5, np.where(a < 4, 1.0, 2.0))
+
+
+def nvfp4_quantize(x, scale):
+    """The NVFP4 recipe in torch float32 (TensorRT-LLM's and ropejit's): inv = fl32(1 / global); per
+    16 values sf = e4m3(min(inv · fl32(amax · fl32(1 / 6)), 448)) (RNE); the values times
+    fl32(inv / sf) (0 where sf is 0) rounded to e2m1 (nearest, ties to even, saturating at 6).
+    Returns (e2m1 values, each element's scale sf · global), float64 [..., D]."""
+    inv = torch.tensor(1.0, dtype=torch.float32) / scale
+    blocks = x.float().reshape(x.shape[:-1] + (x.shape[-1] // 16, 16))
+    amax = blocks.abs().amax(-1, keepdim=True)
+    sf = (inv * (amax * (torch.tensor(1.0) / torch.tensor(6.0)))).clamp(max=448).to(torch.float8_e4m3fn).float()
+    multiplier = torch.where(sf != 0, inv / torch.where(sf != 0, sf, 1.0), 0.0)
+    scaled = (blocks * multiplier).clamp(-6, 6)
+    index = torch.bucketize(scaled.abs(), E2M1_MIDS) + torch.isin(scaled.abs(), E2M1_TIES_UP).long()
+    values = torch.where(scaled < 0, -E2M1[index], E2M1[index])
+    element_scale = sf.double() * scale.double()
+    return (values.reshape(x.shape).double().numpy(),
+            element_scale.expand(blocks.shape).reshape(x.shape).numpy())
+
+
+def nvfp4_decode(packed, sf_codes):
+    """Cache bytes (two e2m1 codes a byte, element 2i low) and e4m3 block scales -> (values, sf)."""
+    codes = torch.stack([packed & 15, packed >> 4], -1).reshape(packed.shape[:-1] + (packed.shape[-1] * 2,)).long()
+    values = torch.where(codes >= 8, -E2M1[codes & 7], E2M1[codes & 7])
+    sf = sf_codes.view(torch.float8_e4m3fn).double().repeat_interleave(16, -1)
+    return values.double().numpy(), sf.numpy()
 
 
 FORMATS = {  # name: max finite value, step(v), quantize(scaled float32 torch) -> values, decode(codes)
@@ -51,6 +91,9 @@ FORMATS = {  # name: max finite value, step(v), quantize(scaled float32 torch) -
 }
 for _f in FORMATS.values():
     _f["quantize"], _f["decode"] = torch_fp8(_f["torch"], _f["max"])
+# NVFP4: max 6 in the block-scaled domain; its static (global) scale is calibrated over max · 448.
+FORMATS["nvfp4"] = dict(max=6.0, calibrate=6.0 * 448.0, step=nvfp4_step, quantize=nvfp4_quantize,
+                        decode=nvfp4_decode, block=True)
 
 # The bound checked on every non-saturated ropejit code: half a step (a correctly rounded code,
 # or with a QK-norm folding a static scale its neighbour at a midpoint: docs/spec.md "FP8 q"), plus
@@ -120,6 +163,8 @@ def hf_unfused(model, x_q, x_k, positions, q_weight, k_weight, eps):
 # ---- the cases: where the quantized tensor comes from, and its scale ------------------------
 def fused(rt, spec, fmt, target, mode, q, k, v, positions, weights, static_scale):
     """ropejit's one launch: (codes as float64 values in scaled units, the scale it used)."""
+    if fmt == "nvfp4":
+        return fused_nvfp4(rt, spec, q, k, v, positions, weights, static_scale)
     spec = dict(spec)
     if target == "q_out":
         spec["io"] = {"output": "separate", "q_output_dtype": fmt, "q_scale": mode}
@@ -141,26 +186,46 @@ def fused(rt, spec, fmt, target, mode, q, k, v, positions, weights, static_scale
     return codes, (extra["k_scale_cache"][slots].double().numpy()[..., None] if mode != "static" else static_scale)
 
 
+def fused_nvfp4(rt, spec, q, k, v, positions, weights, global_scale):
+    """An NVFP4 k cache (io.cache_dtype nvfp4): (e2m1 values, each element's sf · k_scale)."""
+    spec = dict(spec, io={"output": "paged_kv", "page_size": 16, "cache_dtype": "nvfp4"})
+    tokens, heads, dim = k.shape
+    pages = (tokens + 15) // 16
+    caches = [torch.zeros((pages, 16, heads, dim // 2), dtype=torch.uint8) for _ in range(2)]
+    scales = [torch.zeros((pages, 16, heads, dim // 16), dtype=torch.uint8) for _ in range(2)]
+    slots = torch.from_numpy(np.random.default_rng(0).permutation(pages * 16)[:tokens])
+    v_scale = float(np.float32(float(v.float().abs().max()) / FORMATS["nvfp4"]["calibrate"]))
+    rt.get(spec)(q.clone(), k, v, positions=positions, k_cache=caches[0], v_cache=caches[1], slot_mapping=slots,
+                 k_scale_cache=scales[0], v_scale_cache=scales[1], k_scale=global_scale, v_scale=v_scale, **weights)
+    values, sf = nvfp4_decode(caches[0].view(pages * 16, heads, dim // 2)[slots],
+                              scales[0].view(pages * 16, heads, dim // 16)[slots])
+    return values, sf * global_scale
+
+
 UNFUSED_SCALE = {  # the engine's scale for its own rotated bf16 values (float32 torch [T, H, 1])
     "static": lambda x, fmax, static: torch.tensor(static, dtype=torch.float32),
     "per_token_head": lambda x, fmax, static: torch.maximum(
         x.float().abs().amax(-1, keepdim=True) * torch.tensor(1.0 / fmax, dtype=torch.float32),
         torch.tensor(1.0 / (fmax * 512), dtype=torch.float32)),
+    "block16": lambda x, fmax, static: torch.tensor(static, dtype=torch.float32),   # the global scale
 }
 
 LABELS = {("q_out", "static"): "q static", ("q_out", "per_token_head"): "q per (token, head)",
-          ("k_cache", "static"): "k cache static", ("k_cache", "per_token_head"): "k cache per (slot, kv head)"}
+          ("k_cache", "static"): "k cache static", ("k_cache", "per_token_head"): "k cache per (slot, kv head)",
+          ("k_cache", "block16"): "k cache e4m3 per 16 × global"}
 CASES = [(fmt, target, mode) for target in ("q_out", "k_cache") for mode in ("static", "per_token_head")
-         for fmt in FORMATS]
+         for fmt in FORMATS if not FORMATS[fmt].get("block")] + [("nvfp4", "k_cache", "block16")]
 
 
 # ---- measuring ----------------------------------------------------------------------------
 def steps(fmt, values, truth, scale):
     """|values - truth/scale| in steps at truth/scale, and the saturated mask (past the largest
-    finite value by more than half a step: no code lies within 0.5 step)."""
+    finite value by more than half a step: no code lies within 0.5 step; or a block scale of 0)."""
     f = FORMATS[fmt]
-    want = truth / scale
-    saturated = np.abs(want) > f["max"] + 0.5 * f["step"](np.float64(f["max"]))
+    scale = np.broadcast_to(scale, truth.shape)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.where(scale > 0, truth / np.where(scale > 0, scale, 1.0), 0.0)
+    saturated = (np.abs(want) > f["max"] + 0.5 * f["step"](np.float64(f["max"]))) | (scale == 0)
     return np.abs(values - want), f["step"](want), saturated
 
 
@@ -169,23 +234,25 @@ def run_case(rt, model_name, fmt, target, mode, data, factor):
         "model", "spec", "q", "k", "v", "positions", "weights", "truth", "hf"))
     x_exact, x_hf = (truth[0], hf[0]) if target == "q_out" else (truth[1], hf[1])
     fmax = FORMATS[fmt]["max"]
-    static = float(np.float32(np.abs(x_exact).max() / fmax * factor))   # calibrated: the data's amax / max
+    calibrate = FORMATS[fmt].get("calibrate", fmax)
+    static = float(np.float32(np.abs(x_exact).max() / calibrate * factor))   # calibrated: the data's amax / max
     codes, scale = fused(rt, spec, fmt, target, mode, q, k, v, positions, weights, static)
     u_scale = UNFUSED_SCALE[mode](x_hf, fmax, static)
-    u_codes = FORMATS[fmt]["quantize"](x_hf.float() * (1.0 / u_scale))
-    u_scale = u_scale.double().numpy()
+    u_codes, u_scale = FORMATS[fmt]["quantize"](x_hf.float(), u_scale)
     err, step, sat = steps(fmt, codes, x_exact, scale)
     u_err, u_step, u_sat = steps(fmt, u_codes, x_exact, u_scale)
     keep = ~(sat | u_sat)
     half = x_exact.shape[-1] // 2
     pair = np.hypot(x_exact[..., :half], x_exact[..., half:])
-    pair = np.concatenate([pair, pair], axis=-1) / scale          # the rotated pair's magnitude, scaled
+    with np.errstate(divide="ignore"):
+        pair = np.concatenate([pair, pair], axis=-1) / scale      # the rotated pair's magnitude, scaled
     allow = BOUND["qk_norm" if model[3] else "plain"]
     excess = (err - 0.5 * step) / (F32_ULP * pair)                # float32 ulps of the pair past 0.5 step
     return dict(fmt=fmt, mode=mode, target=target, model=model_name, n=x_exact.size, sat=int((~keep).sum()),
                 max=(err / step)[keep].max(), mean=(err / step)[keep].mean(),
                 u_max=(u_err / u_step)[keep].max(), u_mean=(u_err / u_step)[keep].mean(),
-                differ=100.0 * np.mean(codes != u_codes), over_half=int((excess[keep] > 0).sum()),
+                differ=100.0 * np.mean(codes * scale != u_codes * u_scale if FORMATS[fmt].get("block")
+                                       else codes != u_codes), over_half=int((excess[keep] > 0).sum()),
                 excess=max(0.0, excess[keep].max()), allow=allow, ok=bool((excess[keep] <= allow).all()))
 
 

@@ -12,7 +12,9 @@
 #include <gtest/gtest.h>
 
 #include "ropejit/config.h"
+#include "ropejit/compile.h"
 #include "support/conformance_fixture.h"
+#include "support/repo_paths.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -45,6 +47,8 @@ SpecFields nvfp4_fields(int index, const char* layout, const char* dtype) {
 Spec nvfp4_spec(int index, const char* layout, const char* dtype) {
   nlohmann::json spec = ropejit::test::spec_json(nvfp4_fields(index, layout, dtype));
   if (index % 6 == 5) spec["io"]["copy_v"] = false;  // K = V: no V cache, no v scales
+  // V's block scales in TensorRT-LLM's 4-token interleave (hnd pages of 4k tokens).
+  if (index % 6 == 3) spec["io"].update({{"cache_layout", "hnd"}, {"page_size", 8}, {"v_scale_layout", "interleave4"}});
   const Spec parsed = parse_spec(spec.dump());
   EXPECT_TRUE(nvfp4_cache(parsed));
   return parsed;
@@ -99,6 +103,13 @@ TEST(Nvfp4CacheSpec, RefusesWhatItCannotHold) {
          s["io"]["q_output_dtype"] = "nvfp4";
        },
        "/io/q_output_dtype: \"nvfp4\" is not allowed: must be auto, fp8_e4m3 or fp8_e5m2 (NVFP4 is a cache format)"},
+      {[](nlohmann::json& s) { s["io"]["v_scale_layout"] = "interleave4"; },
+       "/io/v_scale_layout: \"interleave4\" is not allowed: must be \"linear\" with cache_layout hnd, page_size 1"},
+      {[](nlohmann::json& s) {
+         s["io"]["cache_dtype"] = "fp8_e4m3";
+         s["io"]["v_scale_layout"] = "linear";
+       },
+       "/io/v_scale_layout: \"linear\" is not allowed: must be absent unless io.cache_dtype is \"nvfp4\""},
       {[](nlohmann::json& s) {
          s["op"] = "rerotate";
        },
@@ -109,5 +120,23 @@ TEST(Nvfp4CacheSpec, RefusesWhatItCannotHold) {
     edit(spec);
     const std::string error = ropejit::test::spec_error(spec);
     EXPECT_NE(error.find(want), std::string::npos) << spec.dump() << "\n" << error;
+  }
+}
+
+// Blackwell: the family targets (sm_100f, sm_120f) round with cvt.rn.satfinite.e2m1x2, the plain
+// archs and Hopper with the integer path; every image without spills or local memory.
+TEST(Compile, Nvfp4ForBlackwellFamilyTargets) {
+  const Spec spec = load_spec_file(ropejit::test::spec_path("llama-3.1-8b-nvfp4"));
+  const Source source = generate_source(make_plan(spec, default_config(spec)));
+  for (const char* arch : {"sm_100", "sm_100f", "sm_120", "sm_120f"}) {
+    const Binary cubin = compile_nvrtc(source, arch);
+    EXPECT_EQ(cubin.spill_bytes, 0) << arch;
+    EXPECT_EQ(cubin.stack_bytes, 0) << arch;
+    EXPECT_GT(cubin.registers, 0) << arch;
+  }
+  for (const auto& [arch, cvt] : {std::pair{"compute_100f", true}, {"compute_120f", true}, {"compute_100", false},
+                                  {"compute_90", false}}) {
+    const Binary ptx = compile_nvrtc(source, arch, true);
+    EXPECT_EQ(ptx.image.find("cvt.rn.satfinite.e2m1x2.f32") != std::string::npos, cvt) << arch;
   }
 }

@@ -317,7 +317,8 @@ struct GateRow {
   Roofline h100;
   int cache_store_bits;  // bits of one FP8 vector store (an FP8 cache or q_out: vec bytes), else 128
   bool reads_cache;      // op rerotate: the cache is read too, in the same vectors
-  bool software_fp8;     // FP8 values converted without FP8 instructions (sm_80: no cvt to or from FP8)
+  bool software_fp8;     // FP8 / FP4 values converted without such instructions (sm_80: no FP8 cvt; FP4 before sm_100f)
+  bool block_scales;     // NVFP4: one byte store a 16-value block
   Roofline own;          // the part this arch's image runs on (sm_80: A100, sm_90: H100)
 };
 
@@ -340,11 +341,14 @@ const std::vector<GateRow>& gate_rows() {
         // FP8 stores (an FP8 cache, an FP8 q_out) take vec bytes a vector; others 128 bits.
         const bool fp8_stores = (paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_) ||
                                 spec.io.q_output_dtype != CacheDType::auto_;
-        const int cache_bits = fp8_stores ? 8 * config.vec : 128;
-        const bool software_fp8 = fp8_stores && std::string(arch) == "sm_80";
+        // NVFP4: a vector's codes in vec / 2 bytes, and one byte a 16-value block (its scale).
+        const bool nvfp4 = nvfp4_cache(spec);
+        const int cache_bits = nvfp4 ? 4 * config.vec : fp8_stores ? 8 * config.vec : 128;
+        // FP8 without cvt before sm_89; e2m1 without cvt before Blackwell's family targets.
+        const bool software_fp8 = (fp8_stores && std::string(arch) == "sm_80") || nvfp4;
         const Roofline own = roofline(s, find_gpu_part(own_part(arch)), kTokens, bytes_moved(spec, kTokens, 1, kTokens));
         out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits,
-                       spec.op == OpKind::rerotate, software_fp8, own});
+                       spec.op == OpKind::rerotate, software_fp8, nvfp4, own});
       }
     }
     return out;
@@ -401,8 +405,8 @@ TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
         g.reads_cache && g.cache_store_bits != 128 ? c.data_loads.of(g.cache_store_bits) : 0;
     EXPECT_EQ(c.data_loads.other_than(128) - cache_loads + c.generic_loads.total(), 0)
         << g.what << ": q/k/v loads" << widths(c.data_loads) << ", generic" << widths(c.generic_loads);
-    EXPECT_EQ(c.data_stores.other_than(128) - (g.cache_store_bits != 128 ? c.data_stores.of(g.cache_store_bits) : 0) +
-                  c.generic_stores.total(),
+    EXPECT_EQ(c.data_stores.other_than(128) - (g.cache_store_bits != 128 ? c.data_stores.of(g.cache_store_bits) : 0) -
+                  (g.block_scales ? c.data_stores.of(8) : 0) + c.generic_stores.total(),
               0)
         << g.what << ": q/k/v stores" << widths(c.data_stores) << ", generic" << widths(c.generic_stores);
     EXPECT_EQ(g.stats.stack_bytes, 0) << g.what << ": local memory (stack) bytes";
@@ -420,7 +424,7 @@ TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
     // Exact FP8 arithmetic without FP8 instructions cannot reach 60% (one byte read or written per
     // element against ~12 integer instructions: docs/PERF.md): such a kernel must still be
     // memory-bound on the part that runs it.
-    const std::string own = fmt::format("{}: issue {:.0f}% of memory on {} (software FP8: limit 100%)", g.what,
+    const std::string own = fmt::format("{}: issue {:.0f}% of memory on {} (software FP8/FP4: limit 100%)", g.what,
                                         100 * g.own.issue_fraction, g.own.part);
     std::printf("[ INFO     ] %s%s\n", own.c_str(), figure.c_str());
     EXPECT_LT(g.own.issue_us, g.own.memory_us) << own;

@@ -51,6 +51,21 @@ ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const st
   return {bytes.data(), 0, 0, 0};  // padded: dense
 }
 
+// NVFP4 V block scales in TensorRT-LLM's 4-token interleave, put back in linear order (each page
+// and head's [page_size, D / 16] tile: token t, block s from (t / 4) * 4 S + 4 s + t % 4).
+std::string linear_block_scales(const Spec& spec, const BufferDesc& desc, const std::string& bytes) {
+  if (!nvfp4_cache(spec) || spec.io.v_scale_layout != BlockScaleLayout::interleave4 ||
+      std::string_view(desc.name) != "v_scale_cache")
+    return bytes;
+  const int64_t S = spec.head_dim / kNvfp4Block, P = spec.io.page_size;
+  std::string out = bytes;
+  for (int64_t tile = 0; tile + P * S <= static_cast<int64_t>(bytes.size()); tile += P * S)
+    for (int64_t t = 0; t < P; ++t)
+      for (int64_t s = 0; s < S; ++s)
+        out[static_cast<size_t>(tile + t * S + s)] = bytes[static_cast<size_t>(tile + (t / 4) * 4 * S + 4 * s + t % 4)];
+  return out;
+}
+
 }  // namespace
 
 bool CaseReport::ok() const {
@@ -108,7 +123,8 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   backend.synchronize();
   std::vector<std::string> after(host.buffers.size());
   for (size_t i = 0; i < host.buffers.size(); ++i)
-    if (host.buffers[i].desc.is_data()) after[i] = device.read(i);
+    if (host.buffers[i].desc.is_data())
+      after[i] = linear_block_scales(spec, host.buffers[i].desc, device.read(i));
   if (o.timing_repeats > 0)
     report.time_us = backend.time_calls([&](void* stream) { kernel.launch(args, stream); }, o.timing_repeats);
 
@@ -142,7 +158,8 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
     if (!t) throw Error(Status::internal, "reference has no tensor " + name);
     const ref::ActualTensor actual = actual_view(spec, buf.desc, after[i], *t);
     report.checks.emplace_back(name, ref::compare(spec, *t, actual, tolerance));
-    report.untouched_violations += changed_outside_written(buf.bytes, after[i], *t, actual, buf.desc.element_bytes);
+    report.untouched_violations += changed_outside_written(linear_block_scales(spec, buf.desc, buf.bytes), after[i], *t,
+                                                           actual, buf.desc.element_bytes);
   }
   return report;
 }

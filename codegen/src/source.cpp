@@ -209,6 +209,7 @@ Source generate_source(const Plan& plan) {
     line("int", "kPageSize", s.io.page_size);
     line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_ && !nvfp4_cache(s));
     line("bool", "kCacheNvfp4", nvfp4_cache(s));  // head_lanes.cuh store_nvfp4_vectors
+    line("bool", "kVScaleInterleave4", s.io.v_scale_layout == BlockScaleLayout::interleave4);
     text.flags("CacheIndex", s.io.cache_index);
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);
   }

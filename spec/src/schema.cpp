@@ -128,8 +128,12 @@ ordered_json io_schema() {
   properties["q_scale"] = enum_schema<QScale>(
       "FP8 q_out's scale: static (q_scale at launch, default) or per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "
       "* 512)) of each head, written to q_scale_out [T, Hq]; op rope)");
+  properties["v_scale_layout"] = enum_schema<BlockScaleLayout>(
+      "NVFP4 cache: V's block scales within a page and head: linear (default, as K's) or interleave4 (TensorRT-LLM's "
+      "4-token interleave that trtllm-gen's SM100 attention reads; hnd pages of a multiple of 4 tokens)");
   ordered_json paged_keys = ordered_json::array();
-  for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output", "cache_scale"})
+  for (const char* key : {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output", "cache_scale",
+                          "v_scale_layout"})
     paged_keys.push_back({{"required", ordered_json::array({key})}});
   ordered_json paged_needs_page_size{
       {"if", {{"properties", {{"output", {{"const", "paged_kv"}}}}}, {"required", ordered_json::array({"output"})}}},

@@ -145,6 +145,7 @@ ordered_json spec_to_json(const Spec& spec) {
     io["page_size"] = spec.io.page_size;
     io["q_output"] = std::string(to_string(spec.io.q_output));
     if (cache_scale_per_head(spec)) io["cache_scale"] = "per_token_head";  // only then: old hashes hold
+    if (spec.io.cache_dtype == CacheDType::nvfp4) io["v_scale_layout"] = std::string(to_string(spec.io.v_scale_layout));
   }
   if (spec.io.q_output_dtype != CacheDType::auto_) {  // canonical only when FP8: old hashes hold
     io["q_output_dtype"] = std::string(to_string(spec.io.q_output_dtype));

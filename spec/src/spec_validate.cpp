@@ -154,7 +154,8 @@ const std::vector<std::string_view>& spec_io_keys() {
   static const std::vector<std::string_view> keys{"input",        "output",       "qkv_bias",    "copy_v",
                                                   "positions",    "mrope_section", "mrope_interleaved",
                                                   "cache_layout", "cache_dtype",  "cache_index", "page_size",
-                                                  "q_output",     "q_output_dtype", "q_scale", "cache_scale"};
+                                                  "q_output",     "q_output_dtype", "q_scale", "cache_scale",
+                                                  "v_scale_layout"};
   return keys;
 }
 
@@ -335,6 +336,12 @@ void check_nvfp4(Reader& reader, const Spec& spec) {
                        "launch, under the static k_scale / v_scale)");
   if (spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all)
     reader.not_allowed("/qk_norm/scope", std::string("all"), "\"head\" with cache_dtype nvfp4");
+  if (spec.io.v_scale_layout == BlockScaleLayout::interleave4 &&
+      (spec.io.cache_layout != CacheLayout::hnd || spec.io.page_size % 4 != 0 || !spec.io.copy_v))
+    reader.not_allowed("/io/v_scale_layout", std::string("interleave4"),
+                       fmt::format("\"linear\" with cache_layout {}, page_size {}, copy_v {} (the 4-token interleave "
+                                   "needs hnd pages of a multiple of 4 tokens, and a V cache)",
+                                   to_string(spec.io.cache_layout), spec.io.page_size, spec.io.copy_v));
   const int D = spec.head_dim, d = spec.rotary_dim, half_multiple = spec.layout == Layout::neox ? 32 : 16;
   if (D % kNvfp4Block != 0 || d % half_multiple != 0 || (D - d) % kNvfp4Block != 0)
     reader.not_allowed("/io/cache_dtype", value,

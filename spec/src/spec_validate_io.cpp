@@ -81,7 +81,7 @@ const json* read_scale_mode(const json& block, const std::string& base, const ch
 
 void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reader& reader) {
   static const char* const kKeys[] = {"cache_layout", "cache_dtype", "cache_index", "page_size", "q_output",
-                                      "cache_scale"};
+                                      "cache_scale", "v_scale_layout"};
   if (io.output != OutputForm::paged_kv) {
     for (const char* key : kKeys)
       if (const json* v = member(block, key))
@@ -95,6 +95,11 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
   if (const json* v = member(block, "cache_index"))
     io.cache_index = reader.enumeration<CacheIndex>(*v, base + "/cache_index").value_or(io.cache_index);
   read_scale_mode(block, base, "cache_scale", io.cache_dtype, "cache_dtype", io.cache_scale, reader);
+  if (const json* v = member(block, "v_scale_layout")) {
+    io.v_scale_layout = reader.enumeration<BlockScaleLayout>(*v, base + "/v_scale_layout").value_or(io.v_scale_layout);
+    if (io.cache_dtype != CacheDType::nvfp4)
+      reader.not_allowed(base + "/v_scale_layout", *v, "absent unless io.cache_dtype is \"nvfp4\"");
+  }
   if (const json* v = member(block, "q_output"))
     io.q_output = reader.enumeration<QOutput>(*v, base + "/q_output").value_or(io.q_output);
   if (const json* v = member(block, "page_size"))

@@ -183,7 +183,8 @@ __device__ __forceinline__ void store_nvfp4_vectors(const HeadIo<T>& io, int lan
     for (int i = 0; i < V; ++i) scaled[i] = x[j][i] * multiplier;
     const int element = lane_element<T>(lv, j);
     store_e2m1<V>((u8*)io.dst + element / 2, scaled);
-    if (element % 16 == 0) io.block_scales[element / 16] = (u8)code;
+    constexpr int kInterleave = T::kVScaleInterleave4 ? 4 : 1;  // V's blocks 4 bytes apart (rope.cuh cache_head)
+    if (element % 16 == 0) io.block_scales[element / 16 * (io.role == kRoleV ? kInterleave : 1)] = (u8)code;
   }
 }
 

@@ -16,6 +16,8 @@ struct StorageBF16 { typedef u16 raw; };
 // FP8 KV-cache elements (OCP): e4m3 (max 448, no inf) and e5m2 (max 57344).
 struct StorageE4M3 { typedef u8 raw; static constexpr bool kE4M3 = true; };
 struct StorageE5M2 { typedef u8 raw; static constexpr bool kE4M3 = false; };
+// NVFP4 KV-cache elements: bytes of two e2m1 codes (nvfp4.cuh).
+struct StorageE2M1 { typedef u8 raw; };
 
 __device__ __forceinline__ float bf16_bits_to_float(u32 bits) { return __uint_as_float(bits << 16); }
 

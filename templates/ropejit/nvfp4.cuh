@@ -9,9 +9,6 @@
 
 namespace ropejit {
 
-// NVFP4 elements in memory: bytes of two e2m1 codes.
-struct StorageE2M1 { typedef u8 raw; };
-
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) &&                            \
     ((defined(__CUDA_ARCH_FAMILY_SPECIFIC__) && __CUDA_ARCH_FAMILY_SPECIFIC__ >= 1000) || \
      (defined(__CUDA_ARCH_SPECIFIC__) && __CUDA_ARCH_SPECIFIC__ >= 1000))

@@ -142,9 +142,13 @@ __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef&
   if constexpr (T::kCacheFp8 || T::kCacheNvfp4) scale = p.cache_inv_scale[role - kRoleK];
   const TensorRef cache = p.out[role];
   const i64 offset = ref.cache_page * cache.batch_stride + ref.cache_offset * cache.token_stride + head * cache.head_stride;
-  if constexpr (T::kCacheNvfp4)
-    block_scales = (u8*)p.cache_scale_out[role - kRoleK] + ref.cache_page * (T::kPageSize * T::kNumKvHeads * (T::kHeadDim / 16)) +
+  if constexpr (T::kCacheNvfp4) {
+    constexpr int kBlocks = T::kHeadDim / 16;
+    block_scales = (u8*)p.cache_scale_out[role - kRoleK] + ref.cache_page * (T::kPageSize * T::kNumKvHeads * kBlocks) +
                    (ref.cache_offset * cache.token_stride + head * cache.head_stride) / 8;
+    // V's 4-token interleave (hnd): token t's row starts at (t / 4) * 4 * kBlocks + t % 4, not t * kBlocks.
+    if (T::kVScaleInterleave4 && role == kRoleV) block_scales += (ref.cache_offset & 3) * (1 - kBlocks);
+  }
   return (typename T::CacheStorage::raw*)cache.ptr + offset;
 }
 

@@ -61,6 +61,10 @@ enum class QOutput { inplace, separate };
 /// An FP8 q_out's scale: given at launch (static: q_scale), or computed per (token, head) from
 /// the head's amax and written to q_scale_out (per_token_head).
 enum class QScale { static_, per_token_head };
+/// An NVFP4 V cache's block scales within a page and head: linear ([page_size, D / 16] rows, as
+/// K's always are), or TensorRT-LLM's 4-token interleave (token t, block s at (t / 4) * 4 * D/16 +
+/// 4 s + t % 4: what trtllm-gen's SM100 attention reads).
+enum class BlockScaleLayout { linear, interleave4 };
 
 /// QK-norm weight: one head_dim vector for q and one for k (shared by the heads), or none.
 enum class NormWeight { per_head, none };
@@ -109,6 +113,8 @@ inline constexpr std::array<EnumName<QOutput>, 2> kQOutputNames{{
     {QOutput::inplace, "inplace"}, {QOutput::separate, "separate"}}};
 inline constexpr std::array<EnumName<QScale>, 2> kQScaleNames{{
     {QScale::static_, "static"}, {QScale::per_token_head, "per_token_head"}}};
+inline constexpr std::array<EnumName<BlockScaleLayout>, 2> kBlockScaleLayoutNames{{
+    {BlockScaleLayout::linear, "linear"}, {BlockScaleLayout::interleave4, "interleave4"}}};
 inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
     {NormWeight::per_head, "per_head"}, {NormWeight::none, "none"}}};
 inline constexpr std::array<EnumName<NormScope>, 2> kNormScopeNames{{
@@ -192,6 +198,7 @@ template <> constexpr const auto& enum_table<CacheDType>() { return kCacheDTypeN
 template <> constexpr const auto& enum_table<CacheIndex>() { return kCacheIndexNames; }
 template <> constexpr const auto& enum_table<QOutput>() { return kQOutputNames; }
 template <> constexpr const auto& enum_table<QScale>() { return kQScaleNames; }
+template <> constexpr const auto& enum_table<BlockScaleLayout>() { return kBlockScaleLayoutNames; }
 
 /// Name of an enum value ("neox").
 template <class E>

@@ -55,6 +55,7 @@ struct IoSpec {
   CacheLayout cache_layout = CacheLayout::nhd;  ///< page memory order
   CacheDType cache_dtype = CacheDType::auto_;   ///< cache element type (fp8: scaled, saturating)
   QScale cache_scale = QScale::static_;         ///< FP8 cache: k_scale / v_scale, or per (slot, kv head)
+  BlockScaleLayout v_scale_layout = BlockScaleLayout::linear;  ///< NVFP4: V's block scales in a page
   CacheIndex cache_index = CacheIndex::slot_mapping;  ///< how a token finds its slot
   int page_size = 0;                            ///< tokens per page (paged_kv: >= 1)
   QOutput q_output = QOutput::inplace;          ///< rotated q back into q, or into q_out
