@@ -105,6 +105,40 @@ TEST_P(Fp8QOutput, PerTokenHeadScalesEveryConfig) {
   EXPECT_GE(expect_every_config(make_spec(f), {2, 4, 8}, {1, 3, 5}, 9), 6);
 }
 
+// Per-token scales (io.q_scale per_token): one scale over all of a token's q heads, reduced in the
+// row's warp segment (the all-heads kernel), written to q_scale_out [T]. Every output form, no norm
+// and an all-heads norm, GQA and MQA, partial and trailing slices, bias, packed input.
+TEST_P(Fp8QOutput, PerTokenScalesEveryFormAndLayout) {
+  const nlohmann::json norms[] = {nullptr, {{"type", "rmsnorm"}, {"eps", 1e-6}, {"scope", "all"}}};
+  int index = 0;
+  for (const char* layout : {"neox", "interleaved"})
+    for (const char* q_dtype : {"fp8_e4m3", "fp8_e5m2"})
+      for (int form = 0; form < 3; ++form) {
+        SpecFields f = fp8_q_fields(index, layout, index % 3 ? "bf16" : "fp32", q_dtype);
+        f.output = kOutputs[form];
+        f.positions = f.output == "separate" ? "explicit" : "varlen";
+        if (f.output == "paged_kv")
+          f.io_extra.update({{"q_output", "separate"}, {"page_size", 16}, {"cache_dtype", "fp8_e4m3"}});
+        f.qk_norm = norms[index % 2];
+        f.io_extra["q_scale"] = "per_token";
+        const Spec spec = make_spec(f);
+        ASSERT_TRUE(q_scale_per_token(spec));
+        expect_token_counts(spec, index,
+                            fmt::format("fp8 q per token {} -> {} {} D{}/{} Hq{} Hkv{} norm {}", layout, q_dtype,
+                                        to_string(spec.io.output), spec.head_dim, spec.rotary_dim, spec.num_q_heads,
+                                        spec.num_kv_heads, spec.qk_norm.enabled));
+        ++index;
+      }
+  EXPECT_EQ(index, 12);
+}
+
+TEST_P(Fp8QOutput, PerTokenScalesEveryConfig) {
+  SpecFields f = fp8_q_fields(0, "neox", "bf16", "fp8_e4m3");
+  f.qk_norm = nullptr;
+  f.io_extra["q_scale"] = "per_token";
+  EXPECT_GE(expect_every_config(make_spec(f), {2, 4, 8}, {1, 3, 5}, 9), 6);
+}
+
 // Per-(slot, kv head) scales of an FP8 paged cache (io.cache_scale per_token_head): k and v each
 // get their head's scale in k_scale_cache / v_scale_cache [slots, Hkv]; every other entry stays.
 // Layouts, cache layouts, slot mapping and block tables, with and without a QK-norm, e4m3/e5m2,
@@ -187,7 +221,19 @@ TEST(Fp8QOutputSpec, RefusesWhereQIsNotWrittenToQOut) {
          s["io"]["q_scale"] = "static";
        },
        "/io/q_scale: \"static\" is not allowed: must be absent unless io.q_output_dtype is an FP8 type"},
-      {[](nlohmann::json& s) { s["io"]["q_scale"] = "per_token"; }, "/io/q_scale: \"per_token\" is not allowed"},
+      {[](nlohmann::json& s) { s["io"]["q_scale"] = "per_tensor"; }, "/io/q_scale: \"per_tensor\" is not allowed"},
+      {[](nlohmann::json& s) {
+         s["io"]["q_scale"] = "per_token";
+         s["qk_norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}};
+       },
+       "/io/q_scale: \"per_token\" is not allowed: must be \"static\" or \"per_token_head\" with qk_norm scope "
+       "\"head\""},
+      {[](nlohmann::json& s) {
+         s["io"] = {{"output", "paged_kv"}, {"page_size", 16}, {"q_output", "separate"}, {"q_output_dtype", "fp8_e4m3"},
+                    {"q_scale", "per_token"}, {"cache_dtype", "fp8_e4m3"}, {"cache_scale", "per_token_head"}};
+       },
+       "/io/q_scale: \"per_token\" is not allowed: must be \"static\" or \"per_token_head\" with io.cache_scale "
+       "per_token_head"},
       {[](nlohmann::json& s) {
          s["io"]["q_scale"] = "per_token_head";
          s["qk_norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}, {"scope", "all"}};

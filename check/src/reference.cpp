@@ -182,29 +182,38 @@ RefTensor per_head_cache_scales(const Spec& spec, RefTensor& cache) {
   return scales;
 }
 
-// Per-head FP8 q scales: each (token, head)'s max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)) over its
-// expected values, set on its elements; the "q_scale" tensor [T, Hq, 1] (float32) the launch
-// writes. Padding rows (padded_bhsd) take the floor and no entry.
-RefTensor per_head_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
+// Computed FP8 q scales, per (token, head) or per token (over all its heads): each group's
+// max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)) over its expected values, set on its
+// elements; the "q_scale" tensor [T, Hq, 1] or [T, 1, 1] (float32) the launch writes. Padding
+// rows (padded_bhsd) take the floor and no entry.
+RefTensor computed_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
   const double floor = group_scale(spec.io.q_output_dtype, 0.0);
-  RefTensor scales = detail::make_tensor("q_scale", RefLayout::token_major, 1, tokens, q.heads, 1);
+  const bool per_token = q_scale_per_token(spec);
+  const int64_t groups = per_token ? 1 : q.heads;  // scales a token
+  RefTensor scales = detail::make_tensor("q_scale", RefLayout::token_major, 1, tokens, groups, 1);
   scales.dtype = DType::fp32;
   q.quant_scales.assign(q.value.size(), floor);
   const bool padded = q.layout == RefLayout::padded_bhsd;
   const int64_t D = q.head_dim;
+  auto base_of = [&](int64_t b, int64_t h, int64_t s) {
+    return static_cast<size_t>(padded ? ((b * q.heads + h) * q.rows + s) * D : (s * q.heads + h) * D);
+  };
   for (int64_t b = 0; b < q.batch; ++b)
-    for (int64_t h = 0; h < q.heads; ++h)
-      for (int64_t s = 0; s < q.rows; ++s) {
-        const int64_t base = padded ? ((b * q.heads + h) * q.rows + s) * D : (s * q.heads + h) * D;
-        const int64_t token = padded ? q.row_token[static_cast<size_t>(b * q.rows + s)] : s;
-        if (token < 0) continue;
+    for (int64_t s = 0; s < q.rows; ++s) {
+      const int64_t token = padded ? q.row_token[static_cast<size_t>(b * q.rows + s)] : s;
+      if (token < 0) continue;
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t first = per_token ? 0 : g, last = per_token ? q.heads : g + 1;  // the group's heads
         double amax = 0.0;
-        for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(q.value[static_cast<size_t>(base + e)]));
+        for (int64_t h = first; h < last; ++h)
+          for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(q.value[base_of(b, h, s) + static_cast<size_t>(e)]));
         const double scale = group_scale(spec.io.q_output_dtype, amax);
-        for (int64_t e = 0; e < D; ++e) q.quant_scales[static_cast<size_t>(base + e)] = scale;
-        scales.value[static_cast<size_t>(token * q.heads + h)] = scale;
-        scales.scale[static_cast<size_t>(token * q.heads + h)] = scale;
+        for (int64_t h = first; h < last; ++h)
+          for (int64_t e = 0; e < D; ++e) q.quant_scales[base_of(b, h, s) + static_cast<size_t>(e)] = scale;
+        scales.value[static_cast<size_t>(token * groups + g)] = scale;
+        scales.scale[static_cast<size_t>(token * groups + g)] = scale;
       }
+    }
   return scales;
 }
 
@@ -273,8 +282,8 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
     if (out.tensors[i].name == "q") {
       RefTensor& q = out.tensors[i];
       q.cache_dtype = spec.io.q_output_dtype;
-      if (q_scale_per_head(spec)) {
-        out.tensors.push_back(per_head_q_scales(spec, out.tensors[i], problem.num_tokens));
+      if (q_scale_per_head(spec) || q_scale_per_token(spec)) {
+        out.tensors.push_back(computed_q_scales(spec, out.tensors[i], problem.num_tokens));
         break;  // the push may move the tensors
       }
       if (!(problem.q_scale > 0.0)) detail::bad_problem("an FP8 q_out needs q_scale > 0");

@@ -62,7 +62,7 @@ WorkShape rope_work_shape(const Spec& spec, const Config& c) {
                                          spec.layout == Layout::interleaved, spec.io.copy_v,
                                          spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
                                          c.heads_per_thread, cooperative_heads(spec)),
-                         all_heads_norm(spec), c.heads_per_thread);  // as rope.cuh rope_shape
+                         all_heads_segment(spec), c.heads_per_thread);  // as rope.cuh rope_shape
 }
 
 }  // namespace
@@ -88,7 +88,7 @@ SharedAngleShape rope_shared_angles(const Plan& plan) {
   const Config& c = plan.config;
   const Spec& s = plan.spec;
   return shared_angle_shape(rope_work_shape(s, c), plan.freqs.rotated_pairs, c.block_threads,
-                            c.sincos == SinCosMode::table, all_heads_norm(s));
+                            c.sincos == SinCosMode::table, all_heads_segment(s));
 }
 
 }  // namespace
@@ -215,6 +215,8 @@ Source generate_source(const Plan& plan) {
   }
   line("bool", "kQOutFp8", s.io.q_output_dtype != CacheDType::auto_);
   line("bool", "kQScalePerHead", q_scale_per_head(s));          // rope.cuh per_head_scale
+  line("bool", "kQScalePerToken", q_scale_per_token(s));        // qk_norm_all.cuh: amax over the row
+  line("bool", "kAllHeadsSegment", all_heads_segment(s));       // qk_norm_all.cuh's kernel
   line("bool", "kCacheScalePerHead", cache_scale_per_head(s));  // ... for the k and v cache heads
   line("bool", "kCooperativeHeads", cooperative_heads(s));      // a head's lanes meet at shuffles
   line("bool", "kQkNorm", s.qk_norm.enabled);

@@ -90,7 +90,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   // heads are every head_groups-th of the row, in each of its lanes.
   const WorkShape shape = work_shape(spec, config);
   const int head_lanes = shape.rot_lanes + shape.tail_lanes;
-  const bool all_heads = all_heads_norm(spec);
+  const bool all_heads = all_heads_segment(spec);
   if (all_heads) s.heads_per_thread = (shape.heads + shape.head_groups - 1) / shape.head_groups;
   s.heads_loop_trips = shape.role_slots ? shape.loop_slots : s.heads_per_thread;
   const int trips = all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)

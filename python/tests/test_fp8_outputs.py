@@ -114,6 +114,34 @@ def test_per_token_head_scales_equal_amax_then_quantize(runtime, rng, q_dtype):
     assert (want.to(torch.float32).abs() == fp8_max).any()                      # each head's amax hits the max
 
 
+@pytest.mark.parametrize("q_dtype", ["fp8_e4m3", "fp8_e5m2"])
+def test_per_token_scales_equal_amax_then_quantize(runtime, rng, q_dtype):
+    """io.q_scale per_token: one scale a token, max(amax × fl32(1 / FP8 max), 1 / (FP8 max * 512))
+    over all its heads' rotated values (vLLM's per-token dynamic quantization of the flattened q),
+    and the codes of torch's quantization with it; an all-zero token takes the floor."""
+    torch_type, fp8_max = FP8[q_dtype]
+    spec = spec_dict(q_dtype)
+    spec["io"]["q_scale"] = "per_token"
+    tokens = 29
+    q = rng.standard_normal((tokens, 32, 128)).astype(np.float32) * rng.uniform(0.01, 100, (tokens, 32, 1)).astype(np.float32)
+    q[4] = 0.0                                                                   # an all-zero token
+    k = rng.standard_normal((tokens, 8, 128)).astype(np.float32)
+    positions = rng.integers(0, 40000, tokens).astype(np.int64)
+    q_out, k_out, scales = runtime.get(spec)(torch.from_numpy(q), torch.from_numpy(k),
+                                             positions=torch.from_numpy(positions))
+    assert scales.dtype == torch.float32 and scales.shape == (tokens,)
+    rotated = unfused(runtime, spec, q, k, positions, {})
+    inverse_max = torch.tensor(1.0 / fp8_max, dtype=torch.float32)
+    want_scales = torch.maximum(rotated.abs().amax(dim=(1, 2)) * inverse_max, torch.tensor(1.0 / (fp8_max * 512)))
+    assert torch.equal(scales, want_scales)
+    assert scales[4] == torch.tensor(1.0 / (fp8_max * 512), dtype=torch.float32)
+    inverse = 1.0 / scales
+    want = (rotated * inverse[:, None, None]).clamp(-fp8_max, fp8_max).to(torch_type)
+    assert torch.equal(q_out.view(torch.uint8), want.view(torch.uint8))
+    # Only the token's largest head reaches the max: the other heads keep their smaller codes.
+    assert (want.to(torch.float32).abs().amax(dim=-1) < fp8_max).any()
+
+
 def test_per_slot_head_cache_scales_equal_amax_then_quantize(runtime, rng):
     """io.cache_scale per_token_head: each written (slot, kv head) gets max(amax × fl32(1 / 448),
     1 / (448 · 512)) of its rotated k (or v) in k_scale_cache / v_scale_cache [slots, Hkv], its

@@ -126,8 +126,9 @@ ordered_json io_schema() {
       "q_out's element type: the spec dtype (auto, default) or FP8, not nvfp4 (q_out only: output separate or padded_bhsd, "
       "or q_output separate), stored as fp8(q * (1 / scale))");
   properties["q_scale"] = enum_schema<QScale>(
-      "FP8 q_out's scale: static (q_scale at launch, default) or per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "
-      "* 512)) of each head, written to q_scale_out [T, Hq]; op rope)");
+      "FP8 q_out's scale: static (q_scale at launch, default), per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "
+      "* 512)) of each head, written to q_scale_out [T, Hq]; op rope) or per_token (the same over all of a token's q "
+      "heads, q_scale_out [T]; op rope, no qk_norm or scope all)");
   properties["v_scale_layout"] = enum_schema<BlockScaleLayout>(
       "NVFP4 cache: V's block scales within a page and head: linear (default, as K's) or interleave4 (TensorRT-LLM's "
       "4-token interleave that trtllm-gen's SM100 attention reads; hnd pages of a multiple of 4 tokens)");

@@ -454,6 +454,18 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
       reader.not_allowed(fmt::format("/io/{}", key), std::string("per_token_head"),
                          "\"static\" with qk_norm scope \"all\" (its heads share a warp segment: per-head scales "
                          "are not there yet)");
+  // Per-token q scales reduce over a row's heads in one warp segment (qk_norm_all.cuh's kernel),
+  // which holds an all-heads norm but none per head, nor per-head cache scales or NVFP4 blocks.
+  if (q_scale_per_token(spec)) {
+    const char* why = nullptr;
+    if (spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::head) why = "qk_norm scope \"head\"";
+    else if (cache_scale_per_head(spec)) why = "io.cache_scale per_token_head";
+    else if (nvfp4_cache(spec)) why = "io.cache_dtype nvfp4";
+    if (why)
+      reader.not_allowed("/io/q_scale", std::string("per_token"),
+                         fmt::format("\"static\" or \"per_token_head\" with {} (per-token scales run in the "
+                                     "all-heads kernel: no norm, or qk_norm scope \"all\")", why));
+  }
   if (cache_scale_per_head(spec) && spec.op != OpKind::rope)
     reader.not_allowed("/io/cache_scale", std::string("per_token_head"),
                        fmt::format("\"static\" when op is {} (per-head cache scales: op rope so far)",

@@ -121,9 +121,9 @@ void read_q_quantization(const json& block, const std::string& base, OpKind op, 
   if (const json* v = member(block, "q_output_dtype"))
     io.q_output_dtype = reader.enumeration<CacheDType>(*v, base + "/q_output_dtype").value_or(io.q_output_dtype);
   if (const json* v = read_scale_mode(block, base, "q_scale", io.q_output_dtype, "q_output_dtype", io.q_scale, reader)) {
-    if (io.q_output_dtype != CacheDType::auto_ && io.q_scale == QScale::per_token_head && op != OpKind::rope)
+    if (io.q_output_dtype != CacheDType::auto_ && io.q_scale != QScale::static_ && op != OpKind::rope)
       reader.not_allowed(base + "/q_scale", *v,
-                         fmt::format("\"static\" when op is {} (per-head scales: op rope so far)", to_string(op)));
+                         fmt::format("\"static\" when op is {} (computed scales: op rope so far)", to_string(op)));
   }
   if (io.q_output_dtype == CacheDType::auto_) return;
   if (io.q_output_dtype == CacheDType::nvfp4) {

@@ -23,7 +23,7 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
   return with_norm_scope(make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
                                          T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm,
                                          T::kVec, T::kHeadsPerThread, T::kCooperativeHeads),
-                         T::kQkNormScopeAll, T::kHeadsPerThread);
+                         T::kAllHeadsSegment, T::kHeadsPerThread);
 }
 
 // inv_freq of pair i for this launch: baked, LongRoPE's long table, or dynamic NTK's run-time
@@ -153,7 +153,7 @@ ROPEJIT_HOST_DEVICE constexpr int angle_lanes(WorkShape w) {
 // function, not a static member, as rope_shape: device code may not odr-use a host variable.
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr SharedAngleShape shared_angles() {
-  return shared_angle_shape(rope_shape<T>(), T::kRotatedPairs, T::kBlockThreads, T::kTableSinCos, T::kQkNormScopeAll);
+  return shared_angle_shape(rope_shape<T>(), T::kRotatedPairs, T::kBlockThreads, T::kTableSinCos, T::kAllHeadsSegment);
 }
 
 // Storage of one pass: cos then sin, [row - first_row][pair].

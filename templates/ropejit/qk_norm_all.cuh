@@ -1,7 +1,8 @@
 #pragma once
-// The all-heads QK-norm kernel (qk_norm.scope "all": OLMo 2 and 3, MiniMax-M2): one RMSNorm over
-// a token's Hq·D q values and one over its Hkv·D k values (after the bias), then the rotation;
-// v heads are copied as without a norm. Included by rope.cuh, whose rope_kernel calls it.
+// The all-heads kernel: a QK-norm of scope "all" (OLMo 2 and 3, MiniMax-M2: one RMSNorm over a
+// token's Hq·D q values and one over its Hkv·D k values, after the bias, then the rotation; v
+// heads copied as without a norm) and per-token FP8 q scales (io.q_scale per_token: the amax of
+// a token's final q values), either or both. Included by rope.cuh, whose rope_kernel calls it.
 //
 // A row's work items are one aligned power-of-2 segment of a warp (shape.cuh
 // with_norm_scope): head_groups x lane slots. A thread owns the heads group + k·head_groups
@@ -12,7 +13,8 @@
 //     (a + b and b + a are the same bits): every thread gets the same totals, on the GPU and on
 //     the host backend alike.
 //  3. Per lane (its angles computed once), per head: the vectors are read again, biased,
-//     normalized with their role's 1 / rms and the weight at index·D + element, rotated, stored.
+//     normalized with their role's 1 / rms and the weight at index·D + element, rotated, stored
+//     (per-token q scales: first a pass over the q heads for their amax, reduced like the sums).
 // Reading twice keeps the registers flat for any head count; the second read is the thread's own
 // bytes of a moment before (L1/L2), so DRAM traffic is unchanged. In place is safe: a thread
 // writes only vectors it read itself, after both reads.
@@ -49,6 +51,29 @@ __device__ __forceinline__ float all_heads_inv_rms(float sum, int elements) {
   return 1.0f / sqrtf(sum / (float)elements + T::kNormEps);
 }
 
+// The final float32 values of one lane of one head: biased, normalized with its role's 1 / rms
+// (an all-heads norm) and the weight at index·D + element, rotated; v heads and padding rows
+// (zeros) as loaded.
+template <class T>
+__device__ __forceinline__ void all_heads_lane_values(const KernelParams& p, const HeadIo<T>& io, const LaneVectors& lv,
+                                                      int lane, float inv_rms_q, float inv_rms_k,
+                                                      const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                      const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                                      float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  typedef typename T::Storage::raw raw;
+  load_lane_vectors<T>(io, lv, x);
+  if (!io.src || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
+  if constexpr (T::kQkNorm) {
+    // The head's slice of its role's [heads·D] weight.
+    const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
+    const float inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
+#pragma unroll
+    for (int j = 0; j < norm_lane_vectors<T>(); ++j)
+      if (lane_holds<T>(lv, j)) apply_norm<T>(weight, inv_rms, lane_element<T>(lv, j), x[j]);
+  }
+  rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
+}
+
 template <class T>
 __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p, const float* inv_freq,
                                                            const float* inv_freq_long) {
@@ -58,74 +83,110 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
   // Lanes a thread walks: one unless a head row has more than 32 (no loop then).
   constexpr int kLaneSteps = (kHeadLanes + W.lanes - 1) / W.lanes;
   constexpr int kMax = norm_lane_vectors<T>();
-  typedef typename T::Storage::raw raw;
+  constexpr int kPairs = W.pairs_per_lane;
   wait_for_previous_grid();
   const i64 items = work_items(W, launch_rows<T>(p));
   const i64 stride = (i64)gridDim.x * blockDim.x;
+  constexpr unsigned kSegmentBits = kSegment >= kWarpLanes ? 0xffffffffu : (1u << kSegment) - 1u;
+  const unsigned mask = kSegmentBits << ((threadIdx.x % kWarpLanes) & ~(unsigned)(kSegment - 1));
   // Rows are whole segments and every stride a multiple of 32, so a segment's threads run the
   // same iterations and all reach its shuffles.
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
     const WorkItem at = decode_item(W, item);
     const RowRef ref = locate_row<T>(p, at.row);
-    float sum_q = 0.0f, sum_k = 0.0f;  // two scalars: an array indexed by role would live in local memory
+    float inv_rms_q = 1.0f, inv_rms_k = 1.0f;
+    if constexpr (T::kQkNorm) {
+      float sum_q = 0.0f, sum_k = 0.0f;  // two scalars: an array indexed by role would live in local memory
+#pragma unroll
+      for (int step = 0; step < kLaneSteps; ++step) {
+        const int lane = at.lane + step * W.lanes;
+        const LaneVectors lv = lane_vectors<T>(lane);  // no vector past the row's lanes
+#pragma unroll 1
+        for (int k = 0;; ++k) {
+          int head;
+          if (!all_heads_owned<T>(at.group, k, head) || head >= W.rot_heads) break;  // v: no norm
+          const HeadIo<T> io = head_io<T>(p, ref, head);
+          float x[kMax][T::kVec];
+          load_lane_vectors<T>(io, lv, x);
+          float head_sum = 0.0f;  // this lane of this head, then added to its role's
+#pragma unroll
+          for (int j = 0; j < kMax; ++j)
+#pragma unroll
+            for (int i = 0; i < T::kVec; ++i) head_sum = fmaf(x[j][i], x[j][i], head_sum);
+          if (io.role == kRoleQ) sum_q += head_sum;
+          else sum_k += head_sum;
+        }
+      }
+#pragma unroll
+      for (int offset = kSegment / 2; offset > 0; offset /= 2) {
+        sum_q = sum_q + __shfl_xor_sync(mask, sum_q, offset, kSegment);
+        sum_k = sum_k + __shfl_xor_sync(mask, sum_k, offset, kSegment);
+      }
+      inv_rms_q = all_heads_inv_rms<T>(sum_q, T::kNumQHeads * T::kHeadDim);
+      inv_rms_k = all_heads_inv_rms<T>(sum_k, T::kNumKvHeads * T::kHeadDim);
+    }
+
+    // The lanes' angles, once for both passes below.
+    const bool angles_needed = at.group < W.rot_heads && has_token<T>(ref);
+    float cos_v[kLaneSteps][kPairs], sin_v[kLaneSteps][kPairs];
 #pragma unroll
     for (int step = 0; step < kLaneSteps; ++step) {
       const int lane = at.lane + step * W.lanes;
-      const LaneVectors lv = lane_vectors<T>(lane);  // no vector past the row's lanes
-#pragma unroll 1
-      for (int k = 0;; ++k) {
-        int head;
-        if (!all_heads_owned<T>(at.group, k, head) || head >= W.rot_heads) break;  // v: no norm
-        const HeadIo<T> io = head_io<T>(p, ref, head);
-        float x[kMax][T::kVec];
-        load_lane_vectors<T>(io, lv, x);
-        float head_sum = 0.0f;  // this lane of this head, then added to its role's
 #pragma unroll
-        for (int j = 0; j < kMax; ++j)
-#pragma unroll
-          for (int i = 0; i < T::kVec; ++i) head_sum = fmaf(x[j][i], x[j][i], head_sum);
-        if (io.role == kRoleQ) sum_q += head_sum;
-        else sum_k += head_sum;
-      }
+      for (int i = 0; i < kPairs; ++i) cos_v[step][i] = 1.0f, sin_v[step][i] = 0.0f;
+      if (lane < kHeadLanes && lane < angle_lanes<T>(W) && angles_needed)
+        pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * kPairs, cos_v[step], sin_v[step]);
     }
-    constexpr unsigned kSegmentBits = kSegment >= kWarpLanes ? 0xffffffffu : (1u << kSegment) - 1u;
-    const unsigned mask = kSegmentBits << ((threadIdx.x % kWarpLanes) & ~(unsigned)(kSegment - 1));
-#pragma unroll
-    for (int offset = kSegment / 2; offset > 0; offset /= 2) {
-      sum_q = sum_q + __shfl_xor_sync(mask, sum_q, offset, kSegment);
-      sum_k = sum_k + __shfl_xor_sync(mask, sum_k, offset, kSegment);
-    }
-    const float inv_rms_q = all_heads_inv_rms<T>(sum_q, T::kNumQHeads * T::kHeadDim);
-    const float inv_rms_k = all_heads_inv_rms<T>(sum_k, T::kNumKvHeads * T::kHeadDim);
 
-    const bool angles_needed = at.group < W.rot_heads && has_token<T>(ref);
-    float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
+    // Per-token FP8 q scales: the amax of the token's final q values over the segment (a maximum
+    // is exact in any order: the same bits on the GPU and the host backend), per_head_scale's
+    // formula; the row's first thread writes it. The values are computed again below (registers
+    // stay flat for any head count; the second read is this thread's bytes of a moment before).
+    float q_store_scale = 1.0f;
+    if constexpr (T::kQScalePerToken) {
+      float amax = 0.0f;
+#pragma unroll
+      for (int step = 0; step < kLaneSteps; ++step) {
+        const int lane = at.lane + step * W.lanes;
+        if (lane >= kHeadLanes) break;
+        const LaneVectors lv = lane_vectors<T>(lane);
+#pragma unroll 1
+        for (int k = 0;; ++k) {
+          int head;
+          if (!all_heads_owned<T>(at.group, k, head) || head >= T::kNumQHeads) break;
+          float x[kMax][T::kVec];
+          all_heads_lane_values<T>(p, head_io<T>(p, ref, head), lv, lane, inv_rms_q, inv_rms_k, cos_v[step],
+                                   sin_v[step], x);
+#pragma unroll
+          for (int j = 0; j < kMax; ++j)
+#pragma unroll
+            for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
+        }
+      }
+#pragma unroll
+      for (int offset = kSegment / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, kSegment));
+      const float fp8_max = fp8_max_of<T>(kRoleQ);
+      const float scale = fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
+      q_store_scale = 1.0f / scale;
+      if (at.group == 0 && at.lane == 0 && has_token<T>(ref)) p.q_scale_out[ref.token] = scale;
+    }
+
 #pragma unroll
     for (int step = 0; step < kLaneSteps; ++step) {
       const int lane = at.lane + step * W.lanes;
       if (lane >= kHeadLanes) break;
-      if (lane < angle_lanes<T>(W) && angles_needed)
-        pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
       const LaneVectors lv = lane_vectors<T>(lane);
 #pragma unroll 1
       for (int k = 0;; ++k) {
         int head;
         if (!all_heads_owned<T>(at.group, k, head)) break;
-        const HeadIo<T> io = head_io<T>(p, ref, head);
+        HeadIo<T> io = head_io<T>(p, ref, head);
         if constexpr (T::kOutputPagedKv) {
           if (!io.dst) continue;  // a k or v head of a token with no cache slot
         }
+        if (T::kQScalePerToken && io.role == kRoleQ) io.store_scale = q_store_scale;
         float x[kMax][T::kVec];
-        load_lane_vectors<T>(io, lv, x);
-        if (io.src && io.role != kRoleV) {  // padding rows stay zeros; v is copied
-          // The head's slice of its role's [heads·D] weight.
-          const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
-          const float inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
-#pragma unroll
-          for (int j = 0; j < kMax; ++j)
-            if (lane_holds<T>(lv, j)) apply_norm<T>(weight, inv_rms, lane_element<T>(lv, j), x[j]);
-          rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
-        }
+        all_heads_lane_values<T>(p, io, lv, lane, inv_rms_q, inv_rms_k, cos_v[step], sin_v[step], x);
 #pragma unroll
         for (int j = 0; j < kMax; ++j)
           if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);

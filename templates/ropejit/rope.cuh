@@ -46,7 +46,7 @@ struct HeadNorm {
 // a head, every element of a normed head passes through it), so store_head does not scale q again.
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr bool q_scale_in_norm() {
-  return T::kQOutFp8 && T::kQkNorm && !T::kQScalePerHead;
+  return T::kQOutFp8 && T::kQkNorm && !T::kQScalePerHead && !T::kQScalePerToken;
 }
 
 template <class T>
@@ -492,7 +492,7 @@ namespace ropejit {
 template <class T>
 __device__ __forceinline__ void rope_kernel(const KernelParams& p, const float* inv_freq,
                                             const float* inv_freq_long) {
-  if constexpr (T::kQkNormScopeAll) rope_all_heads_norm_kernel<T>(p, inv_freq, inv_freq_long);
+  if constexpr (T::kAllHeadsSegment) rope_all_heads_norm_kernel<T>(p, inv_freq, inv_freq_long);
   else rope_head_kernel<T>(p, inv_freq, inv_freq_long);
 }
 

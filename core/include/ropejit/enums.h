@@ -59,8 +59,9 @@ enum class CacheIndex { slot_mapping, block_tables };
 /// paged_kv: where rotated q goes: back into q, or q_out.
 enum class QOutput { inplace, separate };
 /// An FP8 q_out's scale: given at launch (static: q_scale), or computed per (token, head) from
-/// the head's amax and written to q_scale_out (per_token_head).
-enum class QScale { static_, per_token_head };
+/// the head's amax (per_token_head) or per token from the amax of all its q heads (per_token),
+/// and written to q_scale_out. A cache's scale takes static or per_token_head.
+enum class QScale { static_, per_token_head, per_token };
 /// An NVFP4 V cache's block scales within a page and head: linear ([page_size, D / 16] rows, as
 /// K's always are), or TensorRT-LLM's 4-token interleave (token t, block s at (t / 4) * 4 * D/16 +
 /// 4 s + t % 4: what trtllm-gen's SM100 attention reads).
@@ -111,8 +112,8 @@ inline constexpr std::array<EnumName<CacheIndex>, 2> kCacheIndexNames{{
     {CacheIndex::slot_mapping, "slot_mapping"}, {CacheIndex::block_tables, "block_tables"}}};
 inline constexpr std::array<EnumName<QOutput>, 2> kQOutputNames{{
     {QOutput::inplace, "inplace"}, {QOutput::separate, "separate"}}};
-inline constexpr std::array<EnumName<QScale>, 2> kQScaleNames{{
-    {QScale::static_, "static"}, {QScale::per_token_head, "per_token_head"}}};
+inline constexpr std::array<EnumName<QScale>, 3> kQScaleNames{{
+    {QScale::static_, "static"}, {QScale::per_token_head, "per_token_head"}, {QScale::per_token, "per_token"}}};
 inline constexpr std::array<EnumName<BlockScaleLayout>, 2> kBlockScaleLayoutNames{{
     {BlockScaleLayout::linear, "linear"}, {BlockScaleLayout::interleave4, "interleave4"}}};
 inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{

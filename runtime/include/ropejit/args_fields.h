@@ -69,6 +69,6 @@
   X(q_latent_stride, 5, "op mla_append with mla_append.absorbed_q")                                           \
   X(q_latent_head_stride, 5, "op mla_append with mla_append.absorbed_q")                                      \
   X(q_scale, 6, "an fp8 io.q_output_dtype with io.q_scale static")                                           \
-  X(q_scale_out, 6, "an fp8 io.q_output_dtype with io.q_scale per_token_head")                                \
+  X(q_scale_out, 6, "an fp8 io.q_output_dtype with io.q_scale per_token_head or per_token")                    \
   X(k_scale_cache, 6, "an fp8 io.cache_dtype with io.cache_scale per_token_head, or io.cache_dtype nvfp4")     \
   X(v_scale_cache, 6, "io.copy_v with an fp8 io.cache_dtype and io.cache_scale per_token_head, or nvfp4")

@@ -189,7 +189,8 @@ typedef struct ropejit_args {
   /* FP8 q output (spec io.q_output_dtype fp8_*): q_out holds FP8 codes (its strides in elements,
    * one byte each), stored = fp8(q * (1 / scale)), saturating. io.q_scale static: scale =
    * q_scale, finite and > 0. per_token_head: each (token, head)'s scale, max(amax * fl(1 / FP8 max),
-   * 1 / (FP8 max * 512)), is computed and written to q_scale_out [T, Hq] (float32). A caller
+   * 1 / (FP8 max * 512)), is computed and written to q_scale_out [T, Hq] (float32); per_token: one
+   * scale a token over all its q heads, q_scale_out [T]. A caller
    * built against an earlier header (struct_size ending before them) passes none. */
   float q_scale;
   float* q_scale_out;

@@ -504,9 +504,11 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   p.num_tokens = a.num_tokens;
   const LaunchOp& op = launch_op(spec.op);
   out.rows = op.bind(c, a, p);
-  const bool per_head_q = spec.io.q_output_dtype != CacheDType::auto_ && spec.io.q_scale == QScale::per_token_head;
-  if (per_head_q) {  // FP8 q_out with scales computed per (token, head)
-    if (c.any) check_present(a.q_scale_out, "q_scale_out", "when the spec's io.q_scale is per_token_head");
+  if (q_scale_per_head(spec) || q_scale_per_token(spec)) {  // FP8 q_out with scales computed per (token, head) / token
+    if (c.any)
+      check_present(a.q_scale_out, "q_scale_out",
+                    q_scale_per_head(spec) ? "when the spec's io.q_scale is per_token_head"
+                                           : "when the spec's io.q_scale is per_token");
     check_aligned(a.q_scale_out, 4, "q_scale_out");
     p.q_scale_out = a.q_scale_out;
     p.q_inv_scale = 1.0f;
@@ -524,20 +526,22 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
   std::vector<BufferDesc> out;
   launch_op(spec.op).buffers(spec, shape, out);
   if (spec.io.q_output_dtype == CacheDType::auto_) return out;
-  const bool per_head = spec.io.q_scale == QScale::per_token_head;
+  const bool computed = spec.io.q_scale != QScale::static_;
   for (BufferDesc& b : out)  // FP8 q_out: one-byte codes, with the static q_scale bound
     if (std::string_view(b.name) == "q_out") {
       b.element_bytes = 1;
       b.fp8 = spec.io.q_output_dtype;
       for (BoundField& f : b.bound)
-        if (!f.name && !per_head) {
+        if (!f.name && !computed) {
           f = {"q_scale", FieldUse::required};
           break;
         }
     }
-  if (per_head) {  // the scales the launch writes, one float32 per (token, head)
-    out.push_back(scale_buffer(spec, "q_scale_out", shape.tokens, spec.num_q_heads,
-                               bind_to<&ropejit_args::q_scale_out>, {"T", "Hq"}));
+  if (computed) {  // the scales the launch writes, one float32 per (token, head) or per token
+    const bool per_head = q_scale_per_head(spec);
+    out.push_back(scale_buffer(spec, "q_scale_out", shape.tokens, per_head ? spec.num_q_heads : 1,
+                               bind_to<&ropejit_args::q_scale_out>,
+                               per_head ? std::array<const char*, 4>{"T", "Hq"} : std::array<const char*, 4>{"T"}));
   }
   return out;
 }

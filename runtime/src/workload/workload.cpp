@@ -251,7 +251,7 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
   }
   if (written_rope(spec)) draw_moves(spec, o, rng, w);
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);
-  if (spec.io.q_output_dtype != CacheDType::auto_ && !q_scale_per_head(spec))
+  if (spec.io.q_output_dtype != CacheDType::auto_ && spec.io.q_scale == QScale::static_)
     w.shape.q_scale = draw_fp8_scale(spec.io.q_output_dtype, rng);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows and cache pages: a kernel must leave them untouched.

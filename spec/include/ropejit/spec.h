@@ -61,7 +61,7 @@ struct IoSpec {
   QOutput q_output = QOutput::inplace;          ///< rotated q back into q, or into q_out
   /// q_out's element type: the spec's dtype (auto), or FP8 (q_out only), scaled per q_scale.
   CacheDType q_output_dtype = CacheDType::auto_;
-  QScale q_scale = QScale::static_;  ///< FP8 q_out: the launch's q_scale, or per (token, head) amax
+  QScale q_scale = QScale::static_;  ///< FP8 q_out: the launch's q_scale, or per (token, head) / token amax
 };
 
 /// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements (scope head:
@@ -194,6 +194,15 @@ inline bool q_scale_per_head(const Spec& s) {
   return s.io.q_output_dtype != CacheDType::auto_ && s.io.q_scale == QScale::per_token_head;
 }
 
+/// True when an FP8 q_out takes one scale per token (over all its q heads), computed in the launch.
+inline bool q_scale_per_token(const Spec& s) {
+  return s.io.q_output_dtype != CacheDType::auto_ && s.io.q_scale == QScale::per_token;
+}
+
+/// True when a row's heads work in one warp segment (qk_norm_all.cuh): an all-heads QK-norm or
+/// per-token FP8 q scales (a reduction over all of a token's heads).
+inline bool all_heads_segment(const Spec& s) { return all_heads_norm(s) || q_scale_per_token(s); }
+
 /// True when an FP8 paged cache takes a scale per (slot, kv head), computed in the launch.
 inline bool cache_scale_per_head(const Spec& s) {
   return s.io.output == OutputForm::paged_kv && s.io.cache_dtype != CacheDType::auto_ &&
@@ -208,7 +217,8 @@ inline bool nvfp4_cache(const Spec& s) {
 /// True when a head's lanes work together (warp shuffles): a QK-norm, per-head FP8 scales, or
 /// NVFP4 block scales (a 16-value block spans lanes).
 inline bool cooperative_heads(const Spec& s) {
-  return s.qk_norm.enabled || q_scale_per_head(s) || cache_scale_per_head(s) || nvfp4_cache(s);
+  return s.qk_norm.enabled || q_scale_per_head(s) || q_scale_per_token(s) || cache_scale_per_head(s) ||
+         nvfp4_cache(s);
 }
 
 /// True when the spec writes k and v into a paged KV cache.
