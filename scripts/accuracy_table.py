@@ -170,7 +170,10 @@ def fused(rt, spec, fmt, target, mode, q, k, v, positions, weights, static_scale
         spec["io"] = {"output": "separate", "q_output_dtype": fmt, "q_scale": mode}
         extra = {"q_scale": static_scale} if mode == "static" else {}
         out = rt.get(spec)(q, k, positions=positions, **weights, **extra)
-        return FORMATS[fmt]["decode"](out[0]), (out[2].double().numpy()[..., None] if mode != "static" else static_scale)
+        if mode == "static":
+            return FORMATS[fmt]["decode"](out[0]), static_scale
+        written = out[2].double().numpy()  # [T, Hq] per (token, head), [T] per token
+        return FORMATS[fmt]["decode"](out[0]), written.reshape(written.shape[0], -1, 1)
     spec["io"] = {"output": "paged_kv", "page_size": 16, "cache_dtype": fmt, "cache_scale": mode}
     tokens, heads, dim = k.shape
     pages = (tokens + 15) // 16
@@ -207,14 +210,19 @@ UNFUSED_SCALE = {  # the engine's scale for its own rotated bf16 values (float32
     "per_token_head": lambda x, fmax, static: torch.maximum(
         x.float().abs().amax(-1, keepdim=True) * torch.tensor(1.0 / fmax, dtype=torch.float32),
         torch.tensor(1.0 / (fmax * 512), dtype=torch.float32)),
+    "per_token": lambda x, fmax, static: torch.maximum(                              # vLLM's per-token dynamic
+        x.float().abs().amax((-2, -1), keepdim=True) * torch.tensor(1.0 / fmax, dtype=torch.float32),
+        torch.tensor(1.0 / (fmax * 512), dtype=torch.float32)),
     "block16": lambda x, fmax, static: torch.tensor(static, dtype=torch.float32),   # the global scale
 }
 
 LABELS = {("q_out", "static"): "q static", ("q_out", "per_token_head"): "q per (token, head)",
+          ("q_out", "per_token"): "q per token",
           ("k_cache", "static"): "k cache static", ("k_cache", "per_token_head"): "k cache per (slot, kv head)",
           ("k_cache", "block16"): "k cache e4m3 per 16 × global"}
 CASES = [(fmt, target, mode) for target in ("q_out", "k_cache") for mode in ("static", "per_token_head")
-         for fmt in FORMATS if not FORMATS[fmt].get("block")] + [("nvfp4", "k_cache", "block16")]
+         for fmt in FORMATS if not FORMATS[fmt].get("block")] + [("nvfp4", "k_cache", "block16")] + \
+        [(fmt, "q_out", "per_token") for fmt in FORMATS if not FORMATS[fmt].get("block")]  # no per-head norm
 
 
 # ---- measuring ----------------------------------------------------------------------------
@@ -295,7 +303,9 @@ def main():
             notes.append(f"{model_name}: HF's float32 inv_freq is off ropejit's (the correctly rounded power) in "
                          f"{data['inv_freq_ulps'][0]} of {data['inv_freq_ulps'][2]} "
                          f"pairs, by at most {data['inv_freq_ulps'][1]} ulp")
-        rows += [run_case(rt, model_name, fmt, target, mode, data, args.static_factor) for fmt, target, mode in CASES]
+        # Per-token q scales run in the all-heads kernel, which has no per-head QK-norm (Qwen3's).
+        rows += [run_case(rt, model_name, fmt, target, mode, data, args.static_factor) for fmt, target, mode in CASES
+                 if not (mode == "per_token" and data["model"][3] is not None)]
     print(f"{args.tokens} tokens, seed {args.seed}, backend {args.backend}, static scales {args.static_factor} x "
           "amax / max. Errors in steps of the format at the exact scaled value; unfused: transformers' bf16 "
           "rotation, then torch's quantization. Last column: ropejit codes past 0.5 step, and the largest excess "
