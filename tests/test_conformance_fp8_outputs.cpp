@@ -71,73 +71,58 @@ TEST_P(Fp8QOutput, EveryConfig) {
   EXPECT_GE(expect_every_config(make_spec(fp8_q_fields(1, "interleaved", "bf16", "fp8_e4m3")), {2, 4, 8}, {1, 3}, 9), 6);
 }
 
-// Per-head scales (io.q_scale per_token_head): each (token, head)'s scale from its amax, written to
-// q_scale_out and checked against the float64 amax; the codes against value / that scale. Every
-// output form, without a norm (the lanes cooperate for the amax alone) and with one per head,
-// GQA role slots, partial and trailing slices.
-TEST_P(Fp8QOutput, PerTokenHeadScalesEveryFormAndLayout) {
-  const nlohmann::json norms[] = {nullptr, {{"type", "rmsnorm"}, {"eps", 1e-6}}};
-  int index = 0;
-  for (const char* layout : {"neox", "interleaved"})
-    for (const char* q_dtype : {"fp8_e4m3", "fp8_e5m2"})
-      for (int form = 0; form < 3; ++form) {
-        SpecFields f = fp8_q_fields(index, layout, index % 3 ? "bf16" : "fp32", q_dtype);
-        f.output = kOutputs[form];
-        f.positions = f.output == "separate" ? "explicit" : "varlen";
-        if (f.output == "paged_kv")
-          f.io_extra.update({{"q_output", "separate"}, {"page_size", 16}, {"cache_dtype", "fp8_e4m3"}});
-        f.qk_norm = norms[index % 2];
-        f.io_extra["q_scale"] = "per_token_head";
-        const Spec spec = make_spec(f);
-        ASSERT_TRUE(q_scale_per_head(spec));
-        expect_token_counts(spec, index,
-                            fmt::format("fp8 q per head {} -> {} {} D{}/{} Hq{} Hkv{} norm {}", layout, q_dtype,
-                                        to_string(spec.io.output), spec.head_dim, spec.rotary_dim, spec.num_q_heads,
-                                        spec.num_kv_heads, spec.qk_norm.enabled));
-        ++index;
-      }
-  EXPECT_EQ(index, 12);
-}
+// Computed q scales over every output form, layouts, e4m3/e5m2, GQA role slots, partial and
+// trailing slices: `mode` per_token_head or per_token, with no norm or `norm`.
+class Fp8QComputedScales : public Fp8QOutput {
+ protected:
+  void expect_every_form(const char* mode, const nlohmann::json& norm) {
+    const nlohmann::json norms[] = {nullptr, norm};
+    int index = 0;
+    for (const char* layout : {"neox", "interleaved"})
+      for (const char* q_dtype : {"fp8_e4m3", "fp8_e5m2"})
+        for (int form = 0; form < 3; ++form) {
+          SpecFields f = fp8_q_fields(index, layout, index % 3 ? "bf16" : "fp32", q_dtype);
+          f.output = kOutputs[form];
+          f.positions = f.output == "separate" ? "explicit" : "varlen";
+          if (f.output == "paged_kv")
+            f.io_extra.update({{"q_output", "separate"}, {"page_size", 16}, {"cache_dtype", "fp8_e4m3"}});
+          f.qk_norm = norms[index % 2];
+          f.io_extra["q_scale"] = mode;
+          const Spec spec = make_spec(f);
+          ASSERT_EQ(to_string(spec.io.q_scale), std::string(mode));
+          expect_token_counts(spec, index,
+                              fmt::format("fp8 q {} {} -> {} {} D{}/{} Hq{} Hkv{} norm {}", mode, layout, q_dtype,
+                                          to_string(spec.io.output), spec.head_dim, spec.rotary_dim,
+                                          spec.num_q_heads, spec.num_kv_heads, spec.qk_norm.enabled));
+          ++index;
+        }
+    EXPECT_EQ(index, 12);
+  }
+  void expect_every_config_of(const char* mode) {
+    SpecFields f = fp8_q_fields(0, "neox", "bf16", "fp8_e4m3");
+    f.qk_norm = nullptr;
+    f.io_extra["q_scale"] = mode;
+    EXPECT_GE(expect_every_config(make_spec(f), {2, 4, 8}, {1, 3, 5}, 9), 6);
+  }
+};
 
-TEST_P(Fp8QOutput, PerTokenHeadScalesEveryConfig) {
-  SpecFields f = fp8_q_fields(0, "neox", "bf16", "fp8_e4m3");
-  f.io_extra["q_scale"] = "per_token_head";
-  EXPECT_GE(expect_every_config(make_spec(f), {2, 4, 8}, {1, 3, 5}, 9), 6);
+// Per-head scales (io.q_scale per_token_head): each (token, head)'s scale from its amax, written to
+// q_scale_out [T, Hq] and checked against the float64 amax; the codes against value / that scale;
+// without a norm (the lanes cooperate for the amax alone) and with one per head.
+TEST_P(Fp8QComputedScales, PerTokenHeadEveryFormAndLayout) {
+  expect_every_form("per_token_head", {{"type", "rmsnorm"}, {"eps", 1e-6}});
 }
+TEST_P(Fp8QComputedScales, PerTokenHeadEveryConfig) { expect_every_config_of("per_token_head"); }
 
 // Per-token scales (io.q_scale per_token): one scale over all of a token's q heads, reduced in the
-// row's warp segment (the all-heads kernel), written to q_scale_out [T]. Every output form, no norm
-// and an all-heads norm, GQA and MQA, partial and trailing slices, bias, packed input.
-TEST_P(Fp8QOutput, PerTokenScalesEveryFormAndLayout) {
-  const nlohmann::json norms[] = {nullptr, {{"type", "rmsnorm"}, {"eps", 1e-6}, {"scope", "all"}}};
-  int index = 0;
-  for (const char* layout : {"neox", "interleaved"})
-    for (const char* q_dtype : {"fp8_e4m3", "fp8_e5m2"})
-      for (int form = 0; form < 3; ++form) {
-        SpecFields f = fp8_q_fields(index, layout, index % 3 ? "bf16" : "fp32", q_dtype);
-        f.output = kOutputs[form];
-        f.positions = f.output == "separate" ? "explicit" : "varlen";
-        if (f.output == "paged_kv")
-          f.io_extra.update({{"q_output", "separate"}, {"page_size", 16}, {"cache_dtype", "fp8_e4m3"}});
-        f.qk_norm = norms[index % 2];
-        f.io_extra["q_scale"] = "per_token";
-        const Spec spec = make_spec(f);
-        ASSERT_TRUE(q_scale_per_token(spec));
-        expect_token_counts(spec, index,
-                            fmt::format("fp8 q per token {} -> {} {} D{}/{} Hq{} Hkv{} norm {}", layout, q_dtype,
-                                        to_string(spec.io.output), spec.head_dim, spec.rotary_dim, spec.num_q_heads,
-                                        spec.num_kv_heads, spec.qk_norm.enabled));
-        ++index;
-      }
-  EXPECT_EQ(index, 12);
+// row's warp segment (the all-heads kernel), written to q_scale_out [T]; no norm or an all-heads one.
+TEST_P(Fp8QComputedScales, PerTokenEveryFormAndLayout) {
+  expect_every_form("per_token", {{"type", "rmsnorm"}, {"eps", 1e-6}, {"scope", "all"}});
 }
+TEST_P(Fp8QComputedScales, PerTokenEveryConfig) { expect_every_config_of("per_token"); }
 
-TEST_P(Fp8QOutput, PerTokenScalesEveryConfig) {
-  SpecFields f = fp8_q_fields(0, "neox", "bf16", "fp8_e4m3");
-  f.qk_norm = nullptr;
-  f.io_extra["q_scale"] = "per_token";
-  EXPECT_GE(expect_every_config(make_spec(f), {2, 4, 8}, {1, 3, 5}, 9), 6);
-}
+INSTANTIATE_TEST_SUITE_P(Backend, Fp8QComputedScales, ::testing::Values(BackendKind::host, BackendKind::cuda),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
 
 // Per-(slot, kv head) scales of an FP8 paged cache (io.cache_scale per_token_head): k and v each
 // get their head's scale in k_scale_cache / v_scale_cache [slots, Hkv]; every other entry stays.
