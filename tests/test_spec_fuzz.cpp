@@ -138,6 +138,11 @@ bool related(const std::string& issue, const std::string& mutated) {
       {"/op", "/io/copy_v", "/io/output", "/io/input", "/io/qkv_bias", "/io/q_output", "/io/positions", "/qk_norm",
        "/rerotate", "/attn_temperature", "/mla_append", "/io/page_size", "/rope/rope_type", "/num_kv_heads"},
       {"/mla_append/concat_k", "/head_dim", "/rotary_dim", "/partial_rotary_factor"},  // k_nope needs d < D
+      // an NVFP4 cache: op rope, 16-value blocks of head_dim and rotary_dim (32 for neox), no
+      // all-heads norm; per-token q scales: no per-head norm.
+      {"/io/cache_dtype", "/op", "/head_dim", "/rotary_dim", "/partial_rotary_factor", "/layout", "/qk_norm",
+       "/qk_norm/scope"},
+      {"/io/q_scale", "/qk_norm", "/qk_norm/scope"},
   };
   for (const auto& rule : cross_field_rules)
     if (rule.count(issue) && rule.count(mutated)) return true;
