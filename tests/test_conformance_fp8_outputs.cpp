@@ -228,6 +228,10 @@ TEST(Fp8QOutputSpec, RefusesWhereQIsNotWrittenToQOut) {
          s["io"] = {{"output", "paged_kv"}, {"page_size", 16}, {"cache_scale", "per_token_head"}};
        },
        "/io/cache_scale: \"per_token_head\" is not allowed: must be absent unless io.cache_dtype is an FP8 type"},
+      {[](nlohmann::json& s) {
+         s["io"] = {{"output", "paged_kv"}, {"page_size", 16}, {"cache_dtype", "fp8_e4m3"}, {"cache_scale", "per_token"}};
+       },
+       "/io/cache_scale: \"per_token\" is not allowed: must be \"static\" or \"per_token_head\""},
       {[](nlohmann::json& s) { s["io"]["cache_scale"] = "per_token_head"; },
        "/io/cache_scale: \"per_token_head\" is not allowed: must be absent unless io.output is \"paged_kv\""},
   };

@@ -43,20 +43,23 @@ ref::ActualTensor actual_view(const Spec& spec, const BufferDesc& desc, const st
     return {bytes.data(), cache.token_stride, cache.head_stride, cache.batch_stride};
   }
   if (nvfp4_cache(spec) && std::string_view(desc.name).find("_scale_cache") != std::string_view::npos) {
-    const int64_t blocks = spec.head_dim / kNvfp4Block, P = spec.io.page_size, H = spec.num_kv_heads;
-    if (spec.io.cache_layout == CacheLayout::hnd) return {bytes.data(), blocks, P * blocks, desc.row_stride};
-    return {bytes.data(), H * blocks, blocks, desc.row_stride};
+    // The block scales: the cache's row strides (D / 2 bytes a head row) / 8, dense pages.
+    const TensorRef cache = cache_tensor(spec, nullptr, 0);
+    return {bytes.data(), cache.token_stride / 8, cache.head_stride / 8, desc.row_stride};
   }
   if (desc.token_rows) return {bytes.data(), desc.row_stride, expected.head_dim, 0};
   return {bytes.data(), 0, 0, 0};  // padded: dense
 }
 
-// NVFP4 V block scales in TensorRT-LLM's 4-token interleave, put back in linear order (each page
-// and head's [page_size, D / 16] tile: token t, block s from (t / 4) * 4 S + 4 s + t % 4).
-std::string linear_block_scales(const Spec& spec, const BufferDesc& desc, const std::string& bytes) {
-  if (!nvfp4_cache(spec) || spec.io.v_scale_layout != BlockScaleLayout::interleave4 ||
-      std::string_view(desc.name) != "v_scale_cache")
-    return bytes;
+// True for NVFP4 V block scales in TensorRT-LLM's 4-token interleave.
+bool interleaved_scales(const Spec& spec, const BufferDesc& desc) {
+  return nvfp4_cache(spec) && spec.io.v_scale_layout == BlockScaleLayout::interleave4 &&
+         std::string_view(desc.name) == "v_scale_cache";
+}
+
+// Those scales put back in linear order (each page and head's [page_size, D / 16] tile: token t,
+// block s from (t / 4) * 4 S + 4 s + t % 4).
+std::string linear_block_scales(const Spec& spec, const std::string& bytes) {
   const int64_t S = spec.head_dim / kNvfp4Block, P = spec.io.page_size;
   std::string out = bytes;
   for (int64_t tile = 0; tile + P * S <= static_cast<int64_t>(bytes.size()); tile += P * S)
@@ -123,8 +126,10 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   backend.synchronize();
   std::vector<std::string> after(host.buffers.size());
   for (size_t i = 0; i < host.buffers.size(); ++i)
-    if (host.buffers[i].desc.is_data())
-      after[i] = linear_block_scales(spec, host.buffers[i].desc, device.read(i));
+    if (host.buffers[i].desc.is_data()) {
+      after[i] = device.read(i);
+      if (interleaved_scales(spec, host.buffers[i].desc)) after[i] = linear_block_scales(spec, after[i]);
+    }
   if (o.timing_repeats > 0)
     report.time_us = backend.time_calls([&](void* stream) { kernel.launch(args, stream); }, o.timing_repeats);
 
@@ -158,8 +163,9 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
     if (!t) throw Error(Status::internal, "reference has no tensor " + name);
     const ref::ActualTensor actual = actual_view(spec, buf.desc, after[i], *t);
     report.checks.emplace_back(name, ref::compare(spec, *t, actual, tolerance));
-    report.untouched_violations += changed_outside_written(linear_block_scales(spec, buf.desc, buf.bytes), after[i], *t,
-                                                           actual, buf.desc.element_bytes);
+    const std::string before = interleaved_scales(spec, buf.desc) ? linear_block_scales(spec, buf.bytes) : std::string();
+    report.untouched_violations += changed_outside_written(before.empty() ? buf.bytes : before, after[i], *t, actual,
+                                                           buf.desc.element_bytes);
   }
   return report;
 }

@@ -261,19 +261,12 @@ void adopt_block_scales(RefTensor& cache, const RefTensor& scales, const std::ve
 
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   RefOutputs out = detail::check_op(spec.op).reference(spec, problem);
-  if (nvfp4_cache(spec)) {
+  if (nvfp4_cache(spec) || cache_scale_per_head(spec)) {  // the scales written beside each cache
     const size_t caches = out.tensors.size();
     for (size_t i = 0; i < caches; ++i)
       if (out.tensors[i].name == "k_cache" || out.tensors[i].name == "v_cache") {
-        RefTensor scales = nvfp4_block_scales(out.tensors[i]);
-        out.tensors.push_back(std::move(scales));
-      }
-  }
-  if (cache_scale_per_head(spec)) {
-    const size_t caches = out.tensors.size();
-    for (size_t i = 0; i < caches; ++i)
-      if (out.tensors[i].name == "k_cache" || out.tensors[i].name == "v_cache") {
-        RefTensor scales = per_head_cache_scales(spec, out.tensors[i]);
+        RefTensor scales = nvfp4_cache(spec) ? nvfp4_block_scales(out.tensors[i])
+                                             : per_head_cache_scales(spec, out.tensors[i]);
         out.tensors.push_back(std::move(scales));
       }
   }

@@ -3,9 +3,8 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
-#include <variant>
-
 #include <utility>
+#include <variant>
 
 #include <fmt/core.h>
 
@@ -470,7 +469,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     reader.not_allowed("/io/cache_scale", std::string("per_token_head"),
                        fmt::format("\"static\" when op is {} (per-head cache scales: op rope so far)",
                                    to_string(spec.op)));
-  if (spec.io.output == OutputForm::paged_kv && spec.io.cache_dtype == CacheDType::nvfp4) check_nvfp4(reader, spec);
+  if (nvfp4_cache(spec)) check_nvfp4(reader, spec);
   refuse_other_op_blocks(document, reader, spec);
   spec_op(spec.op).read(document, reader, spec);
   check_proportional_rotary(document, reader, spec);

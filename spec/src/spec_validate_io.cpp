@@ -94,7 +94,9 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
     io.cache_dtype = reader.enumeration<CacheDType>(*v, base + "/cache_dtype").value_or(io.cache_dtype);
   if (const json* v = member(block, "cache_index"))
     io.cache_index = reader.enumeration<CacheIndex>(*v, base + "/cache_index").value_or(io.cache_index);
-  read_scale_mode(block, base, "cache_scale", io.cache_dtype, "cache_dtype", io.cache_scale, reader);
+  if (const json* v = read_scale_mode(block, base, "cache_scale", io.cache_dtype, "cache_dtype", io.cache_scale, reader))
+    if (io.cache_scale == QScale::per_token)  // a cache's scales are per (slot, kv head) or static
+      reader.not_allowed(base + "/cache_scale", *v, "\"static\" or \"per_token_head\" (per_token is q's)");
   if (const json* v = member(block, "v_scale_layout")) {
     io.v_scale_layout = reader.enumeration<BlockScaleLayout>(*v, base + "/v_scale_layout").value_or(io.v_scale_layout);
     if (io.cache_dtype != CacheDType::nvfp4)

@@ -123,12 +123,20 @@ __device__ __forceinline__ float fp8_max_of(int role) {
   return role == kRoleQ ? q_max : cache_max;
 }
 
+// The FP8 scale of a group (a head, a token) of amax `amax` stored as `role`: max(amax * fl(1 /
+// FP8 max), 1 / (FP8 max * 512)) (a product, not a division: 12 instructions fewer; vLLM's floor
+// for an all-zero group).
+template <class T>
+__device__ __forceinline__ float fp8_group_scale(float amax, int role) {
+  const float fp8_max = fp8_max_of<T>(role);
+  return fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
+}
+
 // An FP8 head with a scale of its own (q_out's per (token, head), the cache's per (slot, kv head)):
 // the head's amax over its lanes (max is exact in any order: the same bits on the GPU and the
-// host backend), scale = max(amax * fl(1 / FP8 max), 1 / (FP8 max * 512)) (a product, not a
-// division: 12 instructions fewer; vLLM's floor for an all-zero group), written by the head's
-// lane 0; the lane's stores then take 1 / scale (correctly rounded). Every lane of the head's
-// segment reaches it (the norm's rule: a head without a slot skips it whole).
+// host backend), its fp8_group_scale, written by the head's lane 0; the lane's stores then take
+// 1 / scale (correctly rounded). Every lane of the head's segment reaches it (the norm's rule: a
+// head without a slot skips it whole).
 template <class T>
 __device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
                                                const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
@@ -146,8 +154,7 @@ __device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
     const unsigned mask = head_lanes_mask<T>();
 #pragma unroll
     for (int offset = W.lanes / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, W.lanes));
-    const float fp8_max = fp8_max_of<T>(io.role);
-    const float scale = fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
+    const float scale = fp8_group_scale<T>(amax, io.role);
     io.store_scale = 1.0f / scale;
     if (lane == 0 && io.scale_out) *io.scale_out = scale;
   }

@@ -119,8 +119,7 @@ __device__ __forceinline__ void latent_share(const KernelParams& p, const RowRef
   row.src = nullptr;
   row.bias = nullptr;
   row.store_scale = 1.0f;
-  u8* no_block_scales;
-  row.dst = cache_head<T>(p, ref, kRoleK, 0, row.store_scale, no_block_scales);
+  row.dst = cache_head<T>(p, ref, kRoleK, 0, row.store_scale);
   if (!row.dst) return;
   if (at.group == 0 && at.lane < W.rot_lanes) {
     const TensorRef k_pe = p.in[kRoleK];

@@ -139,9 +139,9 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
     }
 
     // Per-token FP8 q scales: the amax of the token's final q values over the segment (a maximum
-    // is exact in any order: the same bits on the GPU and the host backend), per_head_scale's
-    // formula; the row's first thread writes it. The values are computed again below (registers
-    // stay flat for any head count; the second read is this thread's bytes of a moment before).
+    // is exact in any order: the same bits on the GPU and the host backend), its fp8_group_scale,
+    // written by the row's first thread. The values are computed again below (registers stay
+    // flat for any head count; the second read is this thread's bytes of a moment before).
     float q_store_scale = 1.0f;
     if constexpr (T::kQScalePerToken) {
       float amax = 0.0f;
@@ -165,8 +165,7 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
       }
 #pragma unroll
       for (int offset = kSegment / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, kSegment));
-      const float fp8_max = fp8_max_of<T>(kRoleQ);
-      const float scale = fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
+      const float scale = fp8_group_scale<T>(amax, kRoleQ);
       q_store_scale = 1.0f / scale;
       if (at.group == 0 && at.lane == 0 && has_token<T>(ref)) p.q_scale_out[ref.token] = scale;
     }

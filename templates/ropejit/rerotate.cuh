@@ -113,8 +113,7 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
                     at.lane * W.pairs_per_lane, c, s);
     // The thread's first key head, then a pointer step per head (not the slot's address again).
     float unused_scale = 1.0f;
-    u8* unused_block_scales;
-    auto* key = (typename T::CacheStorage::raw*)cache_head<T>(p, ref, kRoleK, at.group, unused_scale, unused_block_scales);
+    auto* key = (typename T::CacheStorage::raw*)cache_head<T>(p, ref, kRoleK, at.group, unused_scale);
     const i64 step = (i64)W.head_groups * p.out[kRoleK].head_stride;
 #pragma unroll 1
     for (int k = 0; k < T::kHeadsPerThread; ++k, key += step) {

@@ -132,24 +132,25 @@ struct HeadIo {
 };
 
 // paged_kv: where head `head` of a k or v row starts in its cache (the host's cache_tensor
-// strides: page, offset within it, head; NVFP4 in bytes), its FP8 or NVFP4 global scale, and an
-// NVFP4 row's block scales (dense pages of the cache's layout: D / 16 bytes a head row, the row's
-// offset within its page that of the data's D / 2 bytes / 8); null when not cached.
+// strides: page, offset within it, head; NVFP4 in bytes), its FP8 or NVFP4 global scale, and in
+// *block_scales (NVFP4 only) the row's block scales (dense pages of the cache's layout: D / 16
+// bytes a head row, the row's offset within its page that of the data's D / 2 bytes / 8); null
+// when not cached.
 template <class T>
 __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef& ref, int role, int head,
-                                            float& scale, u8*& block_scales) {
+                                            float& scale, u8** block_scales = nullptr) {
   if (ref.cache_page < 0) return nullptr;
   if constexpr (T::kCacheFp8 || T::kCacheNvfp4) scale = p.cache_inv_scale[role - kRoleK];
   const TensorRef cache = p.out[role];
-  const i64 offset = ref.cache_page * cache.batch_stride + ref.cache_offset * cache.token_stride + head * cache.head_stride;
+  const i64 in_page = ref.cache_offset * cache.token_stride + head * cache.head_stride;
   if constexpr (T::kCacheNvfp4) {
     constexpr int kBlocks = T::kHeadDim / 16;
-    block_scales = (u8*)p.cache_scale_out[role - kRoleK] + ref.cache_page * (T::kPageSize * T::kNumKvHeads * kBlocks) +
-                   (ref.cache_offset * cache.token_stride + head * cache.head_stride) / 8;
+    *block_scales = (u8*)p.cache_scale_out[role - kRoleK] + ref.cache_page * (T::kPageSize * T::kNumKvHeads * kBlocks) +
+                   in_page / 8;
     // V's 4-token interleave (hnd): token t's row starts at (t / 4) * 4 * kBlocks + t % 4, not t * kBlocks.
-    if (T::kVScaleInterleave4 && role == kRoleV) block_scales += (ref.cache_offset & 3) * (1 - kBlocks);
+    if (T::kVScaleInterleave4 && role == kRoleV) *block_scales += (ref.cache_offset & 3) * (1 - kBlocks);
   }
-  return (typename T::CacheStorage::raw*)cache.ptr + offset;
+  return (typename T::CacheStorage::raw*)cache.ptr + ref.cache_page * cache.batch_stride + in_page;
 }
 
 // Head `head_in_role` of role `role`: a constant role folds every role test that follows.
@@ -175,7 +176,7 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
     }
   }
   if constexpr (T::kOutputPagedKv && kCacheDst) {
-    if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale, io.block_scales);
+    if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale, &io.block_scales);
     if (T::kCacheScalePerHead && role != kRoleQ && ref.cache_page >= 0)  // [slots, Hkv], slot-major
       io.scale_out = p.cache_scale_out[role - kRoleK] +
                      (ref.cache_page * T::kPageSize + ref.cache_offset) * T::kNumKvHeads + head_in_role;

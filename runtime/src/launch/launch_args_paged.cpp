@@ -97,26 +97,23 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   if (io.copy_v)
     p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
   bind_cache_index(c, a, p);
-  if (nvfp4_cache(c.spec)) {  // the e4m3 block scales beside each cache (bytes: no alignment)
-    const char* why = "when the spec's io.cache_dtype is nvfp4 (its block scales)";
-    if (c.any) check_present(a.k_scale_cache, "k_scale_cache", why);
-    p.cache_scale_out[0] = a.k_scale_cache;
-    if (io.copy_v) {
-      if (c.any) check_present(a.v_scale_cache, "v_scale_cache", why);
-      p.cache_scale_out[1] = a.v_scale_cache;
+  // Scales the launch writes beside each cache: NVFP4's e4m3 block scales (bytes), or the float32
+  // per-(slot, kv head) scales (which replace k_scale / v_scale).
+  const bool nvfp4 = nvfp4_cache(c.spec);
+  if (nvfp4 || cache_scale_per_head(c.spec)) {
+    const char* why = nvfp4 ? "when the spec's io.cache_dtype is nvfp4 (its block scales)"
+                            : "when the spec's io.cache_scale is per_token_head";
+    for (int role = kRoleK; role <= (io.copy_v ? kRoleV : kRoleK); ++role) {
+      float* scales = role == kRoleK ? a.k_scale_cache : a.v_scale_cache;
+      const char* name = role == kRoleK ? "k_scale_cache" : "v_scale_cache";
+      if (c.any) check_present(scales, name, why);
+      if (!nvfp4) check_aligned(scales, 4, name);
+      p.cache_scale_out[role - kRoleK] = scales;
     }
-  } else if (cache_scale_per_head(c.spec)) {  // scales computed per (slot, kv head) and written beside the caches
-    const char* why = "when the spec's io.cache_scale is per_token_head";
-    if (c.any) check_present(a.k_scale_cache, "k_scale_cache", why);
-    check_aligned(a.k_scale_cache, 4, "k_scale_cache");
-    p.cache_scale_out[0] = a.k_scale_cache;
-    if (io.copy_v) {
-      if (c.any) check_present(a.v_scale_cache, "v_scale_cache", why);
-      check_aligned(a.v_scale_cache, 4, "v_scale_cache");
-      p.cache_scale_out[1] = a.v_scale_cache;
+    if (!nvfp4) {
+      p.cache_inv_scale[0] = p.cache_inv_scale[1] = 1.0f;
+      return a.num_tokens;
     }
-    p.cache_inv_scale[0] = p.cache_inv_scale[1] = 1.0f;
-    return a.num_tokens;
   }
   p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c.spec.io.cache_dtype, a.v_scale, "v_scale") : 1.0f;
@@ -200,18 +197,17 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
   out.push_back(cache_buffer(s, shape, true));
   if (s.io.copy_v) out.push_back(cache_buffer(s, shape, false));  // else K = V: no V cache
   out.push_back(cache_index_buffer(s, shape));
-  if (nvfp4_cache(s))
+  if (nvfp4_cache(s) || cache_scale_per_head(s))  // the scales written beside each cache
     for (bool k : {true, false}) {
       if (!k && !s.io.copy_v) break;
-      out.push_back(block_scale_buffer(s, shape, k));
-    }
-  if (cache_scale_per_head(s))  // [slots, Hkv] float32 scales beside each cache
-    for (bool k : {true, false}) {
-      if (!k && !s.io.copy_v) break;
+      if (nvfp4_cache(s)) {
+        out.push_back(block_scale_buffer(s, shape, k));
+        continue;
+      }
       BufferDesc scales = scale_buffer(s, k ? "k_scale_cache" : "v_scale_cache", shape.cache_pages * s.io.page_size,
                                        s.num_kv_heads,
                                        k ? bind_to<&ropejit_args::k_scale_cache> : bind_to<&ropejit_args::v_scale_cache>,
-                                       {"slots", "Hkv"});
+                                       {"slots", "Hkv"});  // [slots, Hkv] float32
       scales.moved_rows = shape.tokens;  // one slot per token
       out.push_back(scales);
     }
