@@ -130,7 +130,7 @@ class ScopedEnv {
 }  // namespace
 
 TEST(KernelStats, CountsSassByKindAndWidth) {
-  const InstrCounts c = count_sass(kSass, 3);
+  const InstrCounts c = count_sass(kSass, {3});
   EXPECT_EQ(c.instructions, 15);  // NOP and the self-branch left out
   EXPECT_DOUBLE_EQ(c.per_item, 6 + 9 * 3);  // the heads loop (0x40..0xc0) runs 3 times
   EXPECT_EQ(c.data_loads.of(128), 3);
@@ -151,13 +151,13 @@ TEST(KernelStats, CountsSassByKindAndWidth) {
 }
 
 TEST(KernelStats, DivergentShufflePathIsNoLoop) {
-  const InstrCounts c = count_sass(kSassDivergentPath, 3);
+  const InstrCounts c = count_sass(kSassDivergentPath, {3});
   EXPECT_EQ(c.instructions, 12);
   EXPECT_DOUBLE_EQ(c.per_item, 8 + 4 * 3);  // the heads loop 0x30..0x60 runs 3 times, nothing else
 }
 
 TEST(KernelStats, CountsCuobjdumpListingWithAddressTargets) {
-  const InstrCounts c = count_sass(kCuobjdump, 2);
+  const InstrCounts c = count_sass(kCuobjdump, {2});
   EXPECT_EQ(c.instructions, 5);
   EXPECT_DOUBLE_EQ(c.per_item, 3 + 2 * 2);
   EXPECT_EQ(c.data_loads.of(128), 1);
@@ -165,7 +165,7 @@ TEST(KernelStats, CountsCuobjdumpListingWithAddressTargets) {
 }
 
 TEST(KernelStats, CountsPtxByStateSpaceAndWidth) {
-  const InstrCounts c = count_ptx(kPtx, 3);
+  const InstrCounts c = count_ptx(kPtx, {3});
   EXPECT_EQ(c.instructions, 13);
   EXPECT_DOUBLE_EQ(c.per_item, 6 + 7 * 3);
   EXPECT_EQ(c.data_loads.of(128), 2);

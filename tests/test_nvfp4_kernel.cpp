@@ -16,6 +16,7 @@
 uint8_t kernel_e2m1(float x);
 uint32_t kernel_e2m1x8(const float* in);
 uint8_t kernel_nvfp4_block_scale(float amax, float inv_global, float* multiplier);
+float kernel_nvfp4_divide_by_scale(float a, uint32_t code);
 
 using namespace ropejit::ref;
 
@@ -95,8 +96,51 @@ TEST(Nvfp4Kernel, BlockScaleIsTheCorrectlyRoundedRecipe) {
     const double sf = fp8_bits_to_double(Fp8Format::e4m3, want);
     ASSERT_EQ(multiplier, sf == 0.0 ? 0.0f : static_cast<float>(double(inv) / sf)) << "amax " << amax << " inv " << inv;
   }
+  // Extreme global scales and amaxes: the multiplier stays normal (or overflows) where the
+  // division above is exact (docs/spec.md "NVFP4").
+  const float extremes[] = {std::numeric_limits<float>::min(), 0x1.8p-126f, 0x1p-117f, 0x1p-100f, 1.0f,
+                            0x1p100f, 0x1p119f, 0x1p126f, std::numeric_limits<float>::max()};
+  for (const float inv : extremes)
+    for (const float amax : extremes) {
+      float multiplier = -1.0f;
+      const uint8_t code = kernel_nvfp4_block_scale(amax, inv, &multiplier);
+      const float sixth = 1.0f / 6.0f;
+      const uint8_t want = round_to_fp8_bits(Fp8Format::e4m3, static_cast<double>(inv * (amax * sixth)));
+      ASSERT_EQ(code, want) << std::hexfloat << "amax " << amax << " inv " << inv;
+      const float sf = static_cast<float>(fp8_bits_to_double(Fp8Format::e4m3, want));
+      ASSERT_EQ(multiplier, sf == 0.0f ? 0.0f : inv / sf) << std::hexfloat << "amax " << amax << " inv " << inv;
+      EXPECT_TRUE(sf == 0.0f || multiplier >= std::numeric_limits<float>::min());
+    }
   float m;
   EXPECT_EQ(kernel_nvfp4_block_scale(std::numeric_limits<float>::infinity(), 1.0f, &m), 0x7eu);  // saturates at 448
+}
+
+TEST(Nvfp4Kernel, DivisionByABlockScaleIsCorrectlyRounded) {
+  // The kernel divides by sf = k * 2^e without a division: every significand of a (one binade)
+  // over codes 1..15 (every k in [8, 16) and e4m3's subnormals), then every code over a's whole normal exponent range
+  // (the scaling, and quotients that overflow), against IEEE float division. Quotients below
+  // FLT_MIN are outside its contract: the block-scale recipe never makes one (next test).
+  auto sf = [](uint32_t code) { return static_cast<float>(fp8_bits_to_double(Fp8Format::e4m3, code)); };
+  for (uint32_t code = 1; code < 16; ++code)
+    for (uint32_t significand = 0; significand < (1u << 23); ++significand) {
+      const float a = from_bits(0x3f800000u | significand);
+      const float got = kernel_nvfp4_divide_by_scale(a, code);
+      if (got != a / sf(code)) FAIL() << std::hexfloat << a << " / " << sf(code) << ": " << got;
+    }
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> significands(0, (1u << 23) - 1);
+  int overflows = 0;
+  for (uint32_t code = 1; code <= 0x7e; ++code)
+    for (uint32_t exponent = 1; exponent < 255; ++exponent)
+      for (int trial = 0; trial < 8; ++trial) {
+        const uint32_t significand = trial == 0 ? 0u : trial == 1 ? (1u << 23) - 1 : significands(rng);
+        const float a = from_bits(exponent << 23 | significand);
+        const float want = a / sf(code);
+        if (want < std::numeric_limits<float>::min()) continue;
+        overflows += std::isinf(want);
+        ASSERT_EQ(kernel_nvfp4_divide_by_scale(a, code), want) << std::hexfloat << a << " / " << sf(code);
+      }
+  EXPECT_GT(overflows, 0);
 }
 
 }  // namespace

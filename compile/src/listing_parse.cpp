@@ -304,13 +304,16 @@ bool is_qkv_access(const Instr& in) {
 }
 
 // Per-item weight of each instruction: loops nested in the outermost one (the grid-stride loop)
-// are taken to be the heads loop, run `trips` times per item, except a loop that fills shared
-// memory without touching q/k/v (the block's shared angles, angles.cuh): `angle_trips` times.
+// run `trips[n]` times per item, n the inner loop's place in the listing, when the listing has
+// as many inner loops as `trips` names; otherwise every one `trips[0]` times (the heads loop's:
+// an over-estimate for any shorter loop). A loop that fills shared memory without touching q/k/v
+// (the block's shared angles, angles.cuh) runs `angle_trips` times and is no inner loop here.
 // A backward branch over an unguarded EXIT is no loop: it returns from a block placed after the
 // kernel's end (ptxas's BRA.DIV fallback of a warp shuffle) into the body.
-std::vector<int> item_weights(const Listing& l, int trips, int angle_trips) {
+std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, int angle_trips) {
   std::vector<int> depth(l.code.size(), 0);
   std::vector<bool> in_angle_loop(l.code.size(), false);
+  std::map<size_t, size_t> loops;  // first instruction -> last back branch (a loop's `continue`s merged)
   for (size_t i = 0; i < l.code.size(); ++i) {
     if (l.code[i].target.empty()) continue;
     const auto it = l.labels.find(l.code[i].target);
@@ -326,10 +329,26 @@ std::vector<int> item_weights(const Listing& l, int trips, int angle_trips) {
     }
     if (shared && !qkv)
       for (size_t k = it->second; k <= i; ++k) in_angle_loop[k] = true;
+    size_t& last = loops[it->second];
+    last = std::max(last, i);
   }
+  // The inner loops: inside exactly one other loop, not the angle loop; in listing order.
+  std::vector<std::pair<size_t, size_t>> inner;
+  for (const auto& [first, last] : loops) {
+    const auto around = std::count_if(loops.begin(), loops.end(), [&](const auto& o) {
+      return o.first != first && o.first <= first && last <= o.second;
+    });
+    if (around == 1 && !in_angle_loop[first]) inner.emplace_back(first, last);
+  }
+  const bool each_own = inner.size() == trips.size();
   std::vector<int> w(l.code.size());
-  for (size_t k = 0; k < w.size(); ++k)
-    w[k] = depth[k] < 2 ? 1 : std::max(1, in_angle_loop[k] ? angle_trips : trips);
+  for (size_t k = 0; k < w.size(); ++k) {
+    int loop_trips = trips.at(0);
+    if (each_own)
+      for (size_t n = 0; n < inner.size(); ++n)
+        if (inner[n].first <= k && k <= inner[n].second) loop_trips = trips[n];
+    w[k] = depth[k] < 2 ? 1 : std::max(1, in_angle_loop[k] ? angle_trips : loop_trips);
+  }
   return w;
 }
 
@@ -363,7 +382,7 @@ void loads_in_flight(const Listing& l, InstrCounts& c) {
   }
 }
 
-InstrCounts count(const Listing& l, int trips, int angle_trips) {
+InstrCounts count(const Listing& l, const std::vector<int>& trips, int angle_trips) {
   InstrCounts c;
   const std::vector<int> w = item_weights(l, trips, angle_trips);
   for (size_t i = 0; i < l.code.size(); ++i) {
@@ -395,11 +414,11 @@ InstrCounts count(const Listing& l, int trips, int angle_trips) {
 
 }  // namespace
 
-InstrCounts count_sass(std::string_view listing, int inner_loop_trips, int angle_loop_trips) {
+InstrCounts count_sass(std::string_view listing, const std::vector<int>& inner_loop_trips, int angle_loop_trips) {
   return count(read_sass(listing), inner_loop_trips, angle_loop_trips);
 }
 
-InstrCounts count_ptx(std::string_view ptx, int inner_loop_trips, int angle_loop_trips) {
+InstrCounts count_ptx(std::string_view ptx, const std::vector<int>& inner_loop_trips, int angle_loop_trips) {
   return count(read_ptx(ptx), inner_loop_trips, angle_loop_trips);
 }
 

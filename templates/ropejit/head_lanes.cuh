@@ -74,7 +74,8 @@ __device__ __forceinline__ unsigned head_lanes_mask() {
 // In place is safe: a lane writes only the vectors it read before the reduction. Every condition
 // that skips the shuffles (a v head, a padding row, a token with no cache slot, a head past the
 // row) holds for the whole head, so the mask names exactly the head's lanes and all reach it.
-template <class T>
+// kLoadOnly: a copied v head (its role not known when compiling): loaded, with its bias, no more.
+template <class T, bool kLoadOnly = false>
 __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const HeadIo<T>& io, int lane,
                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                                  const float (&sin_v)[rope_shape<T>().pairs_per_lane],
@@ -84,7 +85,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
   const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
-  const bool normed = loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads (rotated too)
+  const bool normed = !kLoadOnly && loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < kMax; ++j) {

@@ -55,13 +55,32 @@ __device__ __forceinline__ float e4m3_scale_value(u32 code) {
   return code >= 8u ? __uint_as_float((((code >> 3) + 120u) << 23) | ((code & 7u) << 20)) : (float)code * 0x1p-9f;
 }
 
+// fl(a / sf) for a normal a > 0 (the launch checks that 1 / k_scale is) and an e4m3 block scale
+// sf > 0, without a division's slow path (about 100 instructions). sf = k * 2^e with k in [8, 16)
+// (three significand bits) and a = m * 2^E (1 <= m < 2): m / k is rounded correctly by Markstein's
+// step (y = fl(1/k), q = fl(m*y) within an ulp, the residual m - k*q exact, fl(q + r*y) = fl(m/k)),
+// then scaled by 2^(E - e) in two exact products: the quotient is normal or overflows (docs/spec.md
+// "NVFP4"), and an overflow rounds to infinity as the quotient does. Every k and m: the unit test.
+__device__ __forceinline__ float nvfp4_divide_by_scale(float a, float sf) {
+  const u32 sf_bits = __float_as_uint(sf), bits = __float_as_uint(a);
+  const u32 i = (sf_bits >> 20) & 7u;  // k = 8 + i; fl(1/k) by a select tree (no table in memory)
+  const float y01 = i & 1u ? 1.0f / 9 : 1.0f / 8, y23 = i & 1u ? 1.0f / 11 : 1.0f / 10;
+  const float y45 = i & 1u ? 1.0f / 13 : 1.0f / 12, y67 = i & 1u ? 1.0f / 15 : 1.0f / 14;
+  const float y = i & 4u ? (i & 2u ? y67 : y45) : (i & 2u ? y23 : y01);
+  const float k = (float)(8u + i);
+  const float m = __uint_as_float((bits & 0x007fffffu) | 0x3f800000u);
+  const float q = m * y;
+  const float quotient = fmaf(fmaf(-k, q, m), y, q);
+  const int n = (int)(bits >> 23) - (int)(sf_bits >> 23) + 3, n1 = n / 2;  // E - e
+  return quotient * __uint_as_float((u32)(n1 + 127) << 23) * __uint_as_float((u32)(n - n1 + 127) << 23);
+}
+
 // One block's scale and multiplier: sf = e4m3(inv_global * (amax * fl(1/6))), rounded to nearest
 // even and saturating (TensorRT-LLM's and vLLM's formula, with correctly rounded products where
 // they take approximate reciprocals); the values then take fl(inv_global / sf), or 0 when sf is 0.
 __device__ __forceinline__ u32 nvfp4_block_scale(float amax, float inv_global, float& multiplier) {
   const u32 code = float_to_e4m3_bits(inv_global * (amax * (1.0f / 6.0f)));
-  const float sf = e4m3_scale_value(code);
-  multiplier = sf != 0.0f ? inv_global / sf : 0.0f;
+  multiplier = code != 0u ? nvfp4_divide_by_scale(inv_global, e4m3_scale_value(code)) : 0.0f;
   return code;
 }
 

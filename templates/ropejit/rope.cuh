@@ -131,6 +131,13 @@ struct HeadIo {
   u8* block_scales;                    // NVFP4 cache heads: the head row's e4m3 block scales
 };
 
+// True when k and v go to an FP8 or NVFP4 paged cache (the cache traits exist only with one).
+template <class T>
+__device__ __forceinline__ constexpr bool quantized_cache() {
+  if constexpr (T::kOutputPagedKv) return T::kCacheFp8 || T::kCacheNvfp4;
+  return false;
+}
+
 // paged_kv: where head `head` of a k or v row starts in its cache (the host's cache_tensor
 // strides: page, offset within it, head; NVFP4 in bytes), its FP8 or NVFP4 global scale, and in
 // *block_scales (NVFP4 only) the row's block scales (dense pages of the cache's layout: D / 16
@@ -140,7 +147,7 @@ template <class T>
 __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef& ref, int role, int head,
                                             float& scale, u8** block_scales = nullptr) {
   if (ref.cache_page < 0) return nullptr;
-  if constexpr (T::kCacheFp8 || T::kCacheNvfp4) scale = p.cache_inv_scale[role - kRoleK];
+  if constexpr (quantized_cache<T>()) scale = p.cache_inv_scale[role - kRoleK];
   const TensorRef cache = p.out[role];
   const i64 in_page = ref.cache_offset * cache.token_stride + head * cache.head_stride;
   if constexpr (T::kCacheNvfp4) {
@@ -380,18 +387,38 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       }
     }
     HeadIo<T> k_io = role_head_io<T>(p, ref, kRoleK, group);
-    if (!T::kOutputPagedKv || k_io.dst) {
-      per_head_scale<T>(k_io, lane, x);
-      store_lane_vectors<T>(k_io, lane, x);
+    if constexpr (kv_store_loop(W, quantized_cache<T>(), T::kCopyV)) {
+      // k's and v's cache stores (their rounding) compiled once: a loop over the two roles, v
+      // loaded into x once k is stored.
+      if (!k_io.dst) return;  // no cache slot: the whole segment
+#pragma unroll 1
+      for (int r = 0; r < kKvStoreLoopTrips; ++r) {
+        HeadIo<T> io = r == 0 ? k_io : role_head_io<T>(p, ref, kRoleV, group);
+        if (r != 0) norm_rotate_lane<T, true>(p, io, lane, cos_v, sin_v, x);
+        per_head_scale<T>(io, lane, x);
+        store_lane_vectors<T>(io, lane, x);
+      }
+    } else {
+      if (!T::kOutputPagedKv || k_io.dst) {
+        per_head_scale<T>(k_io, lane, x);
+        store_lane_vectors<T>(k_io, lane, x);
+      }
+      if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
-    if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
   } else if constexpr (W.role_slots) {
 #pragma unroll 1
     for (int k = 0; k < W.q_slots; ++k)
       lane_of_head_angles<T>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane, true, cos_v, sin_v,
                              shared, shared_row);
-    lane_of_head_angles<T>(p, role_head_io<T>(p, ref, kRoleK, group), lane, true, cos_v, sin_v, shared, shared_row);
-    if constexpr (T::kCopyV) lane_of_head<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
+    if constexpr (kv_store_loop(W, quantized_cache<T>(), T::kCopyV)) {
+#pragma unroll 1
+      for (int r = 0; r < kKvStoreLoopTrips; ++r)  // k, then v: their cache stores compiled once
+        lane_of_head_angles<T>(p, role_head_io<T>(p, ref, r == 0 ? kRoleK : kRoleV, group), lane, r == 0, cos_v,
+                               sin_v, shared, shared_row);
+    } else {
+      lane_of_head_angles<T>(p, role_head_io<T>(p, ref, kRoleK, group), lane, true, cos_v, sin_v, shared, shared_row);
+      if constexpr (T::kCopyV) lane_of_head<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
+    }
   } else {
 #pragma unroll 1
     for (int k = 0; k < T::kHeadsPerThread; ++k) {

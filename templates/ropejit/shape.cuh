@@ -201,6 +201,14 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   return w;
 }
 
+/// Role slots with a quantized cache (FP8, NVFP4) and copied v: k's and v's cache stores run in
+/// one 2-trip loop after the q heads (rope.cuh rope_heads), so their rounding is compiled once;
+/// the static model weighs that loop by its own trips (compile kernel_stats.cpp).
+ROPEJIT_HOST_DEVICE constexpr bool kv_store_loop(const WorkShape& w, bool quantized_cache, bool copy_v) {
+  return w.role_slots && quantized_cache && copy_v;
+}
+constexpr int kKvStoreLoopTrips = 2;  ///< k, then v
+
 /// Op mla_append (Multi-head Latent Attention): q's heads as a q-only kernel's (rotating lanes, and
 /// with a separate q output or concat_k's k_nope the pass-through part too); the latent cache row
 /// rides on the same items (mla_append.cuh: head group 0's rotating lanes rotate k_pe, every item

@@ -43,3 +43,6 @@ uint8_t kernel_nvfp4_block_scale(float amax, float inv_global, float* multiplier
   *multiplier = m;
   return static_cast<uint8_t>(code);
 }
+float kernel_nvfp4_divide_by_scale(float a, uint32_t code) {
+  return ropejit::nvfp4_divide_by_scale(a, ropejit::e4m3_scale_value(code));
+}

@@ -47,13 +47,15 @@ struct InstrCounts {
 };
 
 /// Counts a SASS listing (`nvdisasm -c` or `cuobjdump -sass`). Instructions inside loops
-/// nested in the outermost (grid-stride) loop weigh `inner_loop_trips` in the per-item figures,
-/// except in a nested loop that fills shared memory without q/k/v accesses (a block's shared
-/// angles): `angle_loop_trips`.
-InstrCounts count_sass(std::string_view listing, int inner_loop_trips = 1, int angle_loop_trips = 1);
+/// nested in the outermost (grid-stride) loop weigh their loop's trips in the per-item figures:
+/// `inner_loop_trips[n]` for the n-th such loop in the listing when there are as many as it
+/// names, else `inner_loop_trips[0]` for each; a nested loop that fills shared memory without
+/// q/k/v accesses (a block's shared angles): `angle_loop_trips`.
+InstrCounts count_sass(std::string_view listing, const std::vector<int>& inner_loop_trips = {1},
+                       int angle_loop_trips = 1);
 
 /// Counts a PTX listing the same way (instruction counts are PTX, not machine instructions).
-InstrCounts count_ptx(std::string_view ptx, int inner_loop_trips = 1, int angle_loop_trips = 1);
+InstrCounts count_ptx(std::string_view ptx, const std::vector<int>& inner_loop_trips = {1}, int angle_loop_trips = 1);
 
 /// Per-SM limits of one compute capability, the inputs of theoretical occupancy.
 struct ArchLimits {
@@ -97,6 +99,8 @@ struct KernelStats {
   int block_threads = 0;
   int heads_per_thread = 1;  ///< the config's; an all-heads QK-norm's actual heads per thread
   int heads_loop_trips = 1;  ///< times the heads loop runs per item (role slots: the q heads)
+  /// Trips of each loop inside the grid-stride loop, in program order (the heads loop's first).
+  std::vector<int> inner_loop_trips;
   Occupancy occupancy;       ///< at block_threads on `arch`
   InstrCounts counts;
   int items_per_row = 0;         ///< work items (threads) per token row

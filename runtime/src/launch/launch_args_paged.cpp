@@ -70,14 +70,15 @@ TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg,
 }
 
 // FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others have none
-// (the scales are unused there: check_unused_fields refuses one that is set).
+// (the scales are unused there: check_unused_fields refuses one that is set). NVFP4's reciprocal
+// must be normal (scale <= 2^126): the kernel's division by a block scale is exact for it.
 float inverse_scale(CacheDType type, float scale, const char* name) {
   if (type == CacheDType::auto_) return 1.0f;
   const float inverse = 1.0f / scale;
-  require(std::isfinite(scale) && scale > 0.0f && std::isfinite(inverse), name,
-          type == CacheDType::nvfp4
-              ? fmt::format("{} is not allowed: must be a finite number > 0 (the NVFP4 global scale: values "
-                            "dequantize as e2m1 * block scale * {})", scale, name)
+  const bool nvfp4 = type == CacheDType::nvfp4;
+  require(std::isfinite(scale) && scale > 0.0f && (nvfp4 ? std::isnormal(inverse) : std::isfinite(inverse)), name,
+          nvfp4 ? fmt::format("{} is not allowed: must be a number in (0, 2^126] (the NVFP4 global scale: values "
+                              "dequantize as e2m1 * block scale * {})", scale, name)
               : fmt::format("{} is not allowed: must be a finite number > 0 (FP8 {} stores fp8(x / {}))", scale,
                             to_string(type), name));
   return inverse;
