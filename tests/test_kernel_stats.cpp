@@ -110,6 +110,24 @@ ropejit_rope:
         /*00b0*/                   BRA `(.L_x_8) ;
 )";
 
+// A grid-stride loop around two inner loops: the heads loop (with a `continue`: two back branches
+// to one label) and, after it, a 2-trip k/v store loop.
+constexpr const char* kSassTwoInnerLoops = R"(
+.L_x_0:
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+.L_x_1:
+        /*0010*/                   FFMA R8, R4, R5, R6 ;
+        /*0020*/               @P0 BRA `(.L_x_1) ;
+        /*0030*/                   FMUL R9, R8, R8 ;
+        /*0040*/               @P1 BRA `(.L_x_1) ;
+.L_x_2:
+        /*0050*/                   F2FP.BF16.F32.PACK_AB R10, R9, R8 ;
+        /*0060*/                   STG.E.128 desc[UR4][R2.64], R8 ;
+        /*0070*/               @P2 BRA `(.L_x_2) ;
+        /*0080*/               @P3 BRA `(.L_x_0) ;
+        /*0090*/                   EXIT ;
+)";
+
 // Sets an environment variable for one scope and restores it.
 class ScopedEnv {
  public:
@@ -154,6 +172,16 @@ TEST(KernelStats, DivergentShufflePathIsNoLoop) {
   const InstrCounts c = count_sass(kSassDivergentPath, {3});
   EXPECT_EQ(c.instructions, 12);
   EXPECT_DOUBLE_EQ(c.per_item, 8 + 4 * 3);  // the heads loop 0x30..0x60 runs 3 times, nothing else
+}
+
+TEST(KernelStats, EachInnerLoopWeighsItsOwnTrips) {
+  // 0x00, 0x80 and the EXIT once; the heads loop 0x10..0x40 (4 instructions) 5 times; the k/v
+  // store loop 0x50..0x70 (3) twice.
+  EXPECT_DOUBLE_EQ(count_sass(kSassTwoInnerLoops, {5, 2}).per_item, 3 + 4 * 5 + 3 * 2);
+  EXPECT_EQ(count_sass(kSassTwoInnerLoops, {5, 2}).inner_loops, 2);
+  // A list of another length than the listing's inner loops: each weighs the first (an over-estimate).
+  EXPECT_DOUBLE_EQ(count_sass(kSassTwoInnerLoops, {5}).per_item, 3 + 7 * 5);
+  EXPECT_DOUBLE_EQ(count_sass(kSassTwoInnerLoops, {5, 2, 3}).per_item, 3 + 7 * 5);
 }
 
 TEST(KernelStats, CountsCuobjdumpListingWithAddressTargets) {
@@ -380,6 +408,9 @@ TEST(KernelStats, EverySpecHasANonEmptyReport) {
     EXPECT_EQ(g.stats.spill_bytes, 0) << g.what;
     EXPECT_EQ(g.stats.stack_bytes, 0) << g.what;
     EXPECT_EQ(c.local_accesses, 0) << g.what;
+    // A plan naming a loop after the heads loop (the k/v store loop) finds it: each weighs its own trips.
+    if (g.stats.inner_loop_trips.size() > 1)
+      EXPECT_EQ(c.inner_loops, static_cast<int>(g.stats.inner_loop_trips.size())) << g.what;
   }
 }
 

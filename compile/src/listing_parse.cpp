@@ -310,7 +310,7 @@ bool is_qkv_access(const Instr& in) {
 // (the block's shared angles, angles.cuh) runs `angle_trips` times and is no inner loop here.
 // A backward branch over an unguarded EXIT is no loop: it returns from a block placed after the
 // kernel's end (ptxas's BRA.DIV fallback of a warp shuffle) into the body.
-std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, int angle_trips) {
+std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, int angle_trips, int& inner_loops) {
   std::vector<int> depth(l.code.size(), 0);
   std::vector<bool> in_angle_loop(l.code.size(), false);
   std::map<size_t, size_t> loops;  // first instruction -> last back branch (a loop's `continue`s merged)
@@ -340,6 +340,7 @@ std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, i
     });
     if (around == 1 && !in_angle_loop[first]) inner.emplace_back(first, last);
   }
+  inner_loops = static_cast<int>(inner.size());
   const bool each_own = inner.size() == trips.size();
   std::vector<int> w(l.code.size());
   for (size_t k = 0; k < w.size(); ++k) {
@@ -384,7 +385,7 @@ void loads_in_flight(const Listing& l, InstrCounts& c) {
 
 InstrCounts count(const Listing& l, const std::vector<int>& trips, int angle_trips) {
   InstrCounts c;
-  const std::vector<int> w = item_weights(l, trips, angle_trips);
+  const std::vector<int> w = item_weights(l, trips, angle_trips, c.inner_loops);
   for (size_t i = 0; i < l.code.size(); ++i) {
     const Instr& in = l.code[i];
     if (in.padding || is_self_branch(l, i)) continue;

@@ -38,6 +38,7 @@ struct InstrCounts {
   WidthCounts generic_stores;      ///< ST.E / st without a state space
   int local_accesses = 0;          ///< LDL/STL, ld.local/st.local
   int shared_accesses = 0;         ///< LDS/STS, ld.shared/st.shared
+  int inner_loops = 0;             ///< loops inside the grid-stride loop, the shared-angle loop not counted
   int loads_in_flight = 0;         ///< most 128-bit loads issued before one of their results is read
   int bytes_in_flight = 0;         ///< the same for q/k/v loads of any width, in bytes
   int fp64_arith = 0;              ///< DFMA, DADD, DMUL, DSETP, DMNMX (fma/add/mul .f64 in PTX)
