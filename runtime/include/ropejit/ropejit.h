@@ -201,7 +201,7 @@ typedef struct ropejit_args {
    * NVFP4 cache (io.cache_dtype nvfp4): the caches' e4m3 block scales, one byte per 16 values, in
    * the cache's page layout with D / 16 bytes a head row ([pages, page_size, Hkv, D / 16] for
    * nhd, [pages, Hkv, page_size, D / 16] for hnd; byte offset = the cache's byte offset / 8):
-   * pass the byte array's address; k_scale and v_scale are the global scales. */
+   * pass the byte array's address; k_scale and v_scale are the global scales, in (0, 2^126]. */
   float* k_scale_cache;
   float* v_scale_cache;
 } ropejit_args;
