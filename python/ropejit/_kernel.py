@@ -129,7 +129,10 @@ class Kernel:
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
         if q_scale is not None:  # an FP8 q_out's scale (io.q_output_dtype); refused by name elsewhere
             args["q_scale"] = float(q_scale)
-        self._kernel.launch(args, self._stream(stream, views))
+        try:
+            self._kernel.launch(args, self._stream(stream, views))
+        except ArgumentError as e:
+            raise _in_call_words(e, {"k_scale": k_scale, "v_scale": v_scale}) from None
         return self._results(given, fields)
 
     # ---------------------------------------------------------------- helpers
@@ -289,3 +292,21 @@ class Runtime:
         if key not in self._kernels:
             self._kernels[key] = Kernel(self._runtime.get(spec._spec, config or ""), spec, self)
         return self._kernels[key]
+
+
+def _in_call_words(error: Exception, scales: Dict[str, Any]) -> Exception:
+    """A launch's ArgumentError as this call names things: the keyword (no C++ ``Args::``
+    prefix), and None for a scale that was not given (the C struct's 0)."""
+    message = str(error)
+    if message.startswith("Args::"):
+        message = message[len("Args::"):]
+    field = getattr(error, "field", "")
+    if field in scales and scales[field] is None:
+        message = message.replace(f"{field}: 0 is not allowed", f"{field}: None is not allowed", 1)
+    if message == str(error):
+        return error
+    renamed = ArgumentError(message)
+    for attr in ("status", "field", "log", "issues"):
+        if hasattr(error, attr):
+            setattr(renamed, attr, getattr(error, attr))
+    return renamed

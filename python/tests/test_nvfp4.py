@@ -219,6 +219,9 @@ def test_errors_name_the_argument(runtime):
     for bad in (0.0, float("inf"), -1.0, float("nan"), None):
         with pytest.raises(ropejit.ArgumentError, match="k_scale"):
             call(k_scale=bad)
+    with pytest.raises(ropejit.ArgumentError) as raised:
+        call(k_scale=None)
+    assert str(raised.value).startswith("k_scale: None is not allowed") and raised.value.field == "k_scale"
     call(k_scale=2.0 ** 126)                           # the largest global scale: 1 / k_scale is normal
-    with pytest.raises(ropejit.ArgumentError, match=r"k_scale.*\(0, 2\^126\]"):
+    with pytest.raises(ropejit.ArgumentError, match=r"^k_scale: .*\(0, 2\^126\]"):
         call(k_scale=2.0 ** 127)
