@@ -125,6 +125,47 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
   for (int i = 0; i < W.pairs_per_lane; ++i) pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first_pair + i, cos_out[i], sin_out[i]);
 }
 
+// How many head groups of a warp share the sin/cos of a lane (pair_angles_split): role slots
+// whose rows start at warp boundaries hold 32 / lanes groups of one row in a warp, and the same
+// lane of each needs the same pairs; 1 (no split) elsewhere.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int angle_split() {
+  constexpr WorkShape W = rope_shape<T>();
+  if (!W.role_slots || T::kTableSinCos || W.lanes >= kWarpLanes || kWarpLanes % W.lanes != 0 ||
+      W.head_groups * W.lanes % kWarpLanes != 0)
+    return 1;
+  int split = kWarpLanes / W.lanes;
+  while (split > 1 && W.pairs_per_lane % split != 0) split /= 2;
+  return split;
+}
+
+// pair_angles for a lane whose warp holds angle_split groups of its row: each group's thread
+// computes one share of the lane's pairs (share `group % split`), and every thread gathers all
+// shares from the same lane of each group with shuffles: the same bits, a fraction of the sin/cos
+// work. Every thread of the warp must call it; `needed` false leaves cos 1, sin 0 in its share.
+template <class T>
+__device__ __forceinline__ void pair_angles_split(const KernelParams& p, const float* inv_freq,
+                                                  const float* inv_freq_long, const RowRef& ref, int lane, int group,
+                                                  bool needed, float (&cos_out)[rope_shape<T>().pairs_per_lane],
+                                                  float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int kSplit = angle_split<T>(), kShare = W.pairs_per_lane / kSplit;
+  const int first = lane * W.pairs_per_lane + (group % kSplit) * kShare;
+  float c[kShare], s[kShare];
+#pragma unroll
+  for (int i = 0; i < kShare; ++i) {
+    c[i] = 1.0f, s[i] = 0.0f;
+    if (needed) pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first + i, c[i], s[i]);
+  }
+#pragma unroll
+  for (int j = 0; j < kSplit; ++j)
+#pragma unroll
+    for (int i = 0; i < kShare; ++i) {
+      cos_out[j * kShare + i] = __shfl_sync(0xffffffffu, c[i], lane + j * W.lanes);
+      sin_out[j * kShare + i] = __shfl_sync(0xffffffffu, s[i], lane + j * W.lanes);
+    }
+}
+
 // (a, b) rotated by the angle whose cos and sin (times the attention factor) are c and s:
 // (a c - b s, b c + a s), with the FMAs placed as every lane map places them.
 __device__ __forceinline__ void rotate_in_place(float& a, float& b, float c, float s) {
