@@ -62,7 +62,7 @@ std::string refused_field(const Spec& spec, const Args& a) {
 /// each required field, or setting each unused field (shape fields excepted), is refused naming it.
 void expect_fields_agree(const Spec& spec) {
   SCOPED_TRACE(canonical_json(spec));
-  const bool fp8 = paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_;
+  const bool fp8 = quantized_cache(spec);
   LaunchShape shape{5, 2, 8, PositionsType::int32, 6, 3, fp8 ? 0.5f : 0.0f, fp8 ? 2.0f : 0.0f};
   const std::vector<LaunchField> fields = launch_fields(spec);
   const std::vector<BufferDesc> buffers = launch_buffers(spec, shape);

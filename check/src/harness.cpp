@@ -163,9 +163,10 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
     if (!t) throw Error(Status::internal, "reference has no tensor " + name);
     const ref::ActualTensor actual = actual_view(spec, buf.desc, after[i], *t);
     report.checks.emplace_back(name, ref::compare(spec, *t, actual, tolerance));
-    const std::string before = interleaved_scales(spec, buf.desc) ? linear_block_scales(spec, buf.bytes) : std::string();
-    report.untouched_violations += changed_outside_written(before.empty() ? buf.bytes : before, after[i], *t, actual,
-                                                           buf.desc.element_bytes);
+    std::string linear;  // the bytes before the launch, in the order `after` has
+    const std::string& before =
+        interleaved_scales(spec, buf.desc) ? (linear = linear_block_scales(spec, buf.bytes)) : buf.bytes;
+    report.untouched_violations += changed_outside_written(before, after[i], *t, actual, buf.desc.element_bytes);
   }
   return report;
 }

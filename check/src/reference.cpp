@@ -275,7 +275,7 @@ RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
     if (out.tensors[i].name == "q") {
       RefTensor& q = out.tensors[i];
       q.cache_dtype = spec.io.q_output_dtype;
-      if (q_scale_per_head(spec) || q_scale_per_token(spec)) {
+      if (q_scale_computed(spec)) {
         out.tensors.push_back(computed_q_scales(spec, out.tensors[i], problem.num_tokens));
         break;  // the push may move the tensors
       }

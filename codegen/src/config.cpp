@@ -137,7 +137,7 @@ Config default_config(const Spec& spec) {
   // code of its own (the k and v rounding not in the q heads' loop).
   // An FP8 q_out likewise: the q heads' loop holds only q's rounding (and per-head scales).
   const bool fp8_q = spec.op == OpKind::rope && spec.io.q_output_dtype != CacheDType::auto_;
-  if ((paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_) || fp8_q) {
+  if (quantized_cache(spec) || fp8_q) {
     Config trial = c;
     trial.heads_per_thread = spec.op == OpKind::rerotate ? std::min(heads, 8) : heads / spec.num_kv_heads;
     const bool slots = work_shape(spec, trial).role_slots && trial.heads_per_thread <= 16;  // MQA: too few threads

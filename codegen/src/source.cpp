@@ -207,7 +207,7 @@ Source generate_source(const Plan& plan) {
   if (paged_kv(s)) {  // k and v into a paged cache (rope.cuh locate_cache_slot, cache_head)
     t += fmt::format("  typedef {} CacheStorage;\n", fp8_storage_tag(s, s.io.cache_dtype));
     line("int", "kPageSize", s.io.page_size);
-    line("bool", "kCacheFp8", s.io.cache_dtype != CacheDType::auto_ && !nvfp4_cache(s));
+    line("bool", "kCacheFp8", quantized_cache(s) && !nvfp4_cache(s));
     line("bool", "kCacheNvfp4", nvfp4_cache(s));  // head_lanes.cuh store_nvfp4_vectors
     line("bool", "kVScaleInterleave4", s.io.v_scale_layout == BlockScaleLayout::interleave4);
     text.flags("CacheIndex", s.io.cache_index);

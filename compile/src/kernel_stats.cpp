@@ -97,8 +97,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
                               : s.heads_loop_trips * (shape.whole_heads ? head_lanes : 1);
   // With the k/v store loop after the heads loop (rope.cuh rope_heads), that loop weighs its own trips.
   s.inner_loop_trips = {trips};
-  const bool quantized_cache = paged_kv(spec) && spec.io.cache_dtype != CacheDType::auto_;
-  if (spec.op == OpKind::rope && !all_heads && kv_store_loop(shape, quantized_cache, spec.io.copy_v))
+  if (spec.op == OpKind::rope && !all_heads && kv_store_loop(shape, quantized_cache(spec), spec.io.copy_v))
     s.inner_loop_trips.push_back(kKvStoreLoopTrips);
   const SharedAngleShape shared = shared_angles(make_plan(spec, config));
   const int angle_trips = shared.enabled ? shared.units_per_thread : 1;

@@ -124,6 +124,13 @@ class Kernel:
                 raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
         args.update({"batch": batch, "max_seq_len": max_seq, "seq_len": seq_len or 0,
                      "from_seq_len": from_seq_len or 0})
+        scales = {"k_scale": k_scale, "v_scale": v_scale, "q_scale": q_scale}
+        for field in fields:  # a scale the spec's launches read, not given: named as an array would be
+            if field["name"] in scales and scales[field["name"]] is None and field["use"] == "required":
+                error = ArgumentError(f"{field['name']} is required for this spec (io {self._io_summary()}): "
+                                      "a number > 0")
+                error.field = field["name"]
+                raise error
         if "k_cache" in views:
             args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
@@ -132,7 +139,7 @@ class Kernel:
         try:
             self._kernel.launch(args, self._stream(stream, views))
         except ArgumentError as e:
-            raise _in_call_words(e, {"k_scale": k_scale, "v_scale": v_scale}) from None
+            raise _without_struct_prefix(e) from None
         return self._results(given, fields)
 
     # ---------------------------------------------------------------- helpers
@@ -294,18 +301,13 @@ class Runtime:
         return self._kernels[key]
 
 
-def _in_call_words(error: Exception, scales: Dict[str, Any]) -> Exception:
-    """A launch's ArgumentError as this call names things: the keyword (no C++ ``Args::``
-    prefix), and None for a scale that was not given (the C struct's 0)."""
+def _without_struct_prefix(error: Exception) -> Exception:
+    """A launch's ArgumentError named as this call names things: the keyword, without the C++
+    ``Args::`` prefix."""
     message = str(error)
-    if message.startswith("Args::"):
-        message = message[len("Args::"):]
-    field = getattr(error, "field", "")
-    if field in scales and scales[field] is None:
-        message = message.replace(f"{field}: 0 is not allowed", f"{field}: None is not allowed", 1)
-    if message == str(error):
+    if not message.startswith("Args::"):
         return error
-    renamed = ArgumentError(message)
+    renamed = ArgumentError(message[len("Args::"):])
     for attr in ("status", "field", "log", "issues"):
         if hasattr(error, attr):
             setattr(renamed, attr, getattr(error, attr))

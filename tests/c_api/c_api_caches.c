@@ -16,9 +16,7 @@ void check_rerotate(ropejit_runtime* rt) {
       "\"rope\":{\"rope_type\":\"default\",\"rope_theta\":10000},"
       "\"io\":{\"output\":\"paged_kv\",\"page_size\":4}}";
   ropejit_spec_info info;
-  memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
-  ropejit_status st = ropejit_spec_describe(spec, &info);
+  ropejit_status st = describe_spec(spec, &info);
   CHECK(st == ROPEJIT_STATUS_OK && strcmp(info.op, "rerotate") == 0 && strcmp(info.from_rope_type, "default") == 0,
         "describe rerotate: %s: %s", ropejit_status_string(st), ropejit_last_error());
   ropejit_kernel* kernel = NULL;

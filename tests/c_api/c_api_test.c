@@ -36,6 +36,12 @@ float random_value(void) {
   return x == 0.0f ? 0.5f : x;
 }
 
+ropejit_status describe_spec(const char* spec, ropejit_spec_info* info) {
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  return ropejit_spec_describe(spec, info);
+}
+
 float inv_freq_fp32(int pair) {
   const float exponent = (float)(2 * pair) / (float)kRotaryDim;
   const float power = (float)pow((double)(float)kTheta, (double)exponent);
@@ -106,9 +112,7 @@ static void check_spec_introspection(void) {
       "\"num_kv_heads\":2,\"layout\":\"neox\",\"dtype\":\"bf16\",\"max_position_embeddings\":4096,"
       "\"rope\":{\"rope_type\":\"default\",\"rope_theta\":10000}}";
   ropejit_spec_info info;
-  memset(&info, 0, sizeof info);
-  info.struct_size = sizeof info;
-  ropejit_status st = ropejit_spec_describe(partial, &info);
+  ropejit_status st = describe_spec(partial, &info);
   CHECK(st == ROPEJIT_STATUS_OK && info.rotary_dim == 32 && strcmp(info.layout, "neox") == 0 &&
             strlen(info.spec_hash) == 32 && info.copy_v == 0,
         "describe: %s: %s", ropejit_status_string(st), ropejit_last_error());

@@ -32,6 +32,8 @@ uint64_t next_u64(void);
 float random_value(void);
 /* HF's float32 inv_freq (exponent, power and reciprocal each rounded to float32). */
 float inv_freq_fp32(int pair);
+/* ropejit_spec_describe into a zeroed `info` of this header's size. */
+ropejit_status describe_spec(const char* spec, ropejit_spec_info* info);
 /* Head `h` of token `t` (row `out` after the launch, `in` before) against rotate_half; returns
  * the number of bad elements. */
 int check_head(const float* in, const float* out, int32_t position, const char* what, long row);

@@ -504,7 +504,7 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   p.num_tokens = a.num_tokens;
   const LaunchOp& op = launch_op(spec.op);
   out.rows = op.bind(c, a, p);
-  if (q_scale_per_head(spec) || q_scale_per_token(spec)) {  // FP8 q_out with scales computed per (token, head) / token
+  if (q_scale_computed(spec)) {  // FP8 q_out with scales computed per (token, head) / token
     if (c.any)
       check_present(a.q_scale_out, "q_scale_out",
                     q_scale_per_head(spec) ? "when the spec's io.q_scale is per_token_head"
@@ -526,7 +526,7 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
   std::vector<BufferDesc> out;
   launch_op(spec.op).buffers(spec, shape, out);
   if (spec.io.q_output_dtype == CacheDType::auto_) return out;
-  const bool computed = spec.io.q_scale != QScale::static_;
+  const bool computed = q_scale_computed(spec);
   for (BufferDesc& b : out)  // FP8 q_out: one-byte codes, with the static q_scale bound
     if (std::string_view(b.name) == "q_out") {
       b.element_bytes = 1;

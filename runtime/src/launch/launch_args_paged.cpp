@@ -240,7 +240,7 @@ BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
   const int64_t page_elements = int64_t(s.io.page_size) * s.num_kv_heads * row;
   // FP8 caches need their scale (static); others, and per-head scales, leave it 0.
   const FieldUse scale_use =
-      s.io.cache_dtype == CacheDType::auto_ || cache_scale_per_head(s) ? FieldUse::unused : FieldUse::required;
+      !quantized_cache(s) || cache_scale_per_head(s) ? FieldUse::unused : FieldUse::required;
   BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
                    esize, int64_t(s.num_kv_heads) * row, false,
                    k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }

@@ -135,7 +135,7 @@ void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
       for (int64_t block = blocks[b].first; block <= blocks[b].second; ++block)
         w.block_tables[static_cast<size_t>(b * w.shape.max_blocks_per_seq + block)] = order[next++];
   }
-  if (spec.io.cache_dtype != CacheDType::auto_ && !cache_scale_per_head(spec))
+  if (quantized_cache(spec) && !cache_scale_per_head(spec))
     for (float* scale : {&w.shape.k_scale, &w.shape.v_scale}) *scale = draw_fp8_scale(spec.io.cache_dtype, rng);
 }
 
@@ -251,7 +251,7 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
   }
   if (written_rope(spec)) draw_moves(spec, o, rng, w);
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);
-  if (spec.io.q_output_dtype != CacheDType::auto_ && spec.io.q_scale == QScale::static_)
+  if (spec.io.q_output_dtype != CacheDType::auto_ && !q_scale_computed(spec))
     w.shape.q_scale = draw_fp8_scale(spec.io.q_output_dtype, rng);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
     // Gaps between token rows and cache pages: a kernel must leave them untouched.

@@ -199,20 +199,26 @@ inline bool q_scale_per_token(const Spec& s) {
   return s.io.q_output_dtype != CacheDType::auto_ && s.io.q_scale == QScale::per_token;
 }
 
+/// True when an FP8 q_out's scales are computed in the launch (per (token, head) or per token).
+inline bool q_scale_computed(const Spec& s) { return q_scale_per_head(s) || q_scale_per_token(s); }
+
 /// True when a row's heads work in one warp segment (qk_norm_all.cuh): an all-heads QK-norm or
 /// per-token FP8 q scales (a reduction over all of a token's heads).
 inline bool all_heads_segment(const Spec& s) { return all_heads_norm(s) || q_scale_per_token(s); }
 
+/// True when the spec writes k and v into a paged KV cache.
+inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }
+
+/// True when the paged cache holds FP8 or NVFP4 codes (rounded, with scales), not the spec's dtype.
+inline bool quantized_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype != CacheDType::auto_; }
+
 /// True when an FP8 paged cache takes a scale per (slot, kv head), computed in the launch.
 inline bool cache_scale_per_head(const Spec& s) {
-  return s.io.output == OutputForm::paged_kv && s.io.cache_dtype != CacheDType::auto_ &&
-         s.io.cache_scale == QScale::per_token_head;
+  return quantized_cache(s) && s.io.cache_scale == QScale::per_token_head;
 }
 
 /// True when the paged cache is NVFP4 (e2m1 values, an e4m3 scale per 16, k_scale / v_scale global).
-inline bool nvfp4_cache(const Spec& s) {
-  return s.io.output == OutputForm::paged_kv && s.io.cache_dtype == CacheDType::nvfp4;
-}
+inline bool nvfp4_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype == CacheDType::nvfp4; }
 
 /// True when a head's lanes work together (warp shuffles): a QK-norm, per-head FP8 scales, or
 /// NVFP4 block scales (a 16-value block spans lanes).
@@ -220,9 +226,6 @@ inline bool cooperative_heads(const Spec& s) {
   return s.qk_norm.enabled || q_scale_per_head(s) || q_scale_per_token(s) || cache_scale_per_head(s) ||
          nvfp4_cache(s);
 }
-
-/// True when the spec writes k and v into a paged KV cache.
-inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }
 
 /// True when rotated q is written back where it was read (inplace output, or paged_kv with
 /// q_output inplace).
