@@ -128,6 +128,24 @@ constexpr const char* kSassTwoInnerLoops = R"(
         /*0090*/                   EXIT ;
 )";
 
+// The same with a vector loop nested in the k/v store loop (a cache head's vectors, one a trip).
+constexpr const char* kSassNestedInnerLoop = R"(
+.L_x_0:
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+.L_x_1:
+        /*0010*/                   FFMA R8, R4, R5, R6 ;
+        /*0020*/               @P0 BRA `(.L_x_1) ;
+.L_x_2:
+        /*0030*/                   FMUL R9, R8, R8 ;
+.L_x_3:
+        /*0040*/                   F2FP.BF16.F32.PACK_AB R10, R9, R8 ;
+        /*0050*/               @P1 BRA `(.L_x_3) ;
+        /*0060*/                   STG.E.128 desc[UR4][R2.64], R8 ;
+        /*0070*/               @P2 BRA `(.L_x_2) ;
+        /*0080*/               @P3 BRA `(.L_x_0) ;
+        /*0090*/                   EXIT ;
+)";
+
 // Sets an environment variable for one scope and restores it.
 class ScopedEnv {
  public:
@@ -392,12 +410,22 @@ std::string widths(const WidthCounts& w) {
 
 }  // namespace
 
+TEST(KernelStats, NestedLoopWeighsItsOwnTripsPerItem) {
+  // Trips per item, not per trip of the loop around: the heads loop 0x10..0x20 (2 instructions)
+  // 5 times, the k/v loop's own 0x30, 0x60, 0x70 twice, the vector loop 0x40..0x50 4 times in all.
+  const InstrCounts c = count_sass(kSassNestedInnerLoop, {5, 2, 4});
+  EXPECT_EQ(c.inner_loops, 3);
+  EXPECT_DOUBLE_EQ(c.per_item, 3 + 2 * 5 + 3 * 2 + 2 * 4);
+  // A plan that names only the two outer ones: every instruction in a loop weighs the first's trips.
+  EXPECT_DOUBLE_EQ(count_sass(kSassNestedInnerLoop, {5, 2}).per_item, 3 + 7 * 5);
+}
+
 // Never vacuous: every report has instructions, q/k/v loads and stores, and no local memory.
 TEST(KernelStats, EverySpecHasANonEmptyReport) {
   const auto& rows = gate_rows();
   ASSERT_GE(rows.size(), 26u);
   std::printf("[ INFO     ] instructions from %s\n", rows[0].stats.source.c_str());
-  int kv_loop_rows = 0;
+  int kv_loop_rows = 0, vector_loop_rows = 0;
   for (const GateRow& g : rows) {
     const InstrCounts& c = g.stats.counts;
     EXPECT_GT(c.instructions, 50) << g.what;
@@ -408,13 +436,16 @@ TEST(KernelStats, EverySpecHasANonEmptyReport) {
     EXPECT_EQ(g.stats.spill_bytes, 0) << g.what;
     EXPECT_EQ(g.stats.stack_bytes, 0) << g.what;
     EXPECT_EQ(c.local_accesses, 0) << g.what;
-    // A plan naming a loop after the heads loop (the k/v store loop) finds it: each weighs its own trips.
+    // A plan naming a loop after the heads loop (the k/v store loop, and in it NVFP4's cache
+    // vector loop) finds each: each weighs its own trips.
     if (g.stats.inner_loop_trips.size() > 1) {
       ++kv_loop_rows;
+      vector_loop_rows += g.stats.inner_loop_trips.size() > 2;
       EXPECT_EQ(c.inner_loops, static_cast<int>(g.stats.inner_loop_trips.size())) << g.what;
     }
   }
   EXPECT_GE(kv_loop_rows, 4) << "the quantized-cache specs' k/v store loops (qwen3-8b-paged-fp8, llama-3.1-8b-nvfp4)";
+  EXPECT_GE(vector_loop_rows, 2) << "llama-3.1-8b-nvfp4's cache vector loop";
 }
 
 // The CI performance gate (issue 14 part 3): every spec's default kernel on sm_80 and sm_90

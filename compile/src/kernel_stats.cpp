@@ -83,11 +83,11 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   s.heads_per_thread = config.heads_per_thread;
   s.occupancy = occupancy(arch_limits(binary.arch), config.block_threads, binary.registers, binary.shared_bytes);
 
-  // Trips of the loops inside the grid-stride loop: the heads (with role slots, the q heads and,
-  // with a QK-norm, the k head: the rest is straight code after that loop); where one thread owns
-  // whole heads (a QK-norm head wider than a warp) also every lane of a head (the norm pass, by
-  // vectors, runs as often) - one weight for all inner loops. An all-heads norm (qk_norm_all.cuh): a thread's
-  // heads are every head_groups-th of the row, in each of its lanes.
+  // Trips per item of the loops inside the grid-stride loop: the heads (with role slots, the q
+  // heads and, with a QK-norm, the k head: the rest is straight code after that loop); where one
+  // thread owns whole heads (a QK-norm head wider than a warp) also every lane of a head (the norm
+  // pass, by vectors, runs as often) - one weight for all inner loops. An all-heads norm
+  // (qk_norm_all.cuh): a thread's heads are every head_groups-th of the row, in each of its lanes.
   const WorkShape shape = work_shape(spec, config);
   const int head_lanes = shape.rot_lanes + shape.tail_lanes;
   const bool all_heads = all_heads_segment(spec);
@@ -95,10 +95,18 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   s.heads_loop_trips = shape.role_slots ? shape.loop_slots : s.heads_per_thread;
   const int trips = all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)
                               : s.heads_loop_trips * (shape.whole_heads ? head_lanes : 1);
-  // With the k/v store loop after the heads loop (rope.cuh rope_heads), that loop weighs its own trips.
   s.inner_loop_trips = {trips};
-  if (spec.op == OpKind::rope && !all_heads && kv_store_loop(shape, quantized_cache(spec), spec.io.copy_v))
+  s.inner_loop_names = {"heads loop"};
+  // With the k/v store loop after the heads loop (rope.cuh rope_heads), that loop weighs its own
+  // trips, and in it (cooperative heads: store_lane_vectors) the cache head's vector loop.
+  if (spec.op == OpKind::rope && !all_heads && kv_store_loop(shape, quantized_cache(spec), spec.io.copy_v)) {
     s.inner_loop_trips.push_back(kKvStoreLoopTrips);
+    s.inner_loop_names.push_back("k/v store loop");
+    if (cooperative_heads(spec) && cache_vector_loop(max_lane_vectors(shape), nvfp4_cache(spec))) {
+      s.inner_loop_trips.push_back(kKvStoreLoopTrips * max_lane_vectors(shape));
+      s.inner_loop_names.push_back("cache vector loop");
+    }
+  }
   const SharedAngleShape shared = shared_angles(make_plan(spec, config));
   const int angle_trips = shared.enabled ? shared.units_per_thread : 1;
   std::optional<std::string> tool;

@@ -303,11 +303,13 @@ bool is_qkv_access(const Instr& in) {
          in.mem == Mem::generic_store;
 }
 
-// Per-item weight of each instruction: loops nested in the outermost one (the grid-stride loop)
-// run `trips[n]` times per item, n the inner loop's place in the listing, when the listing has
-// as many inner loops as `trips` names; otherwise every one `trips[0]` times (the heads loop's:
-// an over-estimate for any shorter loop). A loop that fills shared memory without touching q/k/v
-// (the block's shared angles, angles.cuh) runs `angle_trips` times and is no inner loop here.
+// Per-item weight of each instruction: the loops inside the outermost one (the grid-stride loop),
+// nested or not, in listing order, run `trips[n]` times per item in all (not per trip of a loop
+// around them), n the loop's place in the listing, when the listing has as many such loops as
+// `trips` names; an instruction weighs its innermost loop's trips. Otherwise every one weighs
+// `trips[0]` (the heads loop's: an over-estimate for any shorter loop). A loop that fills shared
+// memory without touching q/k/v (the block's shared angles, angles.cuh) runs `angle_trips` times
+// and is none of them.
 // A backward branch over an unguarded EXIT is no loop: it returns from a block placed after the
 // kernel's end (ptxas's BRA.DIV fallback of a warp shuffle) into the body.
 std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, int angle_trips, int& inner_loops) {
@@ -332,22 +334,27 @@ std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, i
     size_t& last = loops[it->second];
     last = std::max(last, i);
   }
-  // The inner loops: inside exactly one other loop, not the angle loop; in listing order.
+  // The inner loops: inside at least one other loop, not the angle loop; in listing order.
   std::vector<std::pair<size_t, size_t>> inner;
   for (const auto& [first, last] : loops) {
-    const auto around = std::count_if(loops.begin(), loops.end(), [&](const auto& o) {
+    const bool nested = std::any_of(loops.begin(), loops.end(), [&](const auto& o) {
       return o.first != first && o.first <= first && last <= o.second;
     });
-    if (around == 1 && !in_angle_loop[first]) inner.emplace_back(first, last);
+    if (nested && !in_angle_loop[first]) inner.emplace_back(first, last);
   }
   inner_loops = static_cast<int>(inner.size());
   const bool each_own = inner.size() == trips.size();
   std::vector<int> w(l.code.size());
   for (size_t k = 0; k < w.size(); ++k) {
     int loop_trips = trips.at(0);
-    if (each_own)
+    if (each_own) {
+      size_t span = SIZE_MAX;  // the innermost loop holding k: the shortest
       for (size_t n = 0; n < inner.size(); ++n)
-        if (inner[n].first <= k && k <= inner[n].second) loop_trips = trips[n];
+        if (inner[n].first <= k && k <= inner[n].second && inner[n].second - inner[n].first < span) {
+          span = inner[n].second - inner[n].first;
+          loop_trips = trips[n];
+        }
+    }
     w[k] = depth[k] < 2 ? 1 : std::max(1, in_angle_loop[k] ? angle_trips : loop_trips);
   }
   return w;

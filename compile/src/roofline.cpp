@@ -120,9 +120,11 @@ std::string format_report(const KernelStats& s, const std::vector<Roofline>& par
                    widths(c.generic_loads));
   t += fmt::format("  global stores q/k/v {}  generic {}  local {}  shared {}\n", widths(c.data_stores),
                    widths(c.generic_stores), c.local_accesses, c.shared_accesses);
-  const std::string kv_loop = s.inner_loop_trips.size() > 1 ? fmt::format(", x{} k/v store loop", s.inner_loop_trips[1]) : "";
-  t += fmt::format("  instructions {} static, {:.0f} per work item (x{} heads loop{}), {:.1f} per 16-B q/k/v vector\n",
-                   c.instructions, c.per_item, s.heads_loop_trips, kv_loop, s.instr_per_vector);
+  std::string loops = fmt::format("x{} heads loop", s.heads_loop_trips);
+  for (size_t n = 1; n < s.inner_loop_trips.size() && n < s.inner_loop_names.size(); ++n)
+    loops += fmt::format(", x{} {}", s.inner_loop_trips[n], s.inner_loop_names[n]);
+  t += fmt::format("  instructions {} static, {:.0f} per work item ({}), {:.1f} per 16-B q/k/v vector\n",
+                   c.instructions, c.per_item, loops, s.instr_per_vector);
   t += fmt::format("  in flight per thread: {} 16-B loads, {} B of q/k/v  fp64 {} arith + {} convert ({:.0f} + {:.0f} per item)\n",
                    c.loads_in_flight, c.bytes_in_flight, c.fp64_arith, c.fp64_convert, c.fp64_arith_per_item, c.fp64_convert_per_item);
   if (parts.empty()) return t;

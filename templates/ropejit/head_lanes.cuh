@@ -161,54 +161,74 @@ __device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
   }
 }
 
-// An NVFP4 k or v head: per vector, its 16-value block's amax over the block's lanes (xor
+// Vector j of an NVFP4 k or v head: its 16-value block's amax over the block's lanes (xor
 // partners: shape.cuh blocks_in_lane_groups; a max is exact in any order), the block scale
 // (nvfp4.cuh nvfp4_block_scale), the e2m1 codes of x times its multiplier; the lane holding the
-// block's first element writes the scale's byte. Every lane of the head's segment takes every
-// shuffle (a k or v head without a slot returned whole before).
+// block's first element writes the scale's byte. Every lane of the head's segment takes the
+// shuffles (a k or v head without a slot returned whole before).
 template <class T>
-__device__ __forceinline__ void store_nvfp4_vectors(const HeadIo<T>& io, int lane,
-                                                    const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+__device__ __forceinline__ void store_nvfp4_vector(const HeadIo<T>& io, const LaneVectors& lv, int j,
+                                                   const float (&x)[T::kVec]) {
   constexpr WorkShape W = rope_shape<T>();
   constexpr int V = T::kVec, kGroup = 16 / V;
   static_assert(blocks_in_lane_groups(W, V, T::kRotaryBegin, T::kPassBegin, 16),
                 "NVFP4: a 16-value block must lie in xor partner lanes (config_problem refuses this shape)");
-  const LaneVectors lv = lane_vectors<T>(lane);
-  const unsigned mask = head_lanes_mask<T>();
+  const bool holds = lane_holds<T>(lv, j);
+  float amax = 0.0f;
 #pragma unroll
-  for (int j = 0; j < norm_lane_vectors<T>(); ++j) {
-    const bool holds = lane_holds<T>(lv, j);
-    float amax = 0.0f;
+  for (int i = 0; i < V; ++i) amax = holds ? fmaxf(amax, fabsf(x[i])) : amax;
 #pragma unroll
-    for (int i = 0; i < V; ++i) amax = holds ? fmaxf(amax, fabsf(x[j][i])) : amax;
+  for (int offset = 1; offset < kGroup; offset *= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(head_lanes_mask<T>(), amax, offset, W.lanes));
+  if (!holds) return;
+  float multiplier;
+  const u32 code = nvfp4_block_scale(amax, io.store_scale, multiplier);
+  float scaled[V];
 #pragma unroll
-    for (int offset = 1; offset < kGroup; offset *= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, W.lanes));
-    if (!holds) continue;
-    float multiplier;
-    const u32 code = nvfp4_block_scale(amax, io.store_scale, multiplier);
-    float scaled[V];
-#pragma unroll
-    for (int i = 0; i < V; ++i) scaled[i] = x[j][i] * multiplier;
-    const int element = lane_element<T>(lv, j);
-    store_e2m1<V>((u8*)io.dst + element / 2, scaled);
-    constexpr int kInterleave = T::kVScaleInterleave4 ? 4 : 1;  // V's blocks 4 bytes apart (rope.cuh cache_head)
-    if (element % 16 == 0) io.block_scales[element / 16 * (io.role == kRoleV ? kInterleave : 1)] = (u8)code;
-  }
+  for (int i = 0; i < V; ++i) scaled[i] = x[i] * multiplier;
+  const int element = lane_element<T>(lv, j);
+  store_e2m1<V>((u8*)io.dst + element / 2, scaled);
+  constexpr int kInterleave = T::kVScaleInterleave4 ? 4 : 1;  // V's blocks 4 bytes apart (rope.cuh cache_head)
+  if (element % 16 == 0) io.block_scales[element / 16 * (io.role == kRoleV ? kInterleave : 1)] = (u8)code;
 }
 
-// Stores the vectors norm_rotate_lane left in x to the head's destination.
-template <class T>
-__device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane,
-                                                   const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+// Vector j of the lane's vectors to the head's destination (NVFP4 cache heads: store_nvfp4_vector).
+template <class T, bool kCacheHead>
+__device__ __forceinline__ void store_lane_vector(const HeadIo<T>& io, const LaneVectors& lv, int j,
+                                                  const float (&x)[T::kVec]) {
   if constexpr (T::kOutputPagedKv) {
     if constexpr (T::kCacheNvfp4) {
-      if (io.role != kRoleQ) return store_nvfp4_vectors<T>(io, lane, x);
+      if (kCacheHead || io.role != kRoleQ) return store_nvfp4_vector<T>(io, lv, j, x);
     }
   }
+  if (lane_holds<T>(lv, j)) store_head<T, kCacheHead>(io, lane_element<T>(lv, j), x);
+}
+
+// Stores the vectors norm_rotate_lane left in x to the head's destination. kCacheHead: a k or v
+// head of a quantized cache (NVFP4's vectors one a trip of a loop: shape.cuh cache_vector_loop).
+template <class T, bool kCacheHead = false>
+__device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane,
+                                                   const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
+  if constexpr (kCacheHead && cache_vector_loop(kMax, nvfp4_cache<T>())) {
+    float queue[kMax][T::kVec];  // vector j in queue[0] on trip j: static indices, no local memory
 #pragma unroll
-  for (int j = 0; j < norm_lane_vectors<T>(); ++j)
-    if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
+    for (int j = 0; j < kMax; ++j)
+#pragma unroll
+      for (int i = 0; i < T::kVec; ++i) queue[j][i] = x[j][i];
+#pragma unroll 1
+    for (int j = 0; j < kMax; ++j) {
+      store_lane_vector<T, true>(io, lv, j, queue[0]);
+#pragma unroll
+      for (int k = 0; k + 1 < kMax; ++k)
+#pragma unroll
+        for (int i = 0; i < T::kVec; ++i) queue[k][i] = queue[k + 1][i];
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMax; ++j) store_lane_vector<T, kCacheHead>(io, lv, j, x[j]);
+  }
 }
 
 template <class T>

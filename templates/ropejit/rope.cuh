@@ -137,6 +137,11 @@ __device__ __forceinline__ constexpr bool quantized_cache() {
   if constexpr (T::kOutputPagedKv) return T::kCacheFp8 || T::kCacheNvfp4;
   return false;
 }
+template <class T>
+__device__ __forceinline__ constexpr bool nvfp4_cache() {
+  if constexpr (T::kOutputPagedKv) return T::kCacheNvfp4;
+  return false;
+}
 
 // paged_kv: where head `head` of a k or v row starts in its cache (the host's cache_tensor
 // strides: page, offset within it, head; NVFP4 in bytes), its FP8 or NVFP4 global scale, and in
@@ -396,7 +401,7 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
         HeadIo<T> io = r == 0 ? k_io : role_head_io<T>(p, ref, kRoleV, group);
         if (r != 0) norm_rotate_lane<T, true>(p, io, lane, cos_v, sin_v, x);
         per_head_scale<T>(io, lane, x);
-        store_lane_vectors<T>(io, lane, x);
+        store_lane_vectors<T, /*kCacheHead=*/true>(io, lane, x);
       }
     } else {
       if (!T::kOutputPagedKv || k_io.dst) {

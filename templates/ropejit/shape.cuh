@@ -203,11 +203,16 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
 
 /// Role slots with a quantized cache (FP8, NVFP4) and copied v: k's and v's cache stores run in
 /// one 2-trip loop after the q heads (rope.cuh rope_heads), so their rounding is compiled once;
-/// the static model weighs that loop by its own trips (compile kernel_stats.cpp).
+/// with cooperative heads an NVFP4 cache head's vectors are stored by a loop of their own in it
+/// (cache_vector_loop). The static model weighs each loop by its own trips (compile kernel_stats.cpp).
 ROPEJIT_HOST_DEVICE constexpr bool kv_store_loop(const WorkShape& w, bool quantized_cache, bool copy_v) {
   return w.role_slots && quantized_cache && copy_v;
 }
 constexpr int kKvStoreLoopTrips = 2;  ///< k, then v
+/// An NVFP4 cache head's lane vectors stored one a trip of a loop, its block scale and e2m1 codes
+/// compiled once (more than one vector: one is no loop). Not FP8's: its rounding is too short to
+/// pay for the loop's moves (sm_80 qwen3-8b-paged-fp8: +3 points of H100 issue share).
+ROPEJIT_HOST_DEVICE constexpr bool cache_vector_loop(int lane_vectors, bool nvfp4) { return nvfp4 && lane_vectors > 1; }
 
 /// Op mla_append (Multi-head Latent Attention): q's heads as a q-only kernel's (rotating lanes, and
 /// with a separate q output or concat_k's k_nope the pass-through part too); the latent cache row

@@ -38,7 +38,7 @@ struct InstrCounts {
   WidthCounts generic_stores;      ///< ST.E / st without a state space
   int local_accesses = 0;          ///< LDL/STL, ld.local/st.local
   int shared_accesses = 0;         ///< LDS/STS, ld.shared/st.shared
-  int inner_loops = 0;             ///< loops inside the grid-stride loop, the shared-angle loop not counted
+  int inner_loops = 0;             ///< loops inside the grid-stride loop (nested too), the shared-angle loop not counted
   int loads_in_flight = 0;         ///< most 128-bit loads issued before one of their results is read
   int bytes_in_flight = 0;         ///< the same for q/k/v loads of any width, in bytes
   int fp64_arith = 0;              ///< DFMA, DADD, DMUL, DSETP, DMNMX (fma/add/mul .f64 in PTX)
@@ -48,10 +48,10 @@ struct InstrCounts {
 };
 
 /// Counts a SASS listing (`nvdisasm -c` or `cuobjdump -sass`). Instructions inside loops
-/// nested in the outermost (grid-stride) loop weigh their loop's trips in the per-item figures:
-/// `inner_loop_trips[n]` for the n-th such loop in the listing when there are as many as it
-/// names, else `inner_loop_trips[0]` for each; a nested loop that fills shared memory without
-/// q/k/v accesses (a block's shared angles): `angle_loop_trips`.
+/// nested in the outermost (grid-stride) loop, at any depth, weigh their innermost loop's trips
+/// per item in the per-item figures: `inner_loop_trips[n]` for the n-th such loop in the listing
+/// when there are as many as it names, else `inner_loop_trips[0]` for each; a nested loop that
+/// fills shared memory without q/k/v accesses (a block's shared angles): `angle_loop_trips`.
 InstrCounts count_sass(std::string_view listing, const std::vector<int>& inner_loop_trips = {1},
                        int angle_loop_trips = 1);
 
@@ -100,8 +100,10 @@ struct KernelStats {
   int block_threads = 0;
   int heads_per_thread = 1;  ///< the config's; an all-heads QK-norm's actual heads per thread
   int heads_loop_trips = 1;  ///< times the heads loop runs per item (role slots: the q heads)
-  /// Trips of each loop inside the grid-stride loop, in program order (the heads loop's first).
+  /// Trips per item of each loop inside the grid-stride loop, nested ones too, in program order
+  /// (the heads loop's first).
   std::vector<int> inner_loop_trips;
+  std::vector<std::string> inner_loop_names;  ///< what each of inner_loop_trips is, for the report
   Occupancy occupancy;       ///< at block_threads on `arch`
   InstrCounts counts;
   int items_per_row = 0;         ///< work items (threads) per token row
