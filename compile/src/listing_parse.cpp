@@ -336,7 +336,8 @@ std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, i
   }
   // The inner loops: inside at least one other loop, not the angle loop; in listing order.
   std::vector<std::pair<size_t, size_t>> inner;
-  for (const auto& [first, last] : loops) {
+  for (const auto& loop : loops) {
+    const size_t first = loop.first, last = loop.second;  // copies: a lambda captures no structured binding in C++17
     const bool nested = std::any_of(loops.begin(), loops.end(), [&](const auto& o) {
       return o.first != first && o.first <= first && last <= o.second;
     });

@@ -125,28 +125,38 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
   for (int i = 0; i < W.pairs_per_lane; ++i) pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first_pair + i, cos_out[i], sin_out[i]);
 }
 
-// How many head groups of a warp share the sin/cos of a lane (pair_angles_split): role slots
-// whose rows start at warp boundaries hold 32 / lanes groups of one row in a warp, and the same
-// lane of each needs the same pairs; 1 (no split) elsewhere.
+// How many head groups share the sin/cos of a lane (pair_angles_split), the same lane of each
+// needing the same pairs: role slots whose rows start at warp boundaries hold 32 / lanes groups
+// of one row in a warp; an all-heads segment (qk_norm_all.cuh) is one row's head_groups x lanes
+// threads, each thread one lane slot (no more than 32 lanes a head row); 1 (no split) elsewhere.
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr int angle_split() {
   constexpr WorkShape W = rope_shape<T>();
-  if (!W.role_slots || T::kTableSinCos || W.lanes >= kWarpLanes || kWarpLanes % W.lanes != 0 ||
-      W.head_groups * W.lanes % kWarpLanes != 0)
-    return 1;
-  int split = kWarpLanes / W.lanes;
+  if (T::kTableSinCos || W.lanes >= kWarpLanes || kWarpLanes % W.lanes != 0) return 1;
+  int split = 1;
+  if (T::kAllHeadsSegment) split = W.head_groups;
+  else if (W.role_slots && W.head_groups * W.lanes % kWarpLanes == 0) split = kWarpLanes / W.lanes;
   while (split > 1 && W.pairs_per_lane % split != 0) split /= 2;
   return split;
 }
 
-// pair_angles for a lane whose warp holds angle_split groups of its row: each group's thread
-// computes one share of the lane's pairs (share `group % split`), and every thread gathers all
-// shares from the same lane of each group with shuffles: the same bits, a fraction of the sin/cos
-// work. Every thread of the warp must call it; `needed` false leaves cos 1, sin 0 in its share.
+// The threads pair_angles_split gathers among: a warp (role slots), or an all-heads row's segment.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int angle_split_width() {
+  constexpr WorkShape W = rope_shape<T>();
+  return T::kAllHeadsSegment ? W.head_groups * W.lanes : kWarpLanes;
+}
+
+// pair_angles for a lane whose warp (or segment: angle_split_width) holds angle_split groups of
+// its row: each group's thread computes one share of the lane's pairs (share `group % split`), and
+// every thread gathers all shares from the same lane of each group with shuffles: the same bits,
+// a fraction of the sin/cos work. Every thread of `mask` (the warp's, or the segment's) must call
+// it; `needed` false leaves cos 1, sin 0 in its share, so it must not depend on the group.
 template <class T>
 __device__ __forceinline__ void pair_angles_split(const KernelParams& p, const float* inv_freq,
                                                   const float* inv_freq_long, const RowRef& ref, int lane, int group,
-                                                  bool needed, float (&cos_out)[rope_shape<T>().pairs_per_lane],
+                                                  bool needed, unsigned mask,
+                                                  float (&cos_out)[rope_shape<T>().pairs_per_lane],
                                                   float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
   constexpr WorkShape W = rope_shape<T>();
   constexpr int kSplit = angle_split<T>(), kShare = W.pairs_per_lane / kSplit;
@@ -161,8 +171,8 @@ __device__ __forceinline__ void pair_angles_split(const KernelParams& p, const f
   for (int j = 0; j < kSplit; ++j)
 #pragma unroll
     for (int i = 0; i < kShare; ++i) {
-      cos_out[j * kShare + i] = __shfl_sync(0xffffffffu, c[i], lane + j * W.lanes);
-      sin_out[j * kShare + i] = __shfl_sync(0xffffffffu, s[i], lane + j * W.lanes);
+      cos_out[j * kShare + i] = __shfl_sync(mask, c[i], lane + j * W.lanes, angle_split_width<T>());
+      sin_out[j * kShare + i] = __shfl_sync(mask, s[i], lane + j * W.lanes, angle_split_width<T>());
     }
 }
 

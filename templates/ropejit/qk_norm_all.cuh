@@ -12,7 +12,8 @@
 //  2. The segment adds the two sums in a __shfl_xor_sync butterfly over offsets segment/2, ..., 1
 //     (a + b and b + a are the same bits): every thread gets the same totals, on the GPU and on
 //     the host backend alike.
-//  3. Per lane (its angles computed once), per head: the vectors are read again, biased,
+//  3. Per lane (its angles computed once; the row's head groups each compute a share of a lane's
+//     pairs and gather the rest by shuffles, angles.cuh angle_split), per head: the vectors are read again, biased,
 //     normalized with their role's 1 / rms and the weight at index·D + element, rotated, stored
 //     (per-token q scales: first a pass over the q heads for their amax, reduced like the sums).
 // Reading twice keeps the registers flat for any head count; the second read is the thread's own
@@ -126,16 +127,24 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
       inv_rms_k = all_heads_inv_rms<T>(sum_k, T::kNumKvHeads * T::kHeadDim);
     }
 
-    // The lanes' angles, once for both passes below.
-    const bool angles_needed = at.group < W.rot_heads && has_token<T>(ref);
+    // The lanes' angles, once for both passes below; with head groups sharing a lane's pairs
+    // (one lane step), each computes a share and the segment gathers them (angles.cuh).
     float cos_v[kLaneSteps][kPairs], sin_v[kLaneSteps][kPairs];
+    if constexpr (angle_split<T>() > 1) {
+      static_assert(kLaneSteps == 1, "a split lane's angles are those of one lane slot");
+      pair_angles_split<T>(p, inv_freq, inv_freq_long, ref, at.lane, at.group,
+                           at.lane < kHeadLanes && at.lane < angle_lanes<T>(W) && has_token<T>(ref), mask, cos_v[0],
+                           sin_v[0]);
+    } else {
+      const bool angles_needed = at.group < W.rot_heads && has_token<T>(ref);
 #pragma unroll
-    for (int step = 0; step < kLaneSteps; ++step) {
-      const int lane = at.lane + step * W.lanes;
+      for (int step = 0; step < kLaneSteps; ++step) {
+        const int lane = at.lane + step * W.lanes;
 #pragma unroll
-      for (int i = 0; i < kPairs; ++i) cos_v[step][i] = 1.0f, sin_v[step][i] = 0.0f;
-      if (lane < kHeadLanes && lane < angle_lanes<T>(W) && angles_needed)
-        pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * kPairs, cos_v[step], sin_v[step]);
+        for (int i = 0; i < kPairs; ++i) cos_v[step][i] = 1.0f, sin_v[step][i] = 0.0f;
+        if (lane < kHeadLanes && lane < angle_lanes<T>(W) && angles_needed)
+          pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * kPairs, cos_v[step], sin_v[step]);
+      }
     }
 
     // Per-token FP8 q scales: the amax of the token's final q values over the segment (a maximum

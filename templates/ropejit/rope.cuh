@@ -511,7 +511,7 @@ __device__ __forceinline__ void rope_head_kernel(const KernelParams& p, const fl
     } else {
       if constexpr (angle_split<T>() > 1) {  // the whole warp shuffles: no thread skips it
         pair_angles_split<T>(p, inv_freq, inv_freq_long, ref, at.lane, group,
-                             at.lane < angle_lanes<T>(W) && has_token<T>(ref), cos_v, sin_v);
+                             at.lane < angle_lanes<T>(W) && has_token<T>(ref), 0xffffffffu, cos_v, sin_v);
       } else if (at.lane < angle_lanes<T>(W) && angles_needed) {
         pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, cos_v, sin_v);
       }
