@@ -351,6 +351,11 @@ TEST(KernelStats, CliStatsJson) {
   EXPECT_EQ(stats.at("roofline").size(), 2u);
   EXPECT_EQ(stats.at("roofline")[1].at("part"), "L40S");
   EXPECT_GT(stats.at("roofline")[0].at("memory_us").get<double>(), 0);
+  // The heads loop, weighed by its trips, and found in the listing.
+  ASSERT_EQ(stats.at("loops").size(), 1u);
+  EXPECT_EQ(stats.at("loops")[0].at("name"), "heads loop");
+  EXPECT_GT(stats.at("loops")[0].at("trips").get<int>(), 1);
+  EXPECT_EQ(stats.at("loops_found").get<int>(), 1);
 }
 
 // --- the gate -------------------------------------------------------------------------------
