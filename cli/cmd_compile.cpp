@@ -50,8 +50,7 @@ nlohmann::json stats_json(const ropejit::KernelStats& s, const std::vector<ropej
   // The loops the per-item figures weigh (the plan's trips per item) and how many the listing had:
   // a different number means every loop took the first's trips.
   nlohmann::json loops = nlohmann::json::array();
-  for (size_t n = 0; n < s.inner_loop_trips.size(); ++n)
-    loops.push_back({{"name", n < s.inner_loop_names.size() ? s.inner_loop_names[n] : ""}, {"trips", s.inner_loop_trips[n]}});
+  for (const ropejit::PlannedLoop& loop : s.planned_loops) loops.push_back({{"name", loop.name}, {"trips", loop.trips}});
   j["loops"] = loops;
   j["loops_found"] = c.inner_loops;
   return j;

@@ -443,10 +443,10 @@ TEST(KernelStats, EverySpecHasANonEmptyReport) {
     EXPECT_EQ(c.local_accesses, 0) << g.what;
     // A plan naming a loop after the heads loop (the k/v store loop, and in it NVFP4's cache
     // vector loop) finds each: each weighs its own trips.
-    if (g.stats.inner_loop_trips.size() > 1) {
+    if (g.stats.planned_loops.size() > 1) {
       ++kv_loop_rows;
-      vector_loop_rows += g.stats.inner_loop_trips.size() > 2;
-      EXPECT_EQ(c.inner_loops, static_cast<int>(g.stats.inner_loop_trips.size())) << g.what;
+      vector_loop_rows += g.stats.planned_loops.size() > 2;
+      EXPECT_EQ(c.inner_loops, static_cast<int>(g.stats.planned_loops.size())) << g.what;
     }
   }
   EXPECT_GE(kv_loop_rows, 4) << "the quantized-cache specs' k/v store loops (qwen3-8b-paged-fp8, llama-3.1-8b-nvfp4)";

@@ -95,18 +95,17 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   s.heads_loop_trips = shape.role_slots ? shape.loop_slots : s.heads_per_thread;
   const int trips = all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)
                               : s.heads_loop_trips * (shape.whole_heads ? head_lanes : 1);
-  s.inner_loop_trips = {trips};
-  s.inner_loop_names = {"heads loop"};
+  s.planned_loops = {{"heads loop", trips}};
   // With the k/v store loop after the heads loop (rope.cuh rope_heads), that loop weighs its own
   // trips, and in it (cooperative heads: store_lane_vectors) the cache head's vector loop.
   if (spec.op == OpKind::rope && !all_heads && kv_store_loop(shape, quantized_cache(spec), spec.io.copy_v)) {
-    s.inner_loop_trips.push_back(kKvStoreLoopTrips);
-    s.inner_loop_names.push_back("k/v store loop");
+    s.planned_loops.push_back({"k/v store loop", kKvStoreLoopTrips});
     if (cooperative_heads(spec) && cache_vector_loop(max_lane_vectors(shape), nvfp4_cache(spec))) {
-      s.inner_loop_trips.push_back(kKvStoreLoopTrips * max_lane_vectors(shape));
-      s.inner_loop_names.push_back("cache vector loop");
+      s.planned_loops.push_back({"cache vector loop", kKvStoreLoopTrips * max_lane_vectors(shape)});
     }
   }
+  std::vector<int> loop_trips;
+  for (const PlannedLoop& loop : s.planned_loops) loop_trips.push_back(loop.trips);
   const SharedAngleShape shared = shared_angles(make_plan(spec, config));
   const int angle_trips = shared.enabled ? shared.units_per_thread : 1;
   std::optional<std::string> tool;
@@ -114,11 +113,11 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   if (binary.is_ptx) {
     s.source = "ptx";
     s.disassembler = "the binary is PTX";
-    s.counts = count_ptx(binary.image, s.inner_loop_trips, angle_trips);
+    s.counts = count_ptx(binary.image, loop_trips, angle_trips);
   } else if (tool) {
     s.source = "sass";
     s.disassembler = *tool;
-    s.counts = count_sass(disassemble(*tool, binary.image), s.inner_loop_trips, angle_trips);
+    s.counts = count_sass(disassemble(*tool, binary.image), loop_trips, angle_trips);
   } else if (want == StatsSource::sass) {
     throw Error(Status::invalid_argument,
                 "no SASS disassembler: no nvdisasm or cuobjdump in ROPEJIT_NVDISASM, PATH, $CUDA_HOME/bin or "
@@ -128,7 +127,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
     s.disassembler = want == StatsSource::ptx ? "PTX asked for"
                                               : "no nvdisasm or cuobjdump found (ROPEJIT_NVDISASM, PATH, "
                                                 "$CUDA_HOME/bin, configured prefix)";
-    s.counts = count_ptx(compile_nvrtc(source, binary.arch, /*ptx=*/true).image, s.inner_loop_trips, angle_trips);
+    s.counts = count_ptx(compile_nvrtc(source, binary.arch, /*ptx=*/true).image, loop_trips, angle_trips);
   }
 
   // Per token row: threads (work items), and the 16-byte vectors of q/k/v read (each is also written).

@@ -121,8 +121,8 @@ std::string format_report(const KernelStats& s, const std::vector<Roofline>& par
   t += fmt::format("  global stores q/k/v {}  generic {}  local {}  shared {}\n", widths(c.data_stores),
                    widths(c.generic_stores), c.local_accesses, c.shared_accesses);
   std::string loops = fmt::format("x{} heads loop", s.heads_loop_trips);
-  for (size_t n = 1; n < s.inner_loop_trips.size() && n < s.inner_loop_names.size(); ++n)
-    loops += fmt::format(", x{} {}", s.inner_loop_trips[n], s.inner_loop_names[n]);
+  for (size_t n = 1; n < s.planned_loops.size(); ++n)
+    loops += fmt::format(", x{} {}", s.planned_loops[n].trips, s.planned_loops[n].name);
   t += fmt::format("  instructions {} static, {:.0f} per work item ({}), {:.1f} per 16-B q/k/v vector\n",
                    c.instructions, c.per_item, loops, s.instr_per_vector);
   t += fmt::format("  in flight per thread: {} 16-B loads, {} B of q/k/v  fp64 {} arith + {} convert ({:.0f} + {:.0f} per item)\n",

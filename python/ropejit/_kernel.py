@@ -108,8 +108,14 @@ class Kernel:
 
         self._allocate_outputs(fields, given, views)  # allocated outputs join `given`
         args: Dict[str, Any] = {"num_tokens": tokens, "positions_type": positions_type}
+        scales = {"k_scale": k_scale, "v_scale": v_scale, "q_scale": q_scale}
         for field in fields:
             name = field["name"]
+            if name in scales and scales[name] is None and field["use"] == "required":
+                # a scale the spec's launches read, not given: named as a missing array is
+                error = ArgumentError(f"{name} is required for this spec (io {self._io_summary()}): a number > 0")
+                error.field = name
+                raise error
             if name not in ARRAY_FIELDS:
                 continue
             self._check(field, views.get(name))
@@ -124,13 +130,6 @@ class Kernel:
                 raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
         args.update({"batch": batch, "max_seq_len": max_seq, "seq_len": seq_len or 0,
                      "from_seq_len": from_seq_len or 0})
-        scales = {"k_scale": k_scale, "v_scale": v_scale, "q_scale": q_scale}
-        for field in fields:  # a scale the spec's launches read, not given: named as an array would be
-            if field["name"] in scales and scales[field["name"]] is None and field["use"] == "required":
-                error = ArgumentError(f"{field['name']} is required for this spec (io {self._io_summary()}): "
-                                      "a number > 0")
-                error.field = field["name"]
-                raise error
         if "k_cache" in views:
             args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})

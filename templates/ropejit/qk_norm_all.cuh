@@ -13,8 +13,9 @@
 //     (a + b and b + a are the same bits): every thread gets the same totals, on the GPU and on
 //     the host backend alike.
 //  3. Per lane (its angles computed once; the row's head groups each compute a share of a lane's
-//     pairs and gather the rest by shuffles, angles.cuh angle_split), per head: the vectors are read again, biased,
-//     normalized with their role's 1 / rms and the weight at index·D + element, rotated, stored
+//     pairs and gather the rest by shuffles, angles.cuh angle_split), per head: the vectors are
+//     read again, biased, normalized with their role's 1 / rms and the weight at index·D +
+//     element, rotated, stored
 //     (per-token q scales: first a pass over the q heads for their amax, reduced like the sums).
 // Reading twice keeps the registers flat for any head count; the second read is the thread's own
 // bytes of a moment before (L1/L2), so DRAM traffic is unchanged. In place is safe: a thread

@@ -87,6 +87,12 @@ Occupancy occupancy(const ArchLimits& limits, int block_threads, int registers, 
 enum class StatsSource { automatic, sass, ptx };
 
 /// The static report of one kernel.
+/// A loop inside the grid-stride loop as the plan sees it: what it is, and its trips per work item.
+struct PlannedLoop {
+  std::string name;
+  int trips = 1;
+};
+
 struct KernelStats {
   std::string spec_name;
   std::string arch;
@@ -100,10 +106,8 @@ struct KernelStats {
   int block_threads = 0;
   int heads_per_thread = 1;  ///< the config's; an all-heads QK-norm's actual heads per thread
   int heads_loop_trips = 1;  ///< times the heads loop runs per item (role slots: the q heads)
-  /// Trips per item of each loop inside the grid-stride loop, nested ones too, in program order
-  /// (the heads loop's first).
-  std::vector<int> inner_loop_trips;
-  std::vector<std::string> inner_loop_names;  ///< what each of inner_loop_trips is, for the report
+  /// Each loop inside the grid-stride loop, nested ones too, in program order (the heads loop first).
+  std::vector<PlannedLoop> planned_loops;
   Occupancy occupancy;       ///< at block_threads on `arch`
   InstrCounts counts;
   int items_per_row = 0;         ///< work items (threads) per token row
