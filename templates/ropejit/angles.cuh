@@ -135,7 +135,7 @@ ROPEJIT_HOST_DEVICE constexpr int angle_split() {
   if (T::kTableSinCos || W.lanes >= kWarpLanes || kWarpLanes % W.lanes != 0) return 1;
   int split = 1;
   if (T::kAllHeadsSegment) split = W.head_groups;
-  else if (W.role_slots && W.head_groups * W.lanes % kWarpLanes == 0) split = kWarpLanes / W.lanes;
+  else if (warp_rows(W)) split = kWarpLanes / W.lanes;
   while (split > 1 && W.pairs_per_lane % split != 0) split /= 2;
   return split;
 }

@@ -57,11 +57,13 @@ __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
   }
 }
 
-// The shuffle mask of this thread's head: its aligned segment of W.lanes lanes of the warp.
+// The shuffle mask of this thread's head: its aligned segment of W.lanes lanes of the warp, or
+// the whole warp (a constant: ptxas checks no convergence per shuffle).
 template <class T>
 __device__ __forceinline__ unsigned head_lanes_mask() {
   constexpr WorkShape W = rope_shape<T>();
   constexpr unsigned kSegment = W.lanes >= kWarpLanes ? 0xffffffffu : (1u << W.lanes) - 1u;
+  if constexpr (warp_rows(W)) return 0xffffffffu;  // the whole warp takes the head's shuffles (shape.cuh)
   return kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
 }
 
@@ -165,7 +167,7 @@ __device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
 // partners: shape.cuh blocks_in_lane_groups; a max is exact in any order), the block scale
 // (nvfp4.cuh nvfp4_block_scale), the e2m1 codes of x times its multiplier; the lane holding the
 // block's first element writes the scale's byte. Every lane of the head's segment takes the
-// shuffles (a k or v head without a slot returned whole before).
+// shuffles; a k or v head of a token with no cache slot stores nothing (or returned whole before).
 template <class T>
 __device__ __forceinline__ void store_nvfp4_vector(const HeadIo<T>& io, const LaneVectors& lv, int j,
                                                    const float (&x)[T::kVec]) {
@@ -180,7 +182,7 @@ __device__ __forceinline__ void store_nvfp4_vector(const HeadIo<T>& io, const La
 #pragma unroll
   for (int offset = 1; offset < kGroup; offset *= 2)
     amax = fmaxf(amax, __shfl_xor_sync(head_lanes_mask<T>(), amax, offset, W.lanes));
-  if (!holds) return;
+  if (!holds || !io.dst) return;  // no cache slot: nothing stored
   float multiplier;
   const u32 code = nvfp4_block_scale(amax, io.store_scale, multiplier);
   float scaled[V];
@@ -201,7 +203,8 @@ __device__ __forceinline__ void store_lane_vector(const HeadIo<T>& io, const Lan
       if (kCacheHead || io.role != kRoleQ) return store_nvfp4_vector<T>(io, lv, j, x);
     }
   }
-  if (lane_holds<T>(lv, j)) store_head<T, kCacheHead>(io, lane_element<T>(lv, j), x);
+  const bool has_dst = !(T::kOutputPagedKv && kCacheHead) || io.dst;  // a cache head of a token with no slot: none
+  if (lane_holds<T>(lv, j) && has_dst) store_head<T, kCacheHead>(io, lane_element<T>(lv, j), x);
 }
 
 // Stores the vectors norm_rotate_lane left in x to the head's destination. kCacheHead: a k or v

@@ -88,12 +88,18 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
   constexpr int kPairs = W.pairs_per_lane;
   wait_for_previous_grid();
   const i64 items = work_items(W, launch_rows<T>(p));
-  const i64 stride = (i64)gridDim.x * blockDim.x;
   constexpr unsigned kSegmentBits = kSegment >= kWarpLanes ? 0xffffffffu : (1u << kSegment) - 1u;
-  const unsigned mask = kSegmentBits << ((threadIdx.x % kWarpLanes) & ~(unsigned)(kSegment - 1));
+  // A constant full mask where a row is a warp: ptxas then checks no convergence per shuffle.
+  const unsigned mask =
+      kSegment >= kWarpLanes ? kSegmentBits : kSegmentBits << ((threadIdx.x % kWarpLanes) & ~(unsigned)(kSegment - 1));
   // Rows are whole segments and every stride a multiple of 32, so a segment's threads run the
-  // same iterations and all reach its shuffles.
-  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
+  // same iterations and all reach its shuffles. The passes counted block-uniformly, as in
+  // rope.cuh rope_head_kernel: ptxas can prove a whole warp converged at them.
+  for (i64 pass = blockIdx.x;; pass += gridDim.x) {
+    const i64 first_item = pass * blockDim.x;
+    if (first_item >= items) break;
+    const i64 item = first_item + threadIdx.x;
+    if (item >= items) return;
     const WorkItem at = decode_item(W, item);
     const RowRef ref = locate_row<T>(p, at.row);
     float inv_rms_q = 1.0f, inv_rms_k = 1.0f;

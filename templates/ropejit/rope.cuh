@@ -377,12 +377,13 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
   // share its group, so they take the same heads and meet at the same shuffles.
   if constexpr (W.role_slots && T::kCooperativeHeads) {
     // One norm-and-rotate body for the q heads and then the k head (compiled once); k's vectors
-    // leave the loop, so its cache store (FP8 rounding) is outside it, once per kv head.
+    // leave the loop, so its cache store (FP8 rounding) is outside it, once per kv head. A token
+    // with no cache slot still takes k's trip (not stored): no early exit, which would cost
+    // ptxas's proof that the warp stays converged (rope_head_kernel).
     float x[norm_lane_vectors<T>()][T::kVec];
 #pragma unroll 1
     for (int k = 0; k < W.loop_slots; ++k) {
       const bool is_k = k == W.q_slots;
-      if (T::kOutputPagedKv && is_k && ref.cache_page < 0) break;  // no cache slot: the whole segment
       HeadIo<T> io =
           role_head_io<T, false>(p, ref, is_k ? kRoleK : kRoleQ, is_k ? group : group + k * W.head_groups);
       norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
@@ -394,8 +395,8 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
     HeadIo<T> k_io = role_head_io<T>(p, ref, kRoleK, group);
     if constexpr (kv_store_loop(W, quantized_cache<T>(), T::kCopyV)) {
       // k's and v's cache stores (their rounding) compiled once: a loop over the two roles, v
-      // loaded into x once k is stored.
-      if (!k_io.dst) return;  // no cache slot: the whole segment
+      // loaded into x once k is stored. A token with no cache slot runs it with its stores
+      // skipped (store_lane_vector): every lane of the warp takes the NVFP4 shuffles.
 #pragma unroll 1
       for (int r = 0; r < kKvStoreLoopTrips; ++r) {
         HeadIo<T> io = r == 0 ? k_io : role_head_io<T>(p, ref, kRoleV, group);
@@ -474,8 +475,16 @@ __device__ __forceinline__ void rope_head_kernel(const KernelParams& p, const fl
     return;
   }
   const i64 items = work_items(W, launch_rows<T>(p));
-  const i64 stride = (i64)gridDim.x * blockDim.x;
-  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
+  // The grid's passes counted by a block-uniform index and a thread past the end leaving the
+  // kernel (it would be past it in every later pass): the loop's exit is uniform, so ptxas
+  // knows a warp that enters a pass whole (shape.cuh warp_rows) reaches its shuffles converged
+  // and compiles no divergent fallback for each (a loop on the thread's item has ~170 SASS
+  // instructions more on sm_80: qwen3-8b-paged-fp8).
+  for (i64 pass = blockIdx.x;; pass += gridDim.x) {
+    const i64 first_item = pass * blockDim.x;
+    if (first_item >= items) break;
+    const i64 item = first_item + threadIdx.x;
+    if (item >= items) return;
     // item = (row * head_groups + group) * lanes + lane: neighbouring threads take neighbouring
     // vectors of one head row (coalesced); a thread's heads are group + k * head_groups.
     const WorkItem at = decode_item(W, item);

@@ -209,6 +209,14 @@ ROPEJIT_HOST_DEVICE constexpr bool kv_store_loop(const WorkShape& w, bool quanti
   return w.role_slots && quantized_cache && copy_v;
 }
 constexpr int kKvStoreLoopTrips = 2;  ///< k, then v
+
+/// Role slots whose rows fill whole warps (head_groups x lanes a multiple of 32, blocks too): a
+/// warp's threads share one row and take every trip of its loops in the same role, so they enter
+/// and leave the grid together and reach each shuffle together: full-warp masks, and a loop ptxas
+/// can prove converged (no divergent fallback per shuffle; rope.cuh rope_head_kernel).
+ROPEJIT_HOST_DEVICE constexpr bool warp_rows(const WorkShape& w) {
+  return w.role_slots && w.lanes <= kWarpLanes && (w.head_groups * w.lanes) % kWarpLanes == 0;
+}
 /// An NVFP4 cache head's lane vectors stored one a trip of a loop, its block scale and e2m1 codes
 /// compiled once (more than one vector: one is no loop). Not FP8's: its rounding is too short to
 /// pay for the loop's moves (sm_80 qwen3-8b-paged-fp8: +3 points of H100 issue share).
