@@ -453,6 +453,36 @@ TEST(KernelStats, EverySpecHasANonEmptyReport) {
   EXPECT_GE(vector_loop_rows, 2) << "llama-3.1-8b-nvfp4's cache vector loop";
 }
 
+// Kernels whose warps take every shuffle together (role slots whose rows fill warps, all-heads rows
+// of 32 lanes) are compiled so that ptxas proves each warp converged at them: a plain SHFL, no
+// BRA.DIV / BRA.CONV check with a fallback call, no MATCH check of a mask (rope.cuh
+// rope_head_kernel's block-uniform passes; docs/architecture.md §5).
+TEST(KernelStats, WholeWarpShufflesHaveNoDivergentFallback) {
+  const std::optional<std::string> tool = find_disassembler();
+  if (!tool) {
+    std::printf("[ SKIPPED  ] no nvdisasm or cuobjdump (scripts/setup.sh installs them)\n");
+    return;
+  }
+  int kernels = 0;
+  for (const auto& path : test::spec_files()) {
+    const Spec spec = load_spec_file(path);
+    const Config config = default_config(spec);
+    const WorkShape w = work_shape(spec, config);
+    const bool whole_warps = all_heads_segment(spec) ? w.head_groups * w.lanes == 32 : warp_rows(w);
+    if (spec.op != OpKind::rope || !whole_warps) continue;
+    const Source source = generate_source(make_plan(spec, config));
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      const std::string sass = disassemble(*tool, compile_nvrtc(source, arch).image);
+      ++kernels;
+      EXPECT_NE(sass.find("SHFL."), std::string::npos) << spec.name << " " << arch << ": no shuffle at all";
+      for (const char* check : {"BRA.DIV", "BRA.CONV", "MATCH.", "WARPSYNC"})
+        EXPECT_EQ(sass.find(check), std::string::npos) << spec.name << " " << arch << ": " << check;
+    }
+  }
+  // qwen3-8b-paged-fp8, llama-3.1-8b-nvfp4, llama-3.1-8b-fp8-q, olmo-2-7b on two archs.
+  EXPECT_GE(kernels, 8);
+}
+
 // The CI performance gate (issue 14 part 3): every spec's default kernel on sm_80 and sm_90
 // moves q/k/v in 128-bit global accesses (none through the generic space), keeps everything
 // in registers and is memory-bound with margin on H100 (issue below 60% of memory time); a kernel
