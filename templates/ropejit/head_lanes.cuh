@@ -203,7 +203,8 @@ __device__ __forceinline__ void store_lane_vector(const HeadIo<T>& io, const Lan
       if (kCacheHead || io.role != kRoleQ) return store_nvfp4_vector<T>(io, lv, j, x);
     }
   }
-  const bool has_dst = !(T::kOutputPagedKv && kCacheHead) || io.dst;  // a cache head of a token with no slot: none
+  // A cache head of a token with no cache slot (role slots run its k/v loop: rope.cuh) stores nothing.
+  const bool has_dst = !(T::kOutputPagedKv && kCacheHead) || io.dst;
   if (lane_holds<T>(lv, j) && has_dst) store_head<T, kCacheHead>(io, lane_element<T>(lv, j), x);
 }
 
