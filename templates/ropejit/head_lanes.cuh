@@ -106,7 +106,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
       const unsigned mask = head_lanes_mask<T>();
 #pragma unroll
       for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
-      const float inv_rms = norm_factor<T>(p, 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps), io.role);
+      const float inv_rms = norm_factor<T>(p, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), io.role);
 #pragma unroll
       for (int j = 0; j < kMax; ++j)
         if (lane_holds<T>(lv, j)) apply_norm<T>(p.norm_weight[io.role], inv_rms, lane_element<T>(lv, j), x[j]);

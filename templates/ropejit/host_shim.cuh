@@ -19,7 +19,7 @@ extern "C" {
 double rint(double x);            // sincos.cuh: quadrant of the angle
 double fma(double x, double y, double z);  // sincos.cuh: Cody-Waite reduction
 float fmaf(float x, float y, float z);     // rope.cuh, sincos.cuh
-float sqrtf(float x);             // rope.cuh: QK-norm (IEEE, as CUDA's default -prec-sqrt)
+double sqrt(double x);            // numeric.cuh inv_sqrt_rn: QK-norm (IEEE, correctly rounded)
 double exp2(double x);            // rope.cuh: dynamic NTK inv_freq
 float log1pf(float x);            // attn_temperature.cuh: the temperature of a position
 float fabsf(float x);             // numeric.cuh: FP8 rounding

@@ -50,7 +50,7 @@ __device__ __forceinline__ void load_lane_vectors(const HeadIo<T>& io, const Lan
 // 1 / sqrt(mean(x^2) + eps) of a role whose `elements` values have squares summing to `sum`.
 template <class T>
 __device__ __forceinline__ float all_heads_inv_rms(float sum, int elements) {
-  return 1.0f / sqrtf(sum / (float)elements + T::kNormEps);
+  return inv_sqrt_rn(sum / (float)elements + T::kNormEps);
 }
 
 // The final float32 values of one lane of one head: biased, normalized with its role's 1 / rms

@@ -70,7 +70,7 @@ __device__ __forceinline__ HeadNorm head_norm(const KernelParams& p, const typen
 #pragma unroll
         for (int i = 0; i < T::kVec; ++i) sum = fmaf(x[i], x[i], sum);
       }
-      n.inv_rms = norm_factor<T>(p, 1.0f / sqrtf(sum / (float)T::kHeadDim + T::kNormEps), role);
+      n.inv_rms = norm_factor<T>(p, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), role);
       n.weight = p.norm_weight[role];
       n.apply = true;
     }

@@ -1,6 +1,7 @@
-// The kernel's FP8 conversions (templates/ropejit/numeric.cuh) as plain host functions for
-// tests/test_fp8_kernel.cpp. A translation unit of its own: host_shim.cuh declares C math
-// functions without noexcept, which clashes with <cmath> (and so with gtest) in one unit.
+// The kernel's FP8 conversions and inverse square root (templates/ropejit/numeric.cuh) as plain
+// host functions for tests/test_fp8_kernel.cpp and tests/test_inv_sqrt_kernel.cpp. A translation
+// unit of its own: host_shim.cuh declares C math functions without noexcept, which clashes with
+// <cmath> (and so with gtest) in one unit.
 #include "ropejit/host_shim.cuh"
 
 #include <cstdint>
@@ -9,6 +10,8 @@
 #include "ropejit/numeric.cuh"
 
 uint8_t kernel_e4m3(float x) { return ropejit::float_to_e4m3_bits(x); }
+// The QK-norm's 1 / sqrt(x) rounded once, as the host backend computes it (numeric.cuh inv_sqrt_rn).
+float kernel_inv_sqrt(float x) { return ropejit::inv_sqrt_rn(x); }
 uint8_t kernel_e5m2(float x) { return ropejit::float_to_e5m2_bits(x); }
 
 // A 16-byte vector of FP8 codes as the kernels load and store it (four at a time).
