@@ -55,8 +55,8 @@ __device__ __forceinline__ float f16_bits_to_float(u16 h) {
 }
 
 // 1 / sqrt(x) rounded once, to nearest even (a QK-norm's inverse RMS): the GPU's __frsqrt_rn,
-// one sequence where 1.0f / sqrtf(x) rounds twice and takes two slow-path subroutines (~90 SASS
-// instructions more); on the host the double quotient rounded to float, the correctly rounded
+// one sequence where 1.0f / sqrtf(x) rounds twice and takes two slow-path subroutines (66-93 SASS
+// instructions more in a QK-norm kernel); on the host the double quotient rounded to float, the correctly rounded
 // value for every float (checked for all 2^31 positive ones: docs/PERF.md session 31).
 __device__ __forceinline__ float inv_sqrt_rn(float x) {
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)

@@ -86,13 +86,13 @@ Occupancy occupancy(const ArchLimits& limits, int block_threads, int registers, 
 /// Where the instruction figures come from.
 enum class StatsSource { automatic, sass, ptx };
 
-/// The static report of one kernel.
 /// A loop inside the grid-stride loop as the plan sees it: what it is, and its trips per work item.
 struct PlannedLoop {
   std::string name;
   int trips = 1;
 };
 
+/// The static report of one kernel.
 struct KernelStats {
   std::string spec_name;
   std::string arch;
