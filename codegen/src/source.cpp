@@ -219,6 +219,7 @@ Source generate_source(const Plan& plan) {
   line("bool", "kAllHeadsSegment", all_heads_segment(s));       // qk_norm_all.cuh's kernel
   line("bool", "kCacheScalePerHead", cache_scale_per_head(s));  // ... for the k and v cache heads
   line("bool", "kCooperativeHeads", cooperative_heads(s));      // a head's lanes meet at shuffles
+  line("bool", "kPerRoleShuffles", per_role_shuffles(s));       // ... only some roles' (shape.cuh)
   line("bool", "kQkNorm", s.qk_norm.enabled);
   text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel
   if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)

@@ -57,13 +57,19 @@ __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
   }
 }
 
+// Whether every thread of a warp takes each of the heads' shuffles (shape.cuh warp_wide_shuffles).
+template <class T>
+__device__ __forceinline__ constexpr bool warp_wide_head_shuffles() {
+  return warp_wide_shuffles(rope_shape<T>(), T::kPerRoleShuffles);
+}
+
 // The shuffle mask of this thread's head: its aligned segment of W.lanes lanes of the warp, or
 // the whole warp (a constant: ptxas checks no convergence per shuffle).
 template <class T>
 __device__ __forceinline__ unsigned head_lanes_mask() {
   constexpr WorkShape W = rope_shape<T>();
   constexpr unsigned kSegment = W.lanes >= kWarpLanes ? 0xffffffffu : (1u << W.lanes) - 1u;
-  if constexpr (warp_rows(W)) return 0xffffffffu;  // the whole warp takes the head's shuffles (shape.cuh)
+  if constexpr (warp_wide_head_shuffles<T>()) return 0xffffffffu;
   return kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
 }
 
@@ -73,9 +79,9 @@ __device__ __forceinline__ unsigned head_lanes_mask() {
 // lanes/2, ..., 1 (a + b and b + a are the same bits, so every lane gets the same total, on the GPU
 // and the host backend alike); each lane then normalizes and rotates its own vectors, left in x
 // for store_lane_vectors.
-// In place is safe: a lane writes only the vectors it read before the reduction. Every condition
-// that skips the shuffles (a v head, a padding row, a token with no cache slot, a head past the
-// row) holds for the whole head, so the mask names exactly the head's lanes and all reach it.
+// In place is safe: a lane writes only the vectors it read before the reduction. Every lane takes
+// the shuffles, whatever its head (a v head's or a padding row's sum is not applied), so a warp's
+// threads meet at them (head_lanes_mask).
 // kLoadOnly: a copied v head (its role not known when compiling): loaded, with its bias, no more.
 template <class T, bool kLoadOnly = false>
 __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const HeadIo<T>& io, int lane,
@@ -101,11 +107,11 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
       for (int i = 0; i < V; ++i) x[j][i] = 0.0f;
     }
   }
-  if constexpr (T::kQkNorm) {  // without a norm (per-head FP8 q scales alone): only the rotation
-    if (normed) {
-      const unsigned mask = head_lanes_mask<T>();
+  if constexpr (T::kQkNorm && !kLoadOnly) {  // without a norm (per-head FP8 q scales alone): only the rotation
+    const unsigned mask = head_lanes_mask<T>();
 #pragma unroll
-      for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
+    for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
+    if (normed) {
       const float inv_rms = norm_factor<T>(p, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), io.role);
 #pragma unroll
       for (int j = 0; j < kMax; ++j)
@@ -167,7 +173,7 @@ __device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
 // partners: shape.cuh blocks_in_lane_groups; a max is exact in any order), the block scale
 // (nvfp4.cuh nvfp4_block_scale), the e2m1 codes of x times its multiplier; the lane holding the
 // block's first element writes the scale's byte. Every lane of the head's segment takes the
-// shuffles; a k or v head of a token with no cache slot stores nothing (or returned whole before).
+// shuffles; a k or v head of a token with no cache slot stores nothing.
 template <class T>
 __device__ __forceinline__ void store_nvfp4_vector(const HeadIo<T>& io, const LaneVectors& lv, int j,
                                                    const float (&x)[T::kVec]) {
@@ -203,8 +209,8 @@ __device__ __forceinline__ void store_lane_vector(const HeadIo<T>& io, const Lan
       if (kCacheHead || io.role != kRoleQ) return store_nvfp4_vector<T>(io, lv, j, x);
     }
   }
-  // A cache head of a token with no cache slot (role slots run its k/v loop: rope.cuh) stores nothing.
-  const bool has_dst = !(T::kOutputPagedKv && kCacheHead) || io.dst;
+  // A cache head of a token with no cache slot stores nothing (its lanes still took the shuffles).
+  const bool has_dst = !T::kOutputPagedKv || (!kCacheHead && io.role == kRoleQ) || io.dst;
   if (lane_holds<T>(lv, j) && has_dst) store_head<T, kCacheHead>(io, lane_element<T>(lv, j), x);
 }
 
@@ -239,10 +245,7 @@ template <class T>
 __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const HeadIo<T>& io, int lane,
                                                   const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                                   const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
-  if constexpr (T::kOutputPagedKv) {
-    if (!io.dst) return;  // a k or v head of a token with no cache slot: its whole segment returns
-  }
-  float x[norm_lane_vectors<T>()][T::kVec];
+  float x[norm_lane_vectors<T>()][T::kVec];  // a k or v head of a token with no cache slot: not stored
   norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
   HeadIo<T> scaled = io;
   per_head_scale<T>(scaled, lane, x);

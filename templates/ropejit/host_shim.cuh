@@ -81,8 +81,8 @@ static inline float __fmul_rn(float a, float b) { return a * b; }
 // --- block and warp collectives (runtime/src/backends/host/cooperative.h) ---
 // A kernel that calls one runs each block's threads as fibers on one CPU thread, switched in
 // these calls; threadIdx is per CPU thread, so each wrapper keeps its caller's across the switch.
-// Warp size 32; lane = linear thread index % 32. Misuse CUDA leaves undefined (a deadlock, a mask
-// naming an exited lane or missing the caller) fails the launch instead of hanging.
+// Warp size 32; lane = linear thread index % 32. Misuse CUDA leaves undefined (a deadlock, a shuffle
+// reading a lane that exited, a mask missing the caller) fails the launch instead of hanging.
 extern "C" {
 void ropejit_coop_syncthreads(void);
 void ropejit_coop_syncwarp(unsigned mask);

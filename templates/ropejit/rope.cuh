@@ -342,7 +342,7 @@ template <class T>
 __device__ __forceinline__ bool owned_head(int group, int k, int& head) {
   constexpr WorkShape W = rope_shape<T>();
   head = group + k * W.head_groups;
-  if constexpr (W.head_groups * T::kHeadsPerThread != W.heads) return head < W.heads;  // the last group is short
+  if constexpr (!W.even_groups) return head < W.heads;  // the last group is short
   return true;
 }
 
@@ -405,10 +405,8 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
         store_lane_vectors<T, /*kCacheHead=*/true>(io, lane, x);
       }
     } else {
-      if (!T::kOutputPagedKv || k_io.dst) {
-        per_head_scale<T>(k_io, lane, x);
-        store_lane_vectors<T>(k_io, lane, x);
-      }
+      per_head_scale<T>(k_io, lane, x);  // no cache slot: its shuffles taken, nothing stored
+      store_lane_vectors<T>(k_io, lane, x);
       if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else if constexpr (W.role_slots) {
@@ -455,7 +453,9 @@ __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p,
     compute_shared_angles<T>(p, inv_freq, inv_freq_long, first_row, (end_item - 1) / A.items_per_row, angles);
     __syncthreads();
     const i64 item = base + threadIdx.x;
-    if (item >= items) continue;
+    // Past the end the thread leaves (no later pass: base + stride > item), so a warp's live
+    // threads meet at whole-warp shuffles (shape.cuh warp_wide_shuffles).
+    if (item >= items) return;
     const WorkItem at = decode_item(W, item);
     const RowRef ref = locate_row<T>(p, at.row);
     float unused[W.pairs_per_lane];
@@ -477,7 +477,7 @@ __device__ __forceinline__ void rope_head_kernel(const KernelParams& p, const fl
   const i64 items = work_items(W, launch_rows<T>(p));
   // The grid's passes counted by a block-uniform index and a thread past the end leaving the
   // kernel (it would be past it in every later pass): the loop's exit is uniform, so ptxas
-  // knows a warp that enters a pass whole (shape.cuh warp_rows) reaches its shuffles converged
+  // knows a warp's live threads reach its shuffles converged (shape.cuh warp_wide_shuffles)
   // and compiles no divergent fallback for each (with full masks and no early exits, below:
   // qwen3-8b-paged-fp8 161 SASS instructions fewer on sm_80).
   for (i64 pass = blockIdx.x;; pass += gridDim.x) {

@@ -63,6 +63,7 @@ struct WorkShape {
   int rot_heads = 0;         ///< q + k heads per row (rotated)
   int heads = 0;             ///< heads per row the kernel touches (+ v when copied)
   int head_groups = 0;       ///< ceil(heads / heads_per_thread)
+  bool even_groups = false;  ///< every group owns heads_per_thread heads (the last is not short)
   /// One head group per kv head (GQA: Hq a multiple of Hkv, a thread's heads_per_thread slots
   /// are its Hq / Hkv q heads, then its k head and, copied, its v head): each slot has one role,
   /// known when compiling, so each role's heads run code of their own (rope.cuh rope_kernel).
@@ -194,6 +195,7 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   w.rot_heads = num_q_heads + num_kv_heads;
   w.heads = w.rot_heads + (copy_v ? num_kv_heads : 0);
   w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;
+  w.even_groups = w.head_groups * heads_per_thread == w.heads;
   w.role_slots = !w.whole_heads && num_q_heads > 0 && num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 &&
                  w.head_groups == num_kv_heads && w.head_groups * heads_per_thread == w.heads;
   w.q_slots = w.role_slots ? num_q_heads / num_kv_heads : 0;
@@ -211,11 +213,22 @@ ROPEJIT_HOST_DEVICE constexpr bool kv_store_loop(const WorkShape& w, bool quanti
 constexpr int kKvStoreLoopTrips = 2;  ///< k, then v
 
 /// Role slots whose rows fill whole warps (head_groups x lanes a multiple of 32, blocks too): a
-/// warp's threads share one row and take every trip of its loops in the same role, so they enter
-/// and leave the grid together and reach each shuffle together: full-warp masks, and a loop ptxas
-/// can prove converged (no divergent fallback per shuffle; rope.cuh rope_head_kernel).
+/// warp's threads share one row, so its head groups can split the row's angles among them
+/// (angles.cuh angle_split).
 ROPEJIT_HOST_DEVICE constexpr bool warp_rows(const WorkShape& w) {
   return w.role_slots && w.lanes <= kWarpLanes && (w.head_groups * w.lanes) % kWarpLanes == 0;
+}
+/// Cooperative heads (lanes 2..32 a head) whose threads all take the same shuffles, trip for trip,
+/// so every shuffle may name the whole warp (a constant mask: ptxas checks no convergence per
+/// shuffle): role slots (a trip's role is the same in every thread), or every group owning
+/// heads_per_thread heads and no shuffle that only some roles take (`per_role_shuffles`: a
+/// per-head FP8 scale of q or of the cache alone, NVFP4's cache blocks). A warp may straddle two
+/// rows: no thread skips a shuffle for its row (no cache slot, padding: stores skipped instead),
+/// and threads past the grid's end have left the kernel, which CUDA allows in a mask ("all
+/// non-exited threads named in mask"; never a shuffle's source: a head's lanes leave together).
+ROPEJIT_HOST_DEVICE constexpr bool warp_wide_shuffles(const WorkShape& w, bool per_role_shuffles) {
+  return !w.whole_heads && w.lanes > 1 && w.lanes <= kWarpLanes &&
+         (w.role_slots || (w.even_groups && !per_role_shuffles));
 }
 /// An NVFP4 cache head's lane vectors stored one a trip of a loop, its block scale and e2m1 codes
 /// compiled once (more than one vector: one is no loop). Not FP8's: its rounding is too short to

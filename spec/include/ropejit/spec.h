@@ -227,6 +227,12 @@ inline bool cooperative_heads(const Spec& s) {
          nvfp4_cache(s);
 }
 
+/// True when only some roles' heads meet at shuffles (a per-head FP8 scale of q or of the cache,
+/// NVFP4 cache blocks): whole-warp shuffles then need role slots (shape.cuh warp_wide_shuffles).
+inline bool per_role_shuffles(const Spec& s) {
+  return q_scale_per_head(s) || cache_scale_per_head(s) || nvfp4_cache(s);
+}
+
 /// True when rotated q is written back where it was read (inplace output, or paged_kv with
 /// q_output inplace).
 inline bool q_inplace(const Spec& s) {

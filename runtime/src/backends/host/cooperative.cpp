@@ -214,28 +214,39 @@ unsigned shfl_source(Collective kind, unsigned lane, unsigned operand, int width
   return static_cast<unsigned>(in_range ? j : l);
 }
 
-/// Completes the collective of `mask` in warp `warp`: every lane of it waits there.
-void complete_warp_collective(BlockRun& run, unsigned warp, unsigned mask) {
+/// Completes the collective of `mask` in warp `warp`: every lane of it that has not exited waits
+/// there (`live`; CUDA asks that of "all non-exited threads named in mask"). False (with run.error)
+/// when a shuffle reads a lane that exited: undefined in CUDA.
+bool complete_warp_collective(BlockRun& run, unsigned warp, unsigned mask, unsigned live) {
   Fiber* lanes = &run.fibers[warp * kWarpSize];
-  unsigned ballot = 0;
+  unsigned ballot = 0;  // votes count the lanes that have not exited
   for (unsigned lane = 0; lane < kWarpSize; ++lane)
-    if (mask >> lane & 1u && lanes[lane].value) ballot |= 1u << lane;
+    if (live >> lane & 1u && lanes[lane].value) ballot |= 1u << lane;
   for (unsigned lane = 0; lane < kWarpSize; ++lane) {
-    if (!(mask >> lane & 1u)) continue;
+    if (!(live >> lane & 1u)) continue;
     Fiber& f = lanes[lane];
     switch (f.kind) {
       case Collective::syncwarp: f.result = 0; break;
       case Collective::ballot: f.result = ballot; break;
       case Collective::any: f.result = ballot != 0; break;
-      case Collective::all: f.result = ballot == mask; break;
+      case Collective::all: f.result = ballot == live; break;
       default: {
         // A source lane outside the mask holds no value: unspecified on the GPU, 0 here.
         const unsigned source = shfl_source(f.kind, lane, f.operand, f.width);
+        if (mask >> source & 1u && !(live >> source & 1u)) {
+          if (!run.error)
+            run.error.emplace(Status::backend_error,
+                              fmt::format("host backend: {} in {} warp {}: lane {} reads lane {}, which exited "
+                                          "(undefined in CUDA); mask {:#010x}",
+                                          collective_name(f.kind), block_name(run), warp, lane, source, mask));
+          return false;
+        }
         f.result = mask >> source & 1u ? lanes[source].value : 0;
       }
     }
     f.wait = Wait::runnable;
   }
+  return true;
 }
 
 void fail(BlockRun& run, Status status, const std::string& message) {
@@ -282,14 +293,7 @@ bool resolve(BlockRun& run) {
       const Fiber& f = lanes[lane];
       if (f.wait != Wait::warp || handled >> lane & 1u) continue;
       const unsigned mask = f.mask;
-      if (mask & exited) {
-        fail(run, Status::backend_error,
-             fmt::format("host backend: {} in {} warp {}: mask {:#010x} names lane(s) {} that "
-                         "exited; lane(s) {} wait",
-                         collective_name(f.kind), block_name(run), warp, mask,
-                         lane_ranges(mask & exited), lane_ranges(mask & ~exited)));
-        return false;
-      }
+      const unsigned live = mask & ~exited;  // lanes that exited are not waited for, as on the GPU
       unsigned arrived = 0, other_kind = 0;
       for (unsigned k = 0; k < count; ++k) {
         if (!(mask >> k & 1u) || lanes[k].wait != Wait::warp || lanes[k].mask != mask) continue;
@@ -297,22 +301,22 @@ bool resolve(BlockRun& run) {
         if (lanes[k].kind != f.kind) other_kind |= 1u << k;
       }
       handled |= arrived;
-      if (arrived != mask) {
+      if (arrived != live) {
         stuck += fmt::format("; {} mask {:#010x}: warp {} lane(s) {} wait for lane(s) {}",
                              collective_name(f.kind), mask, warp, lane_ranges(arrived),
-                             lane_ranges(mask & ~arrived));
+                             lane_ranges(live & ~arrived));
         continue;
       }
       if (other_kind) {
         fail(run, Status::backend_error,
              fmt::format("host backend: mismatched warp collectives in {} warp {} mask {:#010x}: "
                          "lane(s) {} at {}, lane(s) {} at another ({} first)",
-                         block_name(run), warp, mask, lane_ranges(mask & ~other_kind),
+                         block_name(run), warp, mask, lane_ranges(live & ~other_kind),
                          collective_name(f.kind), lane_ranges(other_kind),
                          collective_name(lanes[__builtin_ctz(other_kind)].kind)));
         return false;
       }
-      complete_warp_collective(run, warp, mask);
+      if (!complete_warp_collective(run, warp, mask, live)) return false;
       progressed = true;
     }
   }
