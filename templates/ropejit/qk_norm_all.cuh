@@ -76,9 +76,13 @@ __device__ __forceinline__ void all_heads_lane_values(const KernelParams& p, con
   rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
 }
 
+// One work item of the all-heads kernel: one lane slot of a head group of a row. Every thread
+// takes every shuffle below (no row skips one), so each names the whole warp, a constant (ptxas
+// checks no convergence per shuffle), with the row's segment as its width; at the grid's end a
+// warp's rows leave with their whole segments (shape.cuh warp_wide_shuffles).
 template <class T>
-__device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p, const float* inv_freq,
-                                                           const float* inv_freq_long) {
+__device__ __forceinline__ void all_heads_norm_item(const KernelParams& p, const float* inv_freq,
+                                                    const float* inv_freq_long, i64 item) {
   constexpr WorkShape W = rope_shape<T>();
   constexpr int kSegment = W.head_groups * W.lanes;  // a row's threads: a power of 2 <= 32
   constexpr int kHeadLanes = W.rot_lanes + W.tail_lanes;
@@ -86,106 +90,68 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
   constexpr int kLaneSteps = (kHeadLanes + W.lanes - 1) / W.lanes;
   constexpr int kMax = norm_lane_vectors<T>();
   constexpr int kPairs = W.pairs_per_lane;
-  wait_for_previous_grid();
-  const i64 items = work_items(W, launch_rows<T>(p));
-  constexpr unsigned kSegmentBits = kSegment >= kWarpLanes ? 0xffffffffu : (1u << kSegment) - 1u;
-  // A constant full mask where a row is a warp: ptxas then checks no convergence per shuffle.
-  const unsigned mask =
-      kSegment >= kWarpLanes ? kSegmentBits : kSegmentBits << ((threadIdx.x % kWarpLanes) & ~(unsigned)(kSegment - 1));
-  // Rows are whole segments and every stride a multiple of 32, so a segment's threads run the
-  // same iterations and all reach its shuffles. The passes counted block-uniformly, as in
-  // rope.cuh rope_head_kernel: ptxas can prove a whole warp converged at them.
-  for (i64 pass = blockIdx.x;; pass += gridDim.x) {
-    const i64 first_item = pass * blockDim.x;
-    if (first_item >= items) break;
-    const i64 item = first_item + threadIdx.x;
-    if (item >= items) return;
-    const WorkItem at = decode_item(W, item);
-    const RowRef ref = locate_row<T>(p, at.row);
-    float inv_rms_q = 1.0f, inv_rms_k = 1.0f;
-    if constexpr (T::kQkNorm) {
-      float sum_q = 0.0f, sum_k = 0.0f;  // two scalars: an array indexed by role would live in local memory
+  constexpr unsigned mask = 0xffffffffu;
+  const WorkItem at = decode_item(W, item);
+  const RowRef ref = locate_row<T>(p, at.row);
+  float inv_rms_q = 1.0f, inv_rms_k = 1.0f;
+  if constexpr (T::kQkNorm) {
+    float sum_q = 0.0f, sum_k = 0.0f;  // two scalars: an array indexed by role would live in local memory
 #pragma unroll
-      for (int step = 0; step < kLaneSteps; ++step) {
-        const int lane = at.lane + step * W.lanes;
-        const LaneVectors lv = lane_vectors<T>(lane);  // no vector past the row's lanes
+    for (int step = 0; step < kLaneSteps; ++step) {
+      const int lane = at.lane + step * W.lanes;
+      const LaneVectors lv = lane_vectors<T>(lane);  // no vector past the row's lanes
 #pragma unroll 1
-        for (int k = 0;; ++k) {
-          int head;
-          if (!all_heads_owned<T>(at.group, k, head) || head >= W.rot_heads) break;  // v: no norm
-          const HeadIo<T> io = head_io<T>(p, ref, head);
-          float x[kMax][T::kVec];
-          load_lane_vectors<T>(io, lv, x);
-          float head_sum = 0.0f;  // this lane of this head, then added to its role's
+      for (int k = 0;; ++k) {
+        int head;
+        if (!all_heads_owned<T>(at.group, k, head) || head >= W.rot_heads) break;  // v: no norm
+        const HeadIo<T> io = head_io<T>(p, ref, head);
+        float x[kMax][T::kVec];
+        load_lane_vectors<T>(io, lv, x);
+        float head_sum = 0.0f;  // this lane of this head, then added to its role's
 #pragma unroll
-          for (int j = 0; j < kMax; ++j)
+        for (int j = 0; j < kMax; ++j)
 #pragma unroll
-            for (int i = 0; i < T::kVec; ++i) head_sum = fmaf(x[j][i], x[j][i], head_sum);
-          if (io.role == kRoleQ) sum_q += head_sum;
-          else sum_k += head_sum;
-        }
-      }
-#pragma unroll
-      for (int offset = kSegment / 2; offset > 0; offset /= 2) {
-        sum_q = sum_q + __shfl_xor_sync(mask, sum_q, offset, kSegment);
-        sum_k = sum_k + __shfl_xor_sync(mask, sum_k, offset, kSegment);
-      }
-      inv_rms_q = all_heads_inv_rms<T>(sum_q, T::kNumQHeads * T::kHeadDim);
-      inv_rms_k = all_heads_inv_rms<T>(sum_k, T::kNumKvHeads * T::kHeadDim);
-    }
-
-    // The lanes' angles, once for both passes below; with head groups sharing a lane's pairs
-    // (one lane step), each computes a share and the segment gathers them (angles.cuh).
-    float cos_v[kLaneSteps][kPairs], sin_v[kLaneSteps][kPairs];
-    if constexpr (angle_split<T>() > 1) {
-      static_assert(kLaneSteps == 1, "a split lane's angles are those of one lane slot");
-      pair_angles_split<T>(p, inv_freq, inv_freq_long, ref, at.lane, at.group,
-                           at.lane < kHeadLanes && at.lane < angle_lanes<T>(W) && has_token<T>(ref), mask, cos_v[0],
-                           sin_v[0]);
-    } else {
-      const bool angles_needed = at.group < W.rot_heads && has_token<T>(ref);
-#pragma unroll
-      for (int step = 0; step < kLaneSteps; ++step) {
-        const int lane = at.lane + step * W.lanes;
-#pragma unroll
-        for (int i = 0; i < kPairs; ++i) cos_v[step][i] = 1.0f, sin_v[step][i] = 0.0f;
-        if (lane < kHeadLanes && lane < angle_lanes<T>(W) && angles_needed)
-          pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * kPairs, cos_v[step], sin_v[step]);
+          for (int i = 0; i < T::kVec; ++i) head_sum = fmaf(x[j][i], x[j][i], head_sum);
+        if (io.role == kRoleQ) sum_q += head_sum;
+        else sum_k += head_sum;
       }
     }
-
-    // Per-token FP8 q scales: the amax of the token's final q values over the segment (a maximum
-    // is exact in any order: the same bits on the GPU and the host backend), its fp8_group_scale,
-    // written by the row's first thread. The values are computed again below (registers stay
-    // flat for any head count; the second read is this thread's bytes of a moment before).
-    float q_store_scale = 1.0f;
-    if constexpr (T::kQScalePerToken) {
-      float amax = 0.0f;
 #pragma unroll
-      for (int step = 0; step < kLaneSteps; ++step) {
-        const int lane = at.lane + step * W.lanes;
-        if (lane >= kHeadLanes) break;
-        const LaneVectors lv = lane_vectors<T>(lane);
-#pragma unroll 1
-        for (int k = 0;; ++k) {
-          int head;
-          if (!all_heads_owned<T>(at.group, k, head) || head >= T::kNumQHeads) break;
-          float x[kMax][T::kVec];
-          all_heads_lane_values<T>(p, head_io<T>(p, ref, head), lv, lane, inv_rms_q, inv_rms_k, cos_v[step],
-                                   sin_v[step], x);
-#pragma unroll
-          for (int j = 0; j < kMax; ++j)
-#pragma unroll
-            for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
-        }
-      }
-#pragma unroll
-      for (int offset = kSegment / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, kSegment));
-      const float scale = fp8_group_scale<T>(amax, kRoleQ);
-      q_store_scale = 1.0f / scale;
-      if (at.group == 0 && at.lane == 0 && has_token<T>(ref)) p.q_scale_out[ref.token] = scale;
+    for (int offset = kSegment / 2; offset > 0; offset /= 2) {
+      sum_q = sum_q + __shfl_xor_sync(mask, sum_q, offset, kSegment);
+      sum_k = sum_k + __shfl_xor_sync(mask, sum_k, offset, kSegment);
     }
+    inv_rms_q = all_heads_inv_rms<T>(sum_q, T::kNumQHeads * T::kHeadDim);
+    inv_rms_k = all_heads_inv_rms<T>(sum_k, T::kNumKvHeads * T::kHeadDim);
+  }
 
+  // The lanes' angles, once for both passes below; with head groups sharing a lane's pairs
+  // (one lane step), each computes a share and the segment gathers them (angles.cuh).
+  float cos_v[kLaneSteps][kPairs], sin_v[kLaneSteps][kPairs];
+  if constexpr (angle_split<T>() > 1) {
+    static_assert(kLaneSteps == 1, "a split lane's angles are those of one lane slot");
+    pair_angles_split<T>(p, inv_freq, inv_freq_long, ref, at.lane, at.group,
+                         at.lane < kHeadLanes && at.lane < angle_lanes<T>(W) && has_token<T>(ref), mask, cos_v[0],
+                         sin_v[0]);
+  } else {
+    const bool angles_needed = at.group < W.rot_heads && has_token<T>(ref);
+#pragma unroll
+    for (int step = 0; step < kLaneSteps; ++step) {
+      const int lane = at.lane + step * W.lanes;
+#pragma unroll
+      for (int i = 0; i < kPairs; ++i) cos_v[step][i] = 1.0f, sin_v[step][i] = 0.0f;
+      if (lane < kHeadLanes && lane < angle_lanes<T>(W) && angles_needed)
+        pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * kPairs, cos_v[step], sin_v[step]);
+    }
+  }
+
+  // Per-token FP8 q scales: the amax of the token's final q values over the segment (a maximum
+  // is exact in any order: the same bits on the GPU and the host backend), its fp8_group_scale,
+  // written by the row's first thread. The values are computed again below (registers stay
+  // flat for any head count; the second read is this thread's bytes of a moment before).
+  float q_store_scale = 1.0f;
+  if constexpr (T::kQScalePerToken) {
+    float amax = 0.0f;
 #pragma unroll
     for (int step = 0; step < kLaneSteps; ++step) {
       const int lane = at.lane + step * W.lanes;
@@ -194,20 +160,52 @@ __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p
 #pragma unroll 1
       for (int k = 0;; ++k) {
         int head;
-        if (!all_heads_owned<T>(at.group, k, head)) break;
-        HeadIo<T> io = head_io<T>(p, ref, head);
-        if constexpr (T::kOutputPagedKv) {
-          if (!io.dst) continue;  // a k or v head of a token with no cache slot
-        }
-        if (T::kQScalePerToken && io.role == kRoleQ) io.store_scale = q_store_scale;
+        if (!all_heads_owned<T>(at.group, k, head) || head >= T::kNumQHeads) break;
         float x[kMax][T::kVec];
-        all_heads_lane_values<T>(p, io, lv, lane, inv_rms_q, inv_rms_k, cos_v[step], sin_v[step], x);
+        all_heads_lane_values<T>(p, head_io<T>(p, ref, head), lv, lane, inv_rms_q, inv_rms_k, cos_v[step],
+                                 sin_v[step], x);
 #pragma unroll
         for (int j = 0; j < kMax; ++j)
-          if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
+#pragma unroll
+          for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
       }
     }
+#pragma unroll
+    for (int offset = kSegment / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, kSegment));
+    const float scale = fp8_group_scale<T>(amax, kRoleQ);
+    q_store_scale = 1.0f / scale;
+    if (at.group == 0 && at.lane == 0 && has_token<T>(ref)) p.q_scale_out[ref.token] = scale;
   }
+
+#pragma unroll
+  for (int step = 0; step < kLaneSteps; ++step) {
+    const int lane = at.lane + step * W.lanes;
+    if (lane >= kHeadLanes) break;
+    const LaneVectors lv = lane_vectors<T>(lane);
+#pragma unroll 1
+    for (int k = 0;; ++k) {
+      int head;
+      if (!all_heads_owned<T>(at.group, k, head)) break;
+      HeadIo<T> io = head_io<T>(p, ref, head);
+      if constexpr (T::kOutputPagedKv) {
+        if (!io.dst) continue;  // a k or v head of a token with no cache slot
+      }
+      if (T::kQScalePerToken && io.role == kRoleQ) io.store_scale = q_store_scale;
+      float x[kMax][T::kVec];
+      all_heads_lane_values<T>(p, io, lv, lane, inv_rms_q, inv_rms_k, cos_v[step], sin_v[step], x);
+#pragma unroll
+      for (int j = 0; j < kMax; ++j)
+        if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
+    }
+  }
+}
+
+template <class T>
+__device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p, const float* inv_freq,
+                                                           const float* inv_freq_long) {
+  wait_for_previous_grid();
+  for_each_work_item(work_items(rope_shape<T>(), launch_rows<T>(p)),
+                     [&](i64 item) { all_heads_norm_item<T>(p, inv_freq, inv_freq_long, item); });
 }
 
 }  // namespace ropejit

@@ -464,69 +464,67 @@ __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p,
   }
 }
 
+// One work item of rope_head_kernel: one lane of a head group of a row.
+template <class T>
+__device__ __forceinline__ void rope_head_item(const KernelParams& p, const float* inv_freq,
+                                               const float* inv_freq_long, i64 item) {
+  constexpr WorkShape W = rope_shape<T>();
+  // item = (row * head_groups + group) * lanes + lane: neighbouring threads take neighbouring
+  // vectors of one head row (coalesced); a thread's heads are group + k * head_groups.
+  const WorkItem at = decode_item(W, item);
+  const int group = at.group;
+  const RowRef ref = locate_row<T>(p, at.row);
+  float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
+  const bool angles_needed = group < W.rot_heads && has_token<T>(ref);
+
+  if constexpr (W.whole_heads) {
+    // A QK-norm head wider than a warp: one thread owns its heads whole (W.lanes == 1), so each
+    // head's norm reads the whole row before any of its vectors is written.
+    // Unrolled: the per-head norms must stay in registers (a dynamic index would put them
+    // in local memory).
+    HeadNorm norms[T::kHeadsPerThread];
+#pragma unroll
+    for (int k = 0; k < T::kHeadsPerThread; ++k) {
+      int head;
+      if (!owned_head<T>(group, k, head)) break;
+      const HeadIo<T> io = head_io<T>(p, ref, head);
+      norms[k] = head_norm<T>(p, io.dst ? io.src : nullptr, io.bias, io.role);  // no slot: no norm
+    }
+#pragma unroll 1
+    for (int lane = 0; lane < W.rot_lanes + W.tail_lanes; ++lane) {
+      if (lane < angle_lanes<T>(W) && angles_needed)
+        pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
+#pragma unroll
+      for (int k = 0; k < T::kHeadsPerThread; ++k) {
+        int head;
+        if (!owned_head<T>(group, k, head)) break;
+        process_lane<T>(head_io<T>(p, ref, head), norms[k], lane, cos_v, sin_v);
+      }
+    }
+  } else {
+    if constexpr (angle_split<T>() > 1) {  // the whole warp shuffles: no thread skips it
+      pair_angles_split<T>(p, inv_freq, inv_freq_long, ref, at.lane, group,
+                           at.lane < angle_lanes<T>(W) && has_token<T>(ref), 0xffffffffu, cos_v, sin_v);
+    } else if (at.lane < angle_lanes<T>(W) && angles_needed) {
+      pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, cos_v, sin_v);
+    }
+    rope_heads<T>(p, ref, group, at.lane, cos_v, sin_v, nullptr, 0);
+  }
+}
+
 // Every head on its own: no norm, or a norm per head.
 template <class T>
 __device__ __forceinline__ void rope_head_kernel(const KernelParams& p, const float* inv_freq,
                                                  const float* inv_freq_long) {
-  constexpr WorkShape W = rope_shape<T>();
   wait_for_previous_grid();
   if constexpr (shared_angles<T>().enabled) {
     rope_kernel_shared_angles<T>(p, inv_freq, inv_freq_long);
     return;
   }
-  const i64 items = work_items(W, launch_rows<T>(p));
-  // The grid's passes counted by a block-uniform index and a thread past the end leaving the
-  // kernel (it would be past it in every later pass): the loop's exit is uniform, so ptxas
-  // knows a warp's live threads reach its shuffles converged (shape.cuh warp_wide_shuffles)
-  // and compiles no divergent fallback for each (with full masks and no early exits, below:
-  // qwen3-8b-paged-fp8 161 SASS instructions fewer on sm_80).
-  for (i64 pass = blockIdx.x;; pass += gridDim.x) {
-    const i64 first_item = pass * blockDim.x;
-    if (first_item >= items) break;
-    const i64 item = first_item + threadIdx.x;
-    if (item >= items) return;
-    // item = (row * head_groups + group) * lanes + lane: neighbouring threads take neighbouring
-    // vectors of one head row (coalesced); a thread's heads are group + k * head_groups.
-    const WorkItem at = decode_item(W, item);
-    const int group = at.group;
-    const RowRef ref = locate_row<T>(p, at.row);
-    float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
-    const bool angles_needed = group < W.rot_heads && has_token<T>(ref);
-
-    if constexpr (W.whole_heads) {
-      // A QK-norm head wider than a warp: one thread owns its heads whole (W.lanes == 1), so each
-      // head's norm reads the whole row before any of its vectors is written.
-      // Unrolled: the per-head norms must stay in registers (a dynamic index would put them
-      // in local memory).
-      HeadNorm norms[T::kHeadsPerThread];
-#pragma unroll
-      for (int k = 0; k < T::kHeadsPerThread; ++k) {
-        int head;
-        if (!owned_head<T>(group, k, head)) break;
-        const HeadIo<T> io = head_io<T>(p, ref, head);
-        norms[k] = head_norm<T>(p, io.dst ? io.src : nullptr, io.bias, io.role);  // no slot: no norm
-      }
-#pragma unroll 1
-      for (int lane = 0; lane < W.rot_lanes + W.tail_lanes; ++lane) {
-        if (lane < angle_lanes<T>(W) && angles_needed)
-          pair_angles<T>(p, inv_freq, inv_freq_long, ref, lane * W.pairs_per_lane, cos_v, sin_v);
-#pragma unroll
-        for (int k = 0; k < T::kHeadsPerThread; ++k) {
-          int head;
-          if (!owned_head<T>(group, k, head)) break;
-          process_lane<T>(head_io<T>(p, ref, head), norms[k], lane, cos_v, sin_v);
-        }
-      }
-    } else {
-      if constexpr (angle_split<T>() > 1) {  // the whole warp shuffles: no thread skips it
-        pair_angles_split<T>(p, inv_freq, inv_freq_long, ref, at.lane, group,
-                             at.lane < angle_lanes<T>(W) && has_token<T>(ref), 0xffffffffu, cos_v, sin_v);
-      } else if (at.lane < angle_lanes<T>(W) && angles_needed) {
-        pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, cos_v, sin_v);
-      }
-      rope_heads<T>(p, ref, group, at.lane, cos_v, sin_v, nullptr, 0);
-    }
-  }
+  // Whole-warp shuffles (shape.cuh warp_wide_shuffles) in block-uniform passes: no divergent
+  // fallback per shuffle (qwen3-8b-paged-fp8: 161 SASS instructions fewer on sm_80).
+  for_each_work_item(work_items(rope_shape<T>(), launch_rows<T>(p)),
+                     [&](i64 item) { rope_head_item<T>(p, inv_freq, inv_freq_long, item); });
 }
 
 }  // namespace ropejit

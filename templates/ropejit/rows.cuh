@@ -16,6 +16,21 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 
+// Calls body(item) for this thread's work items, the grid's passes counted by a block-uniform
+// index; a thread past the last item leaves (it would be past it in every later pass). The exit
+// is uniform, so ptxas can prove a warp's live threads converged at body's shuffles and compiles
+// no divergent fallback for each (docs/architecture.md §5). A kernel's last statement.
+template <class Body>
+__device__ __forceinline__ void for_each_work_item(i64 items, Body&& body) {
+  for (i64 pass = blockIdx.x;; pass += gridDim.x) {
+    const i64 first_item = pass * blockDim.x;
+    if (first_item >= items) return;
+    const i64 item = first_item + threadIdx.x;
+    if (item >= items) return;
+    body(item);
+  }
+}
+
 // Rows of this launch: tokens, or every (sequence, slot) of the padded output.
 template <class T>
 __device__ __forceinline__ i64 launch_rows(const KernelParams& p) {
