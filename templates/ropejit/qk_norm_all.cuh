@@ -76,6 +76,27 @@ __device__ __forceinline__ void all_heads_lane_values(const KernelParams& p, con
   rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
 }
 
+// Calls body(step, lane, lv, head) for each lane slot the thread walks (lane steps past the head
+// row's lanes hold nothing) and, in order, each of its heads below head_end.
+template <class T, class Body>
+__device__ __forceinline__ void for_each_lane_head(const WorkItem& at, int head_end, Body&& body) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int kHeadLanes = W.rot_lanes + W.tail_lanes;
+  constexpr int kLaneSteps = (kHeadLanes + W.lanes - 1) / W.lanes;
+#pragma unroll
+  for (int step = 0; step < kLaneSteps; ++step) {
+    const int lane = at.lane + step * W.lanes;
+    if (lane >= kHeadLanes) break;
+    const LaneVectors lv = lane_vectors<T>(lane);
+#pragma unroll 1
+    for (int k = 0;; ++k) {
+      int head;
+      if (!all_heads_owned<T>(at.group, k, head) || head >= head_end) break;
+      body(step, lane, lv, head);
+    }
+  }
+}
+
 // One work item of the all-heads kernel: one lane slot of a head group of a row. Every thread
 // takes every shuffle below (no row skips one), so each names the whole warp, a constant (ptxas
 // checks no convergence per shuffle), with the row's segment as its width; at the grid's end a
@@ -152,24 +173,15 @@ __device__ __forceinline__ void all_heads_norm_item(const KernelParams& p, const
   float q_store_scale = 1.0f;
   if constexpr (T::kQScalePerToken) {
     float amax = 0.0f;
+    for_each_lane_head<T>(at, T::kNumQHeads, [&](int step, int lane, const LaneVectors& lv, int head) {
+      float x[kMax][T::kVec];
+      all_heads_lane_values<T>(p, head_io<T>(p, ref, head), lv, lane, inv_rms_q, inv_rms_k, cos_v[step], sin_v[step],
+                               x);
 #pragma unroll
-    for (int step = 0; step < kLaneSteps; ++step) {
-      const int lane = at.lane + step * W.lanes;
-      if (lane >= kHeadLanes) break;
-      const LaneVectors lv = lane_vectors<T>(lane);
-#pragma unroll 1
-      for (int k = 0;; ++k) {
-        int head;
-        if (!all_heads_owned<T>(at.group, k, head) || head >= T::kNumQHeads) break;
-        float x[kMax][T::kVec];
-        all_heads_lane_values<T>(p, head_io<T>(p, ref, head), lv, lane, inv_rms_q, inv_rms_k, cos_v[step],
-                                 sin_v[step], x);
+      for (int j = 0; j < kMax; ++j)
 #pragma unroll
-        for (int j = 0; j < kMax; ++j)
-#pragma unroll
-          for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
-      }
-    }
+        for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
+    });
 #pragma unroll
     for (int offset = kSegment / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, kSegment));
     const float scale = fp8_group_scale<T>(amax, kRoleQ);
@@ -177,27 +189,18 @@ __device__ __forceinline__ void all_heads_norm_item(const KernelParams& p, const
     if (at.group == 0 && at.lane == 0 && has_token<T>(ref)) p.q_scale_out[ref.token] = scale;
   }
 
-#pragma unroll
-  for (int step = 0; step < kLaneSteps; ++step) {
-    const int lane = at.lane + step * W.lanes;
-    if (lane >= kHeadLanes) break;
-    const LaneVectors lv = lane_vectors<T>(lane);
-#pragma unroll 1
-    for (int k = 0;; ++k) {
-      int head;
-      if (!all_heads_owned<T>(at.group, k, head)) break;
-      HeadIo<T> io = head_io<T>(p, ref, head);
-      if constexpr (T::kOutputPagedKv) {
-        if (!io.dst) continue;  // a k or v head of a token with no cache slot
-      }
-      if (T::kQScalePerToken && io.role == kRoleQ) io.store_scale = q_store_scale;
-      float x[kMax][T::kVec];
-      all_heads_lane_values<T>(p, io, lv, lane, inv_rms_q, inv_rms_k, cos_v[step], sin_v[step], x);
-#pragma unroll
-      for (int j = 0; j < kMax; ++j)
-        if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
+  for_each_lane_head<T>(at, W.heads, [&](int step, int lane, const LaneVectors& lv, int head) {
+    HeadIo<T> io = head_io<T>(p, ref, head);
+    if constexpr (T::kOutputPagedKv) {
+      if (!io.dst) return;  // a k or v head of a token with no cache slot
     }
-  }
+    if (T::kQScalePerToken && io.role == kRoleQ) io.store_scale = q_store_scale;
+    float x[kMax][T::kVec];
+    all_heads_lane_values<T>(p, io, lv, lane, inv_rms_q, inv_rms_k, cos_v[step], sin_v[step], x);
+#pragma unroll
+    for (int j = 0; j < kMax; ++j)
+      if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
+  });
 }
 
 template <class T>
