@@ -197,7 +197,7 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   w.head_groups = (w.heads + heads_per_thread - 1) / heads_per_thread;
   w.even_groups = w.head_groups * heads_per_thread == w.heads;
   w.role_slots = !w.whole_heads && num_q_heads > 0 && num_kv_heads > 0 && num_q_heads % num_kv_heads == 0 &&
-                 w.head_groups == num_kv_heads && w.head_groups * heads_per_thread == w.heads;
+                 w.head_groups == num_kv_heads && w.even_groups;
   w.q_slots = w.role_slots ? num_q_heads / num_kv_heads : 0;
   w.loop_slots = w.q_slots + (w.role_slots && qk_norm ? 1 : 0);
   return w;
