@@ -1,7 +1,6 @@
 // Host backend collectives: __syncthreads, __syncwarp, the four shuffles, the three votes and
 // static __shared__ arrays give CUDA's results; misuse fails the launch instead of hanging.
-// Expected values come from a simulation written from the CUDA Programming Guide's
-// definitions (segments of `width` lanes), not from the host runtime's PTX formulas.
+// Expected values: the Programming Guide's definitions (support/warp_simulation.h).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -9,11 +8,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <future>
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backends/host/fiber_context.h"  // private: forces the ucontext fallback switch, under test
@@ -21,6 +18,8 @@
 #include "ropejit/compile.h"
 #include "ropejit/error.h"
 #include "ropejit/source.h"
+#include "support/host_launch_error.h"
+#include "support/warp_simulation.h"
 
 namespace ropejit {
 namespace {
@@ -134,15 +133,13 @@ extern "C" __global__ void shared_tree_sum(const ropejit::KernelParams p) {
   if (t == 0) static_cast<float*>(p.out[0].ptr)[linear_block()] = values[0];
 }
 
-// Lanes that exited stay in a mask (CUDA: "all non-exited threads named in mask"): warp 1's odd
-// lanes, and warp 2 past thread 79 (a grid's end mid-warp). Every shuffle reads a live lane.
-#define EXITED_SLOTS 6
-__device__ bool lane_exits(unsigned t) { return t >= 80 || (t / 32 == 1 && t % 2 == 1); }
+// Lanes that exited stay in a mask (CUDA: "all non-exited threads named in mask"); the lanes of
+// warp w that stay are the bits of in[1][w]. Every shuffle reads a live lane.
 extern "C" __global__ void full_mask_with_exited_lanes(const ropejit::KernelParams p) {
   const unsigned t = linear_thread();
-  if (lane_exits(t)) return;
+  if (!(static_cast<const unsigned*>(p.in[1].ptr)[t / 32] >> t % 32 & 1u)) return;
   const unsigned v = static_cast<const unsigned*>(p.in[0].ptr)[t];
-  unsigned* out = static_cast<unsigned*>(p.out[0].ptr) + t * EXITED_SLOTS;
+  unsigned* out = static_cast<unsigned*>(p.out[0].ptr) + t * 6;
   out[0] = __shfl_xor_sync(0xffffffffu, v, 2);
   out[1] = __shfl_xor_sync(0xffffffffu, v, 8, 16);
   out[2] = __ballot_sync(0xffffffffu, v & 1);
@@ -218,44 +215,7 @@ HostLaunchDims dims_of(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsig
   return d;
 }
 
-// ---- the simulation: CUDA Programming Guide, "Warp Shuffle Functions" and "Warp Vote" ----
-enum class Shuffle { idx, up, down, bfly };
-
-/// The lane `lane` reads: its segment is the `width` lanes holding it; up/down past the
-/// segment and xor into a later segment return the caller's own value.
-unsigned shuffle_source(Shuffle op, unsigned lane, int operand, unsigned width) {
-  const unsigned first = lane / width * width;
-  switch (op) {
-    case Shuffle::idx:
-      return first + static_cast<unsigned>(((operand % static_cast<int>(width)) + static_cast<int>(width)) %
-                                           static_cast<int>(width));
-    case Shuffle::up:
-      return static_cast<int>(lane) - operand < static_cast<int>(first) ? lane : lane - operand;
-    case Shuffle::down:
-      return lane + operand >= first + width ? lane : lane + operand;
-    case Shuffle::bfly: {
-      const unsigned partner = lane ^ static_cast<unsigned>(operand);
-      return partner >= first + width ? lane : partner;
-    }
-  }
-  return lane;
-}
-
-/// A shuffled value, or nothing when the source lane is not in `mask` (CUDA: undefined).
-template <typename Value>
-std::optional<Value> shuffled(Shuffle op, const std::vector<Value>& warp, unsigned mask,
-                              unsigned lane, int operand, unsigned width = 32) {
-  const unsigned source = shuffle_source(op, lane, operand, width);
-  if (!(mask >> source & 1u)) return std::nullopt;
-  return warp[source];
-}
-
-unsigned ballot(const std::vector<bool>& predicate, unsigned mask) {
-  unsigned bits = 0;
-  for (unsigned lane = 0; lane < predicate.size(); ++lane)
-    if (mask >> lane & 1u && predicate[lane]) bits |= 1u << lane;
-  return bits;
-}
+using namespace test;  // the simulation
 
 /// Expected slots of one warp of warp_ops: nothing where CUDA leaves the value undefined.
 std::vector<std::vector<std::optional<unsigned>>> expected_warp_ops(const std::vector<unsigned>& v) {
@@ -499,19 +459,19 @@ TEST(HostCooperative, ExitedLanesInAMaskAreNotWaitedFor) {
   std::vector<unsigned> in(kThreads), out(kThreads * kSlotsEach, kUnwritten);
   for (unsigned& x : in) x = static_cast<unsigned>(rng());
   in[0] = 61;  // warp 0's any: true
+  // Every lane of warp 0; warp 1's even lanes; warp 2's first 16 (a grid's end mid-warp).
+  std::vector<unsigned> live_lanes = {0xffffffffu, 0x55555555u, 0x0000ffffu};
   KernelParams params{};
   params.in[0].ptr = in.data();
+  params.in[1].ptr = live_lanes.data();
   params.out[0].ptr = out.data();
   module_for("full_mask_with_exited_lanes").launch(dims_of(1, 1, 1, kThreads, 1, 1), params);
-  auto exits = [](unsigned t) { return t >= 80 || (t / 32 == 1 && t % 2 == 1); };
   for (unsigned warp = 0; warp < kThreads / 32; ++warp) {
-    unsigned live = 0, odd = 0, not3 = 0, div61 = 0;
-    for (unsigned lane = 0; lane < 32; ++lane) {
-      const unsigned t = warp * 32 + lane;
-      if (exits(t)) continue;
-      live |= 1u << lane;
-      odd |= (in[t] & 1) << lane, not3 |= (in[t] % 3 != 0) << lane, div61 |= (in[t] % 61 == 0) << lane;
-    }
+    const std::vector<unsigned> v(in.begin() + warp * 32, in.begin() + warp * 32 + 32);
+    const unsigned live = live_lanes[warp];
+    std::vector<bool> odd, not3, div61;
+    for (unsigned lane = 0; lane < 32; ++lane)
+      odd.push_back(v[lane] & 1), not3.push_back(v[lane] % 3 != 0), div61.push_back(v[lane] % 61 == 0);
     for (unsigned lane = 0; lane < 32; ++lane) {
       const unsigned t = warp * 32 + lane;
       const unsigned* o = &out[t * kSlotsEach];
@@ -519,46 +479,20 @@ TEST(HostCooperative, ExitedLanesInAMaskAreNotWaitedFor) {
         for (unsigned s = 0; s < kSlotsEach; ++s) EXPECT_EQ(o[s], kUnwritten) << "exited thread " << t;
         continue;
       }
-      EXPECT_EQ(o[0], in[warp * 32 + (lane ^ 2)]) << "thread " << t;
-      EXPECT_EQ(o[1], in[warp * 32 + (lane ^ 8)]) << "thread " << t;
-      EXPECT_EQ(o[2], odd) << "thread " << t << ": the ballot counts live lanes only";
-      EXPECT_EQ(o[3], unsigned(not3 == live)) << "thread " << t;
-      EXPECT_EQ(o[4], unsigned(div61 != 0)) << "thread " << t;
+      EXPECT_EQ(o[0], shuffled(Shuffle::bfly, v, live, lane, 2)) << "thread " << t;
+      EXPECT_EQ(o[1], shuffled(Shuffle::bfly, v, live, lane, 8, 16)) << "thread " << t;
+      EXPECT_EQ(o[2], ballot(odd, live)) << "thread " << t << ": the ballot counts live lanes only";
+      EXPECT_EQ(o[3], unsigned(ballot(not3, live) == live)) << "thread " << t;
+      EXPECT_EQ(o[4], unsigned(ballot(div61, live) != 0)) << "thread " << t;
       EXPECT_EQ(o[5], 1u) << "thread " << t << ": __all_sync over the live lanes";
     }
   }
 }
 
-/// Launches `entry` expecting Error(status) whose message holds every fragment; fails (and
-/// aborts: a hung launch cannot be cancelled) when the launch takes over 60 s.
+/// The launch of `entry` fails with `status`, its message holding every fragment (host_launch_error.h).
 void expect_launch_error(const std::string& entry, const HostLaunchDims& d, Status status,
                          const std::vector<std::string>& fragments) {
-  const HostModule& module = module_for(entry);
-  EXPECT_TRUE(module.cooperative()) << entry;
-  std::vector<unsigned> out(4096, 0);
-  KernelParams params{};
-  params.out[0].ptr = out.data();
-  std::promise<std::optional<Error>> outcome;
-  std::future<std::optional<Error>> result = outcome.get_future();
-  std::thread launcher([&] {
-    try {
-      module.launch(d, params);
-      outcome.set_value(std::nullopt);
-    } catch (const Error& e) {
-      outcome.set_value(e);
-    }
-  });
-  if (result.wait_for(std::chrono::seconds(60)) != std::future_status::ready) {
-    std::fprintf(stderr, "%s: the launch hangs instead of failing\n", entry.c_str());
-    std::abort();
-  }
-  launcher.join();
-  const std::optional<Error> error = result.get();
-  ASSERT_TRUE(error) << entry << ": the launch succeeded";
-  EXPECT_EQ(error->code(), status) << error->what();
-  for (const std::string& fragment : fragments)
-    EXPECT_NE(std::string(error->what()).find(fragment), std::string::npos)
-        << entry << ": '" << fragment << "' missing from: " << error->what();
+  test::expect_launch_error(module_for(entry), entry, d, status, fragments);
 }
 
 TEST(HostCooperative, ThreadExitingBeforeABarrierIsAnError) {
