@@ -246,7 +246,9 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
   constexpr int V = T::kVec;
   const auto* src = io.src;
   if constexpr (T::kOutputPagedKv) {
-    if (!io.dst) return;  // a k or v head of a token with no cache slot
+    // A k or v head of a token with no cache slot. Leaving early is safe here, as this path has
+    // no shuffle; cooperative heads instead run through and skip the store (store_lane_vector).
+    if (!io.dst) return;
   }
   // A copied v head takes the same lane-to-vector map as q and k, unrotated: the rotating
   // lanes cover [0, d) and the tail lanes [d, D) whenever the tail changes (in place
