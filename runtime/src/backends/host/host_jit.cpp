@@ -267,30 +267,7 @@ ClangResult compile_to_ir(const std::string& main_text, const std::string& entry
   return result;
 }
 
-class JitHostModule final : public HostModule {
- public:
-  JitHostModule(std::unique_ptr<llvm::orc::LLJIT> jit, LaunchFn launch_fn, bool cooperative,
-                double compile_ms)
-      : jit_(std::move(jit)), launch_fn_(launch_fn), cooperative_(cooperative),
-        compile_ms_(compile_ms) {}
-
-  // No deinitialize(): kernels have no static destructors, and at process exit it makes ORC
-  // compile a deinit module after parts of LLVM are gone ("Do not know how to split...").
-  ~JitHostModule() override = default;
-
-  void launch(const HostLaunchDims& dims, const KernelParams& params) const override;
-  double compile_ms() const override { return compile_ms_; }
-  bool cooperative() const override { return cooperative_; }
-  void set_compile_ms(double ms) { compile_ms_ = ms; }
-
- private:
-  std::unique_ptr<llvm::orc::LLJIT> jit_;
-  LaunchFn launch_fn_;
-  bool cooperative_;
-  double compile_ms_;
-};
-
-void JitHostModule::launch(const HostLaunchDims& d, const KernelParams& params) const {
+void launch_grid(LaunchFn launch_fn, const HostLaunchDims& d, const KernelParams& params) {
   if (!d.grid_x || !d.grid_y || !d.grid_z || !d.block_x || !d.block_y || !d.block_z) {
     throw Error(Status::invalid_argument, "host launch: grid and block sizes must all be >= 1");
   }
@@ -301,7 +278,7 @@ void JitHostModule::launch(const HostLaunchDims& d, const KernelParams& params) 
   // A cooperative launch cannot throw through JIT'd frames: each OS thread keeps its error.
   std::vector<std::optional<Error>> errors;
   auto run_blocks = [&](size_t worker, unsigned long long begin, unsigned long long end) {
-    launch_fn_(&params, d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, begin, end);
+    launch_fn(&params, d.grid_x, d.grid_y, d.grid_z, d.block_x, d.block_y, d.block_z, begin, end);
     errors[worker] = take_cooperative_error();
   };
   const unsigned long long workers_by_size =
@@ -353,6 +330,23 @@ void check_entry(const std::string& entry) {
 }
 
 }  // namespace
+
+struct HostModule::Impl {
+  // No deinitialize(): kernels have no static destructors, and at process exit it makes ORC
+  // compile a deinit module after parts of LLVM are gone ("Do not know how to split...").
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  LaunchFn launch_fn;
+  bool cooperative;
+  double compile_ms;
+};
+
+HostModule::HostModule(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HostModule::~HostModule() = default;
+void HostModule::launch(const HostLaunchDims& dims, const KernelParams& params) const {
+  launch_grid(impl_->launch_fn, dims, params);
+}
+double HostModule::compile_ms() const { return impl_->compile_ms; }
+bool HostModule::cooperative() const { return impl_->cooperative; }
 
 std::string HostModule::compile_object(const std::string& source_text, const std::string& entry) {
   check_entry(entry);
@@ -423,8 +417,8 @@ std::unique_ptr<HostModule> HostModule::load_object(std::string_view object, con
   auto thread_entry = (*jit)->lookup(thread_symbol(entry));
   const bool cooperative = static_cast<bool>(thread_entry);
   if (!thread_entry) llvm::consumeError(thread_entry.takeError());
-  return std::make_unique<JitHostModule>(std::move(*jit), address->toPtr<LaunchFn>(), cooperative,
-                                         ms_since(start));
+  return std::make_unique<HostModule>(std::make_unique<HostModule::Impl>(HostModule::Impl{
+      std::move(*jit), address->toPtr<LaunchFn>(), cooperative, ms_since(start)}));
 }
 
 std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
@@ -432,7 +426,7 @@ std::unique_ptr<HostModule> HostModule::compile(const std::string& source_text,
   const auto start = std::chrono::steady_clock::now();
   const std::string object = compile_object(source_text, entry);
   auto module = load_object(object, entry);
-  static_cast<JitHostModule&>(*module).set_compile_ms(ms_since(start));
+  module->impl_->compile_ms = ms_since(start);
   return module;
 }
 

@@ -15,7 +15,9 @@ struct HostLaunchDims {
   unsigned block_x = 1, block_y = 1, block_z = 1;
 };
 
-/// One generated kernel compiled for the CPU.
+/// One generated kernel compiled for the CPU. Concrete, not virtual: its implementation (LLVM's
+/// JIT) is compiled with -fno-rtti, and a vtable without type_info would fail UBSan's vptr check
+/// at every call from RTTI'd code.
 class HostModule {
  public:
   /// Compiles `source_text` (the exact text NVRTC gets) with the host shim and JITs it;
@@ -28,14 +30,23 @@ class HostModule {
   /// The second half: JIT-links an object made by compile_object on this CPU target
   /// (host_jit_target()). Throws Error(backend_error) when the bytes are not such an object.
   static std::unique_ptr<HostModule> load_object(std::string_view object, const std::string& entry);
-  virtual ~HostModule() = default;
+  /// The JIT and the kernel's launcher (host_jit.cpp); made only by load_object.
+  struct Impl;
+  /// Takes the JIT that load_object made.
+  explicit HostModule(std::unique_ptr<Impl> impl);
+  HostModule(const HostModule&) = delete;
+  HostModule& operator=(const HostModule&) = delete;
+  ~HostModule();
   /// Runs every block and thread of the grid (blocks spread over CPU threads).
-  virtual void launch(const HostLaunchDims& dims, const KernelParams& params) const = 0;
+  void launch(const HostLaunchDims& dims, const KernelParams& params) const;
   /// Wall time that made this module in milliseconds (clang + codegen + link; link only after load_object).
-  virtual double compile_ms() const = 0;
+  double compile_ms() const;
   /// True when the kernel calls a warp or block collective, so each block's threads run as
   /// fibers (cooperative.h); false for the plain loop over threads.
-  virtual bool cooperative() const = 0;
+  bool cooperative() const;
+
+ private:
+  std::unique_ptr<Impl> impl_;
 };
 
 /// What object code depends on besides the source: triple, CPU name and its feature set
