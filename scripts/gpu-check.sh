@@ -5,8 +5,10 @@
 # comparison (bench/peers.py). Results go to $OUT.
 #
 # Usage: bash scripts/gpu-check.sh [all|tests|bench|peers]   (default all)
-# A device command may run 10 minutes: when `all` does not fit, run the stages in separate
-# calls; PEERS_ARGS passes extra options to peers.py, e.g.
+# A device command may run 10 minutes and a lease has 15: each stage runs under `timeout`
+# (seconds: T_TESTS, T_SANITIZE, T_RUN, T_BENCH, T_PEERS) and the results are packed after each
+# stage, so what ran comes back even when a later stage is cut. BENCHES names the benchmark
+# programs, BENCH_FILTER narrows bench_gpu (a --benchmark_filter regex); PEERS_ARGS passes extra options to peers.py, e.g.
 #   PEERS_ARGS="--shapes llama-3.1-8b,qwen2.5-7b-padded --dtypes bf16" bash scripts/gpu-check.sh peers
 #
 # FlashInfer: the GPU machine reaches no package registry, so its wheels travel in
@@ -30,57 +32,89 @@ RES=/tmp/ropejit-gpu-results
 rm -rf "$RES"
 mkdir -p "$OUT" "$RES"
 B="$PWD/gpu-bundle"
-if [ ! -x "$B/bin/ropejit_tests" ]; then
-  echo "gpu-check: gpu-bundle/ is missing: run scripts/gpu-prepare.sh first and carry gpu-bundle" >&2
+if [ ! -x "$B/bin/ropejit_tests" ] || [ ! -f "$B/gpu_tier_filter.txt" ]; then
+  echo "gpu-check: gpu-bundle/ is missing or stale: run scripts/gpu-prepare.sh first and carry gpu-bundle" >&2
   exit 2
 fi
 export LD_LIBRARY_PATH="$B/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 export ROPEJIT_SOURCE_DIR="$PWD" ROPEJIT_CACHE_DIR=/tmp/ropejit-cache PYTHONUNBUFFERED=1
 status=0
-{ nvidia-smi; nvcc --version; } > "$RES/device.txt" 2>&1
-head -15 "$RES/device.txt"
+started=$(date +%s)
 # Device label for file names: "NVIDIA H100 80GB HBM3" -> "h100".
 device=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1 | tr '[:upper:]' '[:lower:]' |
          grep -oE '[a-z][0-9]{2,4}[a-z]?' | head -1)
 device="${device:-gpu}"
 
-if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
-  echo "== gpu tests"
-  "$B/bin/ropejit_tests" --gtest_filter='*Conformance*cuda*:CudaBackend.*:TunerGpu.*' \
-    --gtest_output="json:$RES/gpu-tests.json" > "$RES/gpu-tests.log" 2>&1 || status=1
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$RES/gpu-tests.log" | head -20
+# Packs everything so far into $OUT (the device tool returns at most 8 files).
+pack() {
+  tar czf "$OUT/results.tar.gz" -C "$RES" .
+  for f in device.txt gpu-tests.log sanitize.log ropejit_bench_gpu.txt peers.log "peers-$device.md"; do
+    [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
+  done
+  echo "-- packed at $(( $(date +%s) - started )) s"
+}
+# Runs a command under a time limit; a cut stage says so and fails the run.
+limited() {
+  local seconds=$1; shift
+  timeout --kill-after=10 "$seconds" "$@"
+  local rc=$?
+  if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then echo "gpu-check: CUT after ${seconds} s: $*" >&2; fi
+  return $rc
+}
 
-  echo "== compute-sanitizer memcheck"
+{ nvidia-smi; nvcc --version; nvidia-smi -q -d CLOCK,POWER,PERFORMANCE; } > "$RES/device.txt" 2>&1
+head -15 "$RES/device.txt"
+
+if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
+  echo "== gpu tier: $(cat "$B/gpu_tier_filter.txt")"
+  limited "${T_TESTS:-240}" "$B/bin/ropejit_tests" --gtest_filter="$(cat "$B/gpu_tier_filter.txt")" \
+    --gtest_output="json:$RES/gpu-tests.json" > "$RES/gpu-tests.log" 2>&1 || status=1
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$RES/gpu-tests.log" | head -30
+  pack
+
+  echo "== compute-sanitizer (memcheck, racecheck, synccheck)"
   sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
     /usr/local/cuda/compute-sanitizer/compute-sanitizer 2>/dev/null | head -1 || true)
   if [ -n "$sanitizer" ]; then
-    "$sanitizer" --tool memcheck --error-exitcode 3 "$B/bin/ropejit_tests" \
-      --gtest_filter='Backend/Conformance.FusedForms/cuda:Backend/Conformance.StridedSeparateTensors/cuda' \
-      > "$RES/memcheck.log" 2>&1 || status=1
-    tail -3 "$RES/memcheck.log"
+    for run in "memcheck Backend/Conformance.FusedForms/cuda:Backend/Conformance.StridedSeparateTensors/cuda:Backend/QkNormAll.*/cuda:CooperativeCuda.*" \
+               "racecheck CooperativeCuda.*:Backend/QkNormAll.*/cuda" "synccheck CooperativeCuda.*"; do
+      tool=${run%% *} filter=${run#* }
+      echo "--- $tool $filter" >> "$RES/sanitize.log"
+      limited "${T_SANITIZE:-60}" "$sanitizer" --tool "$tool" --error-exitcode 3 "$B/bin/ropejit_tests" \
+        --gtest_filter="$filter" >> "$RES/sanitize.log" 2>&1 || status=1
+      echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|tests? ran' "$RES/sanitize.log" | tail -2 | tr '\n' ' ')"
+    done
   else
     echo "SKIPPED: compute-sanitizer not found"
   fi
+  pack
 
   echo "== main job"
   for spec in specs/llama-3.1-8b.json specs/qwen2.5-7b.json specs/deepseek-v3.json; do
-    "$B/bin/ropejit" run "$spec" --backend cuda --tokens 16384 --json >> "$RES/run.jsonl" 2>&1 || status=1
+    limited "${T_RUN:-30}" "$B/bin/ropejit" run "$spec" --backend cuda --tokens 16384 --json >> "$RES/run.jsonl" 2>&1 || status=1
   done
   tail -c 1500 "$RES/run.jsonl"
+  pack
 fi
 
 if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
-  echo "== benchmarks"
-  for bench in "$B"/bin/ropejit_bench_*; do
-    name=$(basename "$bench")
-    "$bench" --benchmark_out="$RES/$name.json" --benchmark_out_format=json > "$RES/$name.txt" 2>&1 || status=1
+  echo "== benchmarks (filter: ${BENCH_FILTER:-all})"
+  for name in ${BENCHES:-ropejit_bench_generate ropejit_bench_runtime ropejit_bench_gpu}; do
+    bench="$B/bin/$name"
+    filter=()
+    [ "$name" = ropejit_bench_gpu ] && [ -n "${BENCH_FILTER:-}" ] && filter=(--benchmark_filter="$BENCH_FILTER")
+    limited "${T_BENCH:-300}" "$bench" "${filter[@]}" --benchmark_out="$RES/$name.json" --benchmark_out_format=json \
+      > "$RES/$name.txt" 2>&1 || status=1
     tail -12 "$RES/$name.txt"
+    pack
   done
   # Decode sizes again with programmatic dependent launch (sm_90+), against the rows above.
-  ROPEJIT_BENCH_PDL=1 "$B/bin/ropejit_bench_gpu" --benchmark_filter='rope/.*/T:(1|8|64)$' \
+  ROPEJIT_BENCH_PDL=1 limited "${T_BENCH:-300}" "$B/bin/ropejit_bench_gpu" \
+    --benchmark_filter="${PDL_FILTER:-rope/.*/T:(1|8|64)/}" \
     --benchmark_out="$RES/ropejit_bench_gpu_pdl.json" --benchmark_out_format=json \
     > "$RES/ropejit_bench_gpu_pdl.txt" 2>&1 || status=1
   tail -12 "$RES/ropejit_bench_gpu_pdl.txt"
+  pack
 fi
 
 if [ "$STAGE" = all ] || [ "$STAGE" = peers ]; then
@@ -88,15 +122,12 @@ if [ "$STAGE" = all ] || [ "$STAGE" = peers ]; then
   wheels=()
   [ -d "$B/wheels" ] && wheels=(--wheels "$B/wheels")
   # shellcheck disable=SC2086  # PEERS_ARGS is a list of options
-  python3 bench/peers.py --lib "$B/lib/libropejit.so.0" --device-name "$device" \
+  limited "${T_PEERS:-300}" python3 bench/peers.py --lib "$B/lib/libropejit.so.0" --device-name "$device" \
     --out-md "$RES/peers-$device.md" --out-png "$RES/perf-$device.png" "${wheels[@]}" ${PEERS_ARGS:-} \
     > "$RES/peers.log" 2>&1 || status=1
   grep -E '^  |SKIPPED: plot|configurations in|FAILED' "$RES/peers.log" | tail -40
+  pack
 fi
 
-tar czf "$OUT/results.tar.gz" -C "$RES" .
-for f in device.txt gpu-tests.log ropejit_bench_gpu.txt peers.log "peers-$device.md" "perf-$device.png"; do
-  [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
-done
-echo "gpu-check: stage $STAGE, status $status; $OUT holds results.tar.gz (everything) and: $(cd "$OUT" && echo *)"
+echo "gpu-check: stage $STAGE, status $status, $(( $(date +%s) - started )) s; $OUT holds: $(cd "$OUT" && echo *)"
 exit $status

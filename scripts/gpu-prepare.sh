@@ -16,5 +16,6 @@ for bin in gpu-bundle/bin/*; do
   ldd "$bin" | awk '/=> \//{print $3}' | grep -vE '/(libc|libm|libpthread|libdl|librt|libgcc_s|libstdc\+\+|ld-linux|libnvrtc)[.-]' || true
 done | sort -u | xargs -r -I{} cp -L {} gpu-bundle/lib/
 cp -L build-gpu/libropejit.so.0 gpu-bundle/lib/
+cp build-gpu/gpu_tier_filter.txt gpu-bundle/  # the gpu tier's gtest filter (tests/CMakeLists.txt)
 du -sh gpu-bundle
 echo "next: device run with carry [\"gpu-bundle\"] and command: bash scripts/gpu-check.sh"
