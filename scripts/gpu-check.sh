@@ -4,7 +4,7 @@
 # compute-sanitizer memcheck, the main job, the benchmarks (bench_gpu included) and the peer
 # comparison (bench/peers.py). Results go to $OUT.
 #
-# Usage: bash scripts/gpu-check.sh [all|tests|bench|peers]   (default all)
+# Usage: bash scripts/gpu-check.sh [all|tests|bench|peers|counters]   (default all)
 # A device command may run 10 minutes and a lease has 15: each stage runs under `timeout`
 # (seconds: T_TESTS, T_SANITIZE, T_RUN, T_BENCH, T_PEERS) and the results are packed after each
 # stage, so what ran comes back even when a later stage is cut. BENCHES names the benchmark
@@ -20,13 +20,17 @@
 #   (then `unzip -p gpu-bundle/wheels/flashinfer_python-*.whl '*/METADATA' | grep ^Requires-Dist`
 #   lists its needs; add those the GPU image lacks). FlashInfer compiles its kernels with the
 #   machine's nvcc on first use; without the wheels its columns read SKIPPED.
+#   Seen 2026-11-28: flashinfer-python 0.7.2.post1 is a 62 MB wheel (427 MB unpacked, 17 MB as
+#   tar.xz: a pure-Python wheel can be unpacked into a PYTHONPATH folder instead of installed),
+#   which with the 12 MB bundle passes the carry limit only repacked; it also requires cuda-tile,
+#   nccl4py, nccl-extensions, nvidia-cudnn-frontend and nvidia-cutlass-dsl, which the image lacks.
 #
 # The device tool returns at most 8 files from $OUT: everything is collected in $RES and packed
 # into $OUT/results.tar.gz; the few files read first are copied beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 STAGE="${1:-all}"
-case "$STAGE" in all|tests|bench|peers) ;; *) echo "gpu-check: stage '$STAGE' is not allowed: all, tests, bench or peers" >&2; exit 2 ;; esac
+case "$STAGE" in all|tests|bench|peers|counters) ;; *) echo "gpu-check: stage '$STAGE' is not allowed: all, tests, bench, peers or counters" >&2; exit 2 ;; esac
 OUT="${OUT:-/tmp/ropejit-out}"
 RES=/tmp/ropejit-gpu-results
 rm -rf "$RES"
@@ -48,7 +52,7 @@ device="${device:-gpu}"
 # Packs everything so far into $OUT (the device tool returns at most 8 files).
 pack() {
   tar czf "$OUT/results.tar.gz" -C "$RES" .
-  for f in device.txt gpu-tests.log sanitize.log ropejit_bench_gpu.txt peers.log "peers-$device.md"; do
+  for f in device.txt gpu-tests.log sanitize.log ropejit_bench_gpu.txt peers.log "peers-$device.md" counters.txt; do
     [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
   done
   echo "-- packed at $(( $(date +%s) - started )) s"
@@ -128,6 +132,27 @@ if [ "$STAGE" = all ] || [ "$STAGE" = peers ]; then
     --out-md "$RES/peers-$device.md" --out-png "$RES/perf-$device.png" "${wheels[@]}" ${PEERS_ARGS:-} \
     > "$RES/peers.log" 2>&1 || status=1
   grep -E '^  |SKIPPED: plot|configurations in|FAILED' "$RES/peers.log" | tail -40
+  pack
+fi
+
+if [ "$STAGE" = all ] || [ "$STAGE" = counters ]; then
+  # DRAM bytes against bytes_moved for the kernels furthest under the copy ceiling (H200,
+  # 2026-11-28: docs/PERF.md), llama-3.1-8b as the control; one profiled launch each.
+  echo "== counters (ncu)"
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+  if [ -n "$ncu" ]; then
+    for spec in ${COUNTER_SPECS:-llama-3.1-8b gpt-neox-20b phi-3.5-mini-rerotate llama-3.1-8b-context-shift olmo-2-7b deepseek-v3-mla-prefill deepseek-v4-output}; do
+      echo "--- $spec" >> "$RES/counters.txt"
+      limited "${T_COUNTERS:-60}" "$ncu" --clock-control none --kernel-name regex:ropejit --launch-skip 1 --launch-count 1 \
+        --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sectors_op_read.sum,lts__t_sectors_op_write.sum,sm__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active \
+        --csv --log-file "$RES/ncu-$spec.csv" "$B/bin/ropejit" run "specs/$spec.json" --backend cuda --tokens 16384 --repeats 3 --json \
+        >> "$RES/counters.txt" 2>&1 || status=1
+      cat "$RES/ncu-$spec.csv" >> "$RES/counters.txt" 2>/dev/null
+    done
+    grep -E '^---|dram__bytes|gpu__time|"bytes"' "$RES/counters.txt" | tail -40
+  else
+    echo "SKIPPED: ncu not found"
+  fi
   pack
 fi
 
