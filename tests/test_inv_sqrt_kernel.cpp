@@ -84,8 +84,10 @@ TEST(InvSqrtKernel, StridedSweepOfPositiveFloatsIsCorrectlyRounded) {
   // (2^31 inputs, docs/PERF.md session 31): ROPEJIT_INV_SQRT_STRIDE=1.
   uint32_t stride = 61;
   if (const char* env = std::getenv("ROPEJIT_INV_SQRT_STRIDE")) {
-    const long value = std::strtol(env, nullptr, 10);
-    ASSERT_TRUE(value >= 1 && value < 0x7f800000L) << "ROPEJIT_INV_SQRT_STRIDE=" << env << ": a positive integer";
+    char* end = nullptr;
+    const long value = std::strtol(env, &end, 10);
+    ASSERT_TRUE(end != env && *end == '\0' && value >= 1 && value < 0x7f800000L)
+        << "ROPEJIT_INV_SQRT_STRIDE=" << env << ": must be a positive integer below 2139095040";
     stride = static_cast<uint32_t>(value);
   }
   uint64_t checked = 0, wrong = 0;
