@@ -4,7 +4,8 @@
 # compute-sanitizer memcheck, the main job, the benchmarks (bench_gpu included) and the peer
 # comparison (bench/peers.py). Results go to $OUT.
 #
-# Usage: bash scripts/gpu-check.sh [all|tests|bench|peers|counters]   (default all)
+# Usage: bash scripts/gpu-check.sh [all|tests|bench|peers|counters|tune]   (default all; `all`
+# leaves out tune, which takes a lease of its own)
 # A device command may run 10 minutes and a lease has 15: each stage runs under `timeout`
 # (seconds: T_TESTS, T_SANITIZE, T_RUN, T_BENCH, T_PEERS) and the results are packed after each
 # stage, so what ran comes back even when a later stage is cut. BENCHES names the benchmark
@@ -30,7 +31,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 STAGE="${1:-all}"
-case "$STAGE" in all|tests|bench|peers|counters) ;; *) echo "gpu-check: stage '$STAGE' is not allowed: all, tests, bench, peers or counters" >&2; exit 2 ;; esac
+case "$STAGE" in all|tests|bench|peers|counters|tune) ;; *) echo "gpu-check: stage '$STAGE' is not allowed: all, tests, bench, peers, counters or tune" >&2; exit 2 ;; esac
 OUT="${OUT:-/tmp/ropejit-out}"
 RES=/tmp/ropejit-gpu-results
 rm -rf "$RES"
@@ -52,7 +53,7 @@ device="${device:-gpu}"
 # Packs everything so far into $OUT (the device tool returns at most 8 files).
 pack() {
   tar czf "$OUT/results.tar.gz" -C "$RES" .
-  for f in device.txt gpu-tests.log sanitize.log ropejit_bench_gpu.txt peers.log "peers-$device.md" counters.txt; do
+  for f in device.txt gpu-tests.log sanitize.log ropejit_bench_gpu.txt peers.log "peers-$device.md" counters.txt tune.txt "tuning-$device.json"; do
     [ -f "$RES/$f" ] && cp "$RES/$f" "$OUT/"
   done
   echo "-- packed at $(( $(date +%s) - started )) s"
@@ -153,6 +154,18 @@ if [ "$STAGE" = all ] || [ "$STAGE" = counters ]; then
   else
     echo "SKIPPED: ncu not found"
   fi
+  pack
+fi
+
+if [ "$STAGE" = tune ]; then
+  # The tuner's best config and speed-up over the default per spec and token count (each
+  # candidate checked against the float64 reference first); the database comes back to commit.
+  echo "== tune"
+  # shellcheck disable=SC2086  # TUNE_SPECS is a list of files
+  limited "${T_TUNE:-420}" "$B/bin/ropejit" tune ${TUNE_SPECS:-specs/llama-3.1-8b.json specs/gpt-neox-20b.json specs/phi-3.5-mini-rerotate.json specs/olmo-2-7b.json specs/deepseek-v3-mla-prefill.json specs/deepseek-v4-main.json specs/deepseek-v4-output.json specs/llama-3.1-8b-nvfp4.json} \
+    --tokens "${TUNE_TOKENS:-1,64,4096,65536}" --budget-ms "${TUNE_BUDGET_MS:-500}" --static-prune 2 \
+    --db "$RES/tuning-$device.json" > "$RES/tune.txt" 2>&1 || status=1
+  grep -A60 'device copy bandwidth' "$RES/tune.txt" | tail -45
   pack
 fi
 
