@@ -269,7 +269,7 @@ TEST(KernelStats, RooflineArithmetic) {
   EXPECT_NEAR(r.issue_fraction, r.issue_us / r.memory_us, 1e-12);
   EXPECT_EQ(r.occupancy.warps_per_sm, 32);
   EXPECT_DOUBLE_EQ(r.in_flight_bytes_per_sm, 1024 * 32.0);
-  EXPECT_NEAR(r.needed_bytes_per_sm, 3350 * 600.0 / 132, 1e-9);
+  EXPECT_NEAR(r.needed_bytes_per_sm, 3350 * 800.0 / 132, 1e-9);
   EXPECT_DOUBLE_EQ(r.littles_fraction, 1.0);
   EXPECT_DOUBLE_EQ(r.estimate_us, r.memory_us);
   // A tiny launch leaves most of each SM empty: latency, not bandwidth, limits it.

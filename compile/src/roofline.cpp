@@ -13,9 +13,9 @@ namespace ropejit {
 
 namespace {
 
-// Loaded DRAM latency assumed for Little's law on every part: about what microbenchmarks
-// report for H100 HBM3 under load; not measured here (docs/static-report.md).
-constexpr double kLatencyNs = 600;
+// Loaded DRAM latency for Little's law on every part: fitted to the kernels an H200 ran
+// latency-limited (16-24 KB in flight per SM: 675-960 ns, docs/PERF.md 2026-11-28); was 600.
+constexpr double kLatencyNs = 800;
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
