@@ -4,14 +4,13 @@
 // same checks run on a GPU in test_cooperative_cuda.cpp.
 #include <gtest/gtest.h>
 
-#include <chrono>
-#include <cmath>
-#include <cstdint>
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
-#include <optional>
+#include <memory>
 #include <random>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "backends/host/fiber_context.h"  // private: forces the ucontext fallback switch, under test
