@@ -4,8 +4,9 @@
 # compute-sanitizer memcheck, the main job, the benchmarks (bench_gpu included) and the peer
 # comparison (bench/peers.py). Results go to $OUT.
 #
-# Usage: bash scripts/gpu-check.sh [all|tests|bench|peers|counters|tune]   (default all; `all`
-# leaves out tune, which takes a lease of its own)
+# Usage: bash scripts/gpu-check.sh [STAGE...]   stages: all (default), tests, bench, peers,
+# counters, tune; several run in one call and pack together (`all` leaves out tune, which takes
+# a lease of its own)
 # A device command may run 10 minutes and a lease has 15: each stage runs under `timeout`
 # (seconds: T_TESTS, T_SANITIZE, T_RUN, T_BENCH, T_PEERS) and the results are packed after each
 # stage, so what ran comes back even when a later stage is cut. BENCHES names the benchmark
@@ -30,8 +31,18 @@
 # into $OUT/results.tar.gz; the few files read first are copied beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
-STAGE="${1:-all}"
-case "$STAGE" in all|tests|bench|peers|counters|tune) ;; *) echo "gpu-check: stage '$STAGE' is not allowed: all, tests, bench, peers, counters or tune" >&2; exit 2 ;; esac
+STAGES="${*:-all}"
+for stage in $STAGES; do
+  case "$stage" in all|tests|bench|peers|counters|tune) ;; *) echo "gpu-check: stage '$stage' is not allowed: all, tests, bench, peers, counters or tune" >&2; exit 2 ;; esac
+done
+# Whether stage $1 runs: named, or part of `all` (every stage but tune).
+want() {
+  local stage
+  for stage in $STAGES; do
+    if [ "$stage" = "$1" ] || { [ "$stage" = all ] && [ "$1" != tune ]; }; then return 0; fi
+  done
+  return 1
+}
 OUT="${OUT:-/tmp/ropejit-out}"
 RES=/tmp/ropejit-gpu-results
 rm -rf "$RES"
@@ -70,7 +81,7 @@ limited() {
 { nvidia-smi; nvcc --version; nvidia-smi -q -d CLOCK,POWER,PERFORMANCE; } > "$RES/device.txt" 2>&1
 head -15 "$RES/device.txt"
 
-if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
+if want tests; then
   echo "== gpu tier: $(cat "$B/gpu_tier_filter.txt")"
   limited "${T_TESTS:-360}" "$B/bin/ropejit_tests" --gtest_filter="$(cat "$B/gpu_tier_filter.txt")" \
     --gtest_output="json:$RES/gpu-tests.json" > "$RES/gpu-tests.log" 2>&1 || status=1
@@ -104,7 +115,7 @@ if [ "$STAGE" = all ] || [ "$STAGE" = tests ]; then
   pack
 fi
 
-if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
+if want bench; then
   echo "== benchmarks (filter: ${BENCH_FILTER:-all})"
   for name in ${BENCHES:-ropejit_bench_generate ropejit_bench_runtime ropejit_bench_gpu}; do
     bench="$B/bin/$name"
@@ -124,7 +135,7 @@ if [ "$STAGE" = all ] || [ "$STAGE" = bench ]; then
   pack
 fi
 
-if [ "$STAGE" = all ] || [ "$STAGE" = peers ]; then
+if want peers; then
   echo "== peers (bench/peers.py)"
   wheels=()
   [ -d "$B/wheels" ] && wheels=(--wheels "$B/wheels")
@@ -136,7 +147,7 @@ if [ "$STAGE" = all ] || [ "$STAGE" = peers ]; then
   pack
 fi
 
-if [ "$STAGE" = all ] || [ "$STAGE" = counters ]; then
+if want counters; then
   # DRAM bytes against bytes_moved for the kernels furthest under the copy ceiling (H200,
   # 2026-11-28: docs/PERF.md), llama-3.1-8b as the control; one profiled launch each.
   echo "== counters (ncu)"
@@ -157,7 +168,7 @@ if [ "$STAGE" = all ] || [ "$STAGE" = counters ]; then
   pack
 fi
 
-if [ "$STAGE" = tune ]; then
+if want tune; then
   # The tuner's best config and speed-up over the default per spec and token count (each
   # candidate checked against the float64 reference first); the database comes back to commit.
   echo "== tune"
@@ -169,5 +180,5 @@ if [ "$STAGE" = tune ]; then
   pack
 fi
 
-echo "gpu-check: stage $STAGE, status $status, $(( $(date +%s) - started )) s; $OUT holds: $(cd "$OUT" && echo *)"
+echo "gpu-check: stages $STAGES, status $status, $(( $(date +%s) - started )) s; $OUT holds: $(cd "$OUT" && echo *)"
 exit $status
