@@ -85,7 +85,7 @@ if want tests; then
   echo "== gpu tier: $(cat "$B/gpu_tier_filter.txt")"
   limited "${T_TESTS:-360}" "$B/bin/ropejit_tests" --gtest_filter="$(cat "$B/gpu_tier_filter.txt")" \
     --gtest_output="json:$RES/gpu-tests.json" > "$RES/gpu-tests.log" 2>&1 || status=1
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) |tests? ran|FAILED TEST' "$RES/gpu-tests.log" | head -30
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) |FAILED TEST' "$RES/gpu-tests.log" | head -30
   pack
 
   echo "== compute-sanitizer (memcheck, racecheck, synccheck)"
@@ -98,7 +98,7 @@ if want tests; then
       echo "--- $tool $filter" >> "$RES/sanitize.log"
       limited "${T_SANITIZE:-60}" "$sanitizer" --tool "$tool" --error-exitcode 3 "$B/bin/ropejit_tests" \
         --gtest_filter="$filter" >> "$RES/sanitize.log" 2>&1 || status=1
-      echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|tests? ran' "$RES/sanitize.log" | tail -2 | tr '\n' ' ')"
+      echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$RES/sanitize.log" | tail -2 | tr '\n' ' ')"
     done
   else
     echo "SKIPPED: compute-sanitizer not found"

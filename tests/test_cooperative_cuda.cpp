@@ -4,10 +4,11 @@
 // a usable GPU every test is SKIPPED (gpu tier).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"      // private: cuda_available
+#include "backends/backend.h"      // private: cuda_available; the cuda backend's arch and memory
 #include "backends/cuda_driver.h"  // private: the driver table; the kernels take 3-D grids and blocks
 #include "ropejit/compile.h"
 #include "ropejit/source.h"
@@ -19,20 +20,12 @@ namespace {
 #define SKIP_WITHOUT_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "SKIPPED: cuda backend: no usable GPU"
 
-using test::dims_of;
-
-/// Compiles each entry for the device once, copies the buffers in and out around each launch.
+/// Compiles each entry for the device once; the cuda backend gives the arch and the memory, the
+/// driver the launch (the backend's launches are 1-D, these kernels take 3-D grids and blocks).
 class CudaLauncher {
  public:
-  CudaLauncher() : d_(cuda_driver()), context_(d_, 0) {
-    CudaContextScope scope(d_, context_.ctx);
-    int major = 0, minor = 0;
-    d_.check(d_.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, context_.device),
-             "cuDeviceGetAttribute");
-    d_.check(d_.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, context_.device),
-             "cuDeviceGetAttribute");
-    arch_ = "sm_" + std::to_string(major * 10 + minor);
-  }
+  CudaLauncher()
+      : backend_(make_cuda_backend(0, "")), d_(cuda_driver()), context_(d_, backend_->properties().ordinal) {}
   ~CudaLauncher() {
     CudaContextScope scope(d_, context_.ctx);
     for (const Loaded& m : modules_) d_.cuModuleUnload(m.module);
@@ -40,27 +33,25 @@ class CudaLauncher {
 
   void operator()(const std::string& entry, const HostLaunchDims& dims,
                   const std::vector<test::HostBuffer>& in, const std::vector<test::HostBuffer>& out) {
-    CudaContextScope scope(d_, context_.ctx);
     KernelParams params{};
-    std::vector<CUdeviceptr> owned;
+    std::vector<void*> owned;
     auto upload = [&](const test::HostBuffer& b) {
-      CUdeviceptr p = 0;
-      d_.check(d_.cuMemAlloc(&p, b.bytes), "cuMemAlloc");
-      owned.push_back(p);
-      d_.check(d_.cuMemcpyHtoD(p, b.data, b.bytes), "cuMemcpyHtoD");  // outputs keep their poison
-      return reinterpret_cast<void*>(p);
+      owned.push_back(backend_->alloc(b.bytes));
+      backend_->copy_to_device(owned.back(), b.data, b.bytes);  // outputs keep their poison
+      return owned.back();
     };
     for (size_t i = 0; i < in.size(); ++i) params.in[i].ptr = upload(in[i]);
     for (size_t i = 0; i < out.size(); ++i) params.out[i].ptr = upload(out[i]);
-    void* args[] = {&params};
-    d_.check(d_.cuLaunchKernel(function(entry), dims.grid_x, dims.grid_y, dims.grid_z, dims.block_x,
-                               dims.block_y, dims.block_z, 0, nullptr, args, nullptr),
-             "cuLaunchKernel");
-    d_.check(d_.cuCtxSynchronize(), "cuCtxSynchronize");
-    for (size_t i = 0; i < out.size(); ++i)
-      d_.check(d_.cuMemcpyDtoH(out[i].data, reinterpret_cast<CUdeviceptr>(params.out[i].ptr), out[i].bytes),
-               "cuMemcpyDtoH");
-    for (CUdeviceptr p : owned) d_.check(d_.cuMemFree(p), "cuMemFree");
+    {
+      CudaContextScope scope(d_, context_.ctx);
+      void* args[] = {&params};
+      d_.check(d_.cuLaunchKernel(function(entry), dims.grid_x, dims.grid_y, dims.grid_z, dims.block_x,
+                                 dims.block_y, dims.block_z, 0, nullptr, args, nullptr),
+               "cuLaunchKernel");
+    }
+    backend_->synchronize();
+    for (size_t i = 0; i < out.size(); ++i) backend_->copy_to_host(out[i].data, params.out[i].ptr, out[i].bytes);
+    for (void* p : owned) backend_->free(p);
   }
 
   /// A launcher the checks take (this object must outlive it).
@@ -76,7 +67,7 @@ class CudaLauncher {
     Source source;
     source.text = test::kCooperativeKernels;
     source.entry = entry;
-    const Binary binary = compile_nvrtc(source, arch_);  // CUBIN for this exact device
+    const Binary binary = compile_nvrtc(source, backend_->arch());  // CUBIN for this exact device
     CUmodule module = nullptr;
     d_.check(d_.cuModuleLoadDataEx(&module, binary.image.data(), 0, nullptr, nullptr), "cuModuleLoadDataEx");
     CUfunction f = nullptr;
@@ -85,9 +76,9 @@ class CudaLauncher {
     return f;
   }
 
+  std::unique_ptr<Backend> backend_;
   const CudaDriver& d_;
   CudaPrimaryContext context_;
-  std::string arch_;
   struct Loaded {
     std::string entry;
     CUmodule module;
@@ -101,29 +92,22 @@ TEST(CooperativeCuda, WarpShufflesAndVotesMatchTheHostsExpectedValues) {
   auto rng = test::seeded_rng("cooperative_cuda");
   CudaLauncher gpu;
   // The host tests' shapes: full and partial warps, 1-D, 2-D and 3-D blocks, many blocks.
-  for (const HostLaunchDims d : {dims_of(2, 1, 1, 32, 1, 1), dims_of(3, 1, 1, 64, 1, 1),
-                                 dims_of(1, 1, 1, 48, 1, 1), dims_of(1, 1, 1, 7, 1, 1),
-                                 dims_of(2, 2, 1, 12, 5, 1), dims_of(1, 1, 2, 8, 4, 3),
-                                 dims_of(128, 1, 1, 100, 3, 1)})
-    test::check_warp_ops(gpu.launch(), d, rng);
+  for (const auto& shapes : {test::kWarpOpsOneDimensional, test::kWarpOpsMultiDimensional, test::kWarpOpsManyBlocks})
+    for (const HostLaunchDims& d : shapes) test::check_warp_ops(gpu.launch(), d, rng);
 }
 
 TEST(CooperativeCuda, WarpButterflyThenSharedTreeIsBitExact) {
   SKIP_WITHOUT_GPU();
   auto rng = test::seeded_rng("cooperative_cuda");
   CudaLauncher gpu;
-  for (const HostLaunchDims d : {dims_of(4, 1, 1, 256, 1, 1), dims_of(3, 2, 1, 32, 3, 1),
-                                 dims_of(160, 1, 1, 256, 1, 1)})
-    test::check_warp_then_block_sum(gpu.launch(), d, rng);
+  for (const HostLaunchDims& d : test::kWarpThenBlockSumShapes) test::check_warp_then_block_sum(gpu.launch(), d, rng);
 }
 
 TEST(CooperativeCuda, SharedTreeOverTwoDimensionalBlocksIsBitExact) {
   SKIP_WITHOUT_GPU();
   auto rng = test::seeded_rng("cooperative_cuda");
   CudaLauncher gpu;
-  for (const HostLaunchDims d : {dims_of(3, 1, 1, 10, 10, 1), dims_of(2, 1, 1, 1024, 1, 1),
-                                 dims_of(1, 1, 1, 1, 1, 1)})
-    test::check_shared_tree_sum(gpu.launch(), d, rng);
+  for (const HostLaunchDims& d : test::kSharedTreeSumShapes) test::check_shared_tree_sum(gpu.launch(), d, rng);
 }
 
 TEST(CooperativeCuda, ExitedLanesInAMaskAreNotWaitedFor) {

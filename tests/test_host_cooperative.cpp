@@ -56,17 +56,13 @@ TEST(HostCooperative, WarpShufflesAndVotesMatchCudaOneDimensionalBlocks) {
   SKIP_WITHOUT_HOST_BACKEND();
   auto rng = seeded_rng();
   EXPECT_TRUE(module_for("warp_ops").cooperative());
-  check_warp_ops(dims_of(2, 1, 1, 32, 1, 1), rng);
-  check_warp_ops(dims_of(3, 1, 1, 64, 1, 1), rng);
-  check_warp_ops(dims_of(1, 1, 1, 48, 1, 1), rng);  // a partial last warp of 16 lanes
-  check_warp_ops(dims_of(1, 1, 1, 7, 1, 1), rng);   // one partial warp
+  for (const HostLaunchDims& d : test::kWarpOpsOneDimensional) check_warp_ops(d, rng);
 }
 
 TEST(HostCooperative, WarpShufflesAndVotesMatchCudaMultiDimensionalBlocks) {
   SKIP_WITHOUT_HOST_BACKEND();
   auto rng = seeded_rng();
-  check_warp_ops(dims_of(2, 2, 1, 12, 5, 1), rng);  // 2-D, 60 threads: last warp 28 lanes
-  check_warp_ops(dims_of(1, 1, 2, 8, 4, 3), rng);   // 3-D, 96 threads
+  for (const HostLaunchDims& d : test::kWarpOpsMultiDimensional) check_warp_ops(d, rng);
 }
 
 TEST(HostCooperative, ManyBlocksOverWorkerThreads) {
@@ -74,7 +70,7 @@ TEST(HostCooperative, ManyBlocksOverWorkerThreads) {
   auto rng = seeded_rng();
   // 38400 threads of 39.5 collectives on average (35, plus 5 on even lanes, 4 on lanes < 16),
   // over several CPU workers.
-  const double ms = check_warp_ops(dims_of(128, 1, 1, 100, 3, 1), rng);
+  const double ms = check_warp_ops(test::kWarpOpsManyBlocks.at(0), rng);
   std::printf("[host_cooperative] 38400 threads x 39.5 collectives: %.1f ms (%.0f ns per thread "
               "and collective, %u CPU threads, %s switch)\n",
               ms, ms * 1e6 / (38400.0 * 39.5), std::max(1u, std::thread::hardware_concurrency()),
@@ -107,8 +103,7 @@ TEST(HostCooperative, UcontextFallbackSwitchGivesTheSameResults) {
 TEST(HostCooperative, WarpButterflyThenSharedTreeIsBitExact) {
   SKIP_WITHOUT_HOST_BACKEND();
   auto rng = seeded_rng();
-  for (const HostLaunchDims d : {dims_of(4, 1, 1, 256, 1, 1), dims_of(3, 2, 1, 32, 3, 1),
-                                 dims_of(160, 1, 1, 256, 1, 1)})
+  for (const HostLaunchDims& d : test::kWarpThenBlockSumShapes)
     test::check_warp_then_block_sum(host_launch, d, rng);
 }
 
@@ -116,8 +111,7 @@ TEST(HostCooperative, SharedTreeOverTwoDimensionalBlocksIsBitExact) {
   SKIP_WITHOUT_HOST_BACKEND();
   auto rng = seeded_rng();
   EXPECT_TRUE(module_for("shared_tree_sum").cooperative());
-  for (const HostLaunchDims d : {dims_of(3, 1, 1, 10, 10, 1), dims_of(2, 1, 1, 1024, 1, 1),
-                                 dims_of(1, 1, 1, 1, 1, 1)})
+  for (const HostLaunchDims& d : test::kSharedTreeSumShapes)
     test::check_shared_tree_sum(host_launch, d, rng);
 }
 

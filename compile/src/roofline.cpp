@@ -14,7 +14,7 @@ namespace ropejit {
 namespace {
 
 // Loaded DRAM latency for Little's law on every part: fitted to the kernels an H200 ran
-// latency-limited (16-24 KB in flight per SM: 675-960 ns, docs/PERF.md 2026-11-28); was 600.
+// latency-limited (16-24 KB in flight per SM: 675-963 ns, docs/PERF.md 2026-11-28); was 600.
 constexpr double kLatencyNs = 800;
 
 std::string lower(std::string s) {

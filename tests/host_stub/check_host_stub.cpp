@@ -37,14 +37,15 @@ int main() {
   expect(throws_unsupported([] { HostModule::compile_object("", "k"); }), "compile_object throws unsupported");
   expect(throws_unsupported([] { HostModule::load_object("", "k"); }), "load_object throws unsupported");
   // No HostModule exists without the backend (nor can one be made outside host_jit.cpp, where
-  // Impl is complete): volatile pointers make the linker need each member all the same.
+  // Impl is complete), so these members are checked by the link alone: reading the volatile
+  // pointers keeps each reference, and a member the stub lacks fails this program's build.
   static void (HostModule::*volatile launch)(const HostLaunchDims&, const KernelParams&) const = &HostModule::launch;
   static double (HostModule::*volatile compile_ms)() const = &HostModule::compile_ms;
   static bool (HostModule::*volatile cooperative)() const = &HostModule::cooperative;
-  expect(launch != nullptr && compile_ms != nullptr && cooperative != nullptr, "HostModule's members are defined");
+  (void)launch, (void)compile_ms, (void)cooperative;
   expect(!fiber_fast_switch() && !set_fiber_fast_switch(true), "the fiber switch reports the ucontext path");
   expect(host_jit_target() == "none" && host_jit_compiler() == "none" && host_jit_flags() == "none",
          "the cache-key parts read \"none\"");
-  if (failures == 0) std::printf("host stub: every HostModule member and fiber switch defined, each unsupported\n");
+  if (failures == 0) std::printf("host stub: links (every HostModule member and the fiber switch defined); the callable ones answer unsupported/none\n");
   return failures == 0 ? 0 : 1;
 }

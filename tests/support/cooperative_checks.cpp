@@ -275,6 +275,19 @@ HostLaunchDims dims_of(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsig
   return d;
 }
 
+const std::vector<HostLaunchDims> kWarpOpsOneDimensional = {
+    dims_of(2, 1, 1, 32, 1, 1), dims_of(3, 1, 1, 64, 1, 1),
+    dims_of(1, 1, 1, 48, 1, 1),  // a partial last warp of 16 lanes
+    dims_of(1, 1, 1, 7, 1, 1)};  // one partial warp
+const std::vector<HostLaunchDims> kWarpOpsMultiDimensional = {
+    dims_of(2, 2, 1, 12, 5, 1),  // 2-D, 60 threads: last warp 28 lanes
+    dims_of(1, 1, 2, 8, 4, 3)};  // 3-D, 96 threads
+const std::vector<HostLaunchDims> kWarpOpsManyBlocks = {dims_of(128, 1, 1, 100, 3, 1)};
+const std::vector<HostLaunchDims> kWarpThenBlockSumShapes = {
+    dims_of(4, 1, 1, 256, 1, 1), dims_of(3, 2, 1, 32, 3, 1), dims_of(160, 1, 1, 256, 1, 1)};
+const std::vector<HostLaunchDims> kSharedTreeSumShapes = {
+    dims_of(3, 1, 1, 10, 10, 1), dims_of(2, 1, 1, 1024, 1, 1), dims_of(1, 1, 1, 1, 1, 1)};
+
 std::mt19937 seeded_rng(const char* tag) {
   const unsigned seed = std::random_device{}();
   std::printf("[%s] random seed %u\n", tag, seed);
@@ -315,14 +328,36 @@ double check_warp_ops(const CooperativeLaunch& launch, const HostLaunchDims& d, 
   return launch_ms;
 }
 
+namespace {
+
+/// A float-sum kernel's run: spread inputs, one sum per block (out[0]) and one value per thread
+/// (out[1]), both poisoned with NaN before the launch.
+struct FloatSumRun {
+  unsigned n = 0, blocks = 0;  // threads per block, blocks
+  std::vector<float> in, sums, per_thread;
+};
+
+FloatSumRun run_float_sum(const CooperativeLaunch& launch, const char* entry, const HostLaunchDims& d,
+                          std::mt19937& rng) {
+  FloatSumRun r;
+  r.n = d.block_x * d.block_y * d.block_z;
+  r.blocks = d.grid_x * d.grid_y * d.grid_z;
+  r.in = spread_floats(static_cast<size_t>(r.n) * r.blocks, rng);
+  r.sums.assign(r.blocks, NAN);
+  r.per_thread.assign(r.in.size(), NAN);
+  launch(entry, d, {{r.in.data(), r.in.size() * sizeof(float)}},
+         {{r.sums.data(), r.sums.size() * sizeof(float)}, {r.per_thread.data(), r.per_thread.size() * sizeof(float)}});
+  return r;
+}
+
+}  // namespace
+
 void check_warp_then_block_sum(const CooperativeLaunch& launch, const HostLaunchDims& d,
                                std::mt19937& rng) {
-  const unsigned n = d.block_x * d.block_y * d.block_z, blocks = d.grid_x * d.grid_y * d.grid_z;
-  const std::vector<float> in = spread_floats(static_cast<size_t>(n) * blocks, rng);
-  std::vector<float> sums(blocks, NAN), lane_sums(in.size(), NAN);
-  launch("warp_then_block_sum", d, {{const_cast<float*>(in.data()), in.size() * sizeof(float)}},
-         {{sums.data(), sums.size() * sizeof(float)}, {lane_sums.data(), lane_sums.size() * sizeof(float)}});
-  for (unsigned block = 0; block < blocks; ++block) {
+  const FloatSumRun r = run_float_sum(launch, "warp_then_block_sum", d, rng);
+  const unsigned n = r.n;
+  const std::vector<float>& in = r.in;
+  for (unsigned block = 0; block < r.blocks; ++block) {
     std::vector<float> warp_sums;
     for (unsigned first = 0; first < n; first += 32) {
       std::vector<float> x(in.begin() + block * n + first, in.begin() + block * n + first + 32);
@@ -332,27 +367,24 @@ void check_warp_then_block_sum(const CooperativeLaunch& launch, const HostLaunch
         x = next;
       }
       for (unsigned lane = 0; lane < 32; ++lane)
-        ASSERT_EQ(bits_of(lane_sums[block * n + first + lane]), bits_of(x[lane]))
+        ASSERT_EQ(bits_of(r.per_thread[block * n + first + lane]), bits_of(x[lane]))
             << "block " << block << " thread " << first + lane;
       warp_sums.push_back(x[0]);
     }
-    ASSERT_EQ(bits_of(sums[block]), bits_of(tree_sum(warp_sums)))
+    ASSERT_EQ(bits_of(r.sums[block]), bits_of(tree_sum(warp_sums)))
         << "block " << block << " of " << n << " threads";
   }
 }
 
 void check_shared_tree_sum(const CooperativeLaunch& launch, const HostLaunchDims& d,
                            std::mt19937& rng) {
-  const unsigned n = d.block_x * d.block_y * d.block_z, blocks = d.grid_x * d.grid_y * d.grid_z;
-  const std::vector<float> in = spread_floats(static_cast<size_t>(n) * blocks, rng);
-  std::vector<float> sums(blocks, NAN), neighbours(in.size(), NAN);
-  launch("shared_tree_sum", d, {{const_cast<float*>(in.data()), in.size() * sizeof(float)}},
-         {{sums.data(), sums.size() * sizeof(float)}, {neighbours.data(), neighbours.size() * sizeof(float)}});
-  for (unsigned block = 0; block < blocks; ++block) {
-    const std::vector<float> values(in.begin() + block * n, in.begin() + (block + 1) * n);
+  const FloatSumRun r = run_float_sum(launch, "shared_tree_sum", d, rng);  // per_thread: the neighbours
+  const unsigned n = r.n;
+  for (unsigned block = 0; block < r.blocks; ++block) {
+    const std::vector<float> values(r.in.begin() + block * n, r.in.begin() + (block + 1) * n);
     for (unsigned t = 0; t < n; ++t)
-      ASSERT_EQ(neighbours[block * n + t], values[(t + 1) % n]) << "block " << block << " thread " << t;
-    ASSERT_EQ(bits_of(sums[block]), bits_of(tree_sum(values)))
+      ASSERT_EQ(r.per_thread[block * n + t], values[(t + 1) % n]) << "block " << block << " thread " << t;
+    ASSERT_EQ(bits_of(r.sums[block]), bits_of(tree_sum(values)))
         << "block " << block << " of " << n << " threads";
   }
 }

@@ -32,6 +32,13 @@ using CooperativeLaunch =
 /// CUDA's dim3 pair (grid, block).
 HostLaunchDims dims_of(unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz);
 
+/// The shapes both suites run (full and partial warps; 1-D, 2-D and 3-D blocks; many blocks).
+extern const std::vector<HostLaunchDims> kWarpOpsOneDimensional;    ///< warp_ops, 1-D blocks
+extern const std::vector<HostLaunchDims> kWarpOpsMultiDimensional;  ///< warp_ops, 2-D and 3-D blocks
+extern const std::vector<HostLaunchDims> kWarpOpsManyBlocks;        ///< warp_ops, 128 blocks of 300
+extern const std::vector<HostLaunchDims> kWarpThenBlockSumShapes;   ///< warp_then_block_sum
+extern const std::vector<HostLaunchDims> kSharedTreeSumShapes;      ///< shared_tree_sum
+
 /// A fresh generator; prints its seed under `tag`.
 std::mt19937 seeded_rng(const char* tag);
 
