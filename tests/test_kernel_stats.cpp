@@ -146,6 +146,27 @@ constexpr const char* kSassNestedInnerLoop = R"(
         /*0090*/                   EXIT ;
 )";
 
+// A function called twice in the heads loop and once after it (nvdisasm's `$kernel$callee`
+// label, RET at its end), and ptxas's guarded call into the kernel's own EXIT (no function).
+constexpr const char* kSassCalls = R"(
+.L_x_0:
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+.L_x_1:
+        /*0010*/                   CALL.REL.NOINC `($k$_Z4softffff) ;
+        /*0020*/                   CALL.REL.NOINC `($k$_Z4softffff) ;
+        /*0030*/               @P0 BRA `(.L_x_1) ;
+        /*0040*/                   CALL.REL.NOINC `($k$_Z4softffff) ;
+        /*0050*/                   STG.E.128 desc[UR4][R2.64], R8 ;
+        /*0060*/               @P3 BRA `(.L_x_0) ;
+        /*0070*/               @P1 CALL.REL.NOINC `(.L_x_2) ;
+.L_x_2:
+        /*0080*/                   EXIT ;
+$k$_Z4softffff:
+        /*0090*/                   FFMA R8, R4, R5, R6 ;
+        /*00a0*/                   PRMT R9, R8, 0x40, R8 ;
+        /*00b0*/                   RET.REL.NODEC R20 `(k) ;
+)";
+
 // Sets an environment variable for one scope and restores it.
 class ScopedEnv {
  public:
@@ -200,6 +221,14 @@ TEST(KernelStats, EachInnerLoopWeighsItsOwnTrips) {
   // A list of another length than the listing's inner loops: each weighs the first (an over-estimate).
   EXPECT_DOUBLE_EQ(count_sass(kSassTwoInnerLoops, {5}).per_item, 3 + 7 * 5);
   EXPECT_DOUBLE_EQ(count_sass(kSassTwoInnerLoops, {5, 2, 3}).per_item, 3 + 7 * 5);
+}
+
+TEST(KernelStats, CalledFunctionWeighsItsCallSites) {
+  // Per item: 0x00, 0x40..0x80 once (6), the heads loop 0x10..0x30 3 times (9), the function's 3
+  // instructions at 2 * 3 + 1 = 7 calls; the call into the EXIT weighs what it did.
+  const InstrCounts c = count_sass(kSassCalls, {3});
+  EXPECT_EQ(c.instructions, 12);
+  EXPECT_DOUBLE_EQ(c.per_item, 6 + 3 * 3 + 3 * 7);
 }
 
 TEST(KernelStats, CountsCuobjdumpListingWithAddressTargets) {

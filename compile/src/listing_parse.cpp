@@ -43,6 +43,7 @@ struct Instr {
   int bits = 0;                   // access width of a memory instruction
   Fp64 fp64 = Fp64::none;
   std::string target;             // branch target (label or hex address), else empty
+  std::string callee;             // CALL's target label (a function, or a label in the body), else empty
   bool exit = false;
   bool guarded = false;           // under a predicate (@P0): it may not run
   bool padding = false;           // NOP: alignment filler, never issued
@@ -200,6 +201,9 @@ Listing read_sass(std::string_view text) {
       } else if (const size_t hx = rest.find("0x"); hx != std::string::npos) {
         in.target = address_key(rest.substr(hx, rest.find_first_of(" ;,", hx) - hx));
       }
+    } else if (in.op.rfind("CALL", 0) == 0) {
+      const size_t open = rest.find("`("), close = rest.find(')', open);
+      if (open != std::string::npos && close != std::string::npos) in.callee = rest.substr(open + 2, close - open - 2);
     } else {
       classify_sass(in, operands_of(rest));
     }
@@ -303,6 +307,24 @@ bool is_qkv_access(const Instr& in) {
          in.mem == Mem::generic_store;
 }
 
+// A called function (SASS `CALL` to a body that ends in `RET`, placed after the kernel's code)
+// runs once per call: its instructions weigh the sum of their call sites' weights. A call whose
+// target reaches an unguarded EXIT before a RET is no function call (ptxas's call into the
+// kernel's own exit path) and is left as it is. No call nests in another here: one pass.
+void weigh_callees(const Listing& l, std::vector<int>& w) {
+  std::map<size_t, int> calls;  // a function's first instruction -> its call sites' weight
+  for (size_t i = 0; i < l.code.size(); ++i)
+    if (const auto it = l.labels.find(l.code[i].callee); !l.code[i].callee.empty() && it != l.labels.end())
+      calls[it->second] += w[i];
+  for (const auto& [first, weight] : calls) {
+    size_t ret = first;
+    while (ret < l.code.size() && l.code[ret].op.rfind("RET", 0) != 0 && !(l.code[ret].exit && !l.code[ret].guarded))
+      ++ret;
+    if (ret == l.code.size() || l.code[ret].op.rfind("RET", 0) != 0) continue;
+    for (size_t k = first; k <= ret; ++k) w[k] *= weight;
+  }
+}
+
 // Per-item weight of each instruction: the loops inside the outermost one (the grid-stride loop),
 // nested or not, in listing order, run `trips[n]` times per item in all (not per trip of a loop
 // around them), n the loop's place in the listing, when the listing has as many such loops as
@@ -358,6 +380,7 @@ std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, i
     }
     w[k] = depth[k] < 2 ? 1 : std::max(1, in_angle_loop[k] ? angle_trips : loop_trips);
   }
+  weigh_callees(l, w);
   return w;
 }
 

@@ -31,6 +31,7 @@ float fmaxf(float x, float y);    // numeric.cuh: FP8 rounding's binade
 #define __global__
 #define __device__
 #define __forceinline__ inline __attribute__((always_inline))
+#define __noinline__ inline  // a GPU call (numeric.cuh's software FP8 encode); the host compiler may inline it
 #define __launch_bounds__(...)
 
 // --- vector types: members and alignment as in CUDA's vector_types.h ---

@@ -213,11 +213,32 @@ __device__ __forceinline__ void fp8x4_to_floats(u32 w, float* out) {
   }
 }
 
+// fp8x4_bits without FP8 instructions: the rounding above, the four magnitudes and signs
+// gathered bytewise, the offset added in 7-bit lanes (no carry reaches the next byte).
+template <int E, int M>
+__device__ __forceinline__ u32 fp8x4_bits_inline(float x0, float x1, float x2, float x3) {
+  constexpr u32 kOffset = Fp8Format<E, M>::kOffset;
+  const u32 magnitudes = __byte_perm(__byte_perm(fp8_magnitude_unbiased<E, M>(x0), fp8_magnitude_unbiased<E, M>(x1), 0x40u),
+                                     __byte_perm(fp8_magnitude_unbiased<E, M>(x2), fp8_magnitude_unbiased<E, M>(x3), 0x40u),
+                                     0x5410u);
+  const u32 signs = __byte_perm(__byte_perm(__float_as_uint(x0), __float_as_uint(x1), 0x73u),
+                                __byte_perm(__float_as_uint(x2), __float_as_uint(x3), 0x73u), 0x5410u);
+  const u32 codes = (magnitudes & 0x7f7f7f7fu) + kOffset * 0x01010101u;
+  return codes ^ ((codes ^ signs) & 0x80808080u);  // bit 7 of each byte from `signs`
+}
+
+// The same as one function called at each store: NVVM and ptxas compile its ~40 instructions
+// once, not at every FP8 store of a kernel (cold compile, issue 25); each call adds ~12 issued.
+template <int E, int M>
+__device__ __noinline__ u32 fp8x4_bits_soft(float x0, float x1, float x2, float x3) {
+  return fp8x4_bits_inline<E, M>(x0, x1, x2, x3);
+}
+
 // Four floats as FP8 codes in a word (element i in byte i). sm_89+ converts pairs with
 // cvt.rn.satfinite (the same rounding and saturation); elsewhere, and on the host backend, the
 // rounding above, the four magnitudes and signs gathered bytewise, the offset added in 7-bit
-// lanes (no carry reaches the next byte).
-template <class S>
+// lanes (no carry reaches the next byte); kCalled: that rounding as a call (fp8x4_bits_soft).
+template <class S, bool kCalled = false>
 __device__ __forceinline__ u32 fp8x4_bits(const float* in) {
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
   u16 lo, hi;  // cvt puts its first source in the upper byte
@@ -231,15 +252,8 @@ __device__ __forceinline__ u32 fp8x4_bits(const float* in) {
   return (u32)lo | ((u32)hi << 16);
 #else
   constexpr int E = S::kE4M3 ? 4 : 5, M = S::kE4M3 ? 3 : 2;
-  constexpr u32 kOffset = Fp8Format<E, M>::kOffset;
-  u32 m[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) m[i] = fp8_magnitude_unbiased<E, M>(in[i]);
-  const u32 magnitudes = __byte_perm(__byte_perm(m[0], m[1], 0x40u), __byte_perm(m[2], m[3], 0x40u), 0x5410u);
-  const u32 signs = __byte_perm(__byte_perm(__float_as_uint(in[0]), __float_as_uint(in[1]), 0x73u),
-                                __byte_perm(__float_as_uint(in[2]), __float_as_uint(in[3]), 0x73u), 0x5410u);
-  const u32 codes = (magnitudes & 0x7f7f7f7fu) + kOffset * 0x01010101u;
-  return codes ^ ((codes ^ signs) & 0x80808080u);  // bit 7 of each byte from `signs`
+  if constexpr (kCalled) return fp8x4_bits_soft<E, M>(in[0], in[1], in[2], in[3]);
+  else return fp8x4_bits_inline<E, M>(in[0], in[1], in[2], in[3]);
 #endif
 }
 
@@ -271,14 +285,14 @@ __device__ __forceinline__ void words_to_floats(const u32 (&w)[VecTraits<S, N>::
   }
 }
 
-template <class S, int N>
+template <class S, int N, bool kCalled = false>
 __device__ __forceinline__ void floats_to_words(const float (&in)[N], u32 (&w)[VecTraits<S, N>::kWords]) {
   typedef VecTraits<S, N> V;
 #pragma unroll
   for (int j = 0; j < V::kWords; ++j) w[j] = 0u;
   if constexpr (V::kElementBits == 8 && N % 4 == 0) {  // FP8: converted four at a time
 #pragma unroll
-    for (int j = 0; j < V::kWords; ++j) w[j] = fp8x4_bits<S>(in + 4 * j);
+    for (int j = 0; j < V::kWords; ++j) w[j] = fp8x4_bits<S, kCalled>(in + 4 * j);
   } else {
 #pragma unroll
     for (int i = 0; i < N; ++i) {
@@ -309,11 +323,12 @@ __device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
   words_to_floats<S, N, kRaw>(w, out);
 }
 
-template <class S, int N>
+// kCalled: FP8 rounded by a call where it is software (fp8x4_bits).
+template <class S, int N, bool kCalled = false>
 __device__ __forceinline__ void store_vec(void* ptr, const float (&in)[N]) {
   constexpr int bytes = VecTraits<S, N>::kBytes;
   u32 w[VecTraits<S, N>::kWords];
-  floats_to_words<S, N>(in, w);
+  floats_to_words<S, N, kCalled>(in, w);
   if constexpr (bytes == 16) {
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__)
     // One 16-byte store: NVVM splits a second uint4 store to the same row into four. st.global

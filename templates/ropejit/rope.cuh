@@ -218,7 +218,7 @@ __device__ __forceinline__ void store_head(const HeadIo<T>& io, int element, con
       float scaled[T::kVec];
 #pragma unroll
       for (int i = 0; i < T::kVec; ++i) scaled[i] = q_scale_in_norm<T>() ? x[i] : x[i] * io.store_scale;
-      store_vec<typename T::QOutStorage, T::kVec>((typename T::QOutStorage::raw*)io.dst + element, scaled);
+      store_vec<typename T::QOutStorage, T::kVec, true>((typename T::QOutStorage::raw*)io.dst + element, scaled);
       return;
     }
   }
@@ -228,7 +228,7 @@ __device__ __forceinline__ void store_head(const HeadIo<T>& io, int element, con
         float scaled[T::kVec];
 #pragma unroll
         for (int i = 0; i < T::kVec; ++i) scaled[i] = x[i] * io.store_scale;
-        store_vec<typename T::CacheStorage, T::kVec>((typename T::CacheStorage::raw*)io.dst + element, scaled);
+        store_vec<typename T::CacheStorage, T::kVec, true>((typename T::CacheStorage::raw*)io.dst + element, scaled);
         return;
       }
     }
