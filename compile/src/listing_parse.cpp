@@ -273,8 +273,19 @@ void classify_ptx(Instr& in, const std::vector<std::string>& operands) {
   }
 }
 
+// A .func's name: ".func (.param .b32 func_retval0) NAME(" or ".func NAME(".
+std::string ptx_function_name(const std::string& line) {
+  size_t at = line.find_first_not_of(" \t", 5);
+  if (at != std::string::npos && line[at] == '(') at = line.find_first_not_of(" \t", line.find(')', at) + 1);
+  if (at == std::string::npos) return "";
+  const size_t end = line.find_first_of(" \t(;", at);
+  return line.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
+
 Listing read_ptx(std::string_view text) {
   Listing l;
+  std::string function;  // a .func whose body's `{` comes next
+  std::string call;      // a call statement spread over lines (NVVM puts each operand on its own)
   for (const std::string& raw : split(text, '\n')) {
     std::string line = raw.substr(0, raw.find("//"));
     line.erase(std::remove(line.begin(), line.end(), '\0'), line.end());
@@ -283,6 +294,21 @@ Listing read_ptx(std::string_view text) {
     if (line[0] == '$' && line.back() == ':') {  // $L__BB0_2:
       l.labels[line.substr(0, line.size() - 1)] = l.code.size();
       continue;
+    }
+    if (line.rfind(".func", 0) == 0) function = ptx_function_name(line);
+    if (line == ";") {  // the end of a prototype: no body, no instruction
+      function.clear();
+      continue;
+    }
+    if (line == "{" && !function.empty()) {
+      l.labels[function] = l.code.size();
+      function.clear();
+    }
+    if (line.rfind("call", 0) == 0 || !call.empty()) {
+      call += line + " ";
+      if (line.back() != ';') continue;
+      line = trim(call);
+      call.clear();
     }
     if (line[0] == '.' || line[0] == '{' || line[0] == '}' || line.back() != ';') continue;
     std::string body = trim(line.substr(0, line.size() - 1));
@@ -293,8 +319,17 @@ Listing read_ptx(std::string_view text) {
     in.guarded = guarded;
     in.op = body.substr(0, sp);
     const std::string rest = sp == std::string::npos ? "" : body.substr(sp + 1);
-    if (in.op.rfind("bra", 0) == 0) in.target = trim(rest);
-    else classify_ptx(in, operands_of(rest));
+    if (in.op.rfind("bra", 0) == 0) {
+      in.target = trim(rest);
+    } else if (in.op.rfind("call", 0) == 0) {  // call.uni (retval0), NAME, (param0, ...)
+      for (const std::string& operand : operands_of(rest))
+        if (!operand.empty() && operand[0] != '(') {
+          in.callee = operand;
+          break;
+        }
+    } else {
+      classify_ptx(in, operands_of(rest));
+    }
     l.code.push_back(std::move(in));
   }
   return l;
@@ -307,10 +342,13 @@ bool is_qkv_access(const Instr& in) {
          in.mem == Mem::generic_store;
 }
 
-// A called function (SASS `CALL` to a body that ends in `RET`, placed after the kernel's code)
-// runs once per call: its instructions weigh the sum of their call sites' weights. A call whose
-// target reaches an unguarded EXIT before a RET is no function call (ptxas's call into the
-// kernel's own exit path) and is left as it is. No call nests in another here: one pass.
+bool is_return(const Instr& in) { return in.op.rfind("RET", 0) == 0 || in.op.rfind("ret", 0) == 0; }
+
+// A called function (SASS `CALL` to a body that ends in `RET`, placed after the kernel's code;
+// PTX `call` of a .func) runs once per call: its instructions weigh the sum of their call sites'
+// weights. A call whose target reaches an unguarded EXIT before a return is no function call
+// (ptxas's call into the kernel's own exit path) and is left as it is. No call nests in another
+// here: one pass.
 void weigh_callees(const Listing& l, std::vector<int>& w) {
   std::map<size_t, int> calls;  // a function's first instruction -> its call sites' weight
   for (size_t i = 0; i < l.code.size(); ++i)
@@ -318,9 +356,8 @@ void weigh_callees(const Listing& l, std::vector<int>& w) {
       calls[it->second] += w[i];
   for (const auto& [first, weight] : calls) {
     size_t ret = first;
-    while (ret < l.code.size() && l.code[ret].op.rfind("RET", 0) != 0 && !(l.code[ret].exit && !l.code[ret].guarded))
-      ++ret;
-    if (ret == l.code.size() || l.code[ret].op.rfind("RET", 0) != 0) continue;
+    while (ret < l.code.size() && !is_return(l.code[ret]) && !(l.code[ret].exit && !l.code[ret].guarded)) ++ret;
+    if (ret == l.code.size() || !is_return(l.code[ret])) continue;
     for (size_t k = first; k <= ret; ++k) w[k] *= weight;
   }
 }
