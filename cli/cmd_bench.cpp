@@ -17,6 +17,7 @@ struct BenchOptions {
   std::string backend = "auto";
   std::string config;
   int repeats = 100;
+  int64_t check_tokens = -1;  // -1: checked_tokens_for(spec); 0: every token
   bool json = false;
 };
 
@@ -41,6 +42,7 @@ void bench(const BenchOptions& o) {
       co.tokens = std::stoll(item);
       co.max_position = spec.max_position_embeddings;
       co.timing_repeats = host ? std::min(o.repeats, 5) : o.repeats;
+      co.check_tokens = o.check_tokens < 0 ? ropejit::check::checked_tokens_for(spec) : o.check_tokens;
       const auto report = ropejit::check::run_case(runtime, kernel, co);  // verified, then timed
       all_ok = all_ok && report.ok();
       const double gbps = report.time_us > 0 ? report.bytes_moved / (report.time_us * 1e3) : 0.0;
@@ -48,10 +50,11 @@ void bench(const BenchOptions& o) {
       if (o.json) {
         rows.push_back({{"spec", spec.name}, {"tokens", co.tokens}, {"config", config}, {"backend", runtime.backend()},
                         {"time_us", report.time_us}, {"gb_per_s", gbps}, {"bytes", report.bytes_moved},
-                        {"ok", report.ok()}});
+                        {"ok", report.ok()}, {"checked_tokens", report.checked_tokens}});
       } else {
         fmt::print("{:<24} {:>7} {:<28} {:>11.2f} {:>9.2f} {:>12}  {}\n", spec.name, co.tokens, config,
-                   report.time_us, gbps, report.bytes_moved, report.ok() ? "ok" : "FAILED");
+                   report.time_us, gbps, report.bytes_moved,
+                   !report.ok() ? "FAILED" : report.checked_tokens < co.tokens ? fmt::format("ok ({} tokens)", report.checked_tokens) : "ok");
       }
     }
   }
@@ -67,6 +70,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "auto | cuda | host");
   cmd->add_option("--config", o->config, "launch config: inline JSON or a file (default: tuned or heuristic)");
   cmd->add_option("--repeats", o->repeats, "timed launches per point (median; at most 5 on host)");
+  cmd->add_option("--check-tokens", o->check_tokens,
+                  "tokens compared with the float64 reference at larger counts (default: about 2^25 values of "
+                  "q, k and v; 0: every token)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 26));
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->callback([o] { bench(*o); });
 }

@@ -40,6 +40,36 @@ TEST(CliRun, RunVerifiesAgainstTheReferenceAndReportsJson) {
   EXPECT_EQ(j.at("tokens").get<int64_t>(), 33);
 }
 
+// Above --check-tokens the reference compares that many tokens on the config of --tokens, and the
+// full launch is timed: what the reports say, for run and bench.
+TEST(CliRun, LargeRunsCheckAFixedNumberOfTokens) {
+  const std::string cli = cli_or_skip();
+  if (cli.empty()) GTEST_SKIP() << "SKIPPED: needs the ropejit command and the host backend";
+  const std::string spec = ropejit::test::source_dir() + "/specs/qwen2.5-7b.json";
+  auto [rc, out] = run(cli + " run '" + spec + "' --backend host --tokens 41 --check-tokens 9 --repeats 1 --json");
+  ASSERT_EQ(rc, 0) << out;
+  const auto j = nlohmann::json::parse(out);
+  EXPECT_TRUE(j.at("ok").get<bool>());
+  EXPECT_EQ(j.at("tokens").get<int64_t>(), 41);
+  EXPECT_EQ(j.at("checked_tokens").get<int64_t>(), 9);
+  EXPECT_GT(j.at("time_us").get<double>(), 0.0);
+  auto [rc_all, out_all] = run(cli + " run '" + spec + "' --backend host --tokens 41 --check-tokens 0 --json");
+  ASSERT_EQ(rc_all, 0) << out_all;
+  EXPECT_EQ(nlohmann::json::parse(out_all).at("checked_tokens").get<int64_t>(), 41);
+  auto [rc_text, text] = run(cli + " run '" + spec + "' --backend host --tokens 41 --check-tokens 9 --repeats 1");
+  ASSERT_EQ(rc_text, 0) << text;
+  EXPECT_NE(text.find("checked    9 tokens"), std::string::npos) << text;
+  auto [rc_bench, bench] = run(cli + " bench '" + spec + "' --backend host --tokens 3,20 --check-tokens 5 --repeats 1 --json");
+  ASSERT_EQ(rc_bench, 0) << bench;
+  const auto rows = nlohmann::json::parse(bench);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at("checked_tokens").get<int64_t>(), 3);
+  EXPECT_EQ(rows[1].at("checked_tokens").get<int64_t>(), 5);
+  auto [rc_bad, bad] = run(cli + " run '" + spec + "' --check-tokens -1");
+  EXPECT_NE(rc_bad, 0);
+  EXPECT_NE(bad.find("--check-tokens"), std::string::npos) << bad;
+}
+
 TEST(CliRun, BadArgumentsAreNamed) {
   const std::string cli = cli_or_skip();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: needs the ropejit command and the host backend";

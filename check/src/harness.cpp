@@ -77,19 +77,22 @@ bool CaseReport::ok() const {
 }
 
 std::string CaseReport::summary() const {
-  std::string out = fmt::format("seed {} batch {} S {} seq_len {}: {}\n", seed, batch, max_seq_len, run_length,
-                                ok() ? "ok" : "FAILED");
+  std::string out = fmt::format("seed {} tokens {} batch {} S {} seq_len {}: {}\n", seed, checked_tokens, batch,
+                                max_seq_len, run_length, ok() ? "ok" : "FAILED");
   for (const auto& [name, check] : checks) out += fmt::format("  {}: {}\n", name, check.summary());
   if (untouched_violations) out += fmt::format("  {} bytes outside the outputs changed\n", untouched_violations);
   return out;
 }
 
-CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o) {
-  const Spec& spec = kernel.spec();
-  Backend& backend = runtime_backend(runtime);
-  CaseReport report;
-  report.seed = o.seed ? o.seed : std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}();
+int64_t checked_tokens_for(const Spec& spec, int64_t elements) {
+  const int64_t row = std::max<int64_t>(1, int64_t(spec.num_q_heads + 2 * spec.num_kv_heads) * spec.head_dim);
+  return std::max<int64_t>(1, elements / row);
+}
 
+namespace {
+
+// The random workload of a case: `o`'s shape, drawn from `seed`.
+WorkloadOptions case_workload(const Kernel& kernel, const CaseOptions& o, uint64_t seed) {
   WorkloadOptions w;
   w.tokens = o.tokens;
   w.batch = o.batch;
@@ -97,13 +100,46 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   w.positions_type = o.positions_type;
   w.max_position = o.max_position;
   w.stride_vec = o.strided ? kernel.config_for(o.tokens).vec : 0;  // gaps between rows must stay intact
-  w.seed = report.seed;
-  DeviceWorkload device(backend, make_host_workload(spec, w), 1);
-  const HostWorkload& host = device.host();
+  w.seed = seed;
+  return w;
+}
+
+void note_shape(const HostWorkload& host, CaseReport& report) {
   report.batch = host.shape.batch;
   report.max_seq_len = host.shape.max_seq_len;
   report.run_length = host.seq_len;
   report.bytes_moved = host.bytes_moved();
+}
+
+}  // namespace
+
+CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o) {
+  const Spec& spec = kernel.spec();
+  Backend& backend = runtime_backend(runtime);
+  if (o.check_tokens > 0 && o.check_tokens < o.tokens) {
+    CaseOptions small = o;
+    small.tokens = o.check_tokens;
+    small.check_tokens = 0;
+    small.timing_repeats = 0;
+    // The config timed at o.tokens, fixed, so the check covers the very kernel that is timed.
+    CaseReport report = run_case(runtime, runtime.get(spec, kernel.config_for(o.tokens)), small);
+    // Then o.tokens launched (a launch error surfaces) and timed, not compared: the report keeps
+    // the checked case's shape and takes the timed launch's bytes.
+    DeviceWorkload device(backend, make_host_workload(spec, case_workload(kernel, o, report.seed)), 1);
+    report.bytes_moved = device.host().bytes_moved();
+    const Args args = device.args(0);
+    kernel.launch(args, nullptr);
+    backend.synchronize();
+    if (o.timing_repeats > 0)
+      report.time_us = backend.time_calls([&](void* stream) { kernel.launch(args, stream); }, o.timing_repeats);
+    return report;
+  }
+  CaseReport report;
+  report.seed = o.seed ? o.seed : std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}();
+  report.checked_tokens = o.tokens;
+  DeviceWorkload device(backend, make_host_workload(spec, case_workload(kernel, o, report.seed)), 1);
+  const HostWorkload& host = device.host();
+  note_shape(host, report);
 
   ref::RefProblem problem;
   problem.num_tokens = o.tokens;
