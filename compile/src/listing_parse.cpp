@@ -304,7 +304,8 @@ Listing read_ptx(std::string_view text) {
       l.labels[function] = l.code.size();
       function.clear();
     }
-    if (line.rfind("call", 0) == 0 || !call.empty()) {
+    const size_t op_at = line[0] == '@' ? line.find_first_not_of(" \t", line.find_first_of(" \t")) : 0;
+    if ((op_at != std::string::npos && line.compare(op_at, 4, "call") == 0) || !call.empty()) {
       call += line + " ";
       if (line.back() != ';') continue;
       line = trim(call);

@@ -228,16 +228,15 @@ __device__ __forceinline__ u32 fp8x4_bits_inline(float x0, float x1, float x2, f
 }
 
 // The same as one function called at each store: NVVM and ptxas compile its ~40 instructions
-// once, not at every FP8 store of a kernel (cold compile, issue 25); each call adds ~12 issued.
+// once, not at every FP8 store of a kernel (cold compile, issue 25); each call adds ~13 issued.
 template <int E, int M>
 __device__ __noinline__ u32 fp8x4_bits_soft(float x0, float x1, float x2, float x3) {
   return fp8x4_bits_inline<E, M>(x0, x1, x2, x3);
 }
 
 // Four floats as FP8 codes in a word (element i in byte i). sm_89+ converts pairs with
-// cvt.rn.satfinite (the same rounding and saturation); elsewhere, and on the host backend, the
-// rounding above, the four magnitudes and signs gathered bytewise, the offset added in 7-bit
-// lanes (no carry reaches the next byte); kCalled: that rounding as a call (fp8x4_bits_soft).
+// cvt.rn.satfinite (the same rounding and saturation); elsewhere, and on the host backend,
+// fp8x4_bits_inline, or with kCalled its call (fp8x4_bits_soft).
 template <class S, bool kCalled = false>
 __device__ __forceinline__ u32 fp8x4_bits(const float* in) {
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
