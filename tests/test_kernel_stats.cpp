@@ -89,6 +89,14 @@ TEST(KernelStats, CalledFunctionWeighsItsCallSites) {
   EXPECT_DOUBLE_EQ(c.per_item, 6 + 3 * 3 + 3 * 7);
 }
 
+TEST(KernelStats, FunctionCalledFromAFunctionWeighsItsCallersCalls) {
+  // Per item: 0x00, 0x30..0x50 once (4); the heads loop's call and branch 3 times (6); $k$outer's
+  // 3 instructions at 3 calls (9) and $k$inner's 3 at one call from each of them (9).
+  const InstrCounts c = count_sass(kSassNestedCalls, {3});
+  EXPECT_EQ(c.instructions, 12);
+  EXPECT_DOUBLE_EQ(c.per_item, 4 + 2 * 3 + 3 * 3 + 3 * 3);
+}
+
 TEST(KernelStats, CalledPtxFunctionWeighsItsCallSites) {
   // Per item: the load, store, outer branch and ret once (4); the heads loop's st.param, call,
   // ld.param and bra 3 times (12); the function's 4 instructions at 3 calls (12).

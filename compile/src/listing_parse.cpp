@@ -2,6 +2,7 @@
 // register reads and writes, memory kind and width, branch target), then counted the same way.
 #include <algorithm>
 #include <cctype>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -347,20 +348,41 @@ bool is_return(const Instr& in) { return in.op.rfind("RET", 0) == 0 || in.op.rfi
 
 // A called function (SASS `CALL` to a body that ends in `RET`, placed after the kernel's code;
 // PTX `call` of a .func) runs once per call: its instructions weigh the sum of their call sites'
-// weights. A call whose target reaches an unguarded EXIT before a return is no function call
-// (ptxas's call into the kernel's own exit path) and is left as it is. No call nests in another
-// here: one pass.
+// weights, a call site inside another function at that function's weight. A call whose target
+// reaches an unguarded EXIT before a return is no function call (ptxas's call into the kernel's
+// own exit path) and is left as it is; a recursive call counts once.
 void weigh_callees(const Listing& l, std::vector<int>& w) {
-  std::map<size_t, int> calls;  // a function's first instruction -> its call sites' weight
-  for (size_t i = 0; i < l.code.size(); ++i)
-    if (const auto it = l.labels.find(l.code[i].callee); !l.code[i].callee.empty() && it != l.labels.end())
-      calls[it->second] += w[i];
-  for (const auto& [first, weight] : calls) {
-    size_t ret = first;
+  std::map<size_t, size_t> bodies;              // a function's first instruction -> its return
+  std::vector<std::pair<size_t, size_t>> calls;  // (call site, function's first instruction)
+  for (size_t i = 0; i < l.code.size(); ++i) {
+    const auto it = l.labels.find(l.code[i].callee);
+    if (l.code[i].callee.empty() || it == l.labels.end()) continue;
+    size_t ret = it->second;
     while (ret < l.code.size() && !is_return(l.code[ret]) && !(l.code[ret].exit && !l.code[ret].guarded)) ++ret;
     if (ret == l.code.size() || !is_return(l.code[ret])) continue;
-    for (size_t k = first; k <= ret; ++k) w[k] *= weight;
+    bodies[it->second] = ret;
+    calls.emplace_back(i, it->second);
   }
+  std::map<size_t, int> weight;  // per function, once known
+  std::set<size_t> open;         // functions whose weight is being summed (recursion)
+  std::function<int(size_t)> weight_of = [&](size_t first) {
+    if (const auto it = weight.find(first); it != weight.end()) return it->second;
+    if (!open.insert(first).second) return 1;
+    int sum = 0;
+    for (const auto& [site, callee] : calls) {
+      if (callee != first) continue;
+      int caller = 1;  // the kernel's body, or the function holding the site
+      for (const auto& [f, ret] : bodies)
+        if (f <= site && site <= ret) caller = weight_of(f);
+      sum += w[site] * caller;
+    }
+    open.erase(first);
+    return weight[first] = sum;
+  };
+  std::map<size_t, int> factor;
+  for (const auto& body : bodies) factor[body.first] = weight_of(body.first);
+  for (const auto& [first, ret] : bodies)
+    for (size_t k = first; k <= ret; ++k) w[k] *= factor[first];
 }
 
 // Per-item weight of each instruction: the loops inside the outermost one (the grid-stride loop),

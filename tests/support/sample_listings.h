@@ -190,4 +190,25 @@ $k$_Z4softffff:
         /*00b0*/                   RET.REL.NODEC R20 `(k) ;
 )";
 
+// A function called from another: the kernel's heads loop calls $k$outer (3 trips), which calls
+// $k$inner once.
+constexpr const char* kSassNestedCalls = R"(
+.L_x_0:
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+.L_x_1:
+        /*0010*/                   CALL.REL.NOINC `($k$outer) ;
+        /*0020*/               @P0 BRA `(.L_x_1) ;
+        /*0030*/                   STG.E.128 desc[UR4][R2.64], R8 ;
+        /*0040*/               @P3 BRA `(.L_x_0) ;
+        /*0050*/                   EXIT ;
+$k$outer:
+        /*0060*/                   FFMA R8, R4, R5, R6 ;
+        /*0070*/                   CALL.REL.NOINC `($k$inner) ;
+        /*0080*/                   RET.REL.NODEC R20 `(k) ;
+$k$inner:
+        /*0090*/                   PRMT R9, R8, 0x40, R8 ;
+        /*00a0*/                   FMUL R9, R9, R9 ;
+        /*00b0*/                   RET.REL.NODEC R22 `(k) ;
+)";
+
 }  // namespace ropejit::sample_listings
