@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "ropejit/check/harness.h"
+
 namespace ropejit::cli {
 
 namespace {
@@ -119,6 +121,18 @@ std::vector<std::string> split_list(const std::string& text) {
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+void add_check_tokens_option(CLI::App* cmd, int64_t* value) {
+  cmd->add_option("--check-tokens", *value,
+                  "tokens compared with the float64 reference when --tokens is larger: that many on fresh data "
+                  "and the same config, the full launch timed (default: about 2^25 values of q, k and v; 0: every "
+                  "token)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 26));
+}
+
+int64_t check_tokens_option(const Spec& spec, int64_t value) {
+  return value < 0 ? check::checked_tokens_for(spec) : value;
 }
 
 }  // namespace ropejit::cli

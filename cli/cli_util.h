@@ -5,6 +5,7 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "ropejit/config.h"
@@ -47,5 +48,11 @@ std::optional<E> enum_option(const std::string& flag, const std::string& value) 
 
 /// The kernel for `--config` (empty: tuned or heuristic configs).
 Kernel kernel_option(Runtime& runtime, const Spec& spec, const std::string& config);
+
+/// `--check-tokens N` of run and bench into `*value` (left at -1 when not given).
+void add_check_tokens_option(CLI::App* cmd, int64_t* value);
+
+/// The tokens the float64 check covers for `--check-tokens` (-1: check::checked_tokens_for(spec)).
+int64_t check_tokens_option(const Spec& spec, int64_t value);
 
 }  // namespace ropejit::cli

@@ -17,7 +17,7 @@ struct BenchOptions {
   std::string backend = "auto";
   std::string config;
   int repeats = 100;
-  int64_t check_tokens = -1;  // -1: checked_tokens_for(spec); 0: every token
+  int64_t check_tokens = -1;  // cli::check_tokens_option
   bool json = false;
 };
 
@@ -42,7 +42,7 @@ void bench(const BenchOptions& o) {
       co.tokens = std::stoll(item);
       co.max_position = spec.max_position_embeddings;
       co.timing_repeats = host ? std::min(o.repeats, 5) : o.repeats;
-      co.check_tokens = o.check_tokens < 0 ? ropejit::check::checked_tokens_for(spec) : o.check_tokens;
+      co.check_tokens = ropejit::cli::check_tokens_option(spec, o.check_tokens);
       const auto report = ropejit::check::run_case(runtime, kernel, co);  // verified, then timed
       all_ok = all_ok && report.ok();
       const double gbps = report.time_us > 0 ? report.bytes_moved / (report.time_us * 1e3) : 0.0;
@@ -70,10 +70,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--backend", o->backend, "auto | cuda | host");
   cmd->add_option("--config", o->config, "launch config: inline JSON or a file (default: tuned or heuristic)");
   cmd->add_option("--repeats", o->repeats, "timed launches per point (median; at most 5 on host)");
-  cmd->add_option("--check-tokens", o->check_tokens,
-                  "tokens compared with the float64 reference at larger counts (default: about 2^25 values of "
-                  "q, k and v; 0: every token)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 26));
+  ropejit::cli::add_check_tokens_option(cmd, &o->check_tokens);
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->callback([o] { bench(*o); });
 }

@@ -24,7 +24,7 @@ struct RunOptions {
   int batch = 0;
   int64_t max_position = 0;
   int repeats = 50;
-  int64_t check_tokens = -1;  // -1: checked_tokens_for(spec); 0: every token
+  int64_t check_tokens = -1;  // cli::check_tokens_option
   uint64_t seed = 0;
   bool json = false;
 };
@@ -47,7 +47,7 @@ int run(const RunOptions& o) {
   co.max_position = o.max_position ? o.max_position : spec.max_position_embeddings;
   co.seed = o.seed;
   co.timing_repeats = runtime.backend() == "cuda" ? o.repeats : std::min(o.repeats, 5);
-  co.check_tokens = o.check_tokens < 0 ? ropejit::check::checked_tokens_for(spec) : o.check_tokens;
+  co.check_tokens = ropejit::cli::check_tokens_option(spec, o.check_tokens);
   const auto report = ropejit::check::run_case(runtime, kernel, co);
 
   const ropejit::Config& config = kernel.config_for(o.tokens);
@@ -99,10 +99,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--max-position", o->max_position, "positions drawn below this (default: max_position_embeddings)");
   cmd->add_option("--repeats", o->repeats, "timed launches (cuda; at most 5 on host)");
   cmd->add_option("--seed", o->seed, "random seed (default: fresh)");
-  cmd->add_option("--check-tokens", o->check_tokens,
-                  "tokens compared with the float64 reference when fewer than --tokens (default: about 2^25 "
-                  "values of q, k and v; 0: every token)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 26));
+  ropejit::cli::add_check_tokens_option(cmd, &o->check_tokens);
   cmd->add_flag("--json", o->json, "machine-readable output");
   cmd->callback([o] {
     const int rc = run(*o);

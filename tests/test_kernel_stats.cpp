@@ -89,6 +89,12 @@ TEST(KernelStats, CalledFunctionWeighsItsCallSites) {
   EXPECT_DOUBLE_EQ(c.per_item, 6 + 3 * 3 + 3 * 7);
 }
 
+TEST(KernelStats, CallIntoTheExitPathIsNoFunction) {
+  // 0x00, 0x30, EXIT and RET once (4), the heads loop's call and branch 3 times (6); as a
+  // function, EXIT..RET would weigh the call's 3.
+  EXPECT_DOUBLE_EQ(count_sass(kSassCallIntoExit, {3}).per_item, 4 + 2 * 3);
+}
+
 TEST(KernelStats, FunctionCalledFromAFunctionWeighsItsCallersCalls) {
   // Per item: 0x00, 0x30..0x50 once (4); the heads loop's call and branch 3 times (6); $k$outer's
   // 3 instructions at 3 calls (9) and $k$inner's 3 at one call from each of them (9).

@@ -92,7 +92,7 @@ int64_t checked_tokens_for(const Spec& spec, int64_t elements) {
 namespace {
 
 // The random workload of a case: `o`'s shape, drawn from `seed`.
-WorkloadOptions case_workload(const Kernel& kernel, const CaseOptions& o, uint64_t seed) {
+WorkloadOptions workload_options(const Kernel& kernel, const CaseOptions& o, uint64_t seed) {
   WorkloadOptions w;
   w.tokens = o.tokens;
   w.batch = o.batch;
@@ -125,7 +125,7 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
     CaseReport report = run_case(runtime, runtime.get(spec, kernel.config_for(o.tokens)), small);
     // Then o.tokens launched (a launch error surfaces) and timed, not compared: the report keeps
     // the checked case's shape and takes the timed launch's bytes.
-    DeviceWorkload device(backend, make_host_workload(spec, case_workload(kernel, o, report.seed)), 1);
+    DeviceWorkload device(backend, make_host_workload(spec, workload_options(kernel, o, report.seed)), 1);
     report.bytes_moved = device.host().bytes_moved();
     const Args args = device.args(0);
     kernel.launch(args, nullptr);
@@ -137,7 +137,7 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   CaseReport report;
   report.seed = o.seed ? o.seed : std::random_device{}() * 0x9e3779b97f4a7c15ull + std::random_device{}();
   report.checked_tokens = o.tokens;
-  DeviceWorkload device(backend, make_host_workload(spec, case_workload(kernel, o, report.seed)), 1);
+  DeviceWorkload device(backend, make_host_workload(spec, workload_options(kernel, o, report.seed)), 1);
   const HostWorkload& host = device.host();
   note_shape(host, report);
 

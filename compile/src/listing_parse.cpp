@@ -357,14 +357,18 @@ void weigh_callees(const Listing& l, std::vector<int>& w) {
   for (size_t i = 0; i < l.code.size(); ++i) {
     const auto it = l.labels.find(l.code[i].callee);
     if (l.code[i].callee.empty() || it == l.labels.end()) continue;
-    size_t ret = it->second;
-    while (ret < l.code.size() && !is_return(l.code[ret]) && !(l.code[ret].exit && !l.code[ret].guarded)) ++ret;
-    if (ret == l.code.size() || !is_return(l.code[ret])) continue;
-    bodies[it->second] = ret;
-    calls.emplace_back(i, it->second);
+    const size_t first = it->second;
+    if (!bodies.count(first)) {  // its return, found once per function
+      size_t ret = first;
+      while (ret < l.code.size() && !is_return(l.code[ret]) && !(l.code[ret].exit && !l.code[ret].guarded)) ++ret;
+      if (ret == l.code.size() || !is_return(l.code[ret])) continue;
+      bodies[first] = ret;
+    }
+    calls.emplace_back(i, first);
   }
-  std::map<size_t, int> weight;  // per function, once known
-  std::set<size_t> open;         // functions whose weight is being summed (recursion)
+  // Every function's weight from the loop weights alone, before any body is scaled.
+  std::map<size_t, int> weight;
+  std::set<size_t> open;  // functions whose weight is being summed (recursion)
   std::function<int(size_t)> weight_of = [&](size_t first) {
     if (const auto it = weight.find(first); it != weight.end()) return it->second;
     if (!open.insert(first).second) return 1;
@@ -379,10 +383,9 @@ void weigh_callees(const Listing& l, std::vector<int>& w) {
     open.erase(first);
     return weight[first] = sum;
   };
-  std::map<size_t, int> factor;
-  for (const auto& body : bodies) factor[body.first] = weight_of(body.first);
+  for (const auto& body : bodies) weight_of(body.first);
   for (const auto& [first, ret] : bodies)
-    for (size_t k = first; k <= ret; ++k) w[k] *= factor[first];
+    for (size_t k = first; k <= ret; ++k) w[k] *= weight[first];
 }
 
 // Per-item weight of each instruction: the loops inside the outermost one (the grid-stride loop),

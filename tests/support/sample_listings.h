@@ -211,4 +211,18 @@ $k$inner:
         /*00b0*/                   RET.REL.NODEC R22 `(k) ;
 )";
 
+// A guarded call whose target reaches EXIT before any RET (ptxas's call into the kernel's exit
+// path), here inside the heads loop so that taking it for a function would change the count.
+constexpr const char* kSassCallIntoExit = R"(
+.L_x_0:
+        /*0000*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+.L_x_1:
+        /*0010*/               @P1 CALL.REL.NOINC `(.L_x_2) ;
+        /*0020*/               @P0 BRA `(.L_x_1) ;
+        /*0030*/               @P3 BRA `(.L_x_0) ;
+.L_x_2:
+        /*0040*/                   EXIT ;
+        /*0050*/                   RET.REL.NODEC R20 `(k) ;
+)";
+
 }  // namespace ropejit::sample_listings
