@@ -6,7 +6,7 @@ user compiles one spec, in ROUNDS rounds over all specs; the table keeps each ke
 round (the least disturbed by other load) and states the load average before and after.
 
 Usage: python3 scripts/compile-table.py [--ropejit build/ropejit] [--rounds 3]
-         [--arch sm_80,sm_90] [--line-ms 100] [specs/*.json]
+         [--arch sm_80,sm_90] [--line-ms 100] [SPEC.json ...]   (default: every spec in specs/)
 """
 import argparse
 import glob
@@ -15,6 +15,8 @@ import os
 import subprocess
 import sys
 import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def load_average():
@@ -33,13 +35,14 @@ def compile_once(ropejit, spec, arch):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ropejit", default="build/ropejit")
+    ap.add_argument("--ropejit", default=os.path.join(ROOT, "build", "ropejit"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--arch", default="sm_80,sm_90")
     ap.add_argument("--line-ms", type=float, default=100.0, help="the goal a kernel is marked against")
     ap.add_argument("specs", nargs="*")
     args = ap.parse_args()
-    specs = args.specs or sorted(p for p in glob.glob("specs/*.json") if os.path.basename(p) != "schema.json")
+    specs = args.specs or sorted(p for p in glob.glob(os.path.join(ROOT, "specs", "*.json"))
+                                 if os.path.basename(p) != "schema.json")
     if args.rounds < 1:
         sys.exit("compile-table: --rounds must be at least 1")
 
@@ -53,7 +56,7 @@ def main():
                     best[key] = k
     end = (time.strftime("%H:%M:%S"), load_average())
 
-    print(f"`python3 scripts/compile-table.py --rounds {args.rounds} --arch {args.arch}`: "
+    print(f"`python3 scripts/compile-table.py {' '.join(sys.argv[1:])}`: "
           f"{start[0]}–{end[0]}, load average (1/5/15 min) {start[1]} before, {end[1]} after; "
           f"fastest of {args.rounds} processes per spec; ms = NVRTC create + compile + CUBIN, "
           f"phases from NVRTC's `--time` (whole ms).\n")

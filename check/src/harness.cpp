@@ -104,13 +104,6 @@ WorkloadOptions workload_options(const Kernel& kernel, const CaseOptions& o, uin
   return w;
 }
 
-void note_shape(const HostWorkload& host, CaseReport& report) {
-  report.batch = host.shape.batch;
-  report.max_seq_len = host.shape.max_seq_len;
-  report.run_length = host.seq_len;
-  report.bytes_moved = host.bytes_moved();
-}
-
 }  // namespace
 
 CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o) {
@@ -139,7 +132,10 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
   report.checked_tokens = o.tokens;
   DeviceWorkload device(backend, make_host_workload(spec, workload_options(kernel, o, report.seed)), 1);
   const HostWorkload& host = device.host();
-  note_shape(host, report);
+  report.batch = host.shape.batch;
+  report.max_seq_len = host.shape.max_seq_len;
+  report.run_length = host.seq_len;
+  report.bytes_moved = host.bytes_moved();
 
   ref::RefProblem problem;
   problem.num_tokens = o.tokens;
