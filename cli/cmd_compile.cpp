@@ -10,6 +10,7 @@
 #include "command_registry.h"
 #include "ropejit/compile.h"
 #include "ropejit/roofline.h"
+#include "ropejit/runtime.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ nlohmann::json stats_json(const ropejit::KernelStats& s, const std::vector<ropej
       {"source", s.source}, {"disassembler", s.disassembler}, {"registers", s.registers},
       {"spill_bytes", s.spill_bytes}, {"stack_bytes", s.stack_bytes}, {"shared_bytes", s.shared_bytes},
       {"block_threads", s.block_threads}, {"heads_per_thread", s.heads_per_thread},
+      {"serial_trips", s.serial_trips},
       {"occupancy", {{"blocks_per_sm", s.occupancy.blocks_per_sm}, {"warps_per_sm", s.occupancy.warps_per_sm},
                      {"fraction", s.occupancy.fraction}, {"limiter", s.occupancy.limiter}}},
       {"instructions", c.instructions}, {"instructions_per_item", c.per_item},
@@ -45,7 +47,9 @@ nlohmann::json stats_json(const ropejit::KernelStats& s, const std::vector<ropej
                     {"fp64_fraction", r.fp64_fraction}, {"bound", r.bound},
                     {"in_flight_bytes_per_sm", r.in_flight_bytes_per_sm},
                     {"needed_bytes_per_sm", r.needed_bytes_per_sm}, {"littles_fraction", r.littles_fraction},
-                    {"estimate_us", r.estimate_us}});
+                    {"dram_bytes", r.dram_bytes}, {"reread_hit", r.reread_hit}, {"dram_us", r.dram_us},
+                    {"latency_us", r.latency_us}, {"lifetime_us", r.lifetime_us}, {"lifetime_l2_us", r.lifetime_l2_us},
+                    {"launch_us", r.launch_us}, {"kernel_us", r.kernel_us}, {"estimate_us", r.estimate_us}});
   j["roofline"] = roof;
   // The loops the per-item figures weigh (the plan's trips per item) and how many the listing had:
   // a different number means every loop took the first's trips.
@@ -106,9 +110,14 @@ void add_compile_command(CLI::App& app) {
         std::vector<ropejit::Roofline> roof;
         if (*stats) {
           st = ropejit::kernel_stats(spec, c, source, b);
-          // One sequence of `tokens` rows: no padding, one varlen sequence.
-          const int64_t bytes = ropejit::bytes_moved(spec, *tokens, 1, *tokens);
-          for (const auto* p : roof_parts) roof.push_back(ropejit::roofline(*st, *p, *tokens, bytes));
+          // One sequence of `tokens` rows: no padding, one varlen sequence; launched in a CUDA graph.
+          ropejit::LaunchShape shape;
+          shape.tokens = *tokens;
+          shape.batch = 1;
+          shape.max_seq_len = *tokens;
+          const ropejit::MemoryAccess access = ropejit::memory_access(spec, c, shape);
+          for (const auto* p : roof_parts)
+            roof.push_back(ropejit::roofline(*st, *p, *tokens, access, ropejit::LaunchTiming::graph));
         }
         if (*json) {
           rows.push_back({{"spec", spec.name}, {"file", path}, {"arch", b.arch}, {"ptx", b.is_ptx},

@@ -1,6 +1,8 @@
 // Static kernel report (compile tier): the SASS and PTX parsers on fixed listings, occupancy,
 // the roofline arithmetic, the disassembler lookup, and the performance gate over every spec
 // (docs/static-report.md).
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
@@ -15,7 +17,7 @@
 #include "ropejit/config.h"
 #include "ropejit/kernel_stats.h"
 #include "ropejit/roofline.h"
-#include "ropejit/runtime.h"  // bytes_moved
+#include "ropejit/runtime.h"  // memory_access
 #include "support/run_command.h"
 #include "support/sample_listings.h"
 #include "support/spec_builder.h"
@@ -162,6 +164,7 @@ TEST(KernelStats, RooflineArithmetic) {
   s.block_threads = 256;
   s.registers = 54;
   s.items_per_row = 80;
+  s.serial_trips = 4;
   s.counts.per_item = 776;
   s.counts.bytes_in_flight = 32;
   s.counts.fp64_arith_per_item = 24;
@@ -169,24 +172,52 @@ TEST(KernelStats, RooflineArithmetic) {
   const GpuPart& h100 = find_gpu_part("h100-sxm");
   EXPECT_EQ(h100.name, "H100-SXM");
   const int64_t bytes = 335560704;
-  const Roofline r = roofline(s, h100, 16384, bytes);
+  MemoryAccess access = dense_access(bytes);
+  access.index_levels = 1;
+  const Roofline r = roofline(s, h100, 16384, access);
   EXPECT_EQ(r.warps, 16384 * 80 / 32);
+  // The gate's figures: the datasheet bandwidth.
   EXPECT_NEAR(r.memory_us, bytes / 3350e3, 1e-9);
   EXPECT_NEAR(r.issue_us, 776.0 * r.warps / (132 * 4 * 1980e6) * 1e6, 1e-9);
   EXPECT_NEAR(r.fp64_us, (24 * 32.0 / 64 + 32 * 32.0 / 16) * r.warps / (132 * 1980e6) * 1e6, 1e-9);
-  EXPECT_EQ(r.bound, "memory");
   EXPECT_NEAR(r.issue_fraction, r.issue_us / r.memory_us, 1e-12);
   EXPECT_EQ(r.occupancy.warps_per_sm, 32);
-  EXPECT_DOUBLE_EQ(r.in_flight_bytes_per_sm, 1024 * 32.0);
-  EXPECT_NEAR(r.needed_bytes_per_sm, 3350 * 800.0 / 132, 1e-9);
-  EXPECT_DOUBLE_EQ(r.littles_fraction, 1.0);
-  EXPECT_DOUBLE_EQ(r.estimate_us, r.memory_us);
-  // A tiny launch leaves most of each SM empty: latency, not bandwidth, limits it.
-  const Roofline tiny = roofline(s, h100, 16, 16 * 20484);
-  EXPECT_LT(tiny.littles_fraction, 0.05);
-  EXPECT_GT(tiny.estimate_us, tiny.memory_us * 20);
+  // The calibrated model: the copy ceiling, Little's law over 4 trips and one index level.
+  EXPECT_EQ(r.dram_bytes, bytes);
+  EXPECT_NEAR(r.dram_us, bytes / (h100.copy_gbs * 1e3), 1e-9);
+  EXPECT_DOUBLE_EQ(r.in_flight_bytes_per_sm, 1024 * 32.0 * 4 / 5);
+  EXPECT_NEAR(r.latency_us, bytes * h100.latency_ns / (132 * r.in_flight_bytes_per_sm) * 1e-3, 1e-9);
+  EXPECT_NEAR(r.lifetime_us, 5 * h100.latency_ns * 1e-3 + 776 / 1980e6 * 1e6, 1e-9);
+  const double memory = std::max(r.dram_us, r.latency_us);
+  EXPECT_EQ(r.bound, memory == r.dram_us ? "dram" : "latency");
+  EXPECT_NEAR(r.kernel_us, r.lifetime_us + memory + h100.overlap * r.issue_us, 1e-9);
+  EXPECT_DOUBLE_EQ(r.launch_us, 0);
+  EXPECT_DOUBLE_EQ(r.estimate_us, r.kernel_us);
+  EXPECT_DOUBLE_EQ(roofline(s, h100, 16384, access, LaunchTiming::graph).launch_us, h100.graph_launch_us);
+  EXPECT_DOUBLE_EQ(roofline(s, h100, 16384, access, LaunchTiming::event).launch_us, h100.event_launch_us);
+  // A tiny launch leaves most of each SM empty: one thread's lifetime, not bandwidth, sets it.
+  const Roofline tiny = roofline(s, h100, 16, dense_access(16 * 20484));
+  EXPECT_DOUBLE_EQ(tiny.latency_us, 0);
+  EXPECT_GT(tiny.estimate_us, tiny.dram_us * 20);
+  // Inputs in L2 (a decode step): the lifetime at L2 latency.
+  MemoryAccess hot = dense_access(16 * 20484);
+  hot.inputs_in_l2 = true;
+  EXPECT_LT(roofline(s, h100, 16, hot).kernel_us, tiny.kernel_us);
+  // Each separate run and each partly written sector costs DRAM bytes; a re-read in L2 costs none.
+  MemoryAccess runs = access;
+  runs.chunks = 1000;
+  runs.partial_sectors = 10;
+  EXPECT_EQ(roofline(s, h100, 16384, runs).dram_bytes, bytes + std::llround(1000 * h100.chunk_bytes) + 10 * 32);
+  MemoryAccess again = access;
+  again.reread_bytes = bytes;
+  again.reread_distance = 8;  // 8 bytes x 270k threads: 2 MB, in L2
+  EXPECT_EQ(roofline(s, h100, 16384, again).dram_bytes, bytes);
+  again.reread_distance = 4096;  // 1.1 GB between the reads: L2 holds 25 MB of them
+  const Roofline missed = roofline(s, h100, 16384, again);
+  EXPECT_NEAR(missed.reread_hit, 25e6 / (4096.0 * 1024 * 132), 1e-9);
+  EXPECT_GT(missed.dram_bytes, bytes + bytes * 9 / 10);
   // On a 1/64-rate FP64 part the FP64 share grows by the rate ratio.
-  const Roofline l40s = roofline(s, find_gpu_part("L40S"), 16384, bytes);
+  const Roofline l40s = roofline(s, find_gpu_part("L40S"), 16384, access);
   EXPECT_GT(l40s.fp64_fraction, r.fp64_fraction);
   EXPECT_EQ(gpu_parts().size(), 5u);
   EXPECT_THROW(find_gpu_part("V100"), Error);
@@ -297,7 +328,9 @@ const std::vector<GateRow>& gate_rows() {
       const Source source = generate_source(make_plan(spec, config));
       for (const char* arch : {"sm_80", "sm_90"}) {
         const KernelStats s = kernel_stats(spec, config, source, compile_nvrtc(source, arch));
-        const Roofline r = roofline(s, find_gpu_part("H100-SXM"), kTokens, bytes_moved(spec, kTokens, 1, kTokens));
+        const LaunchShape shape{kTokens, 1, kTokens};
+        const MemoryAccess access = memory_access(spec, config, shape);
+        const Roofline r = roofline(s, find_gpu_part("H100-SXM"), kTokens, access);
         // FP8 stores (an FP8 cache, an FP8 q_out) take vec bytes a vector; others 128 bits.
         const bool fp8_stores = quantized_cache(spec) || spec.io.q_output_dtype != CacheDType::auto_;
         // NVFP4: a vector's codes in vec / 2 bytes, and one byte a 16-value block (its scale).
@@ -305,7 +338,7 @@ const std::vector<GateRow>& gate_rows() {
         const int cache_bits = nvfp4 ? 4 * config.vec : fp8_stores ? 8 * config.vec : 128;
         // FP8 without cvt before sm_89; e2m1 without cvt before Blackwell's family targets.
         const bool software_fp8 = (fp8_stores && std::string(arch) == "sm_80") || nvfp4;
-        const Roofline own = roofline(s, find_gpu_part(own_part(arch)), kTokens, bytes_moved(spec, kTokens, 1, kTokens));
+        const Roofline own = roofline(s, find_gpu_part(own_part(arch)), kTokens, access);
         out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits,
                        spec.op == OpKind::rerotate, software_fp8, nvfp4, own});
       }

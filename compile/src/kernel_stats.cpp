@@ -96,10 +96,19 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   const int trips = all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)
                               : s.heads_loop_trips * (shape.whole_heads ? head_lanes : 1);
   s.planned_loops = {{"heads loop", trips}};
+  // The all-heads kernel walks its heads once per pass (qk_norm_all.cuh): the norm's sums, the
+  // per-token q amax (q heads only), then the rotation; each pass's loads wait for themselves.
+  s.serial_trips = trips;
+  if (all_heads) {
+    const int q_trips = (spec.num_q_heads + shape.head_groups - 1) / shape.head_groups;
+    if (all_heads_norm(spec)) s.serial_trips += trips;
+    if (q_scale_per_token(spec)) s.serial_trips += q_trips;
+  }
   // With the k/v store loop after the heads loop (rope.cuh rope_heads), that loop weighs its own
   // trips, and in it (cooperative heads: store_lane_vectors) the cache head's vector loop.
   if (spec.op == OpKind::rope && !all_heads && kv_store_loop(shape, quantized_cache(spec), spec.io.copy_v)) {
     s.planned_loops.push_back({"k/v store loop", kKvStoreLoopTrips});
+    s.serial_trips += kKvStoreLoopTrips;
     if (cooperative_heads(spec) && cache_vector_loop(max_lane_vectors(shape), nvfp4_cache(spec))) {
       s.planned_loops.push_back({"cache vector loop", kKvStoreLoopTrips * max_lane_vectors(shape)});
     }

@@ -168,7 +168,11 @@ std::vector<Config> static_prune(const Spec& spec, const std::vector<Config>& ca
     const auto it = stats.find(config_name(c));
     if (it == stats.end())
       throw Error(Status::internal, fmt::format("static_prune: no static report for {}", config_name(c)));
-    estimates.push_back(roofline(it->second, part, shape.rows, shape.bytes));
+    LaunchShape launch;
+    launch.tokens = shape.tokens;
+    launch.batch = shape.batch;
+    launch.max_seq_len = shape.max_seq_len;
+    estimates.push_back(roofline(it->second, part, shape.rows, memory_access(spec, c, launch)));
     const double us = estimates.back().estimate_us;
     if (us > 0 && (best_us == 0.0 || us < best_us)) best_us = us;
     memory_us = std::max(memory_us, estimates.back().memory_us);

@@ -106,6 +106,9 @@ struct KernelStats {
   int block_threads = 0;
   int heads_per_thread = 1;  ///< the config's; an all-heads QK-norm's actual heads per thread
   int heads_loop_trips = 1;  ///< times the heads loop runs per item (role slots: the q heads)
+  /// Loop trips a thread runs one after another, each waiting for its own loads: the heads loop
+  /// (an all-heads norm: once per pass over its heads), then the k/v store loop (the model's lifetime).
+  int serial_trips = 1;
   /// Each loop inside the grid-stride loop, nested ones too, in program order (the heads loop first).
   std::vector<PlannedLoop> planned_loops;
   Occupancy occupancy;       ///< at block_threads on `arch`

@@ -11,6 +11,8 @@
 #include "ropejit/buckets.h"
 #include "ropejit/compile.h"
 #include "ropejit/config.h"
+#include "ropejit/introspect.h"
+#include "ropejit/roofline.h"
 #include "ropejit/ropejit.h"
 #include "ropejit/spec.h"
 
@@ -91,6 +93,12 @@ class Kernel {
 /// output row of the padded form (batch * max_seq_len rows, zero padding included); int32
 /// positions. The sum over the launch's buffers (runtime/src/launch/launch_args.h launch_buffers).
 int64_t bytes_moved(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len);
+
+/// What a launch of `spec` with `config` at `shape` does to memory, for the calibrated model
+/// (ropejit/roofline.h roofline): bytes_moved, the same in 32-byte sectors, the separate runs and
+/// partly written sectors its buffers' layouts make, the kernel's second reads and the index
+/// loads before a thread's first data load (docs/static-report.md §3).
+MemoryAccess memory_access(const Spec& spec, const Config& config, const LaunchShape& shape);
 
 /// Owns the backend, the caches and the tuning database. Thread-safe.
 class Runtime {

@@ -77,6 +77,7 @@ struct BufferDesc {
   /// inout: elements of a moved row written back, when fewer than read (packed q in place with
   /// the k and v parts only read); -1: all of moved_row_elements.
   int64_t written_row_elements = -1;
+  bool also_read = false;             ///< a cache the launch reads before it rewrites it (rerotate)
   FieldUse use = FieldUse::required;  ///< the pointer: required, or optional (null allowed)
   CacheDType fp8 = CacheDType::auto_;  ///< an FP8 q_out's element type (caches: io.cache_dtype)
   bool fp32 = false;                   ///< float32 whatever the spec's dtype (q_scale_out)
@@ -95,6 +96,13 @@ struct BufferDesc {
     }
     return nullptr;
   }
+  /// True when a launch reads the buffer.
+  bool is_read() const { return kind != BufferKind::output && (kind != BufferKind::cache || also_read); }
+  /// Elements of a moved row a launch writes (0: read only).
+  int64_t written_elements() const {
+    if (!is_written()) return 0;
+    return kind == BufferKind::inout && written_row_elements >= 0 ? written_row_elements : moved_row_elements;
+  }
   /// True when a launch writes the buffer.
   bool is_written() const {
     return kind == BufferKind::inout || kind == BufferKind::output || kind == BufferKind::cache;
@@ -103,8 +111,10 @@ struct BufferDesc {
   int64_t bytes() const { return checked_product(rows, row_stride, element_bytes); }
   /// Bytes one launch moves through memory: read, written, or both (inout). Error on overflow.
   int64_t moved_bytes() const {
-    const int64_t written = kind != BufferKind::inout ? 0
-                            : written_row_elements < 0 ? moved_row_elements : written_row_elements;
+    const int64_t written = also_read                   ? moved_row_elements
+                            : kind != BufferKind::inout ? 0
+                            : written_row_elements < 0  ? moved_row_elements
+                                                        : written_row_elements;
     return checked_product(moved_rows < 0 ? rows : moved_rows, moved_row_elements + written, element_bytes);
   }
   /// a * b * c, or Error(invalid_argument) naming this buffer when it overflows int64.

@@ -100,7 +100,8 @@ void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>
     out.push_back(b);
   }
   BufferDesc cache = cache_buffer(s, shape, true);
-  cache.moved_row_elements = 2 * int64_t(s.num_kv_heads) * s.rotary_dim;  // the rotary part, read and written
+  cache.moved_row_elements = int64_t(s.num_kv_heads) * s.rotary_dim;  // the rotary part, read and written
+  cache.also_read = true;
   out.push_back(cache);
   out.push_back(cache_index_buffer(s, shape));
 }
