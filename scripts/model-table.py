@@ -31,7 +31,8 @@ def main():
     status = 0
     for path in files:
         cmd = [a.ropejit, "model", "predict" if a.predict else "check", path, "--specs", os.path.join(ROOT, "specs")]
-        print(f"$ {' '.join(cmd)}")
+        shown = [os.path.relpath(c, ROOT) if os.path.isabs(c) else c for c in cmd]
+        print(f"$ {' '.join(shown)}")
         run = subprocess.run(cmd, text=True, capture_output=True)
         sys.stdout.write(run.stdout)
         sys.stderr.write(run.stderr)
