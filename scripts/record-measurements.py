@@ -24,7 +24,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 KERNEL_FIELDS = ["registers", "shared_bytes", "block_threads", "items_per_row", "serial_trips",
-                 "instructions_per_item", "bytes_in_flight"]
+                 "instructions_per_item", "bytes_in_flight", "data_load_before_index_use"]
 
 
 def bench_shapes():
@@ -73,12 +73,15 @@ def kernel_figures(ropejit, spec, dtype, arch):
 
 
 def config_json(name):
-    """bt256.v8.h4.compute.blocks -> the config object."""
-    m = re.fullmatch(r"bt(\d+)\.v(\d+)\.h(\d+)\.(\w+)\.(\w+)", name)
+    """bt256.v8.h4.compute.blocks[.ahead] -> the config object."""
+    m = re.fullmatch(r"bt(\d+)\.v(\d+)\.h(\d+)\.(\w+)\.(\w+)(\.ahead)?", name)
     if not m:
         sys.exit(f"record-measurements: cannot read config name {name}")
-    return {"block_threads": int(m.group(1)), "vec": int(m.group(2)), "heads_per_thread": int(m.group(3)),
-            "sincos": m.group(4), "grid": m.group(5)}
+    config = {"block_threads": int(m.group(1)), "vec": int(m.group(2)), "heads_per_thread": int(m.group(3)),
+              "sincos": m.group(4), "grid": m.group(5)}
+    if m.group(6):
+        config["ahead"] = True
+    return config
 
 
 def dumps_rows(out):

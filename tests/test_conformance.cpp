@@ -479,11 +479,7 @@ TEST_P(Conformance, EveryTunableValue) {
   for (const auto& t : tunables())
     for (int value : t.values) {
       Config c = default_config(spec);
-      if (t.name == "block_threads") c.block_threads = value;
-      if (t.name == "vec") c.vec = value;
-      if (t.name == "heads_per_thread") c.heads_per_thread = value;
-      if (t.name == "sincos") c.sincos = static_cast<SinCosMode>(value);
-      if (t.name == "grid") c.grid = static_cast<GridMode>(value);
+      set_tunable(c, t.name, value);
       if (!config_problem(spec, c)) configs.push_back(c);
     }
   EXPECT_GE(configs.size(), 12u);
@@ -539,6 +535,32 @@ TEST_P(Conformance, ModelSpecs) {
       expect_case(kernel, o, path);
     }
   }
+}
+
+// Every model spec with its decode config (default_config(spec, tokens): one head a thread, loads
+// ahead of the angles) at decode sizes, and with loads ahead (Config::ahead) where its kernel has
+// them and its default has not: the same results as every other config.
+TEST_P(Conformance, DecodeAndLoadsAheadConfigs) {
+  int ahead_specs = 0;
+  for (const auto& path : ropejit::test::spec_files()) {
+    const Spec spec = load_spec_file(path);
+    std::vector<std::pair<Config, std::vector<int64_t>>> runs = {{default_config(spec, 1), {1, 8}}};
+    Config ahead = default_config(spec);
+    ahead.ahead = true;
+    if (!default_config(spec).ahead && !config_problem(spec, ahead)) runs.push_back({ahead, {7, 301}});
+    ahead_specs += default_config(spec).ahead || runs.size() > 1;
+    for (const auto& [config, token_counts] : runs) {
+      const Kernel kernel = runtime().get(spec, config);
+      for (int64_t tokens : token_counts) {
+        check::CaseOptions o;
+        o.tokens = tokens;
+        o.batch = tokens > 3 ? 3 : 1;
+        o.max_position = spec.max_position_embeddings;
+        expect_case(kernel, o, fmt::format("{} {}", path, config_name(config)));
+      }
+    }
+  }
+  EXPECT_GE(ahead_specs, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backend, Conformance, ::testing::Values(BackendKind::host, BackendKind::cuda),

@@ -38,6 +38,8 @@ KernelStats kernel_from(JsonFields& f, const nlohmann::json& k, const std::strin
   s.counts.bytes_in_flight = static_cast<int>(f.integer_field(k, at, "bytes_in_flight", 1, 1 << 16).value_or(0));
   s.counts.fp64_arith_per_item = f.number_field(k, at, "fp64_arith_per_item", 0, false).value_or(0);
   s.counts.fp64_convert_per_item = f.number_field(k, at, "fp64_convert_per_item", 0, false).value_or(0);
+  if (const nlohmann::json* early = f.member(k, at, "data_load_before_index_use", JsonFields::Presence::optional))
+    s.counts.data_load_before_index_use = f.boolean(*early, at + "/data_load_before_index_use").value_or(false);
   s.occupancy = occupancy(arch_limits(s.arch), s.block_threads, s.registers, s.shared_bytes);
   return s;
 }
@@ -100,7 +102,7 @@ std::vector<ModelRow> model_rows(const Measurements& m, const std::string& specs
     ModelRow row;
     row.measured = measured;
     if (current_kernels) {  // today's default kernel for the part's arch, compiled and read now
-      row.measured.config = default_config(spec);
+      row.measured.config = default_config(spec, measured.tokens);  // as a GPU runtime picks it
       const Source source = generate_source(make_plan(spec, row.measured.config));
       row.measured.stats = kernel_stats(spec, row.measured.config, source, compile_nvrtc(source, part.arch));
     }

@@ -1,6 +1,7 @@
 #pragma once
 // Internal: the codegen layer's op table (docs/architecture.md §11) and the text helpers an
 // op's generated lines use. Each op's row lives in its own file, codegen/src/op_<op>.cpp (op rope's in source.cpp).
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,7 +55,16 @@ struct CodegenOp {
   std::string (*tables)(const Plan& plan, SourceText& out);
   /// Its block-shared cos/sin (angles.cuh); null: none.
   SharedAngleShape (*shared_angles)(const Plan& plan) = nullptr;
+  /// Why its kernel cannot take a (spec, config) with loads ahead (Config::ahead), or nullopt;
+  /// null: it has no such path.
+  std::optional<std::string> (*no_loads_ahead)(const Spec& spec, const Config& config) = nullptr;
 };
+
+/// Op rope's kernel paths without loads ahead (rope.cuh rope_heads): the all-heads norm, a
+/// thread owning whole QK-norm heads, and the QK-norm's role slots; inverse_rope's too.
+std::optional<std::string> rope_no_loads_ahead(const Spec& spec, const Config& config);
+/// For an op whose kernel takes loads ahead on every shape (mla_append, rerotate).
+inline std::optional<std::string> loads_ahead_always(const Spec&, const Config&) { return std::nullopt; }
 
 /// The row of `op`.
 const CodegenOp& codegen_op(OpKind op);

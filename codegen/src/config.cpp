@@ -31,6 +31,7 @@ const std::vector<Tunable>& tunables() {
         {"heads_per_thread", {1, 2, 4, 8}},
         {"sincos", {}},
         {"grid", {}},
+        {"ahead", {0, 1}},
     };
     for (auto& row : t)
       if (row.values.empty())
@@ -38,6 +39,16 @@ const std::vector<Tunable>& tunables() {
     return t;
   }();
   return table;
+}
+
+void set_tunable(Config& c, std::string_view name, int value) {
+  if (name == "block_threads") c.block_threads = value;
+  else if (name == "vec") c.vec = value;
+  else if (name == "heads_per_thread") c.heads_per_thread = value;
+  else if (name == "sincos") c.sincos = kSinCosNames.at(static_cast<size_t>(value)).value;
+  else if (name == "grid") c.grid = kGridNames.at(static_cast<size_t>(value)).value;
+  else if (name == "ahead") c.ahead = value != 0;
+  else throw Error(Status::internal, fmt::format("tunable \"{}\" has no setter in config.cpp", name));
 }
 
 std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
@@ -83,8 +94,29 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   if ((q_scale_per_head(spec) || cache_scale_per_head(spec)) && work_shape(spec, c).whole_heads)
     return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 scales "
                        "reduce a head's amax within one warp (a wider vec)", c.vec, D);
+  if (c.ahead) {
+    const auto no_loads_ahead = codegen_detail::codegen_op(spec.op).no_loads_ahead;
+    if (!no_loads_ahead)
+      return fmt::format("ahead is not allowed for op {}: its kernel has no loads ahead", to_string(spec.op));
+    if (auto why = no_loads_ahead(spec, c)) return fmt::format("ahead is not allowed: {}", *why);
+  }
   return std::nullopt;
 }
+
+namespace {
+
+// Bytes one lane loads of one head (rope.cuh lane_load_vectors): its rotated vectors (one
+// interleaved, the neox halves, the whole neox slice) or a QK-norm lane's, in the loaded dtype.
+int lane_load_bytes(const Spec& spec, const Config& c) {
+  const WorkShape w = work_shape(spec, c);
+  const int vectors = cooperative_heads(spec) ? max_lane_vectors(w)
+                      : w.whole_slice         ? spec.rotary_dim / c.vec
+                      : spec.layout == Layout::interleaved ? 1 : 2;
+  const int element = spec.op == OpKind::rerotate ? cache_dtype_size(spec.io.cache_dtype, spec.dtype) : dtype_size(spec.dtype);
+  return vectors * c.vec * element;
+}
+
+}  // namespace
 
 Config default_config(const Spec& spec) {
   Config c;
@@ -143,12 +175,31 @@ Config default_config(const Spec& spec) {
     const bool slots = work_shape(spec, trial).role_slots && trial.heads_per_thread <= 16;  // MQA: too few threads
     if ((spec.op == OpKind::rerotate || slots) && !config_problem(spec, trial)) c = trial;
   }
+  // Loads ahead where a lane loads at most one 16-byte access of each head and a thread owns two
+  // heads or more: such kernels keep 16 bytes a thread in flight, too few for Little's law (the
+  // H200 ran them at 67-90 % of the copy ceiling, docs/PERF.md); the next head's loads double it.
+  Config ahead = c;
+  ahead.ahead = true;
+  if (c.heads_per_thread >= 2 && lane_load_bytes(spec, c) <= 16 && !config_problem(spec, ahead)) c = ahead;
   return c;
 }
 
+Config default_config(const Spec& spec, int64_t tokens) {
+  Config c = default_config(spec);
+  if (tokens > kDecodeTokens) return c;
+  // A decode step: one round trip, not one a head. Each thread takes one head, its loads issued
+  // with the position's, before the angles (docs/PERF.md, issue 43's decode latency).
+  Config trial = c;
+  trial.heads_per_thread = 1;
+  trial.ahead = true;
+  if (!config_problem(spec, trial)) return trial;
+  trial.heads_per_thread = c.heads_per_thread;
+  return config_problem(spec, trial) ? c : trial;
+}
+
 std::string config_name(const Config& c) {
-  return fmt::format("bt{}.v{}.h{}.{}.{}", c.block_threads, c.vec, c.heads_per_thread,
-                     to_string(c.sincos), to_string(c.grid));
+  return fmt::format("bt{}.v{}.h{}.{}.{}{}", c.block_threads, c.vec, c.heads_per_thread, to_string(c.sincos),
+                     to_string(c.grid), c.ahead ? ".ahead" : "");
 }
 
 bool rotary_tail_moves(const Spec& spec) { return codegen_detail::codegen_op(spec.op).tail_moves(spec); }
@@ -175,6 +226,7 @@ std::string config_to_json(const Config& c) {
   j["heads_per_thread"] = c.heads_per_thread;
   j["sincos"] = std::string(to_string(c.sincos));
   j["grid"] = std::string(to_string(c.grid));
+  if (c.ahead) j["ahead"] = true;  // absent: false (configs from before it read the same)
   return j.dump();
 }
 
@@ -198,6 +250,7 @@ Config config_from_json(std::string_view text) {
       f.integer_field(j, "", "heads_per_thread", lo, hi, optional).value_or(c.heads_per_thread));
   c.sincos = f.enum_field<SinCosMode>(j, "", "sincos", optional).value_or(c.sincos);
   c.grid = f.enum_field<GridMode>(j, "", "grid", optional).value_or(c.grid);
+  if (const nlohmann::json* ahead = f.member(j, "", "ahead", optional)) c.ahead = f.boolean(*ahead, "/ahead").value_or(false);
   return c;
 }
 

@@ -23,6 +23,6 @@ SharedAngleShape shared_angles_op(const Plan& plan) {
 
 extern const CodegenOp kCodegenOp_inverse_rope = {
     OpKind::inverse_rope, "rope", [](const Spec&) { return false; },  // in place: the pass-through part stays
-    work_shape_op, rope_frequency_traits, rope_frequency_tables, shared_angles_op};
+    work_shape_op, rope_frequency_traits, rope_frequency_tables, shared_angles_op, rope_no_loads_ahead};
 
 }  // namespace ropejit::codegen_detail

@@ -25,6 +25,7 @@ void traits_op(const Plan& plan, SourceText& out) {
 }  // namespace
 
 extern const CodegenOp kCodegenOp_mla_append = {
-    OpKind::mla_append, "mla_append", tail_moves_op, work_shape_op, traits_op, rope_frequency_tables};
+    OpKind::mla_append, "mla_append", tail_moves_op, work_shape_op, traits_op, rope_frequency_tables, nullptr,
+    loads_ahead_always};
 
 }  // namespace ropejit::codegen_detail

@@ -38,6 +38,6 @@ std::string tables_op(const Plan& plan, SourceText& out) {
 extern const CodegenOp kCodegenOp_rerotate = {
     OpKind::rerotate, "rerotate",
     [](const Spec&) { return false; },  // the cached tail stays where it is
-    work_shape_op, traits_op, tables_op};
+    work_shape_op, traits_op, tables_op, nullptr, loads_ahead_always};
 
 }  // namespace ropejit::codegen_detail

@@ -93,10 +93,19 @@ SharedAngleShape rope_shared_angles(const Plan& plan) {
 
 }  // namespace
 
+std::optional<std::string> rope_no_loads_ahead(const Spec& spec, const Config& c) {
+  if (all_heads_segment(spec)) return std::string("the all-heads kernel (qk_norm.scope all, per-token q scales) reads each head twice");
+  const WorkShape w = work_shape(spec, c);  // the op's own (inverse_rope: q's heads)
+  if (w.whole_heads) return std::string("a thread owning whole QK-norm heads walks their lanes, not their heads");
+  if (w.role_slots && cooperative_heads(spec))
+    return std::string("the QK-norm's role slots carry k's vectors out of the heads loop");
+  return std::nullopt;
+}
+
 extern const CodegenOp kCodegenOp_rope = {
     OpKind::rope, "rope",
     [](const Spec& spec) { return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec)); },
-    rope_work_shape, rope_frequency_traits, rope_frequency_tables, rope_shared_angles};
+    rope_work_shape, rope_frequency_traits, rope_frequency_tables, rope_shared_angles, rope_no_loads_ahead};
 
 #define ROPEJIT_CODEGEN_OP_DECLARE(name) extern const CodegenOp kCodegenOp_##name;
 ROPEJIT_OPS(ROPEJIT_CODEGEN_OP_DECLARE)
@@ -234,6 +243,7 @@ Source generate_source(const Plan& plan) {
   line("int", "kHeadsPerThread", c.heads_per_thread);
   line("int", "kBlockThreads", c.block_threads);  // angles.cuh: rows one block pass covers
   line("bool", "kTableSinCos", c.sincos == SinCosMode::table);
+  line("bool", "kLoadsAhead", c.ahead);  // rope.cuh heads_trips
   t += "};\n\n";
   const std::string table_args = op.tables(plan, text);
   t += "\n}  // namespace\n\n";

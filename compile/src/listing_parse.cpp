@@ -48,6 +48,7 @@ struct Instr {
   bool exit = false;
   bool guarded = false;           // under a predicate (@P0): it may not run
   bool padding = false;           // NOP: alignment filler, never issued
+  bool barrier = false;           // a block barrier (BAR.SYNC, bar.sync / barrier.sync)
 };
 
 struct Listing {
@@ -152,6 +153,7 @@ void classify_sass(Instr& in, const std::vector<std::string>& operands) {
   else if (kConvert.count(base) && has_token(q, "F64")) in.fp64 = Fp64::convert;
   in.exit = base == "EXIT";
   in.padding = base == "NOP";
+  in.barrier = base == "BAR" && has_token(q, "SYNC");
 
   const bool store = in.mem == Mem::data_store || in.mem == Mem::generic_store ||
                      (in.mem == Mem::local && base == "STL") || (in.mem == Mem::shared && base[0] == 'S') ||
@@ -260,6 +262,7 @@ void classify_ptx(Instr& in, const std::vector<std::string>& operands) {
     else if (space->rfind("shared", 0) == 0) in.mem = Mem::shared;
     if (in.mem != Mem::none) in.bits = ptx_width(q);
   }
+  in.barrier = (base == "bar" || base == "barrier") && has_token(q, "sync");
   static const std::set<std::string> kArith = {"fma", "add", "sub", "mul", "mad", "setp", "min", "max"};
   if (has_token(q, "f64")) {
     if (kArith.count(base)) in.fp64 = Fp64::arith;
@@ -477,6 +480,25 @@ void loads_in_flight(const Listing& l, InstrCounts& c) {
   }
 }
 
+// Where a thread's first q/k/v load stands: its index, the first barrier every thread takes (an
+// unguarded one), and whether it is issued before any instruction reads a read-only (index) load's
+// result, so its round trip overlaps the index loads' (rope.cuh fetch_first_head).
+void first_data_load(const Listing& l, InstrCounts& c) {
+  std::set<std::string> index_results;
+  bool index_used = false;
+  for (size_t k = 0; k < l.code.size(); ++k) {
+    const Instr& in = l.code[k];
+    if (c.first_barrier < 0 && in.barrier && !in.guarded) c.first_barrier = static_cast<int>(k);
+    if (c.first_data_load < 0 && (in.mem == Mem::data_load || in.mem == Mem::generic_load)) {
+      c.first_data_load = static_cast<int>(k);
+      c.data_load_before_index_use = !index_used;
+    }
+    if (std::any_of(in.reads.begin(), in.reads.end(), [&](const std::string& r) { return index_results.count(r); }))
+      index_used = true;
+    if (in.mem == Mem::ro_load) index_results.insert(in.writes.begin(), in.writes.end());
+  }
+}
+
 InstrCounts count(const Listing& l, const std::vector<int>& trips, int angle_trips) {
   InstrCounts c;
   const std::vector<int> w = item_weights(l, trips, angle_trips, c.inner_loops);
@@ -504,6 +526,7 @@ InstrCounts count(const Listing& l, const std::vector<int>& trips, int angle_tri
     }
   }
   loads_in_flight(l, c);
+  first_data_load(l, c);
   return c;
 }
 

@@ -134,7 +134,9 @@ Roofline roofline(const KernelStats& s, const GpuPart& part, int64_t rows, const
   // per round trip are what the resident threads keep in flight, for the share of their time
   // they spend in trips rather than index loads.
   const double trips = std::max(1, s.serial_trips);
-  const double levels = access.index_levels;
+  // A first data load issued before the index loads' results are read overlaps one level's round trip.
+  const double levels =
+      std::max(0, access.index_levels - (s.counts.data_load_before_index_use && access.index_levels > 0 ? 1 : 0));
   const double own_instructions_us = s.counts.per_item / clock_hz * 1e6;
   r.lifetime_us = (levels + trips) * part.latency_ns * 1e-3 + own_instructions_us;
   r.lifetime_l2_us = (levels + trips) * part.l2_latency_ns * 1e-3 + own_instructions_us;
@@ -175,7 +177,7 @@ std::string format_report(const KernelStats& s, const std::vector<Roofline>& par
                    widths(c.generic_loads));
   t += fmt::format("  global stores q/k/v {}  generic {}  local {}  shared {}\n", widths(c.data_stores),
                    widths(c.generic_stores), c.local_accesses, c.shared_accesses);
-  std::string loops = fmt::format("x{} heads loop", s.heads_loop_trips);
+  std::string loops = fmt::format("x{} heads loop", s.planned_loops.empty() ? s.heads_loop_trips : s.planned_loops[0].trips);
   for (size_t n = 1; n < s.planned_loops.size(); ++n)
     loops += fmt::format(", x{} {}", s.planned_loops[n].trips, s.planned_loops[n].name);
   t += fmt::format("  instructions {} static, {:.0f} per work item ({}), {:.1f} per 16-B q/k/v vector\n",

@@ -79,7 +79,13 @@ int Runtime::sm_count() const { return impl_->backend->sm_count(); }
 
 Kernel Runtime::get(const Spec& spec) {
   std::array<Config, kNumBuckets> configs;
-  for (int b = 0; b < kNumBuckets; ++b) configs[b] = impl_->tuned->lookup(spec, b).value_or(default_config(spec));
+  // The decode buckets' default differs from the others' (default_config(spec, tokens)) on a GPU;
+  // the host backend keeps one variant a spec (one compile: its launches are a CPU's, not a
+  // decode step's round trips).
+  const bool per_bucket = impl_->backend->name() != "host";
+  for (int b = 0; b < kNumBuckets; ++b)
+    configs[b] = impl_->tuned->lookup(spec, b).value_or(
+        per_bucket ? default_config(spec, bucket_representative(b)) : default_config(spec));
   return make_kernel(spec, configs);
 }
 

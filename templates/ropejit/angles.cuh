@@ -250,6 +250,21 @@ __device__ __forceinline__ void read_shared_angles(const SharedAngleRows<T>& row
   }
 }
 
+// Vectors a lane of a rotary slice reads (rotate_slice_lane's lane map): one interleaved, the
+// neox halves, or the whole neox slice.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int slice_lane_vectors() {
+  return T::kInterleaved ? 1 : (rope_shape<T>().whole_slice ? T::kRotaryDim / T::kVec : 2);
+}
+
+// The element (from the slice's start) of vector j of lane `lane`, in rotate_slice_lane's order.
+template <class T>
+__device__ __forceinline__ int slice_lane_element(int lane, int j) {
+  if constexpr (T::kInterleaved) return lane * T::kVec;
+  else if constexpr (rope_shape<T>().whole_slice) return j * T::kVec;
+  else return lane * T::kVec + j * rope_shape<T>().half;
+}
+
 // One lane's pairs of a rotary slice that is the whole of what a lane moves (a cached key's, MLA's
 // k_pe): read with load(element, x[vec]) and written with store(element, x[vec]), elements counted
 // from the slice's start; the lane map of rope.cuh process_lane.

@@ -83,22 +83,30 @@ __device__ __forceinline__ unsigned head_lanes_mask() {
 // the shuffles, whatever its head (a v head's or a padding row's sum is not applied), so a warp's
 // threads meet at them (head_lanes_mask).
 // kLoadOnly: a copied v head (its role not known when compiling): loaded, with its bias, no more.
-template <class T, bool kLoadOnly = false>
+// The lane's loads go through `in` as kStep says (rope.cuh LaneStep; fetch: only them, no shuffle).
+template <class T, bool kLoadOnly = false, LaneStep kStep = LaneStep::whole>
 __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const HeadIo<T>& io, int lane,
                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                                  const float (&sin_v)[rope_shape<T>().pairs_per_lane],
-                                                 float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+                                                 float (&x)[norm_lane_vectors<T>()][T::kVec], LaneWords<T>& in) {
   constexpr WorkShape W = rope_shape<T>();
   constexpr int V = T::kVec;
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
   const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
   const bool normed = !kLoadOnly && loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
+  // Every vector's load first, then their sums: the lane's loads in flight together.
+  if constexpr (kStep != LaneStep::finish) {
+#pragma unroll
+    for (int j = 0; j < kMax; ++j)
+      if (lane_holds<T>(lv, j) && loaded) load_words<typename T::Storage, V>(io.src + lane_element<T>(lv, j), in.w[j]);
+  }
+  if constexpr (kStep == LaneStep::fetch) return;
   float sum = 0.0f;
 #pragma unroll
   for (int j = 0; j < kMax; ++j) {
     if (lane_holds<T>(lv, j) && loaded) {
-      load_vec<typename T::Storage, V>(io.src + lane_element<T>(lv, j), x[j]);
+      words_to_floats<typename T::Storage, V>(in.w[j], x[j]);
       add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
 #pragma unroll
       for (int i = 0; i < V; ++i) sum = fmaf(x[j][i], x[j][i], sum);
@@ -241,15 +249,35 @@ __device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane
   }
 }
 
+// norm_rotate_lane's kLoadOnly-free form with its loads where it uses them.
+template <class T, bool kLoadOnly = false>
+__device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                                 const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                 const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                                 float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  LaneWords<T> in;
+  norm_rotate_lane<T, kLoadOnly, LaneStep::whole>(p, io, lane, cos_v, sin_v, x, in);
+}
+
+template <class T, LaneStep kStep = LaneStep::whole>
+__device__ __forceinline__ void process_lane_norm(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                                  const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                  const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                                  LaneWords<T>& in) {
+  float x[norm_lane_vectors<T>()][T::kVec];  // a k or v head of a token with no cache slot: not stored
+  norm_rotate_lane<T, false, kStep>(p, io, lane, cos_v, sin_v, x, in);
+  if constexpr (kStep == LaneStep::fetch) return;
+  HeadIo<T> scaled = io;
+  per_head_scale<T>(scaled, lane, x);
+  store_lane_vectors<T>(scaled, lane, x);
+}
+
 template <class T>
 __device__ __forceinline__ void process_lane_norm(const KernelParams& p, const HeadIo<T>& io, int lane,
                                                   const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                                   const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
-  float x[norm_lane_vectors<T>()][T::kVec];  // a k or v head of a token with no cache slot: not stored
-  norm_rotate_lane<T>(p, io, lane, cos_v, sin_v, x);
-  HeadIo<T> scaled = io;
-  per_head_scale<T>(scaled, lane, x);
-  store_lane_vectors<T>(scaled, lane, x);
+  LaneWords<T> in;
+  process_lane_norm<T, LaneStep::whole>(p, io, lane, cos_v, sin_v, in);
 }
 
 }  // namespace ropejit

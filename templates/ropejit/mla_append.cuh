@@ -19,12 +19,25 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape mla_shape() {
                         T::kAbsorbedQ ? T::kKvLoraRank : 0);
 }
 
+// A pass-through lane's vector of q_latent (absorbed_q) or k_nope (concat_k): element `e` of
+// the head's row of the second input, through `in` as kStep says (rope.cuh LaneStep).
+template <class T, LaneStep kStep>
+__device__ __forceinline__ void head_in_vector(const KernelParams& p, const RowRef& ref, int head, int e,
+                                               LaneWords<T>& in, float (&x)[T::kVec]) {
+  typedef typename T::Storage::raw raw;
+  if constexpr (kStep != LaneStep::finish)
+    load_words<typename T::Storage, T::kVec>(
+        (const raw*)p.mla_heads_in.ptr + ref.token * p.mla_heads_in.token_stride + head * p.mla_heads_in.head_stride + e,
+        in.w[0]);
+  if constexpr (kStep != LaneStep::fetch) words_to_floats<typename T::Storage, T::kVec>(in.w[0], x);
+}
+
 // absorbed_q: lane `lane` of q head `head`: a rotating lane rotates q_pe into q_out after the
 // latent part (q_out's head is kv_lora_rank + d wide), a pass-through lane copies its q_latent vector.
-template <class T>
+template <class T, LaneStep kStep>
 __device__ __forceinline__ void absorbed_q_lane(const KernelParams& p, const RowRef& ref, int head, int lane,
                                                 const float (&c)[rope_shape<T>().pairs_per_lane],
-                                                const float (&s)[rope_shape<T>().pairs_per_lane]) {
+                                                const float (&s)[rope_shape<T>().pairs_per_lane], LaneWords<T>& in) {
   constexpr WorkShape W = mla_shape<T>();
   constexpr int V = T::kVec;
   typedef typename T::Storage::raw raw;
@@ -33,14 +46,12 @@ __device__ __forceinline__ void absorbed_q_lane(const KernelParams& p, const Row
     constexpr int kShift = T::kKvLoraRank - (T::kHeadDim - T::kRotaryDim);  // q_pe's element e lands at L + e - (D - d)
     io.dst = (char*)io.dst + kShift * (int)(T::kQOutFp8 ? 1 : sizeof(raw));
     const HeadNorm no_norm{1.0f, nullptr, false};
-    process_lane<T>(io, no_norm, lane, c, s);
+    process_lane<T, kStep>(io, no_norm, lane, c, s, in);
   } else {
     const int e = (lane - W.rot_lanes) * V;
     float x[V];
-    load_vec<typename T::Storage, V>((const raw*)p.mla_heads_in.ptr + ref.token * p.mla_heads_in.token_stride +
-                                         head * p.mla_heads_in.head_stride + e,
-                                     x);
-    store_head<T>(io, e, x);  // in q_out's type (FP8: scaled)
+    head_in_vector<T, kStep>(p, ref, head, e, in, x);
+    if constexpr (kStep != LaneStep::fetch) store_head<T>(io, e, x);  // in q_out's type (FP8: scaled)
   }
 }
 
@@ -72,25 +83,42 @@ __device__ __forceinline__ void rotate_k_pe_once(const KernelParams& p, const Ro
 }
 
 // concat_k: lane `lane` of head `head` of k_out: the rotated k_pe in the rotary slice, the head's
-// k_nope vector in the pass-through one.
-template <class T>
+// k_nope vector in the pass-through one (its load through `in` as kStep says).
+template <class T, LaneStep kStep>
 __device__ __forceinline__ void concat_k_lane(const KernelParams& p, const RowRef& ref, int head, int lane,
-                                              const RotatedKPe<T>& k_pe) {
+                                              const RotatedKPe<T>& k_pe, LaneWords<T>& in) {
   constexpr WorkShape W = mla_shape<T>();
   constexpr int V = T::kVec;
   typedef typename T::Storage::raw raw;
   raw* k_out = (raw*)p.k_concat.ptr + ref.token * p.k_concat.token_stride + head * p.k_concat.head_stride;
   if (lane < W.rot_lanes) {
+    if constexpr (kStep != LaneStep::fetch) {
 #pragma unroll
-    for (int j = 0; j < RotatedKPe<T>::kVectors; ++j)
-      store_vec<typename T::Storage, V>(k_out + T::kRotaryBegin + k_pe.element[j], k_pe.x[j]);
+      for (int j = 0; j < RotatedKPe<T>::kVectors; ++j)
+        store_vec<typename T::Storage, V>(k_out + T::kRotaryBegin + k_pe.element[j], k_pe.x[j]);
+    }
   } else {
     const int e = (lane - W.rot_lanes) * V;  // within k_nope
     float x[V];
-    load_vec<typename T::Storage, V>(
-        (const raw*)p.mla_heads_in.ptr + ref.token * p.mla_heads_in.token_stride + head * p.mla_heads_in.head_stride + e, x);
-    store_vec<typename T::Storage, V>(k_out + T::kPassBegin + e, x);
+    head_in_vector<T, kStep>(p, ref, head, e, in, x);
+    if constexpr (kStep != LaneStep::fetch) store_vec<typename T::Storage, V>(k_out + T::kPassBegin + e, x);
   }
+}
+
+// Lane `lane` of q head `head` in the heads loop: q's rope slice (absorbed: into q_out with its
+// q_latent), then with concat_k the head's k_out lane; its loads through `in` as kStep says.
+template <class T, LaneStep kStep>
+__device__ __forceinline__ void mla_head_lane(const KernelParams& p, const RowRef& ref, int head, int lane,
+                                              const float (&c)[rope_shape<T>().pairs_per_lane],
+                                              const float (&s)[rope_shape<T>().pairs_per_lane],
+                                              const RotatedKPe<T>& k_pe, LaneWords<T>& in) {
+  if constexpr (T::kAbsorbedQ) {
+    absorbed_q_lane<T, kStep>(p, ref, head, lane, c, s, in);
+  } else {
+    const HeadNorm no_norm{1.0f, nullptr, false};
+    process_lane<T, kStep>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, lane, c, s, in);
+  }
+  if constexpr (T::kConcatK) concat_k_lane<T, kStep>(p, ref, head, lane, k_pe, in);
 }
 
 // k_pe's rotating lane `lane`, rotated with the lane's angles and stored after kv_c in the row.
@@ -147,23 +175,21 @@ __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const f
   for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
     const WorkItem at = decode_item(W, item);
     const RowRef ref = locate_row<T>(p, at.row);
-    // q: the thread's heads group + k * head_groups, each lane with the row's angles.
+    // q: the thread's heads group + k * head_groups (fewer in a short last group), each lane with
+    // the row's angles; with loads ahead the first head's loads go before the angles.
+    const int heads = (T::kNumQHeads - at.group + W.head_groups - 1) / W.head_groups;
+    const int owned = heads < T::kHeadsPerThread ? heads : T::kHeadsPerThread;
     float c[W.pairs_per_lane], s[W.pairs_per_lane];
-    if (at.lane < angle_lanes<T>(W)) pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, c, s);
-    const HeadNorm no_norm{1.0f, nullptr, false};
     RotatedKPe<T> k_pe;
+    LaneWords<T> first;
+    if constexpr (T::kLoadsAhead)
+      if (owned > 0) mla_head_lane<T, LaneStep::fetch>(p, ref, at.group, at.lane, c, s, k_pe, first);
+    if (at.lane < angle_lanes<T>(W)) pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, c, s);
     if constexpr (T::kConcatK)
       if (at.lane < W.rot_lanes) rotate_k_pe_once<T>(p, ref, at.lane, c, s, k_pe);
-#pragma unroll 1
-    for (int k = 0; k < T::kHeadsPerThread; ++k) {
-      const int head = at.group + k * W.head_groups;
-      if (head >= T::kNumQHeads) break;
-      if constexpr (T::kAbsorbedQ)
-        absorbed_q_lane<T>(p, ref, head, at.lane, c, s);
-      else
-        process_lane<T>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, at.lane, c, s);
-      if constexpr (T::kConcatK) concat_k_lane<T>(p, ref, head, at.lane, k_pe);
-    }
+    heads_trips<T>(owned, first, [&](auto step, int k, LaneWords<T>& in) {
+      mla_head_lane<T, decltype(step)::value>(p, ref, at.group + k * W.head_groups, at.lane, c, s, k_pe, in);
+    });
     latent_share<T>(p, ref, at, c, s);
   }
 }

@@ -301,11 +301,11 @@ __device__ __forceinline__ void floats_to_words(const float (&in)[N], u32 (&w)[V
   }
 }
 
-// kRaw: FP8 values / fp8_raw_scale (fp8x4_to_floats).
-template <class S, int N, bool kRaw = false>
-__device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
+// The raw words of N elements of storage S at `ptr`, one aligned access: load_vec's load, apart
+// from the conversion so a kernel can issue it a step before it uses the values (rope.cuh heads_trips).
+template <class S, int N>
+__device__ __forceinline__ void load_words(const void* ptr, u32 (&w)[VecTraits<S, N>::kWords]) {
   constexpr int bytes = VecTraits<S, N>::kBytes;
-  u32 w[VecTraits<S, N>::kWords];
   if constexpr (bytes == 16) {
     const uint4 t = *reinterpret_cast<const uint4*>(ptr);
     w[0] = t.x; w[1] = t.y; w[2] = t.z; w[3] = t.w;
@@ -319,6 +319,13 @@ __device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
   } else {
     w[0] = *reinterpret_cast<const u8*>(ptr);
   }
+}
+
+// kRaw: FP8 values / fp8_raw_scale (fp8x4_to_floats).
+template <class S, int N, bool kRaw = false>
+__device__ __forceinline__ void load_vec(const void* ptr, float (&out)[N]) {
+  u32 w[VecTraits<S, N>::kWords];
+  load_words<S, N>(ptr, w);
   words_to_floats<S, N, kRaw>(w, out);
 }
 

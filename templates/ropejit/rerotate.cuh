@@ -70,12 +70,18 @@ __device__ __forceinline__ void delta_angles(const KernelParams& p, const float*
   }
 }
 
-// kVec cached elements at `element` of a key head, as floats (FP8: the codes, raw: cache_fold
-// carries k_scale and the decode's 2^8).
+// The raw words of the cached vectors one lane reads of one key head (rotate_slice_lane's order).
 template <class T>
-__device__ __forceinline__ void load_key(const KernelParams&, const typename T::CacheStorage::raw* head, int element,
-                                         float (&x)[T::kVec]) {
-  load_vec<typename T::CacheStorage, T::kVec, T::kCacheFp8>(head + element, x);
+struct KeyWords {
+  u32 w[slice_lane_vectors<T>()][VecTraits<typename T::CacheStorage, T::kVec>::kWords];
+};
+
+// Issues the lane's loads of a key head's rotary slice into `in` (ahead of their use).
+template <class T>
+__device__ __forceinline__ void fetch_key(const typename T::CacheStorage::raw* slice, int lane, KeyWords<T>& in) {
+#pragma unroll
+  for (int j = 0; j < slice_lane_vectors<T>(); ++j)
+    load_words<typename T::CacheStorage, T::kVec>(slice + slice_lane_element<T>(lane, j), in.w[j]);
 }
 
 // Stores them back (FP8: rounded with saturation, as the append stores; 1 / k_scale is in cache_fold).
@@ -85,14 +91,18 @@ __device__ __forceinline__ void store_key(const KernelParams&, typename T::Cache
   store_vec<typename T::CacheStorage, T::kVec>(head + element, x);
 }
 
-// One lane's pairs of one key head, rotated in place.
+// One lane's pairs of one key head's rotary slice, from the words fetch_key loaded, rotated in
+// place (FP8: the codes, raw: cache_fold carries k_scale and the decode's 2^8).
 template <class T>
-__device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T::CacheStorage::raw* head, int lane,
+__device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T::CacheStorage::raw* slice, int lane,
                                               const float (&c)[rerotate_shape<T>().pairs_per_lane],
-                                              const float (&s)[rerotate_shape<T>().pairs_per_lane]) {
+                                              const float (&s)[rerotate_shape<T>().pairs_per_lane],
+                                              const KeyWords<T>& in) {
+  int j = 0;  // a constant at each load once unrolled
   rotate_slice_lane<T>(
-      lane, c, s, [&](int element, float(&x)[T::kVec]) { load_key<T>(p, head, element, x); },
-      [&](int element, float(&x)[T::kVec]) { store_key<T>(p, head, element, x); });
+      lane, c, s,
+      [&](int, float(&x)[T::kVec]) { words_to_floats<typename T::CacheStorage, T::kVec, T::kCacheFp8>(in.w[j++], x); },
+      [&](int element, float(&x)[T::kVec]) { store_key<T>(p, slice, element, x); });
 }
 
 template <class T>
@@ -108,18 +118,23 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
     if (at.lane >= angle_lanes<T>(W)) continue;  // frequency-0 pairs only: their bytes stay
     const RowRef ref = locate_row<T>(p, at.row);
     if (ref.cache_page < 0) continue;  // no slot: nothing to rotate
+    // The thread's first key head's rotary slice, then a pointer step per head (not the slot's
+    // address again); with loads ahead the first head's loads go before the angles.
+    float unused_scale = 1.0f;
+    auto* key = (typename T::CacheStorage::raw*)cache_head<T>(p, ref, kRoleK, at.group, unused_scale) + T::kRotaryBegin;
+    const i64 step = (i64)W.head_groups * p.out[kRoleK].head_stride;
+    const int heads = (W.heads - at.group + W.head_groups - 1) / W.head_groups;
+    const int owned = heads < T::kHeadsPerThread ? heads : T::kHeadsPerThread;
+    KeyWords<T> first;
+    if constexpr (T::kLoadsAhead) fetch_key<T>(key, at.lane, first);
     float c[W.pairs_per_lane], s[W.pairs_per_lane];
     delta_angles<T>(p, inv_to, inv_to_long, inv_from, inv_from_long, ref.position, new_position<T>(p, ref, at.row),
                     at.lane * W.pairs_per_lane, c, s);
-    // The thread's first key head, then a pointer step per head (not the slot's address again).
-    float unused_scale = 1.0f;
-    auto* key = (typename T::CacheStorage::raw*)cache_head<T>(p, ref, kRoleK, at.group, unused_scale);
-    const i64 step = (i64)W.head_groups * p.out[kRoleK].head_stride;
-#pragma unroll 1
-    for (int k = 0; k < T::kHeadsPerThread; ++k, key += step) {
-      if (at.group + k * W.head_groups >= W.heads) break;
-      rerotate_lane<T>(p, key + T::kRotaryBegin, at.lane, c, s);  // the head's rotated slice
-    }
+    heads_trips<T>(owned, first, [&](auto lane_step, int k, KeyWords<T>& in) {
+      constexpr LaneStep kStep = decltype(lane_step)::value;
+      if constexpr (kStep != LaneStep::finish) fetch_key<T>(key + k * step, at.lane, in);
+      if constexpr (kStep != LaneStep::fetch) rerotate_lane<T>(p, key + k * step, at.lane, c, s, in);
+    });
   }
 }
 

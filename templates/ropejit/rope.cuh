@@ -96,12 +96,35 @@ __device__ __forceinline__ void apply_norm(const void* weight, float inv_rms, in
   }
 }
 
+// How a lane's loads of one head run: with their use (whole), issued alone a step ahead into raw
+// words (fetch: no arithmetic, no stores), or used from those words (finish: no loads).
+// Config::ahead (kLoadsAhead) splits a head's work so: rope_heads, heads_trips.
+enum class LaneStep { whole, fetch, finish };
+
+// Vectors one lane loads of one head: its rotated ones (one interleaved, the neox halves, the
+// whole neox slice) or one pass-through vector; a QK-norm lane's (head_lanes.cuh lane_vectors).
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int lane_load_vectors() {
+  constexpr WorkShape W = rope_shape<T>();
+  if (T::kCooperativeHeads) return max_lane_vectors(W);
+  return W.whole_slice ? T::kRotaryDim / T::kVec : (T::kInterleaved ? 1 : 2);
+}
+
+// The raw words of a lane's loads of one head, in the order the lane reads its vectors.
+template <class T>
+struct LaneWords {
+  u32 w[lane_load_vectors<T>()][VecTraits<typename T::Storage, T::kVec>::kWords];
+};
+
 // Vector `element` + kOffset of a head row with its bias added (and normalized, for a QK-norm),
-// or zeros for a padding row (src null). Returns whether it was loaded: zeros are stored as
-// they are, never rotated. kOffset is separate so that the constant folds into the address.
-template <class T, int kOffset = 0>
+// or zeros for a padding row (src null), through `words` as kStep says. Returns whether it was
+// loaded: zeros are stored as they are, never rotated. kOffset is separate so that the constant
+// folds into the address.
+template <class T, LaneStep kStep = LaneStep::whole, int kOffset = 0>
 __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, const void* bias,
-                                           const HeadNorm& norm, int element, float (&x)[T::kVec]) {
+                                           const HeadNorm& norm, int element,
+                                           u32 (&words)[VecTraits<typename T::Storage, T::kVec>::kWords],
+                                           float (&x)[T::kVec]) {
   if constexpr (T::kOutputPaddedBhsd) {
     if (!src) {
 #pragma unroll
@@ -109,7 +132,9 @@ __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, 
       return false;
     }
   }
-  load_vec<typename T::Storage, T::kVec>(src + element + kOffset, x);
+  if constexpr (kStep != LaneStep::finish) load_words<typename T::Storage, T::kVec>(src + element + kOffset, words);
+  if constexpr (kStep == LaneStep::fetch) return true;
+  words_to_floats<typename T::Storage, T::kVec>(words, x);
   add_bias<T>(bias, element + kOffset, x);
   if constexpr (T::kQkNorm) {
     if (norm.apply) apply_norm<T>(norm.weight, norm.inv_rms, element + kOffset, x);
@@ -237,13 +262,15 @@ __device__ __forceinline__ void store_head(const HeadIo<T>& io, int element, con
 }
 
 // One lane's vectors of one head: loaded (bias added, normalized), rotated with the lane's
-// angles, stored. Lanes [0, rot_lanes) rotate pairs, the others copy the tail [d, D).
-template <class T>
+// angles, stored. Lanes [0, rot_lanes) rotate pairs, the others copy the tail [d, D). Its loads
+// go through `in` as kStep says (fetch: only them; finish: the rest).
+template <class T, LaneStep kStep = LaneStep::whole>
 __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm& norm, int lane,
                                              const float (&cos_v)[rope_shape<T>().pairs_per_lane],
-                                             const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+                                             const float (&sin_v)[rope_shape<T>().pairs_per_lane], LaneWords<T>& in) {
   constexpr WorkShape W = rope_shape<T>();
   constexpr int V = T::kVec;
+  constexpr bool kFetch = kStep == LaneStep::fetch;
   const auto* src = io.src;
   if constexpr (T::kOutputPagedKv) {
     // A k or v head of a token with no cache slot. Leaving early is safe here, as this path has
@@ -264,8 +291,8 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       }
       const int e = T::kPassBegin + (lane - W.rot_lanes) * V;
       float x[V];
-      load_input<T>(src, io.bias, norm, e, x);
-      store_head<T>(io, e, x);
+      load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x);
+      if constexpr (!kFetch) store_head<T>(io, e, x);
       return;
     }
   }
@@ -273,7 +300,9 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
   const int e = T::kRotaryBegin + r;     // ... within the head
   if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
     float x[V];
-    if (load_input<T>(src, io.bias, norm, e, x) && rotate) {
+    const bool loaded = load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x);
+    if constexpr (kFetch) return;
+    if (loaded && rotate) {
 #pragma unroll
       for (int i = 0; i < V / 2; ++i)
         if (pair_rotates<T, V / 2>(r / 2, i)) rotate_in_place(x[2 * i], x[2 * i + 1], cos_v[i], sin_v[i]);
@@ -286,10 +315,11 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
 #pragma unroll
     for (int j = 0; j < kVectors; ++j) {
       float part[V];
-      loaded = load_input<T>(src, io.bias, norm, T::kRotaryBegin + j * V, part);
+      loaded = load_input<T, kStep>(src, io.bias, norm, T::kRotaryBegin + j * V, in.w[j], part);
 #pragma unroll
-      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
+      for (int i = 0; i < V; ++i) x[j * V + i] = kFetch ? 0.0f : part[i];
     }
+    if constexpr (kFetch) return;
     if (loaded && rotate) {
 #pragma unroll
       for (int i = 0; i < W.half; ++i)
@@ -304,8 +334,10 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
     }
   } else {  // neox: the two halves of V pairs are vectors d/2 apart
     float x[V], y[V];
-    if (load_input<T>(src, io.bias, norm, e, x)) {
-      load_input<T, W.half>(src, io.bias, norm, e, y);
+    const bool loaded = load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x);
+    if (loaded) load_input<T, kStep, W.half>(src, io.bias, norm, e, in.w[1], y);
+    if constexpr (kFetch) return;
+    if (loaded) {
       if (rotate) {
 #pragma unroll
         for (int i = 0; i < V; ++i)
@@ -320,23 +352,78 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
   }
 }
 
+// process_lane with its loads where it uses them.
+template <class T>
+__device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm& norm, int lane,
+                                             const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                             const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
+  LaneWords<T> in;
+  process_lane<T, LaneStep::whole>(io, norm, lane, cos_v, sin_v, in);
+}
+
+// A LaneStep as a type, so one generic lambda serves every step (heads_trips).
+template <LaneStep kStep>
+struct LaneStepTag {
+  static constexpr LaneStep value = kStep;
+};
+
+// Heads 0 .. n - 1 of a thread's loop: body(step, k, words) with step a LaneStepTag. With loads
+// ahead (kLoadsAhead), head k + 1's loads (fetch) are issued before head k's arithmetic and
+// stores (finish), into the other of two word buffers (no copy between them, which would wait
+// for the loads): two heads' loads in flight (Little's law); head 0's were issued by the caller
+// into `first`, before its angles. Without, each head runs whole, as it always did. Rolled either
+// way (compile time, registers): with loads ahead two heads a trip.
+template <class T, class Words, class Body>
+__device__ __forceinline__ void heads_trips(int n, Words& first, Body&& body) {
+  if constexpr (T::kLoadsAhead) {
+    // The last head loads its own words again (an L1 hit, before its stores) rather than branch
+    // around the loads: a branch lets the compiler sink them below the arithmetic.
+    constexpr LaneStepTag<LaneStep::fetch> fetch{};
+    constexpr LaneStepTag<LaneStep::finish> finish{};
+    if (n == 1) {  // one head (a decode launch's): nothing to load ahead of it
+      body(finish, 0, first);
+      return;
+    }
+    Words second;
+#pragma unroll 1
+    for (int k = 0; k < n; k += 2) {
+      body(fetch, k + 1 < n ? k + 1 : k, second);
+      body(finish, k, first);
+      if (k + 1 >= n) break;
+      body(fetch, k + 2 < n ? k + 2 : k + 1, first);
+      body(finish, k + 1, second);
+    }
+  } else {
+#pragma unroll 1
+    for (int k = 0; k < n; ++k) body(LaneStepTag<LaneStep::whole>{}, k, first);
+  }
+}
+
 }  // namespace ropejit
 
 #include "ropejit/head_lanes.cuh"
 
 namespace ropejit {
 
-// One lane of one head, the QK-norm's lanes together.
+// One lane of one head, the QK-norm's lanes together; its loads through `in` as kStep says.
+template <class T, LaneStep kStep = LaneStep::whole>
+__device__ __forceinline__ void lane_of_head(const KernelParams& p, const HeadIo<T>& io, int lane,
+                                             const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                             const float (&sin_v)[rope_shape<T>().pairs_per_lane], LaneWords<T>& in) {
+  if constexpr (T::kCooperativeHeads) {
+    process_lane_norm<T, kStep>(p, io, lane, cos_v, sin_v, in);
+  } else {
+    const HeadNorm no_norm{1.0f, nullptr, false};
+    process_lane<T, kStep>(io, no_norm, lane, cos_v, sin_v, in);
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void lane_of_head(const KernelParams& p, const HeadIo<T>& io, int lane,
                                              const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                              const float (&sin_v)[rope_shape<T>().pairs_per_lane]) {
-  if constexpr (T::kCooperativeHeads) {
-    process_lane_norm<T>(p, io, lane, cos_v, sin_v);
-  } else {
-    const HeadNorm no_norm{1.0f, nullptr, false};
-    process_lane<T>(io, no_norm, lane, cos_v, sin_v);
-  }
+  LaneWords<T> in;
+  lane_of_head<T, LaneStep::whole>(p, io, lane, cos_v, sin_v, in);
 }
 
 // The row's heads `group + k * head_groups` that this thread owns, k < kHeadsPerThread.
@@ -348,31 +435,88 @@ __device__ __forceinline__ bool owned_head(int group, int k, int& head) {
   return true;
 }
 
+// How many heads head group `group` owns (the last group may be short).
+template <class T>
+__device__ __forceinline__ int owned_heads(int group) {
+  constexpr WorkShape W = rope_shape<T>();
+  if constexpr (W.even_groups) return T::kHeadsPerThread;
+  const int n = (W.heads - group + W.head_groups - 1) / W.head_groups;
+  return n < T::kHeadsPerThread ? n : T::kHeadsPerThread;
+}
+
 // One lane of one head with the lane's angles: the thread's own (cos_v, sin_v), or with
 // `shared` (a SharedAngleRows<T>) the row's block-shared ones, read per head so they take no
-// registers across heads. `void*`: a kernel that never reads shared rows names no row type, so
-// the standalone emitter can prune it whole.
+// registers across heads (a fetch reads none). `void*`: a kernel that never reads shared rows
+// names no row type, so the standalone emitter can prune it whole.
+template <class T, LaneStep kStep = LaneStep::whole>
+__device__ __forceinline__ void lane_of_head_angles(const KernelParams& p, const HeadIo<T>& io, int lane, bool rotates,
+                                                    const float (&cos_v)[rope_shape<T>().pairs_per_lane],
+                                                    const float (&sin_v)[rope_shape<T>().pairs_per_lane],
+                                                    const void* shared, int shared_row, LaneWords<T>& in) {
+  if constexpr (kStep == LaneStep::fetch) {
+    lane_of_head<T, kStep>(p, io, lane, cos_v, sin_v, in);
+  } else {
+    constexpr int kPairs = rope_shape<T>().pairs_per_lane;
+    float c[kPairs], s[kPairs];
+#pragma unroll
+    for (int i = 0; i < kPairs; ++i) c[i] = cos_v[i], s[i] = sin_v[i];
+    if (shared && rotates) read_shared_angles<T>(*static_cast<const SharedAngleRows<T>*>(shared), shared_row, lane, c, s);
+    lane_of_head<T, kStep>(p, io, lane, c, s, in);
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void lane_of_head_angles(const KernelParams& p, const HeadIo<T>& io, int lane, bool rotates,
                                                     const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                                     const float (&sin_v)[rope_shape<T>().pairs_per_lane],
                                                     const void* shared, int shared_row) {
-  constexpr int kPairs = rope_shape<T>().pairs_per_lane;
-  float c[kPairs], s[kPairs];
-#pragma unroll
-  for (int i = 0; i < kPairs; ++i) c[i] = cos_v[i], s[i] = sin_v[i];
-  if (shared && rotates) read_shared_angles<T>(*static_cast<const SharedAngleRows<T>*>(shared), shared_row, lane, c, s);
-  lane_of_head<T>(p, io, lane, c, s);
+  LaneWords<T> in;
+  lane_of_head_angles<T, LaneStep::whole>(p, io, lane, rotates, cos_v, sin_v, shared, shared_row, in);
+}
+
+// The head rope_heads' loop takes first in group `group` (a role slot's first q head), or null
+// when the group owns none.
+template <class T>
+__device__ __forceinline__ bool first_loop_head(const KernelParams& p, const RowRef& ref, int group, HeadIo<T>& io,
+                                                bool& rotates) {
+  constexpr WorkShape W = rope_shape<T>();
+  rotates = true;
+  if constexpr (W.role_slots) {
+    if (W.q_slots == 0) return false;
+    io = role_head_io<T>(p, ref, kRoleQ, group);
+    return true;
+  } else {
+    int head;
+    if (!owned_head<T>(group, 0, head)) return false;
+    io = head_io<T>(p, ref, head);
+    rotates = head < W.rot_heads;
+    return true;
+  }
+}
+
+// With loads ahead: the first head's loads of rope_heads' loop, issued before the thread's
+// angles (and before the block's shared-angle barrier): rope_heads finishes them.
+template <class T>
+__device__ __forceinline__ void fetch_first_head(const KernelParams& p, const RowRef& ref, int group, int lane,
+                                                 LaneWords<T>& first) {
+  if constexpr (T::kLoadsAhead) {
+    HeadIo<T> io;
+    bool rotates;
+    float unused[rope_shape<T>().pairs_per_lane];
+    if (first_loop_head<T>(p, ref, group, io, rotates))
+      lane_of_head_angles<T, LaneStep::fetch>(p, io, lane, rotates, unused, unused, nullptr, 0, first);
+  }
 }
 
 // The heads this thread owns in one row: `group + k * head_groups`, or with role slots the
 // group's q heads, then its k and v head (k in the q heads' loop with a QK-norm, else each role
 // compiled alone).
+// `first`: with loads ahead, the loop's first head's words (fetch_first_head).
 template <class T>
 __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& ref, int group, int lane,
                                            const float (&cos_v)[rope_shape<T>().pairs_per_lane],
                                            const float (&sin_v)[rope_shape<T>().pairs_per_lane],
-                                           const void* shared, int shared_row) {
+                                           const void* shared, int shared_row, LaneWords<T>& first) {
   constexpr WorkShape W = rope_shape<T>();
   // Not unrolled: unrolling hoists every head's pointers (register spills) and multiplies
   // compile time, while the stores below already order the heads. A QK-norm head's lanes
@@ -412,10 +556,10 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else if constexpr (W.role_slots) {
-#pragma unroll 1
-    for (int k = 0; k < W.q_slots; ++k)
-      lane_of_head_angles<T>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane, true, cos_v, sin_v,
-                             shared, shared_row);
+    heads_trips<T>(W.q_slots, first, [&](auto step, int k, LaneWords<T>& in) {
+      lane_of_head_angles<T, decltype(step)::value>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane,
+                                                   true, cos_v, sin_v, shared, shared_row, in);
+    });
     if constexpr (kv_store_loop(W, quantized_cache<T>(), T::kCopyV)) {
 #pragma unroll 1
       for (int r = 0; r < kKvStoreLoopTrips; ++r)  // k, then v: their cache stores compiled once
@@ -426,12 +570,11 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       if constexpr (T::kCopyV) lane_of_head<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else {
-#pragma unroll 1
-    for (int k = 0; k < T::kHeadsPerThread; ++k) {
-      int head;
-      if (!owned_head<T>(group, k, head)) break;
-      lane_of_head_angles<T>(p, head_io<T>(p, ref, head), lane, head < W.rot_heads, cos_v, sin_v, shared, shared_row);
-    }
+    heads_trips<T>(owned_heads<T>(group), first, [&](auto step, int k, LaneWords<T>& in) {
+      const int head = group + k * W.head_groups;
+      lane_of_head_angles<T, decltype(step)::value>(p, head_io<T>(p, ref, head), lane, head < W.rot_heads, cos_v, sin_v,
+                                                   shared, shared_row, in);
+    });
   }
 }
 
@@ -452,17 +595,29 @@ __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p,
     first_pass = false;
     const i64 first_row = base / A.items_per_row;
     const i64 end_item = base + T::kBlockThreads < items ? base + T::kBlockThreads : items;
+    const i64 item = base + threadIdx.x;
+    // With loads ahead the item's row and its first head's loads go before the block's angles.
+    WorkItem at;
+    RowRef ref;
+    LaneWords<T> first;
+    if (T::kLoadsAhead && item < items) {
+      at = decode_item(W, item);
+      ref = locate_row<T>(p, at.row);
+      fetch_first_head<T>(p, ref, at.group, at.lane, first);
+    }
     compute_shared_angles<T>(p, inv_freq, inv_freq_long, first_row, (end_item - 1) / A.items_per_row, angles);
     __syncthreads();
-    const i64 item = base + threadIdx.x;
     // Past the end the thread leaves (no later pass: base + stride > item), so a warp's live
     // threads meet at whole-warp shuffles (shape.cuh warp_wide_shuffles).
     if (item >= items) return;
-    const WorkItem at = decode_item(W, item);
-    const RowRef ref = locate_row<T>(p, at.row);
+    if constexpr (!T::kLoadsAhead) {
+      at = decode_item(W, item);
+      ref = locate_row<T>(p, at.row);
+    }
     float unused[W.pairs_per_lane];
     const bool angles_needed = at.lane < angle_lanes<T>(W) && has_token<T>(ref);
-    rope_heads<T>(p, ref, at.group, at.lane, unused, unused, angles_needed ? &angles : nullptr, (int)(at.row - first_row));
+    rope_heads<T>(p, ref, at.group, at.lane, unused, unused, angles_needed ? &angles : nullptr, (int)(at.row - first_row),
+                  first);
   }
 }
 
@@ -476,6 +631,8 @@ __device__ __forceinline__ void rope_head_item(const KernelParams& p, const floa
   const WorkItem at = decode_item(W, item);
   const int group = at.group;
   const RowRef ref = locate_row<T>(p, at.row);
+  LaneWords<T> first;  // with loads ahead: the first head's, issued before the angles
+  if constexpr (!W.whole_heads) fetch_first_head<T>(p, ref, group, at.lane, first);
   float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
   const bool angles_needed = group < W.rot_heads && has_token<T>(ref);
 
@@ -510,7 +667,7 @@ __device__ __forceinline__ void rope_head_item(const KernelParams& p, const floa
     } else if (at.lane < angle_lanes<T>(W) && angles_needed) {
       pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, cos_v, sin_v);
     }
-    rope_heads<T>(p, ref, group, at.lane, cos_v, sin_v, nullptr, 0);
+    rope_heads<T>(p, ref, group, at.lane, cos_v, sin_v, nullptr, 0, first);
   }
 }
 

@@ -17,17 +17,6 @@ namespace ropejit {
 
 namespace {
 
-/// Sets one tunable of `c` by its name in tunables(); a new tunable must be added here too.
-void set_tunable(Config& c, std::string_view name, int value) {
-  if (name == "block_threads") c.block_threads = value;
-  else if (name == "vec") c.vec = value;
-  else if (name == "heads_per_thread") c.heads_per_thread = value;
-  else if (name == "sincos") c.sincos = kSinCosNames.at(static_cast<size_t>(value)).value;
-  else if (name == "grid") c.grid = kGridNames.at(static_cast<size_t>(value)).value;
-  else
-    throw Error(Status::internal, fmt::format("tuner: tunable \"{}\" has no setter in search_space.cpp", name));
-}
-
 int64_t next_pow2(int64_t n) {
   int64_t p = 1;
   while (p < n) p <<= 1;
@@ -71,7 +60,9 @@ SearchSpace search_space(const Spec& spec) {
   // The baseline is always measured, also where the heuristic takes a value no axis lists (role
   // slots: heads_per_thread = heads / Hkv; Gemma 4's 6 heads per thread).
   std::vector<Config> all = full_config_space();
-  if (std::find(all.begin(), all.end(), fallback) == all.end()) all.push_back(fallback);
+  const Config decode = default_config(spec, 1);  // the decode buckets' baseline
+  for (const Config& base : {fallback, decode})
+    if (std::find(all.begin(), all.end(), base) == all.end()) all.push_back(base);
   for (const Config& c : all) {
     std::string reason;
     if (auto problem = config_problem(spec, c)) reason = "invalid: " + *problem;
@@ -79,7 +70,7 @@ SearchSpace search_space(const Spec& spec) {
       reason = fmt::format("heads_per_thread {} exceeds the spec's {} heads", c.heads_per_thread, heads);
     else if (!kept_vecs.count(c.vec))
       reason = fmt::format("vec {} is narrower than the two widest valid widths", c.vec);
-    if (c == fallback) reason.clear();  // the baseline is always measured
+    if (c == fallback || c == decode) reason.clear();  // the baselines are always measured
     if (reason.empty()) space.configs.push_back(c);
     else space.pruned.push_back({c, std::move(reason)});
   }
@@ -107,7 +98,7 @@ WorkloadShape workload_shape(const Spec& spec, int64_t tokens) {
 std::vector<Config> bucket_candidates(const Spec& spec, const std::vector<Config>& space, int64_t tokens,
                                       int sm_count, std::vector<PrunedConfig>* pruned) {
   const WorkloadShape shape = workload_shape(spec, tokens);
-  const Config fallback = default_config(spec);
+  const Config fallback = default_config(spec, tokens);
   int smallest_block = 1024;
   for (const Tunable& t : tunables())
     if (t.name == "block_threads")
@@ -178,7 +169,7 @@ std::vector<Config> static_prune(const Spec& spec, const std::vector<Config>& ca
     memory_us = std::max(memory_us, estimates.back().memory_us);
   }
   if (factor <= 0 || best_us <= 0 || memory_us < kStaticPruneMinMemoryUs) return candidates;
-  const Config fallback = default_config(spec);
+  const Config fallback = default_config(spec, shape.tokens);
   std::vector<Config> out;
   for (size_t i = 0; i < candidates.size(); ++i) {
     const Roofline& r = estimates[i];

@@ -57,7 +57,7 @@ class BucketTuner {
     b.tokens = tokens;
     b.bucket = bucket_of(tokens);
     b.shape = workload_shape(spec, tokens);
-    const Config fallback = default_config(spec);
+    const Config fallback = default_config(spec, tokens);
     std::vector<Config> candidates = bucket_candidates(spec, compiled, tokens, m_.sm_count());
     if (const GpuPart* part = m_.gpu_part(); part && !stats.empty()) {
       std::vector<PrunedConfig> pruned;
@@ -227,7 +227,7 @@ std::vector<SpecTuneResult> tune(const std::vector<Spec>& specs, Measurer& measu
     const auto prepared = measurer.prepare(specs[si], result.space.configs);
     std::vector<Config> compiled;
     std::map<std::string, Resources> resources;
-    const Config fallback = default_config(specs[si]);
+    const Config fallback = default_config(specs[si]), decode = default_config(specs[si], 1);
     for (size_t i = 0; i < result.space.configs.size(); ++i) {
       const Config& c = result.space.configs[i];
       const auto& p = i < prepared.size() ? prepared[i] : Measurer::Prepared{std::nullopt, "not prepared"};
@@ -239,10 +239,10 @@ std::vector<SpecTuneResult> tune(const std::vector<Spec>& specs, Measurer& measu
         resources[config_name(c)] = {r.registers, r.spill_bytes};
       }
       if (!p.binary) r.rejected = "compile failed: " + p.error;
-      else if (p.binary->spill_bytes > 0 && !(c == fallback))
+      else if (p.binary->spill_bytes > 0 && !(c == fallback) && !(c == decode))
         r.rejected = fmt::format("spills {} bytes of registers", p.binary->spill_bytes);
       if (r.rejected.empty()) compiled.push_back(c);
-      else if (c == fallback)
+      else if (c == fallback || c == decode)
         throw Error(Status::compile_error, fmt::format("tuner: the default config {} of spec \"{}\" does not compile: {}",
                                                        config_name(c), specs[si].name, p.error));
       else result.compile_rejected.push_back(std::move(r));

@@ -31,9 +31,12 @@ struct Config {
   int heads_per_thread = 1;     ///< heads one thread rotates with one sin/cos computation
   SinCosMode sincos = SinCosMode::compute;
   GridMode grid = GridMode::blocks;
+  /// Loads one step ahead of their use: a thread's first head's before its angles (and the
+  /// block's barrier), each next head's before this head's stores (rope.cuh heads_trips).
+  bool ahead = false;
   bool operator==(const Config& o) const {
-    return block_threads == o.block_threads && vec == o.vec &&
-           heads_per_thread == o.heads_per_thread && sincos == o.sincos && grid == o.grid;
+    return block_threads == o.block_threads && vec == o.vec && heads_per_thread == o.heads_per_thread &&
+           sincos == o.sincos && grid == o.grid && ahead == o.ahead;
   }
 };
 
@@ -46,13 +49,25 @@ struct Tunable {
 /// The search space's axes, in Config field order.
 const std::vector<Tunable>& tunables();
 
+/// Sets the tunable `name` of `c` to `value` (an enum tunable: its index); Error(internal) for a
+/// name tunables() does not list.
+void set_tunable(Config& c, std::string_view name, int value);
+
 /// Why a config cannot implement a spec (vec must divide the rotated half, etc.), or nullopt.
 std::optional<std::string> config_problem(const Spec& spec, const Config& config);
 
 /// The heuristic default: valid for every spec (config_problem is nullopt).
 Config default_config(const Spec& spec);
 
-/// "bt256.v8.h1.compute.blocks": short, stable, used in source and cache keys.
+/// Launches of up to this many tokens are decode steps (default_config's decode shape).
+inline constexpr int64_t kDecodeTokens = 8;
+
+/// The heuristic default for launches of `tokens` tokens: default_config(spec), and for decode
+/// sizes (up to 8 tokens) one head a thread with its loads ahead (one round trip a launch).
+Config default_config(const Spec& spec, int64_t tokens);
+
+/// "bt256.v8.h1.compute.blocks" (".ahead" after it with loads ahead): short, stable, used in
+/// source and cache keys.
 std::string config_name(const Config& config);
 
 /// The work decomposition of a valid (spec, config): make_work_shape of

@@ -45,6 +45,11 @@ struct InstrCounts {
   int fp64_convert = 0;            ///< conversions and rounding to or from f64 (F2F/F2I/I2F/FRND .F64)
   double fp64_arith_per_item = 0;  ///< fp64_arith weighted as per_item
   double fp64_convert_per_item = 0;
+  int first_data_load = -1;        ///< listing index of the first q/k/v load (-1: none)
+  int first_barrier = -1;          ///< listing index of the first unguarded block barrier (-1: none)
+  /// The first q/k/v load is issued before any instruction reads a read-only (index) load's
+  /// result: its round trip overlaps the position's (a decode launch's one round trip).
+  bool data_load_before_index_use = false;
 };
 
 /// Counts a SASS listing (`nvdisasm -c` or `cuobjdump -sass`). Instructions inside loops
