@@ -9,10 +9,16 @@ using ropejit::test::SpecFields;
 
 namespace {
 
-// Shared memory: only a block's shared cos/sin rows (angles.cuh), as large as its shape says.
+// Shared memory: only a block's shared cos/sin rows (angles.cuh), as large as its shape says, or
+// an all-heads row on chip's warp sums and angles (qk_norm_all.cuh).
 void expect_clean(const Binary& b, const Plan& plan, const std::string& what) {
   const SharedAngleShape shared = shared_angles(plan);
-  const int shared_bytes = shared.enabled ? 2 * shared.max_rows * shared.pairs * 4 : 0;
+  const WorkShape w = work_shape(plan.spec, plan.config);
+  const int rows_per_block = w.row_on_chip ? plan.config.block_threads / (w.head_groups * w.lanes) : 0;
+  const int shared_bytes = shared.enabled  ? 2 * shared.max_rows * shared.pairs * 4
+                           : w.row_on_chip ? (plan.config.block_threads / 32 * 2 + rows_per_block * w.rot_lanes *
+                                                                                      w.pairs_per_lane * 2) * 4
+                                           : 0;
   EXPECT_FALSE(b.image.empty()) << what;
   EXPECT_GT(b.registers, 0) << what << "\n" << b.log;
   EXPECT_EQ(b.spill_bytes, 0) << what << "\n" << b.log;

@@ -47,7 +47,7 @@ TEST(LoadsAhead, TwoHeadsLoadsInFlight) {
   if (!find_disassembler()) GTEST_SKIP() << "SKIPPED: no nvdisasm or cuobjdump (scripts/setup.sh installs them)";
   // The latency-bound kernels of the H200 run (one 16-byte access a head and lane): their default
   // takes loads ahead, and the listing holds twice the bytes in flight it holds without.
-  for (const char* name : {"deepseek-v3", "deepseek-v4-output", "deepseek-v3-mla", "deepseek-v3-mla-prefill",
+  for (const char* name : {"deepseek-v3", "deepseek-v4-output", "deepseek-v3-mla", "deepseek-v3-mla-fp8",
                            "llama-3.1-8b-context-shift"}) {
     const Spec spec = load_spec_file(test::spec_path(name));
     const Config ahead = default_config(spec);

@@ -103,10 +103,6 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   return std::nullopt;
 }
 
-namespace {
-
-// Bytes one lane loads of one head (rope.cuh lane_load_vectors): its rotated vectors (one
-// interleaved, the neox halves, the whole neox slice) or a QK-norm lane's, in the loaded dtype.
 int lane_load_bytes(const Spec& spec, const Config& c) {
   const WorkShape w = work_shape(spec, c);
   const int vectors = cooperative_heads(spec) ? max_lane_vectors(w)
@@ -115,8 +111,6 @@ int lane_load_bytes(const Spec& spec, const Config& c) {
   const int element = spec.op == OpKind::rerotate ? cache_dtype_size(spec.io.cache_dtype, spec.dtype) : dtype_size(spec.dtype);
   return vectors * c.vec * element;
 }
-
-}  // namespace
 
 Config default_config(const Spec& spec) {
   Config c;
@@ -147,7 +141,28 @@ Config default_config(const Spec& spec) {
   // 32 vectors per lane row and head: there a thread takes the count in [4, 16] that leaves the
   // fewest empty head slots in a row's last group (V4's 64 + 1 heads: 13, 51% of the H100 memory
   // time in the static model; 4 heads, 17 groups, 60-62%).
-  if (cooperative_heads(spec)) {
+  // An all-heads norm (qk_norm.scope all, per-token q scales): the most heads a thread whose
+  // row stays on chip with every value held from its one read (shape.cuh row_holds_words; OLMo 2:
+  // 2 heads, 256 threads a token; 4 heads read again: latency-bound in the static model), else the
+  // most that keep the row on chip at all.
+  if (all_heads_segment(spec)) {
+    for (const bool hold : {true, false}) {
+      Config best = c;
+      for (int h : {4, 2, 1}) {
+        Config trial = c;
+        trial.heads_per_thread = h;
+        const WorkShape w = work_shape(spec, trial);
+        if ((hold ? row_holds_words(w) : w.row_on_chip) && !config_problem(spec, trial)) {
+          best = trial;
+          break;
+        }
+      }
+      if (!(best == c)) {
+        c = best;
+        break;
+      }
+    }
+  } else if (cooperative_heads(spec)) {
     const WorkShape w = work_shape(spec, c);
     if (w.whole_heads) c.heads_per_thread = 1;
     else if (heads >= 16) c.heads_per_thread = 4;
@@ -178,9 +193,14 @@ Config default_config(const Spec& spec) {
   // Loads ahead where a lane loads at most one 16-byte access of each head and a thread owns two
   // heads or more: such kernels keep 16 bytes a thread in flight, too few for Little's law (the
   // H200 ran them at 67-90 % of the copy ceiling, docs/PERF.md); the next head's loads double it.
+  // Only with separate inputs, no bias and no pass-through lanes: the packed, padded and biased
+  // paths spill at the 64-register cap with two heads' words held.
   Config ahead = c;
   ahead.ahead = true;
-  if (c.heads_per_thread >= 2 && lane_load_bytes(spec, c) <= 16 && !config_problem(spec, ahead)) c = ahead;
+  if (c.heads_per_thread >= 2 && lane_load_bytes(spec, c) <= 16 && work_shape(spec, c).tail_lanes == 0 &&
+      spec.io.input == InputForm::separate && spec.io.output != OutputForm::padded_bhsd && !spec.io.qkv_bias &&
+      !config_problem(spec, ahead))
+    c = ahead;
   return c;
 }
 

@@ -62,7 +62,7 @@ WorkShape rope_work_shape(const Spec& spec, const Config& c) {
                                          spec.layout == Layout::interleaved, spec.io.copy_v,
                                          spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
                                          c.heads_per_thread, cooperative_heads(spec)),
-                         all_heads_segment(spec), c.heads_per_thread);  // as rope.cuh rope_shape
+                         all_heads_segment(spec), c.heads_per_thread, c.block_threads);  // as rope.cuh rope_shape
 }
 
 }  // namespace

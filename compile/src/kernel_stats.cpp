@@ -93,8 +93,10 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   const bool all_heads = all_heads_segment(spec);
   if (all_heads) s.heads_per_thread = (shape.heads + shape.head_groups - 1) / shape.head_groups;
   s.heads_loop_trips = shape.role_slots ? shape.loop_slots : s.heads_per_thread;
-  const int heads_trips = all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)
-                                    : s.heads_loop_trips * (shape.whole_heads ? head_lanes : 1);
+  // An all-heads row on chip (qk_norm_all.cuh): its heads unrolled, all loads at once: one trip.
+  const int heads_trips = shape.row_on_chip ? 1
+                          : all_heads ? s.heads_per_thread * ((head_lanes + shape.lanes - 1) / shape.lanes)
+                                      : s.heads_loop_trips * (shape.whole_heads ? head_lanes : 1);
   // Loads ahead (rope.cuh heads_trips): two heads a trip, the second's loads in flight with the
   // first's, so a thread's round trips in series are half its heads.
   const int trips = config.ahead ? (heads_trips + 1) / 2 : heads_trips;
@@ -102,7 +104,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   // The all-heads kernel walks its heads once per pass (qk_norm_all.cuh): the norm's sums, the
   // per-token q amax (q heads only), then the rotation; each pass's loads wait for themselves.
   s.serial_trips = trips;
-  if (all_heads) {
+  if (all_heads && !shape.row_on_chip) {
     const int q_trips = (spec.num_q_heads + shape.head_groups - 1) / shape.head_groups;
     if (all_heads_norm(spec)) s.serial_trips += trips;
     if (q_scale_per_token(spec)) s.serial_trips += q_trips;

@@ -23,7 +23,7 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
   return with_norm_scope(make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
                                          T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm,
                                          T::kVec, T::kHeadsPerThread, T::kCooperativeHeads),
-                         T::kAllHeadsSegment, T::kHeadsPerThread);
+                         T::kAllHeadsSegment, T::kHeadsPerThread, T::kBlockThreads);
 }
 
 // inv_freq of pair i for this launch: baked, LongRoPE's long table, or dynamic NTK's run-time
@@ -134,7 +134,8 @@ ROPEJIT_HOST_DEVICE constexpr int angle_split() {
   constexpr WorkShape W = rope_shape<T>();
   if (T::kTableSinCos || W.lanes >= kWarpLanes || kWarpLanes % W.lanes != 0) return 1;
   int split = 1;
-  if (T::kAllHeadsSegment) split = W.head_groups;
+  if (W.row_on_chip) split = kWarpLanes / W.lanes;  // a warp of the row: 32 / lanes groups
+  else if (T::kAllHeadsSegment) split = W.head_groups;
   else if (warp_rows(W)) split = kWarpLanes / W.lanes;
   while (split > 1 && W.pairs_per_lane % split != 0) split /= 2;
   return split;
@@ -144,7 +145,7 @@ ROPEJIT_HOST_DEVICE constexpr int angle_split() {
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr int angle_split_width() {
   constexpr WorkShape W = rope_shape<T>();
-  return T::kAllHeadsSegment ? W.head_groups * W.lanes : kWarpLanes;
+  return T::kAllHeadsSegment && !W.row_on_chip ? W.head_groups * W.lanes : kWarpLanes;
 }
 
 // pair_angles for a lane whose warp (or segment: angle_split_width) holds angle_split groups of

@@ -203,12 +203,195 @@ __device__ __forceinline__ void all_heads_norm_item(const KernelParams& p, const
   });
 }
 
+// A row kept on chip (WorkShape::row_on_chip): the row's warps' sums of one value per role (q's
+// and k's sums of squares, or q's amax) in shared memory, added in warp order by every thread of
+// the row: the same bits on the GPU and the host backend. kMax: a maximum instead of a sum.
+template <class T, bool kMax>
+__device__ __forceinline__ void row_totals(float (&slots)[T::kBlockThreads / kWarpLanes][2], float& a, float& b) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int kRowWarps = W.head_groups * W.lanes / kWarpLanes;
+#pragma unroll
+  for (int offset = kWarpLanes / 2; offset > 0; offset /= 2) {
+    const float a_other = __shfl_xor_sync(0xffffffffu, a, offset), b_other = __shfl_xor_sync(0xffffffffu, b, offset);
+    a = kMax ? fmaxf(a, a_other) : a + a_other;
+    b = kMax ? fmaxf(b, b_other) : b + b_other;
+  }
+  const int warp = threadIdx.x / kWarpLanes, first = warp - warp % kRowWarps;
+  if (threadIdx.x % kWarpLanes == 0) slots[warp][0] = a, slots[warp][1] = b;
+  __syncthreads();
+  a = slots[first][0], b = slots[first][1];
+#pragma unroll
+  for (int w = 1; w < kRowWarps; ++w) {
+    a = kMax ? fmaxf(a, slots[first + w][0]) : a + slots[first + w][0];
+    b = kMax ? fmaxf(b, slots[first + w][1]) : b + slots[first + w][1];
+  }
+}
+
+// The cos/sin of a block's rows kept on chip: [row of the pass][pair].
+template <int kRows, int kPairs>
+struct RowAngles {
+  float cos[kRows][kPairs];
+  float sin[kRows][kPairs];
+};
+
+// The all-heads kernel with rows on chip: a row's threads span whole warps; each reads its heads'
+// lane vectors once (all loads in flight together), the row's sums meet in shared memory
+// (row_totals), and the values are normalized, rotated and stored from the registers; a
+// per-token FP8 q scale takes a second total, of the final q values' amax. Every thread of a block
+// takes every pass and barrier; rows past the end load and store nothing.
+template <class T>
+__device__ __forceinline__ void rope_all_heads_on_chip_kernel(const KernelParams& p, const float* inv_freq,
+                                                              const float* inv_freq_long) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int kHeads = (W.heads + W.head_groups - 1) / W.head_groups;
+  constexpr int kVectors = norm_lane_vectors<T>(), kPairs = W.pairs_per_lane;
+  constexpr int kRowThreads = W.head_groups * W.lanes, kRowsPerBlock = T::kBlockThreads / kRowThreads;
+  constexpr int kAnglePairs = angle_lanes<T>(W) * kPairs;  // a row's pairs with a frequency
+  constexpr int kRowPairs = W.rot_lanes * kPairs;            // ... and all of its pairs (the rest: 1, 0)
+  constexpr bool kHold = row_holds_words(W);
+  __shared__ float slots[T::kBlockThreads / kWarpLanes][2];
+  __shared__ RowAngles<kRowsPerBlock, kRowPairs> angles;
+  const i64 items = work_items(W, launch_rows<T>(p));
+  for (i64 pass = blockIdx.x; pass * T::kBlockThreads < items; pass += gridDim.x) {
+    const i64 item = pass * T::kBlockThreads + threadIdx.x;
+    const bool live = item < items;  // whole rows: items and the block are multiples of a row's threads
+    const WorkItem at = decode_item(W, live ? item : 0);
+    const RowRef ref = locate_row<T>(p, at.row);
+    const LaneVectors lv = lane_vectors<T>(at.lane);
+    typedef u32 Words[kVectors][VecTraits<typename T::Storage, T::kVec>::kWords];
+    // Held: every head's words from its one read, all loads in flight together.
+    Words words[kHold ? kHeads : 1];
+    auto load_head = [&](const HeadIo<T>& io, Words& w) {
+      if (io.src)
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j)
+          if (lane_holds<T>(lv, j)) load_words<typename T::Storage, T::kVec>(io.src + lane_element<T>(lv, j), w[j]);
+    };
+    if constexpr (kHold) {
+#pragma unroll
+      for (int k = 0; k < kHeads; ++k) {
+        int head;
+        if (live && all_heads_owned<T>(at.group, k, head)) load_head(head_io<T>(p, ref, head), words[k]);
+      }
+    }
+    // The thread's head values, biased, from its held words or read again (zeros where it holds none).
+    auto values = [&](int k, const HeadIo<T>& io, float (&x)[kVectors][T::kVec]) {
+      Words reread;
+      if constexpr (!kHold) load_head(io, reread);
+      Words& w = kHold ? words[k] : reread;
+#pragma unroll
+      for (int j = 0; j < kVectors; ++j) {
+        if (lane_holds<T>(lv, j) && io.src) {
+          words_to_floats<typename T::Storage, T::kVec>(w[j], x[j]);
+          add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < T::kVec; ++i) x[j][i] = 0.0f;
+        }
+      }
+    };
+    // The block's rows' cos/sin, one (row, pair) unit a thread (shared: read after the barrier).
+#pragma unroll 1
+    for (int unit = threadIdx.x; unit < kRowsPerBlock * kRowPairs; unit += T::kBlockThreads) {
+      const int r = unit / kRowPairs, pair = unit % kRowPairs;
+      const i64 row = pass * kRowsPerBlock + r;
+      angles.cos[r][pair] = 1.0f, angles.sin[r][pair] = 0.0f;  // frequency 0, or no token: unrotated
+      if (pair >= kAnglePairs || row >= launch_rows<T>(p)) continue;
+      const RowRef unit_ref = locate_row<T>(p, row);
+      if (has_token<T>(unit_ref)) pair_cos_sin<T>(p, inv_freq, inv_freq_long, unit_ref, pair, angles.cos[r][pair], angles.sin[r][pair]);
+    }
+    float inv_rms_q = 1.0f, inv_rms_k = 1.0f;
+    if constexpr (T::kQkNorm) {
+      float sum_q = 0.0f, sum_k = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kHeads; ++k) {
+        int head;
+        if (!live || !all_heads_owned<T>(at.group, k, head) || head >= W.rot_heads) continue;  // v: no norm
+        const HeadIo<T> io = head_io<T>(p, ref, head);
+        float x[kVectors][T::kVec];
+        values(k, io, x);
+        float head_sum = 0.0f;
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j)
+#pragma unroll
+          for (int i = 0; i < T::kVec; ++i) head_sum = fmaf(x[j][i], x[j][i], head_sum);
+        if (io.role == kRoleQ) sum_q += head_sum;
+        else sum_k += head_sum;
+      }
+      row_totals<T, false>(slots, sum_q, sum_k);
+      inv_rms_q = all_heads_inv_rms<T>(sum_q, T::kNumQHeads * T::kHeadDim);
+      inv_rms_k = all_heads_inv_rms<T>(sum_k, T::kNumKvHeads * T::kHeadDim);
+      __syncthreads();  // every thread has its totals before the slots take the amax
+    } else {
+      __syncthreads();  // the angles are in
+    }
+    // The lane's cos/sin from the block's rows' (on_chip_angles, written before the sums' barrier).
+    // Read where they are used (shared memory, not registers held across the heads).
+    const int lane_pairs = (at.lane < W.rot_lanes ? at.lane : 0) * kPairs;
+    const float(&cos_v)[kPairs] = *reinterpret_cast<const float(*)[kPairs]>(&angles.cos[threadIdx.x / kRowThreads][lane_pairs]);
+    const float(&sin_v)[kPairs] = *reinterpret_cast<const float(*)[kPairs]>(&angles.sin[threadIdx.x / kRowThreads][lane_pairs]);
+    // The final values of head k: normalized with its role's 1 / rms and its weight, rotated.
+    auto final_values = [&](int k, const HeadIo<T>& io, float (&x)[kVectors][T::kVec]) {
+      values(k, io, x);
+      if (!io.src || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
+      if constexpr (T::kQkNorm) {
+        typedef typename T::Storage::raw raw;
+        const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
+        const float inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j)
+          if (lane_holds<T>(lv, j)) apply_norm<T>(weight, inv_rms, lane_element<T>(lv, j), x[j]);
+      }
+      rotate_lane_vectors<T>(at.lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
+    };
+    float q_store_scale = 1.0f;
+    if constexpr (T::kQScalePerToken) {  // the amax of the token's final q values, then its scale
+      float amax = 0.0f, unused = 0.0f;
+#pragma unroll
+      for (int k = 0; k < kHeads; ++k) {
+        int head;
+        if (!live || !all_heads_owned<T>(at.group, k, head) || head >= T::kNumQHeads) continue;
+        float x[kVectors][T::kVec];
+        final_values(k, head_io<T>(p, ref, head), x);
+#pragma unroll
+        for (int j = 0; j < kVectors; ++j)
+#pragma unroll
+          for (int i = 0; i < T::kVec; ++i) amax = fmaxf(amax, fabsf(x[j][i]));
+      }
+      row_totals<T, true>(slots, amax, unused);
+      const float scale = fp8_group_scale<T>(amax, kRoleQ);
+      q_store_scale = 1.0f / scale;
+      if (live && at.group == 0 && at.lane == 0 && has_token<T>(ref)) p.q_scale_out[ref.token] = scale;
+    }
+#pragma unroll
+    for (int k = 0; k < kHeads; ++k) {
+      int head;
+      if (!live || !all_heads_owned<T>(at.group, k, head)) continue;
+      HeadIo<T> io = head_io<T>(p, ref, head);
+      if constexpr (T::kOutputPagedKv) {
+        if (!io.dst) continue;  // a k or v head of a token with no cache slot
+      }
+      if (T::kQScalePerToken && io.role == kRoleQ) io.store_scale = q_store_scale;
+      float x[kVectors][T::kVec];
+      final_values(k, io, x);
+#pragma unroll
+      for (int j = 0; j < kVectors; ++j)
+        if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
+    }
+    __syncthreads();  // the slots are free for the next pass
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p, const float* inv_freq,
                                                            const float* inv_freq_long) {
   wait_for_previous_grid();
-  for_each_work_item(work_items(rope_shape<T>(), launch_rows<T>(p)),
-                     [&](i64 item) { all_heads_norm_item<T>(p, inv_freq, inv_freq_long, item); });
+  if constexpr (rope_shape<T>().row_on_chip) {
+    rope_all_heads_on_chip_kernel<T>(p, inv_freq, inv_freq_long);
+  } else {
+    for_each_work_item(work_items(rope_shape<T>(), launch_rows<T>(p)),
+                       [&](i64 item) { all_heads_norm_item<T>(p, inv_freq, inv_freq_long, item); });
+  }
 }
 
 }  // namespace ropejit

@@ -72,6 +72,9 @@ struct WorkShape {
   /// role_slots: trips of the heads loop, q_slots, plus the k head with a QK-norm (one norm-and-rotate
   /// body for q and k; k's cache store follows the loop).
   int loop_slots = 0;
+  /// All-heads norm: a row's head_groups x lanes threads span whole warps of one block, each thread's
+  /// heads held in registers from their one read (qk_norm_all.cuh; with_norm_scope).
+  bool row_on_chip = false;
 };
 
 /// Pass-through vectors QK-norm lane `lane` holds: t0, t0 + tail_width, ... below tail_vectors,
@@ -247,13 +250,21 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape mla_work_shape(int head_dim, int rotary_
                          interleaved, false, q_inplace, false, vec, heads_per_thread, false);
 }
 
+/// Most vectors a thread of an all-heads row kept on chip holds (its heads' lane vectors, as raw
+/// words in registers: 16 for 16-byte vectors); up to twice as many it reads again (row_holds_words).
+constexpr int kMaxRowVectors = 4;
+
 /// make_work_shape's shape `w` for the QK-norm's scope: unchanged without `all_heads`. An
 /// all-heads norm (qk_norm.scope "all") adds a row's q heads in one sum of squares and its k heads
-/// in another, so a row's work items are one aligned power-of-2 segment of a warp, head_groups x
-/// lanes <= 32. `lanes` is then the lane slots of a head row (a thread walks its lanes slot,
-/// slot + lanes, ... below rot_lanes + tail_lanes), and head_groups about heads /
-/// heads_per_thread, fewer where the warp is full.
-ROPEJIT_HOST_DEVICE constexpr WorkShape with_norm_scope(WorkShape w, bool all_heads, int heads_per_thread) {
+/// in another. `lanes` is then the lane slots of a head row (a thread walks its lanes slot,
+/// slot + lanes, ... below rot_lanes + tail_lanes) and head_groups about heads / heads_per_thread,
+/// a power of 2. Where a thread's heads take at most kMaxRowVectors vectors and the row's threads
+/// span whole warps of one block (of `block_threads`), the row stays on chip: each thread holds
+/// its vectors from their one read while the row's sums meet in shared memory (row_on_chip).
+/// Else a row is one aligned power-of-2 segment of a warp, head_groups x lanes <= 32, whose
+/// threads read their vectors twice (the sums, then the rotation).
+ROPEJIT_HOST_DEVICE constexpr WorkShape with_norm_scope(WorkShape w, bool all_heads, int heads_per_thread,
+                                                        int block_threads) {
   if (!all_heads) return w;
   w.tail_lanes = w.tail_vectors;  // a thread walks lane slots instead (qk_norm_all.cuh)
   w.tail_width = w.rot_lanes + w.tail_vectors;
@@ -263,7 +274,19 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape with_norm_scope(WorkShape w, bool all_he
   w.lanes = head_lanes >= kWarpLanes ? kWarpLanes : power_of_two_at_least(head_lanes);
   const int groups = power_of_two_at_least((w.heads + heads_per_thread - 1) / heads_per_thread);
   w.head_groups = groups < kWarpLanes / w.lanes ? groups : kWarpLanes / w.lanes;
+  const int row_threads = groups * w.lanes, heads_each = (w.heads + groups - 1) / groups;
+  if (head_lanes <= w.lanes && row_threads > kWarpLanes && row_threads <= block_threads &&
+      heads_each * max_lane_vectors(w) <= 2 * kMaxRowVectors) {
+    w.head_groups = groups;
+    w.row_on_chip = true;
+  }
   return w;
+}
+
+/// Whether an all-heads row kept on chip holds its threads' vectors from their one read; else a
+/// thread reads them again for the rotation (its few vectors of a moment before: L1 or L2).
+ROPEJIT_HOST_DEVICE constexpr bool row_holds_words(const WorkShape& w) {
+  return w.row_on_chip && (w.heads + w.head_groups - 1) / w.head_groups * max_lane_vectors(w) <= kMaxRowVectors;
 }
 
 /// Rotating lanes whose pairs include one with a frequency (pairs from rotated_pairs on have

@@ -70,6 +70,9 @@ SearchSpace search_space(const Spec& spec) {
       reason = fmt::format("heads_per_thread {} exceeds the spec's {} heads", c.heads_per_thread, heads);
     else if (!kept_vecs.count(c.vec))
       reason = fmt::format("vec {} is narrower than the two widest valid widths", c.vec);
+    else if (c.ahead && c.heads_per_thread > 1 && lane_load_bytes(spec, c) > 16)
+      reason = fmt::format("ahead with {} bytes a lane and head already in flight: two heads' words spill",
+                           lane_load_bytes(spec, c));
     if (c == fallback || c == decode) reason.clear();  // the baselines are always measured
     if (reason.empty()) space.configs.push_back(c);
     else space.pruned.push_back({c, std::move(reason)});

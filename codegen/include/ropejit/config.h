@@ -56,6 +56,10 @@ void set_tunable(Config& c, std::string_view name, int value);
 /// Why a config cannot implement a spec (vec must divide the rotated half, etc.), or nullopt.
 std::optional<std::string> config_problem(const Spec& spec, const Config& config);
 
+/// Bytes one lane loads of one head (rope.cuh lane_load_vectors): its rotated vectors (one
+/// interleaved, the neox halves, the whole neox slice) or a QK-norm lane's, in the loaded dtype.
+int lane_load_bytes(const Spec& spec, const Config& config);
+
 /// The heuristic default: valid for every spec (config_problem is nullopt).
 Config default_config(const Spec& spec);
 

@@ -353,7 +353,9 @@ class Detemplater : public clang::RecursiveASTVisitor<Detemplater>, MainFile {
   }
 
   bool VisitUnresolvedLookupExpr(clang::UnresolvedLookupExpr* e) {
-    if (collecting_ || !e->hasExplicitTemplateArgs()) return true;
+    // Only a lone `<T>`: `f<T, kStep>` names a template that keeps its parameters (an overload
+    // of the same name may be a target).
+    if (collecting_ || !e->hasExplicitTemplateArgs() || e->getNumTemplateArgs() != 1) return true;
     for (const clang::NamedDecl* d : e->decls())
       if (targets_.count(d)) {
         cut_angles(e->getLAngleLoc(), e->getRAngleLoc());

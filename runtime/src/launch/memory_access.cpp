@@ -127,7 +127,7 @@ MemoryAccess memory_access(const Spec& spec, const Config& config, const LaunchS
   // QK-norm heads reads each head for its norm before the rotation reads it again.
   const WorkShape w = work_shape(spec, config);
   const int64_t items = std::max<int64_t>(1, int64_t(w.head_groups) * w.lanes) * std::max<int64_t>(1, shape.tokens);
-  if (all_heads_segment(spec)) {
+  if (all_heads_segment(spec) && !row_holds_words(w)) {  // held on chip: each value read once
     out.reread_bytes = (all_heads_norm(spec) ? qk_read : 0) + (q_scale_per_token(spec) ? q_read : 0);
     out.reread_distance = qk_read / items;
   } else if (spec.qk_norm.enabled && w.whole_heads) {
