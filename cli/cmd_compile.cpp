@@ -20,7 +20,8 @@ nlohmann::json widths_json(const ropejit::WidthCounts& w) {
   return j;
 }
 
-nlohmann::json stats_json(const ropejit::KernelStats& s, const std::vector<ropejit::Roofline>& parts) {
+nlohmann::json stats_json(const ropejit::KernelStats& s, const std::vector<ropejit::Roofline>& parts,
+                          const ropejit::MemoryAccess* access) {
   const ropejit::InstrCounts& c = s.counts;
   nlohmann::json j = {
       {"source", s.source}, {"disassembler", s.disassembler}, {"registers", s.registers},
@@ -52,6 +53,11 @@ nlohmann::json stats_json(const ropejit::KernelStats& s, const std::vector<ropej
                     {"latency_us", r.latency_us}, {"lifetime_us", r.lifetime_us}, {"lifetime_l2_us", r.lifetime_l2_us},
                     {"launch_us", r.launch_us}, {"kernel_us", r.kernel_us}, {"estimate_us", r.estimate_us}});
   j["roofline"] = roof;
+  if (access) {
+    j["access"] = {{"bytes", access->bytes}, {"sector_bytes", access->sector_bytes}, {"chunks", access->chunks},
+                   {"partial_sectors", access->partial_sectors}, {"reread_bytes", access->reread_bytes},
+                   {"reread_distance", access->reread_distance}, {"index_levels", access->index_levels}};
+  }
   // The loops the per-item figures weigh (the plan's trips per item) and how many the listing had:
   // a different number means every loop took the first's trips.
   nlohmann::json loops = nlohmann::json::array();
@@ -108,6 +114,7 @@ void add_compile_command(CLI::App& app) {
           ropejit::cli::write_file(fmt::format("{}/{}.{}.{}", *out_dir, spec.name, b.arch, b.is_ptx ? "ptx" : "cubin"),
                                    b.image);
         std::optional<ropejit::KernelStats> st;
+        std::optional<ropejit::MemoryAccess> access;
         std::vector<ropejit::Roofline> roof;
         if (*stats) {
           st = ropejit::kernel_stats(spec, c, source, b);
@@ -116,9 +123,9 @@ void add_compile_command(CLI::App& app) {
           shape.tokens = *tokens;
           shape.batch = 1;
           shape.max_seq_len = *tokens;
-          const ropejit::MemoryAccess access = ropejit::memory_access(spec, c, shape);
+          access = ropejit::memory_access(spec, c, shape);
           for (const auto* p : roof_parts)
-            roof.push_back(ropejit::roofline(*st, *p, *tokens, access, ropejit::LaunchTiming::graph));
+            roof.push_back(ropejit::roofline(*st, *p, *tokens, *access, ropejit::LaunchTiming::graph));
         }
         if (*json) {
           rows.push_back({{"spec", spec.name}, {"file", path}, {"arch", b.arch}, {"ptx", b.is_ptx},
@@ -129,7 +136,7 @@ void add_compile_command(CLI::App& app) {
           if (*phases)
             rows.back()["phases_ms"] = {{"frontend", b.phases.frontend_ms}, {"nvvm", b.phases.nvvm_ms},
                                         {"ptxas", b.phases.ptxas_ms}};
-          if (st) rows.back()["stats"] = stats_json(*st, roof);
+          if (st) rows.back()["stats"] = stats_json(*st, roof, access ? &*access : nullptr);
         } else if (st) {
           fmt::print("{}\n", ropejit::format_report(*st, roof));
         } else {

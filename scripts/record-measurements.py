@@ -23,6 +23,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKENS = 4096  # the launch whose access figures are read (per row, they do not depend on it)
 KERNEL_FIELDS = ["registers", "shared_bytes", "block_threads", "items_per_row", "serial_trips",
                  "instructions_per_item", "bytes_in_flight", "data_load_before_index_use"]
 
@@ -57,7 +58,8 @@ def kernel_figures(ropejit, spec, dtype, arch):
         json.dump(j, f)
         path = f.name
     try:
-        out = subprocess.run([ropejit, "compile", path, "--arch", arch, "--stats", "--json", "--parts", "H200"],
+        out = subprocess.run([ropejit, "compile", path, "--arch", arch, "--stats", "--json", "--parts", "H200",
+                              "--tokens", str(TOKENS)],
                              check=True, capture_output=True, text=True).stdout
     finally:
         os.unlink(path)
@@ -69,6 +71,9 @@ def kernel_figures(ropejit, spec, dtype, arch):
     k.update({f: s[f] for f in KERNEL_FIELDS})
     k["fp64_arith_per_item"] = s["fp64"]["arith_per_item"]
     k["fp64_convert_per_item"] = s["fp64"]["convert_per_item"]
+    # Second reads are the kernel's, not the spec's: recorded as they ran (per row, at --tokens).
+    k["reread_bytes_per_row"] = s["access"]["reread_bytes"] // TOKENS
+    k["reread_distance"] = s["access"]["reread_distance"]
     return k
 
 

@@ -78,10 +78,26 @@ TEST(MemoryAccess, BlockTablePagesRunOn) {
   EXPECT_EQ(access_of("phi-3.5-mini-rerotate", 4096, 4).index_levels, 4);
 }
 
-TEST(MemoryAccess, AllHeadsNormReadsTwice) {
-  // OLMo 2: the norm's sums read q and k, the rotation reads them again; a work item reads its
-  // share of the row (16 KB over 32 items) between the two.
-  const MemoryAccess a = access_of("olmo-2-7b", 100);
+TEST(MemoryAccess, AllHeadsNormReadsOnceOnChipTwiceElse) {
+  // OLMo 2: its default keeps a row on chip (two heads a thread, 256 threads a token): each value
+  // read once. A thread with 16 heads (a row one warp) reads q and k for the norm's sums, then again
+  // to rotate them; an item reads its share of the row (16 KB over 32 items) between the two.
+  const Spec spec = load_spec_file(test::spec_path("olmo-2-7b"));
+  LaunchShape shape;
+  shape.tokens = 100;
+  shape.batch = 1;
+  shape.max_seq_len = 100;
+  EXPECT_EQ(memory_access(spec, default_config(spec), shape).reread_bytes, 0);
+  Config warp = default_config(spec);
+  warp.heads_per_thread = 16;
+  ASSERT_FALSE(work_shape(spec, warp).row_on_chip);
+  const MemoryAccess a = memory_access(spec, warp, shape);
   EXPECT_EQ(a.reread_bytes, 100 * 16384);
   EXPECT_EQ(a.reread_distance, 16384 / 32);
+  // Four heads a thread: on chip, its eight vectors read again (not held).
+  Config four = default_config(spec);
+  four.heads_per_thread = 4;
+  ASSERT_TRUE(work_shape(spec, four).row_on_chip);
+  EXPECT_EQ(memory_access(spec, four, shape).reread_bytes, 100 * 16384);
+  EXPECT_EQ(memory_access(spec, four, shape).reread_distance, 16384 / 128);
 }

@@ -44,6 +44,14 @@ KernelStats kernel_from(JsonFields& f, const nlohmann::json& k, const std::strin
   return s;
 }
 
+// The kernel's second reads as it ran (they depend on its code, not only on the spec): a row's
+// bytes read again and an item's bytes between its two reads; absent: as today's code reads.
+void rereads_from(JsonFields& f, const nlohmann::json& k, const std::string& at, MeasuredLaunch& r) {
+  constexpr auto optional = JsonFields::Presence::optional;
+  r.reread_per_row = f.integer_field(k, at, "reread_bytes_per_row", 0, int64_t(1) << 40, optional).value_or(-1);
+  r.reread_distance = f.integer_field(k, at, "reread_distance", 0, int64_t(1) << 40, optional).value_or(-1);
+}
+
 }  // namespace
 
 Measurements load_measurements(const std::string& path) {
@@ -82,6 +90,7 @@ Measurements load_measurements(const std::string& path) {
     const nlohmann::json* kernel = f.member(row, at, "kernel");
     r.config = config_from_json(f.member(*kernel, at + "/kernel", "config")->dump());
     r.stats = kernel_from(f, *kernel, at + "/kernel");
+    rereads_from(f, *kernel, at + "/kernel", r);
     m.rows.push_back(std::move(r));
   }
   return m;
@@ -112,6 +121,10 @@ std::vector<ModelRow> model_rows(const Measurements& m, const std::string& specs
     shape.max_seq_len = (measured.tokens + measured.batch - 1) / measured.batch;
     row.access = memory_access(spec, row.measured.config, shape);
     row.access.inputs_in_l2 = measured.inputs_in_l2;
+    if (!current_kernels && measured.reread_per_row >= 0) {  // the measured kernel's own second reads
+      row.access.reread_bytes = measured.reread_per_row * measured.tokens;
+      row.access.reread_distance = measured.reread_distance;
+    }
     row.rows = spec.io.output == OutputForm::padded_bhsd ? int64_t(measured.batch) * shape.max_seq_len : measured.tokens;
     out.push_back(std::move(row));
   }

@@ -193,13 +193,12 @@ Config default_config(const Spec& spec) {
   // Loads ahead where a lane loads at most one 16-byte access of each head and a thread owns two
   // heads or more: such kernels keep 16 bytes a thread in flight, too few for Little's law (the
   // H200 ran them at 67-90 % of the copy ceiling, docs/PERF.md); the next head's loads double it.
-  // Only with separate inputs, no bias and no pass-through lanes: the packed, padded and biased
-  // paths spill at the 64-register cap with two heads' words held.
+  // Only with separate inputs and no bias: the packed, padded and biased paths spill at the
+  // 64-register cap with two heads' words held.
   Config ahead = c;
   ahead.ahead = true;
-  if (c.heads_per_thread >= 2 && lane_load_bytes(spec, c) <= 16 && work_shape(spec, c).tail_lanes == 0 &&
-      spec.io.input == InputForm::separate && spec.io.output != OutputForm::padded_bhsd && !spec.io.qkv_bias &&
-      !config_problem(spec, ahead))
+  if (c.heads_per_thread >= 2 && lane_load_bytes(spec, c) <= 16 && spec.io.input == InputForm::separate &&
+      spec.io.output != OutputForm::padded_bhsd && !spec.io.qkv_bias && !config_problem(spec, ahead))
     c = ahead;
   return c;
 }

@@ -187,9 +187,11 @@ __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const f
     if (at.lane < angle_lanes<T>(W)) pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, c, s);
     if constexpr (T::kConcatK)
       if (at.lane < W.rot_lanes) rotate_k_pe_once<T>(p, ref, at.lane, c, s, k_pe);
-    heads_trips<T>(owned, first, [&](auto step, int k, LaneWords<T>& in) {
-      mla_head_lane<T, decltype(step)::value>(p, ref, at.group + k * W.head_groups, at.lane, c, s, k_pe, in);
-    });
+#define ROPEJIT_MLA_STEP(kStep) \
+  [&](int k, LaneWords<T>& in) { mla_head_lane<T, kStep>(p, ref, at.group + k * W.head_groups, at.lane, c, s, k_pe, in); }
+    heads_trips<T>(owned, first, ROPEJIT_MLA_STEP(LaneStep::whole), ROPEJIT_MLA_STEP(LaneStep::fetch),
+                   ROPEJIT_MLA_STEP(LaneStep::finish));
+#undef ROPEJIT_MLA_STEP
     latent_share<T>(p, ref, at, c, s);
   }
 }

@@ -130,11 +130,9 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
     float c[W.pairs_per_lane], s[W.pairs_per_lane];
     delta_angles<T>(p, inv_to, inv_to_long, inv_from, inv_from_long, ref.position, new_position<T>(p, ref, at.row),
                     at.lane * W.pairs_per_lane, c, s);
-    heads_trips<T>(owned, first, [&](auto lane_step, int k, KeyWords<T>& in) {
-      constexpr LaneStep kStep = decltype(lane_step)::value;
-      if constexpr (kStep != LaneStep::finish) fetch_key<T>(key + k * step, at.lane, in);
-      if constexpr (kStep != LaneStep::fetch) rerotate_lane<T>(p, key + k * step, at.lane, c, s, in);
-    });
+    auto fetch = [&](int k, KeyWords<T>& in) { fetch_key<T>(key + k * step, at.lane, in); };
+    auto finish = [&](int k, KeyWords<T>& in) { rerotate_lane<T>(p, key + k * step, at.lane, c, s, in); };
+    heads_trips<T>(owned, first, [&](int k, KeyWords<T>& in) { fetch(k, in), finish(k, in); }, fetch, finish);
   }
 }
 

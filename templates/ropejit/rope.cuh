@@ -361,41 +361,34 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
   process_lane<T, LaneStep::whole>(io, norm, lane, cos_v, sin_v, in);
 }
 
-// A LaneStep as a type, so one generic lambda serves every step (heads_trips).
-template <LaneStep kStep>
-struct LaneStepTag {
-  static constexpr LaneStep value = kStep;
-};
-
-// Heads 0 .. n - 1 of a thread's loop: body(step, k, words) with step a LaneStepTag. With loads
-// ahead (kLoadsAhead), head k + 1's loads (fetch) are issued before head k's arithmetic and
-// stores (finish), into the other of two word buffers (no copy between them, which would wait
-// for the loads): two heads' loads in flight (Little's law); head 0's were issued by the caller
-// into `first`, before its angles. Without, each head runs whole, as it always did. Rolled either
-// way (compile time, registers): with loads ahead two heads a trip.
-template <class T, class Words, class Body>
-__device__ __forceinline__ void heads_trips(int n, Words& first, Body&& body) {
+// Heads 0 .. n - 1 of a thread's loop: step(k, words) runs head k's LaneStep `step` (three
+// plain lambdas: NVRTC compiles no generic one without -default-device). With loads ahead
+// (kLoadsAhead), head k + 1's loads (fetch) are issued before head k's arithmetic and stores
+// (finish), into the other of two word buffers (no copy between them, which would wait for the
+// loads): two heads' loads in flight (Little's law); head 0's were issued by the caller into
+// `first`, before its angles. Without, each head runs whole, as it always did. Rolled either way
+// (compile time, registers): with loads ahead two heads a trip.
+template <class T, class Words, class Whole, class Fetch, class Finish>
+__device__ __forceinline__ void heads_trips(int n, Words& first, Whole&& whole, Fetch&& fetch, Finish&& finish) {
   if constexpr (T::kLoadsAhead) {
-    // The last head loads its own words again (an L1 hit, before its stores) rather than branch
-    // around the loads: a branch lets the compiler sink them below the arithmetic.
-    constexpr LaneStepTag<LaneStep::fetch> fetch{};
-    constexpr LaneStepTag<LaneStep::finish> finish{};
     if (n == 1) {  // one head (a decode launch's): nothing to load ahead of it
-      body(finish, 0, first);
+      finish(0, first);
       return;
     }
+    // The last head loads its own words again (an L1 hit, before its stores) rather than branch
+    // around the loads: a branch lets the compiler sink them below the arithmetic.
     Words second;
 #pragma unroll 1
     for (int k = 0; k < n; k += 2) {
-      body(fetch, k + 1 < n ? k + 1 : k, second);
-      body(finish, k, first);
+      fetch(k + 1 < n ? k + 1 : k, second);
+      finish(k, first);
       if (k + 1 >= n) break;
-      body(fetch, k + 2 < n ? k + 2 : k + 1, first);
-      body(finish, k + 1, second);
+      fetch(k + 2 < n ? k + 2 : k + 1, first);
+      finish(k + 1, second);
     }
   } else {
 #pragma unroll 1
-    for (int k = 0; k < n; ++k) body(LaneStepTag<LaneStep::whole>{}, k, first);
+    for (int k = 0; k < n; ++k) whole(k, first);
   }
 }
 
@@ -556,10 +549,14 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else if constexpr (W.role_slots) {
-    heads_trips<T>(W.q_slots, first, [&](auto step, int k, LaneWords<T>& in) {
-      lane_of_head_angles<T, decltype(step)::value>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane,
-                                                   true, cos_v, sin_v, shared, shared_row, in);
-    });
+#define ROPEJIT_Q_SLOT_STEP(kStep)                                                                          \
+  [&](int k, LaneWords<T>& in) {                                                                             \
+    lane_of_head_angles<T, kStep>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane, true, \
+                                  cos_v, sin_v, shared, shared_row, in);                                     \
+  }
+    heads_trips<T>(W.q_slots, first, ROPEJIT_Q_SLOT_STEP(LaneStep::whole), ROPEJIT_Q_SLOT_STEP(LaneStep::fetch),
+                   ROPEJIT_Q_SLOT_STEP(LaneStep::finish));
+#undef ROPEJIT_Q_SLOT_STEP
     if constexpr (kv_store_loop(W, quantized_cache<T>(), T::kCopyV)) {
 #pragma unroll 1
       for (int r = 0; r < kKvStoreLoopTrips; ++r)  // k, then v: their cache stores compiled once
@@ -570,11 +567,15 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       if constexpr (T::kCopyV) lane_of_head<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else {
-    heads_trips<T>(owned_heads<T>(group), first, [&](auto step, int k, LaneWords<T>& in) {
-      const int head = group + k * W.head_groups;
-      lane_of_head_angles<T, decltype(step)::value>(p, head_io<T>(p, ref, head), lane, head < W.rot_heads, cos_v, sin_v,
-                                                   shared, shared_row, in);
-    });
+#define ROPEJIT_HEAD_STEP(kStep)                                                                            \
+  [&](int k, LaneWords<T>& in) {                                                                             \
+    const int head = group + k * W.head_groups;                                                              \
+    lane_of_head_angles<T, kStep>(p, head_io<T>(p, ref, head), lane, head < W.rot_heads, cos_v, sin_v, shared, \
+                                  shared_row, in);                                                           \
+  }
+    heads_trips<T>(owned_heads<T>(group), first, ROPEJIT_HEAD_STEP(LaneStep::whole),
+                   ROPEJIT_HEAD_STEP(LaneStep::fetch), ROPEJIT_HEAD_STEP(LaneStep::finish));
+#undef ROPEJIT_HEAD_STEP
   }
 }
 

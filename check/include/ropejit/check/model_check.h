@@ -24,6 +24,8 @@ struct MeasuredLaunch {
   double band = 0.15;      ///< how far the model may be off: |estimate / us - 1| <= band
   Config config;           ///< the config that ran
   KernelStats stats;       ///< the static figures of the kernel that ran (those the model reads)
+  int64_t reread_per_row = -1;   ///< its bytes read a second time a row (-1: as today's code)
+  int64_t reread_distance = -1;  ///< its item's bytes between the two reads
 };
 
 /// A file of measurements from one GPU run.
