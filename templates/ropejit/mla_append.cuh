@@ -23,14 +23,23 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape mla_shape() {
 // the head's row of the second input, through `in` as kStep says (rope.cuh LaneStep).
 template <class T, LaneStep kStep>
 __device__ __forceinline__ void head_in_vector(const KernelParams& p, const RowRef& ref, int head, int e,
-                                               LaneWords<T>& in, float (&x)[T::kVec]) {
+                                               u32 (&words)[VecTraits<typename T::Storage, T::kVec>::kWords],
+                                               float (&x)[T::kVec]) {
   typedef typename T::Storage::raw raw;
   if constexpr (kStep != LaneStep::finish)
     load_words<typename T::Storage, T::kVec>(
         (const raw*)p.mla_heads_in.ptr + ref.token * p.mla_heads_in.token_stride + head * p.mla_heads_in.head_stride + e,
-        in.w[0]);
-  if constexpr (kStep != LaneStep::fetch) words_to_floats<typename T::Storage, T::kVec>(in.w[0], x);
+        words);
+  if constexpr (kStep != LaneStep::fetch) words_to_floats<typename T::Storage, T::kVec>(words, x);
 }
+
+// The words of one MLA heads-loop trip: q's lane (or q_latent's), and k_nope's for concat_k (apart:
+// a pass-through lane loads both, q's tail into q_out and k_nope into k_out).
+template <class T>
+struct MlaWords {
+  LaneWords<T> q;
+  u32 k_nope[VecTraits<typename T::Storage, T::kVec>::kWords];
+};
 
 // absorbed_q: lane `lane` of q head `head`: a rotating lane rotates q_pe into q_out after the
 // latent part (q_out's head is kv_lora_rank + d wide), a pass-through lane copies its q_latent vector.
@@ -50,7 +59,7 @@ __device__ __forceinline__ void absorbed_q_lane(const KernelParams& p, const Row
   } else {
     const int e = (lane - W.rot_lanes) * V;
     float x[V];
-    head_in_vector<T, kStep>(p, ref, head, e, in, x);
+    head_in_vector<T, kStep>(p, ref, head, e, in.w[0], x);
     if constexpr (kStep != LaneStep::fetch) store_head<T>(io, e, x);  // in q_out's type (FP8: scaled)
   }
 }
@@ -86,7 +95,8 @@ __device__ __forceinline__ void rotate_k_pe_once(const KernelParams& p, const Ro
 // k_nope vector in the pass-through one (its load through `in` as kStep says).
 template <class T, LaneStep kStep>
 __device__ __forceinline__ void concat_k_lane(const KernelParams& p, const RowRef& ref, int head, int lane,
-                                              const RotatedKPe<T>& k_pe, LaneWords<T>& in) {
+                                              const RotatedKPe<T>& k_pe,
+                                              u32 (&words)[VecTraits<typename T::Storage, T::kVec>::kWords]) {
   constexpr WorkShape W = mla_shape<T>();
   constexpr int V = T::kVec;
   typedef typename T::Storage::raw raw;
@@ -100,7 +110,7 @@ __device__ __forceinline__ void concat_k_lane(const KernelParams& p, const RowRe
   } else {
     const int e = (lane - W.rot_lanes) * V;  // within k_nope
     float x[V];
-    head_in_vector<T, kStep>(p, ref, head, e, in, x);
+    head_in_vector<T, kStep>(p, ref, head, e, words, x);
     if constexpr (kStep != LaneStep::fetch) store_vec<typename T::Storage, V>(k_out + T::kPassBegin + e, x);
   }
 }
@@ -111,14 +121,14 @@ template <class T, LaneStep kStep>
 __device__ __forceinline__ void mla_head_lane(const KernelParams& p, const RowRef& ref, int head, int lane,
                                               const float (&c)[rope_shape<T>().pairs_per_lane],
                                               const float (&s)[rope_shape<T>().pairs_per_lane],
-                                              const RotatedKPe<T>& k_pe, LaneWords<T>& in) {
+                                              const RotatedKPe<T>& k_pe, MlaWords<T>& in) {
   if constexpr (T::kAbsorbedQ) {
-    absorbed_q_lane<T, kStep>(p, ref, head, lane, c, s, in);
+    absorbed_q_lane<T, kStep>(p, ref, head, lane, c, s, in.q);
   } else {
     const HeadNorm no_norm{1.0f, nullptr, false};
-    process_lane<T, kStep>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, lane, c, s, in);
+    process_lane<T, kStep>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, lane, c, s, in.q);
   }
-  if constexpr (T::kConcatK) concat_k_lane<T, kStep>(p, ref, head, lane, k_pe, in);
+  if constexpr (T::kConcatK) concat_k_lane<T, kStep>(p, ref, head, lane, k_pe, in.k_nope);
 }
 
 // k_pe's rotating lane `lane`, rotated with the lane's angles and stored after kv_c in the row.
@@ -181,17 +191,18 @@ __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const f
     const int owned = heads < T::kHeadsPerThread ? heads : T::kHeadsPerThread;
     float c[W.pairs_per_lane], s[W.pairs_per_lane];
     RotatedKPe<T> k_pe;
-    LaneWords<T> first;
+    MlaWords<T> first;
     if constexpr (T::kLoadsAhead)
       if (owned > 0) mla_head_lane<T, LaneStep::fetch>(p, ref, at.group, at.lane, c, s, k_pe, first);
     if (at.lane < angle_lanes<T>(W)) pair_angles<T>(p, inv_freq, inv_freq_long, ref, at.lane * W.pairs_per_lane, c, s);
     if constexpr (T::kConcatK)
       if (at.lane < W.rot_lanes) rotate_k_pe_once<T>(p, ref, at.lane, c, s, k_pe);
-#define ROPEJIT_MLA_STEP(kStep) \
-  [&](int k, LaneWords<T>& in) { mla_head_lane<T, kStep>(p, ref, at.group + k * W.head_groups, at.lane, c, s, k_pe, in); }
-    heads_trips<T>(owned, first, ROPEJIT_MLA_STEP(LaneStep::whole), ROPEJIT_MLA_STEP(LaneStep::fetch),
-                   ROPEJIT_MLA_STEP(LaneStep::finish));
-#undef ROPEJIT_MLA_STEP
+    const auto head_of = [&](int k) { return at.group + k * W.head_groups; };
+    heads_trips<T>(
+        owned, first,
+        [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::whole>(p, ref, head_of(k), at.lane, c, s, k_pe, in); },
+        [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::fetch>(p, ref, head_of(k), at.lane, c, s, k_pe, in); },
+        [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::finish>(p, ref, head_of(k), at.lane, c, s, k_pe, in); });
     latent_share<T>(p, ref, at, c, s);
   }
 }

@@ -549,14 +549,19 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else if constexpr (W.role_slots) {
-#define ROPEJIT_Q_SLOT_STEP(kStep)                                                                          \
-  [&](int k, LaneWords<T>& in) {                                                                             \
-    lane_of_head_angles<T, kStep>(p, role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups), lane, true, \
-                                  cos_v, sin_v, shared, shared_row, in);                                     \
-  }
-    heads_trips<T>(W.q_slots, first, ROPEJIT_Q_SLOT_STEP(LaneStep::whole), ROPEJIT_Q_SLOT_STEP(LaneStep::fetch),
-                   ROPEJIT_Q_SLOT_STEP(LaneStep::finish));
-#undef ROPEJIT_Q_SLOT_STEP
+    // A q slot's steps: its loads through `in` as each LaneStep says (heads_trips).
+    auto q_slot = [&](int k) { return role_head_io<T>(p, ref, kRoleQ, group + k * W.head_groups); };
+    heads_trips<T>(
+        W.q_slots, first,
+        [&](int k, LaneWords<T>& in) {
+          lane_of_head_angles<T, LaneStep::whole>(p, q_slot(k), lane, true, cos_v, sin_v, shared, shared_row, in);
+        },
+        [&](int k, LaneWords<T>& in) {
+          lane_of_head_angles<T, LaneStep::fetch>(p, q_slot(k), lane, true, cos_v, sin_v, shared, shared_row, in);
+        },
+        [&](int k, LaneWords<T>& in) {
+          lane_of_head_angles<T, LaneStep::finish>(p, q_slot(k), lane, true, cos_v, sin_v, shared, shared_row, in);
+        });
     if constexpr (kv_store_loop(W, quantized_cache<T>(), T::kCopyV)) {
 #pragma unroll 1
       for (int r = 0; r < kKvStoreLoopTrips; ++r)  // k, then v: their cache stores compiled once
@@ -567,15 +572,22 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       if constexpr (T::kCopyV) lane_of_head<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else {
-#define ROPEJIT_HEAD_STEP(kStep)                                                                            \
-  [&](int k, LaneWords<T>& in) {                                                                             \
-    const int head = group + k * W.head_groups;                                                              \
-    lane_of_head_angles<T, kStep>(p, head_io<T>(p, ref, head), lane, head < W.rot_heads, cos_v, sin_v, shared, \
-                                  shared_row, in);                                                           \
-  }
-    heads_trips<T>(owned_heads<T>(group), first, ROPEJIT_HEAD_STEP(LaneStep::whole),
-                   ROPEJIT_HEAD_STEP(LaneStep::fetch), ROPEJIT_HEAD_STEP(LaneStep::finish));
-#undef ROPEJIT_HEAD_STEP
+    // Head k's steps (group + k * head_groups), its loads through `in` as each LaneStep says.
+    auto head_of = [&](int k) { return group + k * W.head_groups; };
+    heads_trips<T>(
+        owned_heads<T>(group), first,
+        [&](int k, LaneWords<T>& in) {
+          lane_of_head_angles<T, LaneStep::whole>(p, head_io<T>(p, ref, head_of(k)), lane, head_of(k) < W.rot_heads,
+                                                  cos_v, sin_v, shared, shared_row, in);
+        },
+        [&](int k, LaneWords<T>& in) {
+          lane_of_head_angles<T, LaneStep::fetch>(p, head_io<T>(p, ref, head_of(k)), lane, head_of(k) < W.rot_heads,
+                                                  cos_v, sin_v, shared, shared_row, in);
+        },
+        [&](int k, LaneWords<T>& in) {
+          lane_of_head_angles<T, LaneStep::finish>(p, head_io<T>(p, ref, head_of(k)), lane, head_of(k) < W.rot_heads,
+                                                   cos_v, sin_v, shared, shared_row, in);
+        });
   }
 }
 
