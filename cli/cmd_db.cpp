@@ -1,5 +1,8 @@
-// `ropejit db show|merge|export`: read, combine and extract tuning databases.
+// `ropejit db show|merge|export|shipped`: read, combine and extract tuning databases; show
+// where the shipped tuning files are looked up.
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -8,6 +11,7 @@
 #include "cli_util.h"
 #include "command_registry.h"
 #include "ropejit/error.h"
+#include "ropejit/shipped_tuning.h"
 #include "ropejit/tuning_db.h"
 
 namespace {
@@ -53,6 +57,31 @@ void show(const std::string& path, bool json) {
   }
 }
 
+/// The folder of shipped tuning files, the folders searched, each file's sections; with a GPU
+/// name, the file a GPU of that name looks for.
+void shipped(const std::string& gpu) {
+  const ropejit::ShippedTuningDir where = ropejit::shipped_tuning_dir();
+  fmt::print("shipped tuning folder: {} ({})\n", where.dir.empty() ? "none" : where.dir, where.origin);
+  for (const auto& folder : where.searched) fmt::print("  searched: {}\n", folder);
+  std::error_code ec;
+  if (!where.dir.empty() && std::filesystem::is_directory(where.dir, ec)) {
+    std::vector<std::filesystem::path> files;
+    for (const auto& f : std::filesystem::directory_iterator(where.dir, ec))
+      if (f.path().extension() == ".json") files.push_back(f.path());
+    std::sort(files.begin(), files.end());
+    if (files.empty()) fmt::print("  (no .json files)\n");
+    for (const auto& f : files) {
+      std::string why;
+      const auto file = ropejit::read_tuning_db(f.string(), [&](const std::string& w) { why = w; });
+      fmt::print("  {}\n", f.filename().string());
+      if (!file) fmt::print("    unreadable: {}\n", why);
+      for (const auto& s : file ? file->devices : std::vector<ropejit::DeviceSection>{})
+        fmt::print("    {}: {} entries\n", s.metadata.describe(), s.entries.size());
+    }
+  }
+  if (!gpu.empty()) fmt::print("\"{}\" looks for {}\n", gpu, ropejit::shipped_tuning_file_name(gpu));
+}
+
 void add_db_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("db", "Show, merge and export tuning databases");
   cmd->require_subcommand(1);
@@ -81,6 +110,12 @@ void add_db_command(CLI::App& app) {
     fmt::print("merged {} entries in {} device section(s) from {} file(s) into {}\n", entries, combined.devices.size(),
                inputs->size(), *out);
   });
+
+  auto* shipped_cmd = cmd->add_subcommand(
+      "shipped", "Show the folder of shipped tuning files (docs/tuning.md), the folders searched and each file");
+  auto shipped_gpu = std::make_shared<std::string>();
+  shipped_cmd->add_option("--gpu", *shipped_gpu, "also print the file name a GPU of this name looks for (\"NVIDIA H200\")");
+  shipped_cmd->callback([=] { shipped(*shipped_gpu); });
 
   auto* export_cmd = cmd->add_subcommand("export", "Write a database (or the sections of one GPU) as JSON");
   auto export_path = std::make_shared<std::string>();

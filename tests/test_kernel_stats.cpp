@@ -20,31 +20,13 @@
 #include "ropejit/runtime.h"  // memory_access
 #include "support/run_command.h"
 #include "support/sample_listings.h"
+#include "support/scoped_env.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
 using namespace ropejit::sample_listings;
 
-namespace {
-
-// Sets an environment variable for one scope and restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-
-}  // namespace
+using test::ScopedEnv;
 
 TEST(KernelStats, CountsSassByKindAndWidth) {
   const InstrCounts c = count_sass(kSass, {3});

@@ -14,6 +14,7 @@
 #include "bindings.h"
 #include "ropejit/args_fields.h"
 #include "ropejit/runtime.h"
+#include "ropejit/shipped_tuning.h"
 
 namespace nb = nanobind;
 
@@ -153,6 +154,11 @@ void bind_runtime(nb::module_& m) {
     }
     return nb::make_tuple(reinterpret_cast<uintptr_t>(a.data()), shape, strides, a.dtype().code, a.dtype().bits,
                           a.dtype().lanes, a.device_type(), a.device_id());
+  });
+  // Where the installed library reads its shipped tuning files (docs/tuning.md): (folder, why).
+  m.def("shipped_tuning_dir", [] {
+    const ShippedTuningDir d = shipped_tuning_dir();
+    return nb::make_tuple(d.dir, d.origin);
   });
   m.def("struct_field", [](const std::string& type, size_t index) -> nb::object {
     const char* name = ropejit_struct_field(type.c_str(), index, nullptr);

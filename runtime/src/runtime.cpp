@@ -66,7 +66,8 @@ Runtime::Runtime(RuntimeOptions options) : impl_(std::make_unique<RuntimeImpl>()
   std::string db = impl_->options.tuning_db;
   if (db.empty())
     if (const char* env = std::getenv("ROPEJIT_TUNING_DB")) db = env;
-  impl_->tuned = std::make_unique<TunedConfigs>(db, *impl_->backend, impl_->options.on_warning);
+  impl_->tuned = std::make_unique<TunedConfigs>(db, impl_->options.shipped_tuning_dir, *impl_->backend,
+                                                impl_->options.on_warning);
 }
 
 Runtime::~Runtime() = default;

@@ -338,17 +338,17 @@ TuningDbFile tuning_db_from_json(const std::string& text) {
   return file;
 }
 
-std::optional<TuningDbFile> read_tuning_db(const std::string& path, const WarningSink& warn) {
+std::optional<TuningDbFile> read_tuning_db(const std::string& path, const WarningSink& warn, const std::string& what) {
   const FileRead read = read_whole(path);
   if (read.kind == FileRead::absent) return std::nullopt;
   if (read.kind == FileRead::other) {
-    emit_warning(warn, fmt::format("ignoring tuning database {}: it {}", path, read.problem));
+    emit_warning(warn, fmt::format("ignoring {} {}: it {}", what, path, read.problem));
     return std::nullopt;
   }
   try {
     return tuning_db_from_json(read.text);
   } catch (const Error& e) {
-    emit_warning(warn, fmt::format("ignoring tuning database {}: {}", path, e.what()));
+    emit_warning(warn, fmt::format("ignoring {} {}: {}", what, path, e.what()));
     return std::nullopt;
   }
 }
@@ -373,10 +373,12 @@ void merge_tuning_db_into(const std::string& path, const TuningDbFile& from, con
   write_atomically(target, tuning_db_to_json(file));
 }
 
+// "shipped or heuristic": without this device's section the runtime tries its shipped file next.
 TuningDb::TuningDb(const std::string& path, const DeviceMetadata& device, const WarningSink& warn) {
   const auto file = read_tuning_db(path, warn);
   if (!file) {
-    if (read_whole(path).kind == FileRead::absent) emit_warning(warn, fmt::format("tuning database {} does not exist; using heuristic configs", path));
+    if (read_whole(path).kind == FileRead::absent)
+      emit_warning(warn, fmt::format("tuning database {} does not exist; using shipped or heuristic configs", path));
     return;
   }
   for (const auto& s : file->devices)
@@ -387,7 +389,7 @@ TuningDb::TuningDb(const std::string& path, const DeviceMetadata& device, const 
   std::string have;
   for (const auto& s : file->devices) have += "\n  " + s.metadata.describe();
   emit_warning(warn, fmt::format("tuning database {} has no results for this device ({}); it holds:{}; "
-                                 "using heuristic configs",
+                                 "using shipped or heuristic configs",
                                  path, device.describe(), have.empty() ? std::string("\n  (nothing)") : have));
 }
 
@@ -399,7 +401,10 @@ TuningDb::TuningDb(const TuningDbFile& file, const DeviceMetadata& device) {
     }
 }
 
+TuningDb::TuningDb(const DeviceSection& section) { index(section); }
+
 void TuningDb::index(const DeviceSection& section) {
+  has_section_ = true;
   for (const auto& e : section.entries) {
     by_spec_[e.spec_hash][static_cast<size_t>(e.bucket)] = e.best.config;
     ++size_;

@@ -30,6 +30,10 @@ struct RuntimeOptions {
   std::string cache_dir;       ///< empty: ROPEJIT_CACHE_DIR, XDG_CACHE_HOME/ropejit, ~/.cache/ropejit
   bool disk_cache = true;      ///< false: memory cache only
   std::string tuning_db;       ///< tuning database path; empty: ROPEJIT_TUNING_DB or none
+  /// Folder of shipped tuning files, read when the tuning database has no section for this
+  /// device (docs/tuning.md); empty: ROPEJIT_SHIPPED_TUNING_DIR, else the one installed with
+  /// the library; "none": no shipped file is read.
+  std::string shipped_tuning_dir;
   std::string arch;            ///< override the compile target ("sm_90"); empty: the device's
   int device = 0;              ///< CUDA device ordinal
   /// Launch with programmatic dependent launch (cuda backend, sm_90+ kernels): a kernel may

@@ -77,8 +77,10 @@ std::string tuning_db_to_json(const TuningDbFile& file);
 TuningDbFile tuning_db_from_json(const std::string& text);
 
 /// Reads a database file: nullopt when absent; a malformed or truncated file or another
-/// format is reported to `warn` and read as nullopt (never throws for file contents).
-std::optional<TuningDbFile> read_tuning_db(const std::string& path, const WarningSink& warn = {});
+/// format is reported to `warn` and read as nullopt (never throws for file contents). `what`
+/// names the file in that warning ("ignoring <what> <path>: ...").
+std::optional<TuningDbFile> read_tuning_db(const std::string& path, const WarningSink& warn = {},
+                                           const std::string& what = "tuning database");
 
 /// Merges `from` into `into`: sections with equal metadata combine; for the same
 /// (spec_hash, bucket) the newer date wins, compared as times (a date that is no ISO 8601 UTC
@@ -103,6 +105,10 @@ class TuningDb {
   TuningDb(const std::string& path, const DeviceMetadata& device, const WarningSink& warn = {});
   /// From an in-memory file.
   TuningDb(const TuningDbFile& file, const DeviceMetadata& device);
+  /// From a section already chosen (a shipped file's, ropejit/shipped_tuning.h).
+  explicit TuningDb(const DeviceSection& section);
+  /// True when a section for the device was found (it may hold no entries).
+  bool has_section() const { return has_section_; }
   /// The entry of the bucket itself, else of the nearest tuned bucket (ties: the smaller one);
   /// entries whose config is invalid for `spec` are skipped. nullopt when none.
   std::optional<Config> lookup(const Spec& spec, int bucket) const;
@@ -115,6 +121,7 @@ class TuningDb {
   void index(const DeviceSection& section);
   std::unordered_map<std::string, std::array<std::optional<Config>, kNumBuckets>> by_spec_;
   size_t size_ = 0;
+  bool has_section_ = false;
 };
 
 /// ISO 8601 UTC of now ("2025-01-31T12:00:00Z").
