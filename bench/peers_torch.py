@@ -21,14 +21,20 @@ Timing: T <= 64 as CUDA-graph replays of 20 launches (and an empty-kernel baseli
 way); larger T with triton.testing.do_bench (median; it also flushes L2), else CUDA events.
 Inputs rotate over sets whose total exceeds max(3 x L2, 256 MiB).
 """
+import importlib.metadata
 import math
+import time
 
 import numpy as np
 import torch
 import torch._dynamo  # config limits below; torch.compile imports it anyway
 
+import peers_flashinfer
 import peers_reference as ref
 from ropejit_ctypes import Runtime
+
+FI_SYSTEMS = ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31")
+FI_VERSION = peers_flashinfer.FLASHINFER_VERSION
 
 GRAPH_MAX_TOKENS = 64
 GRAPH_LAUNCHES = 20
@@ -142,8 +148,10 @@ def _split_qkv(b, packed, padded, hq, hkv, d):
     return x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
 
 
-def make_torch_rope(spec, cos_half, sin_half):
-    """The HF-style function of a spec: f(b, seq_of, seq_index) on one set's tensors, any T."""
+def make_torch_rope(spec, cos_half, sin_half, kernels=None):
+    """The HF-style function of a spec: f(b, seq_of, seq_index) on one set's tensors, any T.
+    kernels (bench/peers_liger.py's Kernels): another library's norm(x, weight) and
+    rotate(q, k, cos, sin) in place of torch's, the rest of the sequence unchanged."""
     dt = TORCH_DTYPE[spec["dtype"]]
     packed, padded, hq, hkv, d = _form(spec)
     rd = spec["rotary_dim"]
@@ -210,9 +218,14 @@ def make_torch_rope(spec, cos_half, sin_half):
         the inputs k and v only read."""
         q, k = b["q"], b["k"]
         if norm is not None:
-            q, k = rms_norm(q, b.get("q_norm_weight")), rms_norm(k, b.get("k_norm_weight"))
-        b.get("q_out", b["q"])[...] = rotated(q, cos, sin)
-        append(b["k_cache"], rotated(k, cos, sin), inv_scales[0], b["slot_mapping"])
+            q, k = norm_fn(q, b.get("q_norm_weight")), norm_fn(k, b.get("k_norm_weight"))
+        if kernels is not None:  # the library rotates in place: never the inputs k (only read)
+            q_new, k_new = kernels.rotate(q if norm is not None else q.clone(), k if norm is not None else k.clone(),
+                                          cos, sin)
+        else:
+            q_new, k_new = rotated(q, cos, sin), rotated(k, cos, sin)
+        b.get("q_out", b["q"])[...] = q_new
+        append(b["k_cache"], k_new, inv_scales[0], b["slot_mapping"])
         append(b["v_cache"], b["v"], inv_scales[1], b["slot_mapping"])
 
     def rope(b, seq_of, seq_index):
@@ -221,8 +234,10 @@ def make_torch_rope(spec, cos_half, sin_half):
             return paged_rope(b, cos, sin)
         q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
         if norm is not None:  # HF: q_norm / k_norm on the projections, then RoPE
-            q[...] = rms_norm(q, b.get("q_norm_weight"))
-            k[...] = rms_norm(k, b.get("k_norm_weight"))
+            q[...] = norm_fn(q, b.get("q_norm_weight"))
+            k[...] = norm_fn(k, b.get("k_norm_weight"))
+        if kernels is not None:
+            return library_rope(q, k, v, b, cos, sin, seq_of, seq_index)
         q_rot = q[..., :rd] * cos + rotate_half(q[..., :rd]) * sin
         k_rot = k[..., :rd] * cos + rotate_half(k[..., :rd]) * sin
         if padded:
@@ -236,59 +251,21 @@ def make_torch_rope(spec, cos_half, sin_half):
         else:
             q[..., :rd] = q_rot
             k[..., :rd] = k_rot
-    return rope
 
-
-# Why no FlashInfer op runs the paged_kv shapes (spec: q back in place in the model dtype, k
-# QK-normalized, FP8 k and v at slot_mapping slots, one per-tensor scale each).
-FI_PAGED_REASON = ("no FlashInfer op for this form: its RoPE ops have no QK-norm, and "
-                   "rope_quantize_fp8_append_paged_kv_cache quantizes q to FP8 too and indexes pages by "
-                   "kv_indices/kv_indptr, not slot_mapping")
-
-
-def make_flashinfer(kind, flashinfer, spec, cos_half, sin_half):
-    """fn(b, seq_of, seq_index) with a FlashInfer rotation, or None when it cannot express the spec."""
-    rope_cfg, rd = spec["rope"], spec["rotary_dim"]
-    packed, padded, hq, hkv, d = _form(spec)
-    interleave = spec["layout"] == "interleaved"
-    rope_type = rope_cfg.get("rope_type", "default")
-    if spec.get("qk_norm") or spec.get("io", {}).get("positions") == "mrope":
-        return None  # FlashInfer's rope functions take one position per token and no norm
-    if spec.get("io", {}).get("output") == "paged_kv":
-        return None  # FI_PAGED_REASON
-    if kind == "fi_pos_ids" and rope_type != "default":
-        return None
-    if kind == "fi_llama31" and rope_type != "llama3":
-        return None
-    cache = torch.cat([cos_half, sin_half], -1).contiguous() if kind == "fi_cos_sin_cache" else None
-    dt = TORCH_DTYPE[spec["dtype"]]
-
-    def rotate(q, k, b):
-        if kind == "fi_cos_sin_cache":
-            # [T, H * D] views (strided rows of the packed qkv stay views)
-            flashinfer.rope.apply_rope_with_cos_sin_cache_inplace(
-                positions=b["positions64"], query=q.flatten(1), key=k.flatten(1), head_size=d,
-                cos_sin_cache=cache, is_neox=not interleave)
-        elif kind == "fi_pos_ids":
-            flashinfer.rope.apply_rope_pos_ids_inplace(
-                q, k, b["positions"], rotary_dim=rd, interleave=interleave, rope_scale=1.0,
-                rope_theta=rope_cfg.get("rope_theta", 10000.0))
-        else:
-            flashinfer.rope.apply_llama31_rope_pos_ids_inplace(
-                q, k, b["positions"], rotary_dim=rd, interleave=interleave, rope_scale=rope_cfg["factor"],
-                rope_theta=rope_cfg["rope_theta"], low_freq_factor=rope_cfg["low_freq_factor"],
-                high_freq_factor=rope_cfg["high_freq_factor"],
-                old_context_len=rope_cfg["original_max_position_embeddings"])
-
-    def fn(b, seq_of, seq_index):
-        q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
-        rotate(q, k, b)
+    def library_rope(q, k, v, b, cos, sin, seq_of, seq_index):
+        """The library's rotation (in place on contiguous q/k, else on its copies, written back)."""
+        q_new, k_new = kernels.rotate(q, k, cos, sin)
         if padded:
-            for name, src in (("q_out", q), ("k_out", k), ("v_out", v)):
+            for name, src in (("q_out", q_new), ("k_out", k_new), ("v_out", v)):
                 if name in b:
                     b[name].zero_()
-                    b[name][seq_of, :, seq_index] = src.to(dt)
-    return fn
+                    b[name][seq_of, :, seq_index] = src
+            return
+        for dst, src in ((q, q_new), (k, k_new)):
+            if src.data_ptr() != dst.data_ptr():
+                dst[...] = src
+    norm_fn = kernels.norm if kernels is not None else rms_norm
+    return rope
 
 
 # ------------------------------------------------------------------ timing
@@ -353,22 +330,47 @@ def _import_do_bench():
         return None
 
 
-def _import_flashinfer(wheel_problem):
-    if wheel_problem:
-        return None, wheel_problem
+def _load_flashinfer(args):
+    """(Ops, None) of FlashInfer's rope module built for this GPU, or (None, why not)."""
+    if not args.flashinfer_tree:
+        return None, "no --flashinfer-tree (gpu-bundle/peers/flashinfer-rope.tar.xz, unpacked)"
     try:
-        import flashinfer
-        import flashinfer.rope  # noqa: F401
-        return flashinfer, None
+        major, minor = torch.cuda.get_device_capability(0)
+        started = time.time()
+        ops = peers_flashinfer.load(args.flashinfer_tree, args.flashinfer_build, f"{major}{minor}")
+        print(f"peers: FlashInfer {peers_flashinfer.FLASHINFER_VERSION} rope module ready in {time.time() - started:.0f} s")
+        return ops, None
+    except Exception as e:  # visible in every FlashInfer cell, never hidden
+        print(f"peers: FlashInfer's rope module failed: {e}")
+        return None, f"FlashInfer build/load failed: {_short(e)}"
+
+
+def _load_liger(spec, liger_problem):
+    """(Kernels, None) for a spec, or (None, why not)."""
+    if liger_problem:
+        return None, liger_problem
+    import peers_liger
+    why = peers_liger.unsupported(spec)
+    if why:
+        return None, None  # n/a: the library cannot express the spec
+    try:
+        return peers_liger.Kernels(spec), None
     except Exception as e:
-        return None, f"flashinfer not importable ({type(e).__name__}: {str(e)[:60]})"
+        return None, f"liger_kernel not importable ({_short(e)})"
+
+
+def _version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _short(e):
     return f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
 
 
-def run(library, args, rng, Row, Result, wheel_problem):
+def run(library, args, rng, Row, Result):
     if not torch.cuda.is_available():
         raise SystemExit("peers: torch sees no CUDA device: use --dry-run on machines without a GPU")
     props = torch.cuda.get_device_properties(0)
@@ -377,13 +379,15 @@ def run(library, args, rng, Row, Result, wheel_problem):
     rotation = max(3 * l2, MIN_ROTATION_BYTES)
     runtime = Runtime(library, "cuda")
     do_bench = _import_do_bench()
-    flashinfer, fi_problem = _import_flashinfer(wheel_problem)
+    fi_ops, fi_problem = _load_flashinfer(args) if set(args.systems) & set(FI_SYSTEMS) else (None, "not selected")
+    liger_problem = None if "liger" in args.systems else "not selected (--systems)"
     for option in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
         if hasattr(torch._dynamo.config, option):
             setattr(torch._dynamo.config, option, 4096)
     extra = [
         f"Device: {device}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB; torch {torch.__version__}; "
-        f"flashinfer {getattr(flashinfer, '__version__', 'SKIPPED: ' + str(fi_problem))}; "
+        f"FlashInfer {'rope module of ' + FI_VERSION if fi_ops else 'SKIPPED: ' + str(fi_problem)}; "
+        f"liger-kernel {_version('liger_kernel')}; "
         f"timing {'triton do_bench median' if do_bench else 'CUDA events median'}; T <= {GRAPH_MAX_TOKENS}: "
         f"CUDA-graph replays of {GRAPH_LAUNCHES} launches. GB/s = ropejit's bytes_moved / time for every system.",
     ]
@@ -399,8 +403,10 @@ def run(library, args, rng, Row, Result, wheel_problem):
                 compiled, compile_problem = torch.compile(eager, dynamic=True), None
             except Exception as e:
                 compiled, compile_problem = None, _short(e)
-            fi_fns = {kind: make_flashinfer(kind, flashinfer, spec, cos_half, sin_half) if flashinfer else None
-                      for kind in ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31")}
+            fi_fns = {kind: peers_flashinfer.make_system(kind, fi_ops, spec, cos_half, sin_half) if fi_ops else None
+                      for kind in FI_SYSTEMS}
+            liger_kernels, liger_why = _load_liger(spec, liger_problem)
+            liger = make_torch_rope(spec, cos_half, sin_half, kernels=liger_kernels) if liger_kernels else None
             for tokens in args.tokens:
                 problem = ref.Problem(spec, tokens, rng)
                 row = Row(shape, dtype, tokens, kernel.bytes_moved(tokens, problem.batch, problem.max_seq_len))
@@ -440,12 +446,14 @@ def run(library, args, rng, Row, Result, wheel_problem):
                     row.results["torch_compile"] = Result(skipped=compile_problem)
                 else:
                     measure("torch_compile", lambda i: compiled(sets.get(i), seq_of, seq_index))
+                if liger is not None:
+                    measure("liger", lambda i: liger(sets.get(i), seq_of, seq_index))
+                elif liger_why:
+                    row.results["liger"] = Result(skipped=liger_why)
                 for kind, fn in fi_fns.items():
-                    if flashinfer is None:
+                    if fi_ops is None:
                         row.results[kind] = Result(skipped=fi_problem)
-                    elif problem.paged:
-                        row.results[kind] = Result(skipped=FI_PAGED_REASON)
-                    elif fn is not None:  # None: this method cannot express the spec (n/a)
+                    elif fn is not None:  # None: this op cannot express the spec (n/a)
                         measure(kind, lambda i, f=fn: f(sets.get(i), seq_of, seq_index))
                 copy_bytes = row.nbytes // 2
                 src = torch.empty(copy_bytes * min(sets.count, max(2, rotation // max(copy_bytes, 1))),
