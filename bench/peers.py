@@ -41,7 +41,7 @@ import peers_reference as ref  # noqa: E402
 from ropejit_ctypes import Library, RopejitError, Runtime  # noqa: E402
 
 SYSTEMS = ["ropejit", "torch_eager", "torch_compile", "liger", "fi_cos_sin_cache", "fi_pos_ids", "fi_llama31",
-           "copy"]
+           "fi_fused", "copy"]
 PEERS = SYSTEMS[1:-1]
 DEFAULT_TOKENS = [1, 8, 64, 512, 4096, 16384, 65536]
 DRY_RUN_TOKENS = [1, 8, 64, 2049]  # 2049: two unequal sequences (a padding row)
@@ -133,9 +133,11 @@ def aligned_copy(arr, alignment=64):
 def launch_host(kernel, problem):
     """Runs ropejit on the host backend over numpy copies of the problem; returns the outputs."""
     arrays = {name: aligned_copy(a) for name, a in problem.inputs.items()}
-    poison = np.full(1, 0xFFFF, dtype=np.uint16).view(ref.storage_numpy_dtype(problem.dtype))[0]  # NaN
-    for name, shape in problem.output_shapes().items():
-        arrays[name] = aligned_copy(np.full(shape, poison, dtype=ref.storage_numpy_dtype(problem.dtype)))
+    for name, shape in problem.output_shapes().items():  # poisoned: NaN (FP8 q_out: its NaN code 0x7f)
+        dtype = problem.output_dtype(name)
+        poison = np.full(1, 0x7F if dtype == np.uint8 else 0xFFFF, dtype=np.uint16).astype(
+            np.uint8 if dtype == np.uint8 else np.uint16).view(dtype)[0]
+        arrays[name] = aligned_copy(np.full(shape, poison, dtype=dtype))
     if problem.varlen:
         arrays["cu_seqlens"] = aligned_copy(problem.cu_seqlens)
         arrays["start_pos"] = aligned_copy(problem.start_pos)
@@ -167,7 +169,7 @@ def check_carried_peers(args):
     if args.flashinfer_tree:
         missing = [m for m in peers_flashinfer.TREE_REQUIRED if not os.path.exists(os.path.join(args.flashinfer_tree, m))]
         problems += [f"flashinfer tree {args.flashinfer_tree} lacks {m}" for m in missing]
-        for name in ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31"):
+        for name in ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31", "fi_fused"):
             notes[name] = "; FlashInfer tree " + ("FAILED" if missing else "complete")
     for p in problems:
         print(f"FAILED carried peer: {p}")

@@ -192,6 +192,53 @@ def make_system(kind, ops, spec, cos_half, sin_half):
     return fn
 
 
+def make_fused(ops, spec, cos_half, sin_half, problem, slot_mapping):
+    """fn(b, seq_of, seq_index) with rope_quantize_fp8_append_paged_kv_cache for a paged spec whose
+    work is that op's: q to an FP8 q_out, k and v (MLA: the latent row) into FP8 caches, no QK-norm,
+    the whole head rotated (GQA) or MLA's trailing rope part; else None (n/a). Its page tables
+    express the problem's slot_mapping exactly, made once here (not timed): token t is request t
+    with one page, kv_indices[t] = slot // page_size, positions[t] = slot % page_size. Scales:
+    the op multiplies by quant_scale, ropejit by the float32 reciprocal of its scale: the same."""
+    import numpy as np  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    import peers_reference as ref  # noqa: PLC0415
+    io, rd, d = spec.get("io", {}), spec["rotary_dim"], spec["head_dim"]
+    mla = spec.get("op", "rope") == "mla_append"
+    if (io.get("cache_dtype") != "fp8_e4m3" or io.get("q_output_dtype") != "fp8_e4m3" or spec.get("qk_norm")
+            or (not mla and (rd != d or not io.get("copy_v")))):
+        return None
+    page_size = problem.page_size
+    tokens = slot_mapping.shape[0]
+    batch_indices = torch.arange(tokens, dtype=torch.int32, device=slot_mapping.device)
+    kv_indptr = torch.arange(tokens + 1, dtype=torch.int32, device=slot_mapping.device)
+    kv_indices = (slot_mapping // page_size).int()
+    positions = (slot_mapping % page_size).int()
+    cache = torch.cat([cos_half, sin_half], -1).contiguous()
+    fp8 = torch.float8_e4m3fn
+    k_scale, v_scale = ref.cache_scales(spec)
+    if not mla and k_scale != v_scale:
+        return None  # one quant_scale_kv for both
+    inv_q, inv_kv = (float(np.float32(1) / np.float32(x)) for x in (ref.Q_SCALE, k_scale))
+    is_neox = spec["layout"] != "interleaved"
+
+    def fn(b, seq_of, seq_index):
+        q, q_out = b["q"], b["q_out"].view(fp8)
+        if mla:  # q = [q_nope | q_pe]; the cache row [kv_c | k_pe] as the op's two caches (strided views)
+            rows = b["k_cache"].view(fp8)
+            rank = b["kv_c"].shape[-1]
+            args = (q[..., d - rd:], b["k_pe"], q[..., :d - rd], b["kv_c"], None, (rows[..., :rank], rows[..., rank:]),
+                    q_out[..., d - rd:], q_out[..., :d - rd])
+        else:
+            empty = q.new_empty(tokens, q.shape[1], 0)
+            args = (q, b["k"], empty, b["k"].new_empty(tokens, b["k"].shape[1], 0), b["v"],
+                    (b["k_cache"].view(fp8), b["v_cache"].view(fp8)), q_out, q_out.new_empty(tokens, q.shape[1], 0))
+        q_rope, k_rope, q_nope, k_nope, v, caches, q_rope_out, q_nope_out = args
+        ops.quantize_append(torch, q_rope, k_rope, q_nope, k_nope, v, cache, b["positions64"], caches, kv_indices,
+                            kv_indptr, batch_indices, positions, is_neox, inv_q, inv_kv, page_size, q_rope_out,
+                            q_nope_out)
+    return fn
+
+
 def load(tree, out, arch):
     """Ops of the rope module built from `tree` for sm_<arch>, or raises with the reason."""
     os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")  # torch's own DLPack path, no JIT add-on

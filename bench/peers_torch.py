@@ -4,19 +4,25 @@ Systems, each on identical inputs (copies of one random problem, positions up to
   ropejit          C API through ctypes on torch data_ptr()s, on torch's current stream
   torch_eager      HF-style: cos/sin gathered from a float32 cache [10^6, rotary_dim], cast to the
                    model dtype, x * cos + rotate_half(x) * sin (packed forms: + bias; padded: scatter)
-  torch_compile    the same function under torch.compile(dynamic=True)
-  fi_cos_sin_cache flashinfer.rope.apply_rope_with_cos_sin_cache_inplace (any static scaling: the
-                   cache holds cos/sin of HF's float32 angles times the attention factor)
-  fi_pos_ids       flashinfer.rope.apply_rope_pos_ids_inplace (rope_type default only)
-  fi_llama31       flashinfer.rope.apply_llama31_rope_pos_ids_inplace (rope_type llama3 only)
+  torch_compile    the same function under torch.compile(dynamic=True) (Inductor)
+  liger            the same sequence with Liger-Kernel's Triton RoPE and RMSNorm (bench/peers_liger.py)
+  fi_cos_sin_cache FlashInfer apply_rope_with_cos_sin_cache_inplace (any static scaling: the cache
+                   holds cos/sin of HF's float32 angles times the attention factor)
+  fi_pos_ids       FlashInfer apply_rope_pos_ids_inplace (rope_type default only)
+  fi_llama31       FlashInfer apply_llama31_rope_pos_ids_inplace (rope_type llama3 only)
+  fi_fused         FlashInfer rope_quantize_fp8_append_paged_kv_cache (GQA, and its MLA variant):
+                   the paged shapes whose work is that op's (q to FP8, FP8 caches, no QK-norm)
   copy             a device-to-device copy of bytes_moved / 2 bytes (read + write = bytes_moved)
-Packed/padded forms: the peers do the bias add and the padded scatter in torch around their
-rotation (what an engine without a fused kernel does); positions of varlen tokens are given to
-peers precomputed (not timed). paged_kv (slot_mapping, nhd): torch rotates q in place (or into
-q_out), k out of place, then scatters k and v into the caches' slots, FP8 as vLLM's
-reshape_and_cache does it: float32 x * (1 / scale), clamped to +-448, cast to float8_e4m3fn
-(the torch peers' FP8 codes are checked with the pair slack: their k went through bf16 first).
-FlashInfer has no op for this form (see FI_PAGED_REASON): SKIPPED with the reason.
+FlashInfer's ops are its CUDA sources built here (bench/peers_flashinfer.py says why not its
+package). Packed/padded forms: the peers do the bias add and the padded scatter in torch around
+their rotation (what an engine without a fused kernel does); positions of varlen tokens are given
+to peers precomputed (not timed). Fused forms without a fused peer op, the sequence an engine runs
+today: paged_kv (slot_mapping, nhd): norm, q rotated in place (or into q_out, FP8: codes of
+q * (1 / q_scale)), k out of place, then k and v scattered into the caches' slots, FP8 as vLLM's
+reshape_and_cache does it: float32 x * (1 / scale), clamped to +-448, cast to float8_e4m3fn;
+MLA: q's trailing rope part rotated, then the row [kv_c | rotated k_pe] written as vLLM's
+concat_and_cache_mla. Peers' FP8 codes are checked with the pair slack (they may round through
+bf16 first); ropejit's exactly. A peer that cannot express a shape reads n/a.
 Timing: T <= 64 as CUDA-graph replays of 20 launches (and an empty-kernel baseline the same
 way); larger T with triton.testing.do_bench (median; it also flushes L2), else CUDA events.
 Inputs rotate over sets whose total exceeds max(3 x L2, 256 MiB).
@@ -31,9 +37,10 @@ import torch._dynamo  # config limits below; torch.compile imports it anyway
 
 import peers_flashinfer
 import peers_reference as ref
+from peers_reference_paged import E4M3_MAX
 from ropejit_ctypes import Runtime
 
-FI_SYSTEMS = ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31")
+FI_SYSTEMS = ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31", "fi_fused")
 FI_VERSION = peers_flashinfer.FLASHINFER_VERSION
 
 GRAPH_MAX_TOKENS = 64
@@ -71,8 +78,11 @@ class Sets:
         if problem.varlen:
             base["cu_seqlens"] = torch.from_numpy(problem.cu_seqlens).cuda()
             base["start_pos"] = torch.from_numpy(problem.start_pos).cuda()
-        for name, shape in problem.output_shapes().items():
-            base[name] = torch.full(shape, float("nan"), dtype=dt, device="cuda")
+        for name, shape in problem.output_shapes().items():  # poisoned: NaN (FP8 q_out: its NaN code 0x7f)
+            if problem.output_dtype(name) == np.uint8:
+                base[name] = torch.full(shape, 0x7F, dtype=torch.uint8, device="cuda")
+            else:
+                base[name] = torch.full(shape, float("nan"), dtype=dt, device="cuda")
         self.base = {n: t.clone() for n, t in base.items()}
         set_bytes = sum(t.numel() * t.element_size() for t in base.values())
         self.count = max(2, math.ceil(rotation_bytes / max(set_bytes, 1)))
@@ -103,7 +113,7 @@ class Sets:
 def make_ropejit(kernel, problem, sets):
     """fn(i): ropejit on set i, on torch's current stream (prepared ctypes Args per set)."""
     names = ("q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions", "cu_seqlens", "start_pos",
-             "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping")
+             "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "kv_c", "k_pe")
     args = []
     for i in range(sets.count):
         b = sets.get(i)
@@ -174,8 +184,11 @@ def make_torch_rope(spec, cos_half, sin_half, kernels=None):
     norm = spec.get("qk_norm")
     paged = spec.get("io", {}).get("output") == "paged_kv"
     fp8 = spec.get("io", {}).get("cache_dtype", "auto") != "auto"
+    mla = spec.get("op", "rope") == "mla_append"
+    q_fp8 = spec.get("io", {}).get("q_output_dtype", "auto") != "auto"
     # float32 reciprocals of the FP8 scales (the value ropejit multiplies by)
     inv_scales = [float(np.float32(1) / np.float32(x)) if x else 0.0 for x in ref.cache_scales(spec)]
+    inv_q_scale = float(np.float32(1) / np.float32(ref.Q_SCALE))
 
     def tables(pos):
         """cos, sin [T, 1, rd] of the token positions, or per pair of its stream (mrope [3, T])."""
@@ -204,14 +217,32 @@ def make_torch_rope(spec, cos_half, sin_half, kernels=None):
         x_rot = x[..., :rd] * cos + rotate_half(x[..., :rd]) * sin
         return torch.cat([x_rot, x[..., rd:]], -1) if rd < d else x_rot
 
-    def append(cache, x, inv_scale, slots):
-        """vLLM reshape_and_cache: x [T, Hkv, D] into cache slots (page * page_size + offset)."""
-        rows = cache.view(-1, hkv, d)
-        if fp8:
-            rows[slots] = (x.float() * inv_scale).clamp(-ref.E4M3_MAX, ref.E4M3_MAX).to(
-                torch.float8_e4m3fn).view(torch.uint8)
+    def quantize(x, inv_scale):
+        """FP8 e4m3 codes of x * inv_scale in float32, saturating (vLLM's scaled_fp8_quant)."""
+        return (x.float() * inv_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+
+    def append(cache, x, inv_scale, slots, width=None):
+        """vLLM reshape_and_cache (concat_and_cache_mla: rows of `width`): x into cache slots
+        (page * page_size + offset)."""
+        rows = cache.view(-1, width) if width else cache.view(-1, hkv, d)
+        rows[slots] = quantize(x, inv_scale) if fp8 else x.to(dt)
+
+    def store_q(b, q_new):
+        """q back in place, or into q_out (FP8 codes of q / q_scale for an FP8 q_out)."""
+        b.get("q_out", b["q"])[...] = quantize(q_new, inv_q_scale) if q_fp8 else q_new
+
+    def mla_rope(b, cos, sin):
+        """MLA: each head's trailing q_pe rotated (q_nope kept), then the row [kv_c | rotated k_pe]."""
+        q, k_pe = b["q"], b["k_pe"].unsqueeze(1)
+        q_pe = q[..., d - rd:]
+        q_rot = q_pe * cos + rotate_half(q_pe) * sin
+        if "q_out" in b:
+            store_q(b, torch.cat([q[..., :d - rd], q_rot], -1))
         else:
-            rows[slots] = x.to(dt)
+            q_pe[...] = q_rot
+        k_rot = (k_pe * cos + rotate_half(k_pe) * sin).squeeze(1)
+        append(b["k_cache"], torch.cat([b["kv_c"], k_rot], -1), inv_scales[0], b["slot_mapping"],
+               b["kv_c"].shape[-1] + rd)
 
     def paged_rope(b, cos, sin):
         """q rotated in place (or into q_out); k (normalized, rotated) and v appended to the caches;
@@ -224,12 +255,14 @@ def make_torch_rope(spec, cos_half, sin_half, kernels=None):
                                           cos, sin)
         else:
             q_new, k_new = rotated(q, cos, sin), rotated(k, cos, sin)
-        b.get("q_out", b["q"])[...] = q_new
+        store_q(b, q_new)
         append(b["k_cache"], k_new, inv_scales[0], b["slot_mapping"])
         append(b["v_cache"], b["v"], inv_scales[1], b["slot_mapping"])
 
     def rope(b, seq_of, seq_index):
         cos, sin = tables(b["positions64"])
+        if mla:
+            return mla_rope(b, cos, sin)
         if paged:
             return paged_rope(b, cos, sin)
         q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
@@ -403,8 +436,8 @@ def run(library, args, rng, Row, Result):
                 compiled, compile_problem = torch.compile(eager, dynamic=True), None
             except Exception as e:
                 compiled, compile_problem = None, _short(e)
-            fi_fns = {kind: peers_flashinfer.make_system(kind, fi_ops, spec, cos_half, sin_half) if fi_ops else None
-                      for kind in FI_SYSTEMS}
+            fi_fns = {kind: peers_flashinfer.make_system(kind, fi_ops, spec, cos_half, sin_half)
+                      if fi_ops and kind != "fi_fused" else None for kind in FI_SYSTEMS}
             liger_kernels, liger_why = _load_liger(spec, liger_problem)
             liger = make_torch_rope(spec, cos_half, sin_half, kernels=liger_kernels) if liger_kernels else None
             for tokens in args.tokens:
@@ -450,6 +483,9 @@ def run(library, args, rng, Row, Result):
                     measure("liger", lambda i: liger(sets.get(i), seq_of, seq_index))
                 elif liger_why:
                     row.results["liger"] = Result(skipped=liger_why)
+                if problem.paged and fi_ops is not None:  # the fused op, its page tables made once
+                    fi_fns["fi_fused"] = peers_flashinfer.make_fused(fi_ops, spec, cos_half, sin_half, problem,
+                                                                     sets.base["slot_mapping"])
                 for kind, fn in fi_fns.items():
                     if fi_ops is None:
                         row.results[kind] = Result(skipped=fi_problem)

@@ -59,7 +59,9 @@ export GPU_TEST_FILTER="${GPU_TEST_FILTER:-Backend/Conformance.FusedForms/cuda:B
 export MAIN_JOB_SPECS="${MAIN_JOB_SPECS:-llama-3.1-8b qwen2.5-7b deepseek-v3}"
 export BENCHES="${BENCHES:-ropejit_bench_gpu}"
 export BENCH_FILTER="${BENCH_FILTER:-copy_ceiling|rope/(llama-3.1-8b|qwen3-8b-qknorm|olmo-2-7b-allnorm|qwen3-8b-paged-fp8|deepseek-v3-mla)/bf16/T:(1|64|4096|65536)/}"
-export PEERS_SHAPES="${PEERS_SHAPES:-llama-3.1-8b qwen3-8b-qknorm qwen3-8b-paged-fp8}"
+# One shape of each comparison first (plain rope; norm + rope; the fused FP8 paged append and its MLA
+# variant, where FlashInfer has a fused op); the other shapes of peers_reference.SHAPES in later calls.
+export PEERS_SHAPES="${PEERS_SHAPES:-llama-3.1-8b qwen3-8b-qknorm llama-3.1-8b-paged-fp8-q deepseek-v3-mla-fp8-q}"
 export PEERS_ARGS="${PEERS_ARGS:---dtypes bf16 --tokens 1,64,4096,65536}"
 export TUNE_TOKENS="${TUNE_TOKENS:-1,8,64,4096,65536}" TUNE_BUDGET_MS="${TUNE_BUDGET_MS:-300}"
 if [ -z "${TUNE_SPECS:-}" ]; then  # the specs issue 25 named first, then every other spec file
