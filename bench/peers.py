@@ -95,6 +95,8 @@ def parse_args(argv):
                    "columns read SKIPPED")
     p.add_argument("--flashinfer-build", default="/tmp/ropejit-flashinfer-build",
                    help="where FlashInfer's rope module is built (reused while sources and flags are unchanged)")
+    p.add_argument("--flashinfer-prebuilt", help="the module built on the CPU machine (gpu-bundle/peers/"
+                   "flashinfer-build), taken when nvcc's version and the flags match")
     p.add_argument("--seed", type=int, default=0, help="random seed (0: fresh)")
     args = p.parse_args(argv)
     args.shapes = [s for s in args.shapes.split(",") if s]

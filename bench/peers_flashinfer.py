@@ -19,8 +19,12 @@ version's jit/core.py gen_jit_spec, jit/cpp_ext.py and compilation_context.py), 
 tvm_ffi.load_module, and called with the arguments flashinfer/rope.py passes (the wrappers below
 repeat its few lines of argument preparation, nothing else).
 
-Host check of the build (no GPU, no torch): python3 bench/peers_flashinfer.py --compile-only
-  --tree DIR --tvm-include DIR --dlpack-include DIR --out DIR  (compiles both objects for sm_90)
+The module is built here too (scripts/gpu-prepare.sh: python3 bench/peers_flashinfer.py --prebuild
+--tree DIR --tvm-include DIR --out gpu-bundle/peers/flashinfer-build, about a minute on 2 cores),
+which proves the staged tree complete and lets the GPU machine load it instead of spending a
+minute of device time: build() takes the prebuilt module only when its key (flags, architecture,
+nvcc's version line, sources) is the one the GPU machine computes, and builds there otherwise (or
+when it does not load).
 """
 import argparse
 import concurrent.futures
@@ -78,31 +82,51 @@ def _run_all(cmds):
                 raise RuntimeError(f"nvcc failed ({proc.returncode}): {' '.join(cmd)}\n{proc.stderr[-3000:]}")
 
 
-def build(tree, out, arch, nvcc=None, link=True):
-    """Builds (or reuses, keyed by sources and flags) the rope module; returns the .so path."""
-    import tvm_ffi.libinfo  # noqa: PLC0415  (the carried wheel, on the GPU machine)
-    try:
-        import torch  # noqa: PLC0415
-        abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    except ImportError:
-        abi = 1
-    nvcc = nvcc or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
-    compile_cmds, link_cmd, so = commands(tree, out, arch, nvcc, tvm_ffi.libinfo.find_include_path(),
-                                          tvm_ffi.libinfo.find_dlpack_include_path(), abi)
-    key = hashlib.sha256(repr(compile_cmds + [link_cmd]).encode())
-    for s in SOURCES:
+def _key(tree, arch, abi, nvcc):
+    """What the module depends on, with no path in it (a module built here with the same nvcc
+    version is the one the GPU machine would build): flags, architecture, ABI, nvcc's version line,
+    the sources and FlashInfer's version."""
+    version = subprocess.run([nvcc, "--version"], capture_output=True, text=True).stdout.strip().splitlines()[-1:]
+    key = hashlib.sha256(repr((NVCC_FLAGS, arch, abi, version, FLASHINFER_VERSION)).encode())
+    for s in SOURCES + ("csrc/tvm_ffi_utils.h", "include/flashinfer/pos_enc.cuh"):
         with open(os.path.join(tree, s), "rb") as f:
             key.update(f.read())
-    stamp = os.path.join(out, "flashinfer_rope.key")
-    if os.path.exists(so) and os.path.exists(stamp) and open(stamp).read() == key.hexdigest():
-        return so
+    return key.hexdigest()
+
+
+def build(tree, out, arch, nvcc=None, prebuilt=None, includes=None, abi=None):
+    """The rope module's .so in `out`: reused when its key matches, else copied from `prebuilt` (a
+    folder made by --prebuild on the CPU machine) when that one's key matches, else built with
+    nvcc. includes: (tvm_ffi include, dlpack include), default the installed tvm_ffi's. Returns
+    (path, how: "cached", "prebuilt" or "built")."""
+    if includes is None:
+        import tvm_ffi.libinfo  # noqa: PLC0415  (the carried wheel, on the GPU machine)
+        includes = (tvm_ffi.libinfo.find_include_path(), tvm_ffi.libinfo.find_dlpack_include_path())
+    if abi is None:
+        try:
+            import torch  # noqa: PLC0415
+            abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+        except ImportError:
+            abi = 1
+    nvcc = nvcc or shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    compile_cmds, link_cmd, so = commands(tree, out, arch, nvcc, *includes, abi)
+    key = _key(tree, arch, abi, nvcc)
+
+    def key_of(folder):
+        path = os.path.join(folder, "flashinfer_rope.key")
+        return open(path).read() if os.path.exists(path) and os.path.exists(os.path.join(folder, "flashinfer_rope.so")) else None
+    if key_of(out) == key:
+        return so, "cached"
     os.makedirs(out, exist_ok=True)
+    if prebuilt and key_of(prebuilt) == key:
+        for name in ("flashinfer_rope.so", "flashinfer_rope.key"):
+            shutil.copy(os.path.join(prebuilt, name), out)
+        return so, "prebuilt"
     _run_all(compile_cmds)
-    if link:
-        _run_all([link_cmd])
-        with open(stamp, "w") as f:
-            f.write(key.hexdigest())
-    return so
+    _run_all([link_cmd])
+    with open(os.path.join(out, "flashinfer_rope.key"), "w") as f:
+        f.write(key)
+    return so, "built"
 
 
 class Ops:
@@ -239,19 +263,27 @@ def make_fused(ops, spec, cos_half, sin_half, problem, slot_mapping):
     return fn
 
 
-def load(tree, out, arch):
-    """Ops of the rope module built from `tree` for sm_<arch>, or raises with the reason."""
+def load(tree, out, arch, prebuilt=None):
+    """Ops of the rope module for sm_<arch> (prebuilt, cached or built from `tree`) and how it was
+    had; raises with the reason."""
     os.environ.setdefault("TVM_FFI_DISABLE_TORCH_C_DLPACK", "1")  # torch's own DLPack path, no JIT add-on
-    return Ops(build(tree, out, arch))
+    so, how = build(tree, out, arch, prebuilt=prebuilt)
+    try:
+        return Ops(so), how
+    except Exception:
+        if how != "prebuilt":
+            raise
+        os.remove(os.path.join(out, "flashinfer_rope.key"))  # it does not load here: build it here
+        return Ops(build(tree, out, arch)[0]), "built (the prebuilt module did not load)"
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description="compile FlashInfer's rope module here (no GPU): a check "
-                                "that the staged tree is complete")
-    p.add_argument("--compile-only", action="store_true", required=True)
+    p = argparse.ArgumentParser(description="build FlashInfer's rope module here (no GPU needed): proves the "
+                                "staged tree complete, and gpu-prepare.sh carries the result so the GPU machine "
+                                "skips the build when its nvcc is the same version")
+    p.add_argument("--prebuild", action="store_true", required=True)
     p.add_argument("--tree", required=True, help="the unpacked flashinfer-rope tree")
-    p.add_argument("--tvm-include", required=True)
-    p.add_argument("--dlpack-include", required=True)
+    p.add_argument("--tvm-include", required=True, help="tvm_ffi/include of the apache-tvm-ffi wheel")
     p.add_argument("--out", required=True)
     p.add_argument("--arch", default="90")
     p.add_argument("--nvcc", default=shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc")
@@ -263,10 +295,8 @@ def main(argv=None):
     if missing:
         print(f"flashinfer tree {a.tree} lacks: {', '.join(missing)}", file=sys.stderr)
         return 1
-    os.makedirs(a.out, exist_ok=True)
-    compile_cmds, _, _ = commands(a.tree, a.out, a.arch, a.nvcc, a.tvm_include, a.dlpack_include)
-    _run_all(compile_cmds)
-    print(f"compiled {', '.join(SOURCES)} for sm_{a.arch} into {a.out}")
+    so, how = build(a.tree, a.out, a.arch, a.nvcc, includes=(a.tvm_include, a.tvm_include), abi=1)
+    print(f"FlashInfer rope module for sm_{a.arch}: {so} ({how}, {os.path.getsize(so) / 2**20:.1f} MiB)")
     return 0
 
 

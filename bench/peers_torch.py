@@ -370,8 +370,10 @@ def _load_flashinfer(args):
     try:
         major, minor = torch.cuda.get_device_capability(0)
         started = time.time()
-        ops = peers_flashinfer.load(args.flashinfer_tree, args.flashinfer_build, f"{major}{minor}")
-        print(f"peers: FlashInfer {peers_flashinfer.FLASHINFER_VERSION} rope module ready in {time.time() - started:.0f} s")
+        ops, how = peers_flashinfer.load(args.flashinfer_tree, args.flashinfer_build, f"{major}{minor}",
+                                         args.flashinfer_prebuilt)
+        print(f"peers: FlashInfer {peers_flashinfer.FLASHINFER_VERSION} rope module for sm_{major}{minor} ready "
+              f"({how}) in {time.time() - started:.0f} s")
         return ops, None
     except Exception as e:  # visible in every FlashInfer cell, never hidden
         print(f"peers: FlashInfer's rope module failed: {e}")

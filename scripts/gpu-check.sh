@@ -189,6 +189,8 @@ if want peers; then
   if [ -f "$B/peers/flashinfer-rope.tar.xz" ]; then
     rm -rf "$fi_tree" && mkdir -p "$fi_tree" && tar xJf "$B/peers/flashinfer-rope.tar.xz" -C "$fi_tree" &&
       fi_args=(--flashinfer-tree "$fi_tree")
+    # built by gpu-prepare.sh: saves about a minute here when this machine's nvcc is the same version
+    [ -d "$B/peers/flashinfer-build" ] && fi_args+=(--flashinfer-prebuilt "$B/peers/flashinfer-build")
   fi
   for shape in $PEERS_SHAPES; do
     # shellcheck disable=SC2086  # PEERS_ARGS is a list of options

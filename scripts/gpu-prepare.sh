@@ -37,6 +37,19 @@ else
     exit 1
   fi
   python3 scripts/stage_peers.py "$downloads" gpu-bundle
+  # FlashInfer's rope module built here for the H200 (sm_90): proves the staged tree complete, and
+  # the GPU machine takes it when its nvcc is the same version (else builds it there, about a minute).
+  if command -v nvcc >/dev/null || [ -x /usr/local/cuda/bin/nvcc ]; then
+    work=$(mktemp -d)
+    tar xJf gpu-bundle/peers/flashinfer-rope.tar.xz -C "$work"
+    python3 -c "import sys, zipfile; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])" \
+      gpu-bundle/peers/wheels/apache_tvm_ffi-*.whl "$work/tvm"
+    python3 bench/peers_flashinfer.py --prebuild --tree "$work" --tvm-include "$work/tvm/tvm_ffi/include" \
+      --out gpu-bundle/peers/flashinfer-build --arch "${FLASHINFER_ARCH:-90}"
+    rm -rf "$work" gpu-bundle/peers/flashinfer-build/*.o
+  else
+    echo "gpu-prepare: no nvcc here: FlashInfer's rope module is built on the GPU machine (about a minute)"
+  fi
 fi
 du -sh gpu-bundle
 bash scripts/gpu-check.sh --dry-run

@@ -142,6 +142,9 @@ def check_peers(plan, bundle, host_lib, work):
                         tar.extractall(tree)
         except (tarfile.TarError, OSError) as e:
             plan.check(False, f"{stage_peers.TARBALL} does not unpack: {e}")
+    prebuilt = os.path.join(peers, "flashinfer-build", "flashinfer_rope.so")
+    print("FlashInfer rope module: " + ("prebuilt (taken on the GPU when its nvcc version matches)"
+                                        if os.path.isfile(prebuilt) else "not prebuilt: built on the GPU (about a minute)"))
     shapes = os.environ.get("PEERS_SHAPES", "").split()
     plan.check(bool(shapes), "PEERS_SHAPES is empty")
     try:
