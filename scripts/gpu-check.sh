@@ -8,8 +8,9 @@
 #             PDL=1 adds the decode sizes with programmatic dependent launch)
 #   peers     bench/peers.py, one run per shape of PEERS_SHAPES (a cut keeps the shapes done), every
 #             system's output checked against the float64 reference before it is timed: ropejit,
-#             torch eager, torch.compile, Liger-Kernel, FlashInfer (built from its carried sources
-#             with this machine's nvcc, about a minute the first time), a copy of the same bytes
+#             torch eager, torch.compile, Liger-Kernel, FlashInfer (its rope kernels' carried
+#             sources, built by gpu-prepare.sh and taken when this machine's nvcc is the same
+#             version, else built here in about a minute), a copy of the same bytes
 #   tune      ropejit tune, one spec at a time from TUNE_SPECS at T in TUNE_TOKENS (1,8,64,4096,
 #             65536), into one database; the specs its budget did not reach are written to
 #             tune-remaining.txt: the next call runs `TUNE_SPECS="$(cat tune-remaining.txt)"

@@ -58,8 +58,11 @@ def folder_bytes(path):
 def repo_bytes():
     """(bytes, files) of what a device call sends from this checkout: tracked and
     untracked-not-ignored files, and shared/ where there is one."""
-    out = subprocess.run(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True,
-                         check=True).stdout
+    proc = subprocess.run(["git", "-C", REPO, "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"gpu_plan: {REPO} is not a git checkout (git ls-files failed): what a device call "
+                         f"carries cannot be counted\n{proc.stderr.decode()[-500:]}")
+    out = proc.stdout
     files = [f for f in out.decode().split("\0") if f and os.path.isfile(os.path.join(REPO, f))]
     total = sum(os.path.getsize(os.path.join(REPO, f)) for f in files)
     shared = os.path.join(REPO, "shared")
