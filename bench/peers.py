@@ -4,8 +4,9 @@ HF-style RoPE, the same under torch.compile (Inductor), Liger-Kernel's Triton Ro
 for the QK-norm shapes), FlashInfer's RoPE ops (its CUDA sources built here: bench/peers_flashinfer.py
 says why not its Python package) and a device-to-device copy of the same bytes (the achievable
 ceiling), on identical inputs and shapes, in one run on one GPU. Fused shapes (QK-norm, paged FP8
-cache append) compare with the sequence of ops an engine runs (norm, rope, cache write), each
-library's kernels where it has them. The table's last columns: ropejit's time over the best peer's
+cache append, MLA's latent-cache append) compare with the peer's fused op where one exists
+(FlashInfer's rope_quantize_fp8_append_paged_kv_cache and its MLA variant), else with the sequence
+of ops an engine runs (norm, rope, cache write), each library's kernels where it has them. The table's last columns: ropejit's time over the best peer's
 (< 1: ropejit faster), naming that peer; a peer whose output fails the check is flagged and never
 the best.
 
@@ -16,7 +17,7 @@ inputs it is timed on, positions up to 10^6, before any timing; a failure is rep
 
 GPU run (on the GPU machine; see scripts/gpu-check.sh):
   python3 bench/peers.py --lib gpu-bundle/lib/libropejit.so.0 --device-name h200 \\
-      --out-md docs/PERF.md --out-png docs/perf-h200.png --flashinfer-tree /tmp/flashinfer-rope
+      --out-md docs/PERF.md --out-png docs/perf-h200.png --flashinfer-tree /tmp/ropejit-flashinfer-rope
   (liger_kernel and tvm_ffi on PYTHONPATH: gpu-check.sh installs the carried wheels)
 Dry run (no GPU, host backend, numpy only; GPU systems print SKIPPED; a carried Liger wheel on
 PYTHONPATH and --flashinfer-tree are checked for the files and API the GPU run uses):
