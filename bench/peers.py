@@ -1,7 +1,14 @@
 #!/usr/bin/env python3
-"""RoPE peer comparison (issue 6): ropejit (C API through ctypes) against PyTorch eager
-HF-style RoPE, the same under torch.compile, FlashInfer's RoPE ops and a device-to-device copy
-of the same bytes (the achievable ceiling), on identical inputs and shapes.
+"""RoPE peer comparison (issues 6, 43): ropejit (C API through ctypes) against PyTorch eager
+HF-style RoPE, the same under torch.compile (Inductor), Liger-Kernel's Triton RoPE (and RMSNorm
+for the QK-norm shapes), FlashInfer's RoPE ops (its CUDA sources built here: bench/peers_flashinfer.py
+says why not its Python package) and a device-to-device copy of the same bytes (the achievable
+ceiling), on identical inputs and shapes, in one run on one GPU. Fused shapes (QK-norm, paged FP8
+cache append, MLA's latent-cache append) compare with the peer's fused op where one exists
+(FlashInfer's rope_quantize_fp8_append_paged_kv_cache and its MLA variant), else with the sequence
+of ops an engine runs (norm, rope, cache write), each library's kernels where it has them. The table's last columns: ropejit's time over the best peer's
+(< 1: ropejit faster), naming that peer; a peer whose output fails the check is flagged and never
+the best.
 
 GB/s everywhere is ropejit's exact byte accounting of the operation (ropejit_kernel_bytes_moved)
 divided by each system's median time: the same logical bytes for every system. ropejit's output
@@ -9,16 +16,17 @@ is checked against an independent float64 reference (bench/peers_reference.py) o
 inputs it is timed on, positions up to 10^6, before any timing; a failure is reported, never timed.
 
 GPU run (on the GPU machine; see scripts/gpu-check.sh):
-  python3 bench/peers.py --lib gpu-bundle/lib/libropejit.so.0 --device-name h100 \\
-      --out-md docs/PERF.md --out-png docs/perf-h100.png [--wheels gpu-bundle/wheels]
-Dry run (no GPU, host backend, numpy only; GPU systems print SKIPPED):
+  python3 bench/peers.py --lib gpu-bundle/lib/libropejit.so.0 --device-name h200 \\
+      --out-md docs/PERF.md --out-png docs/perf-h200.png --flashinfer-tree /tmp/ropejit-flashinfer-rope
+  (liger_kernel and tvm_ffi on PYTHONPATH: gpu-check.sh installs the carried wheels)
+Dry run (no GPU, host backend, numpy only; GPU systems print SKIPPED; a carried Liger wheel on
+PYTHONPATH and --flashinfer-tree are checked for the files and API the GPU run uses):
   python3 bench/peers.py --dry-run --lib build/libropejit.so
 """
 import argparse
 import datetime
 import os
 import shlex
-import subprocess
 import sys
 import time
 
@@ -33,7 +41,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import peers_reference as ref  # noqa: E402
 from ropejit_ctypes import Library, RopejitError, Runtime  # noqa: E402
 
-SYSTEMS = ["ropejit", "torch_eager", "torch_compile", "fi_cos_sin_cache", "fi_pos_ids", "fi_llama31", "copy"]
+SYSTEMS = ["ropejit", "torch_eager", "torch_compile", "liger", "fi_cos_sin_cache", "fi_pos_ids", "fi_llama31",
+           "fi_fused", "copy"]
 PEERS = SYSTEMS[1:-1]
 DEFAULT_TOKENS = [1, 8, 64, 512, 4096, 16384, 65536]
 DRY_RUN_TOKENS = [1, 8, 64, 2049]  # 2049: two unequal sequences (a padding row)
@@ -61,7 +70,9 @@ class Row:
         self.empty_us = None
 
     def best_peer(self):
-        timed = [(r.us, name) for name, r in self.results.items() if name in PEERS and r.us]
+        """(µs, name) of the fastest peer whose output passed the check, or None."""
+        timed = [(r.us, name) for name, r in self.results.items()
+                 if name in PEERS and r.us and not r.note.startswith("accuracy FAILED")]
         return min(timed) if timed else None
 
 
@@ -80,8 +91,13 @@ def parse_args(argv):
                    + " (split a long GPU run; ropejit is always checked)")
     p.add_argument("--dry-run", action="store_true",
                    help="no GPU: ropejit on the host backend with numpy arrays, checked, GPU systems SKIPPED")
-    p.add_argument("--wheels", help="folder of wheels (flashinfer-python and its missing needs) to install with "
-                   "pip --no-index --find-links before importing flashinfer (the GPU machine reaches no registry)")
+    p.add_argument("--flashinfer-tree", help="FlashInfer's rope sources, unpacked from "
+                   "gpu-bundle/peers/flashinfer-rope.tar.xz (bench/peers_flashinfer.py); without it the fi_* "
+                   "columns read SKIPPED")
+    p.add_argument("--flashinfer-build", default="/tmp/ropejit-flashinfer-build",
+                   help="where FlashInfer's rope module is built (reused while sources and flags are unchanged)")
+    p.add_argument("--flashinfer-prebuilt", help="the module built on the CPU machine (gpu-bundle/peers/"
+                   "flashinfer-build), taken when nvcc's version and the flags match")
     p.add_argument("--seed", type=int, default=0, help="random seed (0: fresh)")
     args = p.parse_args(argv)
     args.shapes = [s for s in args.shapes.split(",") if s]
@@ -120,9 +136,11 @@ def aligned_copy(arr, alignment=64):
 def launch_host(kernel, problem):
     """Runs ropejit on the host backend over numpy copies of the problem; returns the outputs."""
     arrays = {name: aligned_copy(a) for name, a in problem.inputs.items()}
-    poison = np.full(1, 0xFFFF, dtype=np.uint16).view(ref.storage_numpy_dtype(problem.dtype))[0]  # NaN
-    for name, shape in problem.output_shapes().items():
-        arrays[name] = aligned_copy(np.full(shape, poison, dtype=ref.storage_numpy_dtype(problem.dtype)))
+    for name, shape in problem.output_shapes().items():  # poisoned: NaN (FP8 q_out: its NaN code 0x7f)
+        dtype = problem.output_dtype(name)
+        poison = np.full(1, 0x7F if dtype == np.uint8 else 0xFFFF, dtype=np.uint16).astype(
+            np.uint8 if dtype == np.uint8 else np.uint16).view(dtype)[0]
+        arrays[name] = aligned_copy(np.full(shape, poison, dtype=dtype))
     if problem.varlen:
         arrays["cu_seqlens"] = aligned_copy(problem.cu_seqlens)
         arrays["start_pos"] = aligned_copy(problem.start_pos)
@@ -136,6 +154,31 @@ def launch_host(kernel, problem):
     return {n: a for n, a in arrays.items() if n in ref.OUTPUT_NAMES}
 
 
+def check_carried_peers(args):
+    """Dry run: the carried peers' files and API, as far as this machine can tell without torch,
+    triton or a GPU. Returns (notes per system, problems)."""
+    import importlib.util
+    import peers_flashinfer
+    import peers_liger
+    notes, problems = {}, []
+    spec = importlib.util.find_spec("liger_kernel")  # finds the package without running it
+    if spec is None:
+        notes["liger"] = "; liger_kernel not on PYTHONPATH"
+    else:
+        root = os.path.dirname(os.path.dirname(spec.origin))
+        bad = peers_liger.api_problems(root)
+        problems += [f"liger: {b}" for b in bad]
+        notes["liger"] = f"; liger_kernel at {root}: " + ("API FAILED" if bad else "API present")
+    if args.flashinfer_tree:
+        missing = [m for m in peers_flashinfer.TREE_REQUIRED if not os.path.exists(os.path.join(args.flashinfer_tree, m))]
+        problems += [f"flashinfer tree {args.flashinfer_tree} lacks {m}" for m in missing]
+        for name in ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31", "fi_fused"):
+            notes[name] = "; FlashInfer tree " + ("FAILED" if missing else "complete")
+    for p in problems:
+        print(f"FAILED carried peer: {p}")
+    return notes, problems
+
+
 def dry_run(library, args, rng):
     try:
         runtime = Runtime(library, "host")
@@ -144,6 +187,7 @@ def dry_run(library, args, rng):
             raise
         print(f"SKIPPED: the dry run needs the host backend: {e}")
         sys.exit(EXIT_SKIPPED)
+    peer_notes, args.peer_problems = check_carried_peers(args)
     rows = []
     for shape in args.shapes:
         for dtype in args.dtypes:
@@ -158,7 +202,7 @@ def dry_run(library, args, rng):
                 row.results["ropejit"] = Result(
                     note=row.check, skipped="host backend, checked, not timed")
                 for name in SYSTEMS[1:]:
-                    row.results[name] = Result(skipped="no GPU (dry run)")
+                    row.results[name] = Result(skipped="no GPU (dry run)" + peer_notes.get(name, ""))
                 rows.append(row)
                 print(f"  {shape} {dtype} T={tokens}: {row.nbytes} bytes, {row.check}", flush=True)
     return rows
@@ -178,18 +222,18 @@ def cell(result, nbytes):
 
 
 def table(rows):
-    head = ["shape", "dtype", "T", "bytes/launch"] + SYSTEMS + ["ropejit ÷ best peer", "% of copy BW", "check"]
+    head = ["shape", "dtype", "T", "bytes/launch"] + SYSTEMS + ["ropejit ÷ best peer (time)", "% of copy BW", "check"]
     lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for r in rows:
         mine, copy = r.results.get("ropejit"), r.results.get("copy")
         best = r.best_peer()
-        speedup = f"{best[0] / mine.us:.2f}× ({best[1]})" if best and mine and mine.us else "—"
+        ratio = f"{mine.us / best[0]:.2f} ({best[1]})" if best and mine and mine.us else "—"
         of_copy = f"{100 * copy.us / mine.us:.0f} %" if copy and copy.us and mine and mine.us else "—"
         tokens = f"{r.tokens}" + (" (graph)" if r.graph else "")
         cells = [r.shape, r.dtype, tokens, f"{r.nbytes:,}"] + [cell(r.results.get(s), r.nbytes) for s in SYSTEMS]
         if r.empty_us and mine and mine.us:
             cells[4] += f" ({mine.us / r.empty_us:.2f}× empty)"
-        lines.append("| " + " | ".join(cells + [speedup, of_copy, r.check]) + " |")
+        lines.append("| " + " | ".join(cells + [ratio, of_copy, r.check]) + " |")
     return "\n".join(lines)
 
 
@@ -238,19 +282,6 @@ def plot(path, device, rows):
     print(f"wrote {path}")
 
 
-def install_wheels(folder):
-    """pip install --no-index --find-links <folder> flashinfer-python into a private target."""
-    target = "/tmp/ropejit-peers-site"
-    cmd = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--find-links", folder,
-           "--target", target, "flashinfer-python"]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        print(f"wheels: {' '.join(cmd)} failed:\n{proc.stderr[-2000:]}")
-        return f"pip install from {folder} failed"
-    sys.path.append(target)  # after the image's own packages: torch stays the installed one
-    return None
-
-
 def main(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     command = "python3 bench/peers.py " + " ".join(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
@@ -269,13 +300,12 @@ def main(argv=None):
         rows = dry_run(library, args, rng)
         extra.append("Dry run on the host backend: not a GPU number; timings SKIPPED, outputs checked.")
     else:
-        wheel_problem = install_wheels(args.wheels) if args.wheels else None
         try:
             import peers_torch  # torch, triton, flashinfer: only on the GPU machine
         except ImportError as e:
             print(f"peers: the GPU run needs torch ({e}); on a machine without a GPU use --dry-run", file=sys.stderr)
             return 2
-        device, rows, extra = peers_torch.run(library, args, rng, Row, Result, wheel_problem)
+        device, rows, extra = peers_torch.run(library, args, rng, Row, Result)
         device = args.device_name or device
     print()
     print(table(rows))
@@ -287,7 +317,11 @@ def main(argv=None):
     failed = [r for r in rows if r.check.startswith("FAILED")]
     for r in failed:
         print(f"FAILED check: {r.shape} {r.dtype} T={r.tokens}: {r.check}")
-    return 1 if failed else 0
+    for r in rows:  # a peer that computed something else is reported, not hidden (exit status: ropejit's)
+        for name, res in r.results.items():
+            if res.note.startswith("accuracy FAILED"):
+                print(f"peer flagged: {name} {r.shape} {r.dtype} T={r.tokens}: {res.note}")
+    return 1 if failed or getattr(args, "peer_problems", None) else 0
 
 
 if __name__ == "__main__":

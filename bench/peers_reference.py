@@ -11,12 +11,11 @@ it is finite and within 2 storage ulps of the expected value, or within 1e-2 of 
 of its rotated pair (s * |(x, y)|; |x| for pass-through and v elements).
 
 paged_kv (docs/spec.md, "RoPE + paged KV-cache append"; slot_mapping, nhd, cache dtype auto or
-fp8_e4m3): q is checked as above; k and v must be left byte-identical; each checked token's
-cache slot holds its k (v): in the storage dtype under the rule above, or for FP8 the code of
-value / scale, correctly rounded (to nearest, ties to even) and saturated to +-448, or its
-neighbour when value / scale lies within fp32 noise of the midpoint between the two (as
-check/src/reference.cpp's fp8_matches; peers, which round through bf16, get the 1e-2 pair
-slack instead); every slot no token maps must keep its bytes.
+fp8_e4m3) and op mla_append (its latent cache row): q is checked as above, or as FP8 codes of
+q / q_scale when q_output_dtype is fp8_e4m3; the inputs a launch only reads must keep their
+bytes; each checked token's cache slot holds its k and v (MLA: kv_c and the rotated k_pe), the
+storage dtype under the rule above or FP8 codes (bench/peers_reference_paged.py); every slot no
+token maps must keep its bytes.
 """
 import json
 import math
@@ -26,8 +25,12 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# label -> spec file in specs/ (the issue's shapes; Qwen2.5-7B twice: fused in place and the
-# fused padded_bhsd form of the >= 85 % target).
+# label -> spec file in specs/, or (file, io fields replaced): the issue's shapes (Qwen2.5-7B
+# twice: fused in place and the fused padded_bhsd form of the >= 85 % target), and the fused
+# forms of issue 43: QK-norm, the paged FP8 append (with the norm; and without it, q to FP8 as
+# FlashInfer's rope_quantize_fp8_append_paged_kv_cache does), MLA's latent-cache append (q in
+# place; and q to FP8, as that op's MLA variant).
+FP8_Q = {"q_output": "separate", "q_output_dtype": "fp8_e4m3"}
 SHAPES = {
     "llama-3.1-8b": "llama-3.1-8b",
     "qwen2.5-7b-fused": "qwen2.5-7b",
@@ -41,6 +44,10 @@ SHAPES = {
     "gemma-3-12b-qknorm": "gemma-3-12b",
     "olmo-2-7b-allnorm": "olmo-2-7b",
     "qwen3-8b-paged-fp8": "qwen3-8b-paged-fp8",
+    "llama-3.1-8b-paged-fp8-q": ("llama-3.1-8b", dict(FP8_Q, output="paged_kv", cache_dtype="fp8_e4m3", copy_v=True,
+                                                      cache_index="slot_mapping", cache_layout="nhd", page_size=16)),
+    "deepseek-v3-mla-fp8": "deepseek-v3-mla-fp8",
+    "deepseek-v3-mla-fp8-q": ("deepseek-v3-mla-fp8", FP8_Q),
 }
 MAX_POSITION = 10**6   # positions drawn from [0, 10^6)
 ULPS = 2
@@ -48,21 +55,24 @@ PAIR_RELATIVE = 1e-2
 STORAGE_BITS = {"bf16": 7, "fp16": 10}  # explicit mantissa bits
 MIN_EXPONENT = {"bf16": -126, "fp16": -14}
 FP32_RELATIVE = 2e-6   # fp32 math noise relative to max(|value|, pair), as the conformance suite
-# k_scale, v_scale of FP8 caches (float32 values at launch): small enough that the largest k and v
-# of a few thousand tokens saturate at +-448
-CACHE_SCALES = (0.02, 0.01)
-E4M3_MAX = 448.0
+# k_scale, v_scale of FP8 caches and q_scale of FP8 q (float32 values at launch): small enough that
+# the largest values of a few thousand tokens saturate at +-448; k and v alike, as FlashInfer's
+# fused op takes one scale for both
+CACHE_SCALES = (0.01, 0.01)
+Q_SCALE = 0.01
 # Buffers check_outputs reads after a launch: what a system writes, or must leave as it was
-# (k and v of paged_kv, which are only read).
-OUTPUT_NAMES = ("q", "k", "v", "qkv", "q_out", "k_out", "v_out", "k_cache", "v_cache")
+# (k and v of paged_kv, kv_c and k_pe of MLA, which are only read).
+OUTPUT_NAMES = ("q", "k", "v", "qkv", "q_out", "k_out", "v_out", "k_cache", "v_cache", "kv_c", "k_pe")
 
 
 def load_spec(label, dtype):
-    """The spec dict of a shape with the dtype replaced."""
-    with open(os.path.join(REPO, "specs", SHAPES[label] + ".json")) as f:
+    """The spec dict of a shape with the dtype (and a derived shape's io fields) replaced."""
+    name, io = SHAPES[label] if isinstance(SHAPES[label], tuple) else (SHAPES[label], {})
+    with open(os.path.join(REPO, "specs", name + ".json")) as f:
         spec = json.load(f)
+    spec["io"] = dict(spec.get("io", {}), **io)
     spec["dtype"] = dtype
-    spec["name"] = f"{spec['name']}-{dtype}"
+    spec["name"] = f"{label if io else spec['name']}-{dtype}"
     return spec
 
 
@@ -99,45 +109,6 @@ def storage_ulp(dtype, x):
     _, e = np.frexp(np.abs(x))  # |x| = m 2^e, m in [0.5, 1)
     exponent = np.maximum(e - 1, MIN_EXPONENT[dtype])
     return np.ldexp(1.0, exponent - STORAGE_BITS[dtype])
-
-
-def _e4m3_table():
-    """float64 value of each of the 256 OCP e4m3fn codes (0x7f and 0xff: NaN; no infinities)."""
-    codes = np.arange(256)
-    exponent, mantissa = (codes >> 3) & 0xF, (codes & 7).astype(np.float64)
-    magnitude = np.where(exponent == 0, np.ldexp(mantissa / 8, -6), np.ldexp(1 + mantissa / 8, exponent - 7))
-    values = np.where(codes & 0x80, -magnitude, magnitude)
-    values[[0x7F, 0xFF]] = np.nan
-    return values
-
-
-E4M3_VALUES = _e4m3_table()
-_E4M3_POSITIVE = E4M3_VALUES[:0x7F]  # codes 0 .. 0x7e: 0 .. 448, increasing
-
-
-def e4m3_decode(codes):
-    """uint8 codes -> float64 values (NaN codes -> NaN)."""
-    return E4M3_VALUES[np.asarray(codes, dtype=np.uint8)]
-
-
-def e4m3_encode(x):
-    """float values -> uint8 e4m3fn codes: round to nearest, ties to the even code, saturating
-    (beyond +-448, infinities too, -> +-448); NaN -> 0x7f."""
-    x = np.asarray(x, dtype=np.float64)
-    a = np.minimum(np.abs(x), E4M3_MAX)  # NaN stays NaN
-    hi = np.clip(np.searchsorted(_E4M3_POSITIVE, np.nan_to_num(a)), 0, len(_E4M3_POSITIVE) - 1)
-    lo = np.maximum(hi - 1, 0)
-    below, above = a - _E4M3_POSITIVE[lo], _E4M3_POSITIVE[hi] - a
-    take_hi = (above < below) | ((above == below) & (hi % 2 == 0))
-    code = np.where(take_hi, hi, lo).astype(np.uint8)
-    code = np.where(np.signbit(x), code | np.uint8(0x80), code).astype(np.uint8)
-    return np.where(np.isnan(x), np.uint8(0x7F), code).astype(np.uint8)
-
-
-def e4m3_ordinal(codes):
-    """Signed step count from zero (+0 and -0 both 0): ulp distance = difference of ordinals."""
-    codes = np.asarray(codes, dtype=np.int64)
-    return np.where(codes & 0x80, -(codes & 0x7F), codes & 0x7F)
 
 
 # ------------------------------------------------------------------ frequencies
@@ -266,11 +237,18 @@ class Problem:
         self.copy_v = bool(io.get("copy_v"))
         hq, hkv, d = spec["num_q_heads"], spec["num_kv_heads"], spec["head_dim"]
         self.heads = {"q": hq, "k": hkv, "v": hkv}
+        self.mla = spec.get("op", "rope") == "mla_append"
+        self.q_fp8 = io.get("q_output_dtype", "auto") == "fp8_e4m3"
+        self.q_scale = float(np.float32(Q_SCALE)) if self.q_fp8 else 0.0
 
         def rand(*shape):
             return encode(self.dtype, rng.standard_normal(shape))
         self.inputs = {}
-        if self.packed:
+        if self.mla:  # q [T, H, nope + rope], the latent kv_c and the one rope key k_pe per token
+            self.kv_lora_rank = spec["mla_append"]["kv_lora_rank"]
+            self.inputs.update(q=rand(tokens, hq, d), kv_c=rand(tokens, self.kv_lora_rank),
+                               k_pe=rand(tokens, spec["rotary_dim"]))
+        elif self.packed:
             self.inputs["qkv"] = rand(tokens, (hq + 2 * hkv) * d)
         else:
             self.inputs["q"], self.inputs["k"] = rand(tokens, hq, d), rand(tokens, hkv, d)
@@ -319,8 +297,10 @@ class Problem:
         self.fp8 = io.get("cache_dtype", "auto") == "fp8_e4m3"
         self.cache_num_pages = -(-self.tokens // self.page_size) + 1
         page_shape = (self.cache_num_pages, self.page_size, self.heads["k"], self.spec["head_dim"])
+        if self.mla:  # one latent cache: rows [kv_c | k_pe]
+            page_shape = (self.cache_num_pages, self.page_size, self.kv_lora_rank + self.spec["rotary_dim"])
         storage = np.dtype(np.uint8 if self.fp8 else storage_numpy_dtype(self.dtype))
-        for name in ("k_cache", "v_cache"):
+        for name in ("k_cache",) if self.mla else ("k_cache", "v_cache"):
             raw = rng.integers(0, 256, size=int(np.prod(page_shape)) * storage.itemsize, dtype=np.uint8)
             self.inputs[name] = raw.view(storage).reshape(page_shape)
         slots = self.cache_num_pages * self.page_size
@@ -331,7 +311,15 @@ class Problem:
         """Non-pointer ropejit_args fields of the launch (paged_kv): name -> value."""
         if not self.paged:
             return {}
-        return {"cache_num_pages": self.cache_num_pages, "k_scale": self.k_scale, "v_scale": self.v_scale}
+        scalars = {"cache_num_pages": self.cache_num_pages, "k_scale": self.k_scale,
+                   "v_scale": 0.0 if self.mla else self.v_scale}
+        if self.q_fp8:
+            scalars["q_scale"] = self.q_scale
+        return scalars
+
+    def output_dtype(self, name):
+        """numpy dtype of an output buffer: FP8 codes (uint8) for an FP8 q_out, else the storage dtype."""
+        return np.dtype(np.uint8) if name == "q_out" and self.q_fp8 else np.dtype(storage_numpy_dtype(self.dtype))
 
     def output_shapes(self):
         """Separate outputs: padded form name -> shape [B, H, S, D]; paged_kv with q_output
@@ -358,7 +346,11 @@ def expected(problem, rows):
     spec, dt = problem.spec, problem.dtype
     d, rd = spec["head_dim"], spec["rotary_dim"]
     hq, hkv = problem.heads["q"], problem.heads["k"]
-    if problem.packed:
+    if problem.mla:  # k_pe as one head rotated whole, kv_c passed through
+        parts = {"q": decode(dt, problem.inputs["q"][rows]),
+                 "k_pe": decode(dt, problem.inputs["k_pe"][rows])[:, None, :],
+                 "kv_c": decode(dt, problem.inputs["kv_c"][rows])[:, None, :]}
+    elif problem.packed:
         x = decode(dt, problem.inputs["qkv"][rows]).reshape(len(rows), hq + 2 * hkv, d)
         parts = {"q": x[:, :hq], "k": x[:, hq:hq + hkv], "v": x[:, hq + hkv:]}
     else:
@@ -382,12 +374,15 @@ def expected(problem, rows):
     out = {}
     for name, x in parts.items():
         value, scale = x.copy(), np.abs(x)
-        if name != "v":
-            a, b = x[..., first], x[..., second]
-            value[..., first] = (a * cos - b * sin) * s
-            value[..., second] = (b * cos + a * sin) * s
+        if name not in ("v", "kv_c"):
+            # the rotary slice: the first rotary_dim entries, or the last ("trailing"; k_pe is all of it)
+            lo = x.shape[-1] - rd if spec.get("rotary_slice", "leading") == "trailing" else 0
+            i, j = first + lo, second + lo
+            a, b = x[..., i], x[..., j]
+            value[..., i] = (a * cos - b * sin) * s
+            value[..., j] = (b * cos + a * sin) * s
             norm = s * np.hypot(a, b)
-            scale[..., first], scale[..., second] = norm, norm
+            scale[..., i], scale[..., j] = norm, norm
         out[name] = (value, scale)
     return out
 
@@ -401,88 +396,24 @@ def compare(dtype, actual, value, scale):
     return bool(good.all()), worst, int(err.size - good.sum())
 
 
-def compare_fp8(codes, value, scale, quant_scale, strict=True):
-    """FP8 e4m3 cache elements against float64 values: (ok, worst distance in codes, count of
-    failing elements). A code passes when it is the correctly rounded, saturated code of
-    value / quant_scale, or (strict) its neighbour across the midpoint when value / quant_scale
-    lies within fp32 noise of that midpoint (noise: FP32_RELATIVE * max(|value|, pair) /
-    quant_scale, plus 2^-22 relative for the kernel's float32 reciprocal of the scale). Not
-    strict (peers, which round through the storage dtype first): any code no farther from the
-    quotient than the right one plus twice that noise and the pair slack PAIR_RELATIVE * pair /
-    quant_scale. NaN codes never pass."""
-    quotient = value / quant_scale
-    want = e4m3_encode(quotient)
-    got_value, want_value = e4m3_decode(codes), e4m3_decode(want)
-    clamped = np.clip(quotient, -E4M3_MAX, E4M3_MAX)  # saturation: beyond 448 the right code is 448
-    ulps = np.abs(e4m3_ordinal(codes) - e4m3_ordinal(want))
-    noise = FP32_RELATIVE * np.maximum(np.abs(value), scale) / quant_scale + np.abs(quotient) * 2.0**-22
-    if not strict:
-        noise = noise + PAIR_RELATIVE * scale / quant_scale
-    finite = np.isfinite(got_value)
-    near = finite & (np.abs(got_value - clamped) - np.abs(want_value - clamped) <= 2 * noise)
-    good = finite & ((ulps == 0) | (near & ((ulps <= 1) | (not strict))))
-    worst = int(ulps[finite].max()) if finite.any() else 0
-    return bool(good.all()), worst, int(good.size - good.sum())
-
-
-def _check_paged(problem, outputs, rows, expect, strict):
-    """paged_kv beyond q: k/v (and q when q_out is separate) left as they were, each checked
-    token's K and V cache slot, every slot no token maps byte-identical. (ok, notes)."""
-    dt, hkv, d = problem.dtype, problem.heads["k"], problem.spec["head_dim"]
-    ok, notes = True, []
-    read_only = ["k", "v"] + (["q"] if "q_out" in outputs else [])
-    for name in read_only:
-        if name in outputs and not np.array_equal(np.asarray(outputs[name]).view(np.uint8),
-                                                  problem.inputs[name].view(np.uint8)):
-            ok = False
-            notes.append(f"input {name} changed (FAILED: it is only read)")
-    slots = problem.inputs["slot_mapping"]
-    written = slots[rows]
-    mapped = written >= 0
-    unmapped = np.ones(problem.cache_num_pages * problem.page_size, dtype=bool)
-    unmapped[slots[slots >= 0]] = False
-    for name, quant_scale in (("k", problem.k_scale), ("v", problem.v_scale)):
-        cache = outputs.get(name + "_cache")
-        if cache is None:
-            ok = False
-            notes.append(f"{name}_cache missing (FAILED)")
-            continue
-        after = np.asarray(cache).reshape(-1, hkv, d)
-        before = problem.inputs[name + "_cache"].reshape(-1, hkv, d)
-        value, scale = expect[name]
-        got = after[written[mapped]]
-        if problem.fp8:
-            good, worst, bad = compare_fp8(got, value[mapped], scale[mapped], quant_scale, strict)
-            note = f"{name}_cache {worst} code"
-        else:
-            good, worst, bad = compare(dt, decode(dt, got), value[mapped], scale[mapped])
-            note = f"{name}_cache {worst:.1f} ulp"
-        changed = int(np.count_nonzero(after[unmapped].view(np.uint8) != before[unmapped].view(np.uint8)))
-        ok &= good and not changed
-        notes.append(note + ("" if good else f" ({bad} FAILED)")
-                     + (f", {changed} unmapped-slot bytes changed (FAILED)" if changed else ""))
-    if ok:
-        notes.append(f"{int(unmapped.sum())} unmapped slots kept")
-    return ok, notes
-
-
 def check_outputs(problem, outputs, rows, strict=True):
-    """Checks a system's outputs (name -> numpy storage array after the launch: q/k/v, qkv, or
-    q_out/k_out/v_out; paged_kv: q (or q_out), k, v, k_cache, v_cache) at token indices `rows`
-    plus, for padded_bhsd, every padding element and, for paged_kv, every unmapped cache slot.
-    strict=False gives FP8 cache elements the peers' pair slack (compare_fp8). Returns (ok, message)."""
+    """Checks a system's outputs (name -> numpy array after the launch: q/k/v, qkv, or
+    q_out/k_out/v_out; paged_kv: q (or q_out), k, v, k_cache, v_cache; mla_append: q (or q_out),
+    kv_c, k_pe, k_cache) at token indices `rows` plus, for padded_bhsd, every padding element and,
+    for the caches, every unmapped slot. strict=False gives FP8 elements the peers' pair slack
+    (peers_reference_paged.compare_fp8). Returns (ok, message)."""
+    import peers_reference_paged as paged  # noqa: PLC0415  (it imports this module)
     dt, d = problem.dtype, problem.spec["head_dim"]
     hq, hkv = problem.heads["q"], problem.heads["k"]
     if problem.paged:  # k and v live in the caches; q in place or in q_out
-        got = {"q": decode(dt, outputs["q_out" if "q_out" in outputs else "q"][rows])}
+        got = {"q": outputs["q_out" if "q_out" in outputs else "q"][rows]}
     elif problem.padded:
-        got = {n: decode(dt, outputs[n + "_out"][problem.seq_of[rows], :, problem.seq_index[rows], :])
+        got = {n: outputs[n + "_out"][problem.seq_of[rows], :, problem.seq_index[rows], :]
                for n in ("q", "k", "v") if n + "_out" in outputs}
     elif problem.packed:
-        x = decode(dt, outputs["qkv"][rows]).reshape(len(rows), hq + 2 * hkv, d)
-        got = {"q": x[:, :hq], "k": x[:, hq:hq + hkv], "v": x[:, hq + hkv:]}
+        got = dict(zip("qkv", np.split(outputs["qkv"][rows].reshape(len(rows), hq + 2 * hkv, d), [hq, hq + hkv], 1)))
     else:
-        got = {n: decode(dt, outputs[n][rows]) for n in ("q", "k", "v") if n in outputs}
+        got = {n: outputs[n][rows] for n in ("q", "k", "v") if n in outputs}
     cached = getattr(problem, "_expected", None)
     if cached is None or cached[0] is not rows:  # every system is checked on the same rows
         cached = problem._expected = (rows, expected(problem, rows))
@@ -490,11 +421,13 @@ def check_outputs(problem, outputs, rows, strict=True):
     for name, (value, scale) in cached[1].items():
         if name not in got:
             continue
-        good, worst, bad = compare(dt, got[name], value, scale)
+        fp8_q = problem.q_fp8 and name == "q"  # FP8 codes of q / q_scale in q_out
+        good, note = paged.compare_elements(problem, got[name], value, scale, problem.q_scale if fp8_q else 0.0,
+                                            strict, name)
         ok &= good
-        notes.append(f"{name} {worst:.1f} ulp" + ("" if good else f" ({bad} FAILED)"))
+        notes.append(note)
     if problem.paged:
-        good, more = _check_paged(problem, outputs, rows, cached[1], strict)
+        good, more = (paged.check_mla if problem.mla else paged.check_paged)(problem, outputs, rows, cached[1], strict)
         ok &= good
         notes += more
     if problem.padded:

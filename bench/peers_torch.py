@@ -4,31 +4,44 @@ Systems, each on identical inputs (copies of one random problem, positions up to
   ropejit          C API through ctypes on torch data_ptr()s, on torch's current stream
   torch_eager      HF-style: cos/sin gathered from a float32 cache [10^6, rotary_dim], cast to the
                    model dtype, x * cos + rotate_half(x) * sin (packed forms: + bias; padded: scatter)
-  torch_compile    the same function under torch.compile(dynamic=True)
-  fi_cos_sin_cache flashinfer.rope.apply_rope_with_cos_sin_cache_inplace (any static scaling: the
-                   cache holds cos/sin of HF's float32 angles times the attention factor)
-  fi_pos_ids       flashinfer.rope.apply_rope_pos_ids_inplace (rope_type default only)
-  fi_llama31       flashinfer.rope.apply_llama31_rope_pos_ids_inplace (rope_type llama3 only)
+  torch_compile    the same function under torch.compile(dynamic=True) (Inductor)
+  liger            the same sequence with Liger-Kernel's Triton RoPE and RMSNorm (bench/peers_liger.py)
+  fi_cos_sin_cache FlashInfer apply_rope_with_cos_sin_cache_inplace (any static scaling: the cache
+                   holds cos/sin of HF's float32 angles times the attention factor)
+  fi_pos_ids       FlashInfer apply_rope_pos_ids_inplace (rope_type default only)
+  fi_llama31       FlashInfer apply_llama31_rope_pos_ids_inplace (rope_type llama3 only)
+  fi_fused         FlashInfer rope_quantize_fp8_append_paged_kv_cache (GQA, and its MLA variant):
+                   the paged shapes whose work is that op's (q to FP8, FP8 caches, no QK-norm)
   copy             a device-to-device copy of bytes_moved / 2 bytes (read + write = bytes_moved)
-Packed/padded forms: the peers do the bias add and the padded scatter in torch around their
-rotation (what an engine without a fused kernel does); positions of varlen tokens are given to
-peers precomputed (not timed). paged_kv (slot_mapping, nhd): torch rotates q in place (or into
-q_out), k out of place, then scatters k and v into the caches' slots, FP8 as vLLM's
-reshape_and_cache does it: float32 x * (1 / scale), clamped to +-448, cast to float8_e4m3fn
-(the torch peers' FP8 codes are checked with the pair slack: their k went through bf16 first).
-FlashInfer has no op for this form (see FI_PAGED_REASON): SKIPPED with the reason.
+FlashInfer's ops are its CUDA sources built here (bench/peers_flashinfer.py says why not its
+package). Packed/padded forms: the peers do the bias add and the padded scatter in torch around
+their rotation (what an engine without a fused kernel does); positions of varlen tokens are given
+to peers precomputed (not timed). Fused forms without a fused peer op, the sequence an engine runs
+today: paged_kv (slot_mapping, nhd): norm, q rotated in place (or into q_out, FP8: codes of
+q * (1 / q_scale)), k out of place, then k and v scattered into the caches' slots, FP8 as vLLM's
+reshape_and_cache does it: float32 x * (1 / scale), clamped to +-448, cast to float8_e4m3fn;
+MLA: q's trailing rope part rotated, then the row [kv_c | rotated k_pe] written as vLLM's
+concat_and_cache_mla. Peers' FP8 codes are checked with the pair slack (they may round through
+bf16 first); ropejit's exactly. A peer that cannot express a shape reads n/a.
 Timing: T <= 64 as CUDA-graph replays of 20 launches (and an empty-kernel baseline the same
 way); larger T with triton.testing.do_bench (median; it also flushes L2), else CUDA events.
 Inputs rotate over sets whose total exceeds max(3 x L2, 256 MiB).
 """
+import importlib.metadata
 import math
+import time
 
 import numpy as np
 import torch
 import torch._dynamo  # config limits below; torch.compile imports it anyway
 
+import peers_flashinfer
 import peers_reference as ref
+from peers_reference_paged import E4M3_MAX
 from ropejit_ctypes import Runtime
+
+FI_SYSTEMS = ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31", "fi_fused")
+FI_VERSION = peers_flashinfer.FLASHINFER_VERSION
 
 GRAPH_MAX_TOKENS = 64
 GRAPH_LAUNCHES = 20
@@ -65,8 +78,11 @@ class Sets:
         if problem.varlen:
             base["cu_seqlens"] = torch.from_numpy(problem.cu_seqlens).cuda()
             base["start_pos"] = torch.from_numpy(problem.start_pos).cuda()
-        for name, shape in problem.output_shapes().items():
-            base[name] = torch.full(shape, float("nan"), dtype=dt, device="cuda")
+        for name, shape in problem.output_shapes().items():  # poisoned: NaN (FP8 q_out: its NaN code 0x7f)
+            if problem.output_dtype(name) == np.uint8:
+                base[name] = torch.full(shape, 0x7F, dtype=torch.uint8, device="cuda")
+            else:
+                base[name] = torch.full(shape, float("nan"), dtype=dt, device="cuda")
         self.base = {n: t.clone() for n, t in base.items()}
         set_bytes = sum(t.numel() * t.element_size() for t in base.values())
         self.count = max(2, math.ceil(rotation_bytes / max(set_bytes, 1)))
@@ -97,7 +113,7 @@ class Sets:
 def make_ropejit(kernel, problem, sets):
     """fn(i): ropejit on set i, on torch's current stream (prepared ctypes Args per set)."""
     names = ("q", "k", "v", "qkv", "bias", "q_out", "k_out", "v_out", "positions", "cu_seqlens", "start_pos",
-             "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping")
+             "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "kv_c", "k_pe")
     args = []
     for i in range(sets.count):
         b = sets.get(i)
@@ -142,8 +158,10 @@ def _split_qkv(b, packed, padded, hq, hkv, d):
     return x[:, :hq], x[:, hq:hq + hkv], x[:, hq + hkv:]
 
 
-def make_torch_rope(spec, cos_half, sin_half):
-    """The HF-style function of a spec: f(b, seq_of, seq_index) on one set's tensors, any T."""
+def make_torch_rope(spec, cos_half, sin_half, kernels=None):
+    """The HF-style function of a spec: f(b, seq_of, seq_index) on one set's tensors, any T.
+    kernels (bench/peers_liger.py's Kernels): another library's norm(x, weight) and
+    rotate(q, k, cos, sin) in place of torch's, the rest of the sequence unchanged."""
     dt = TORCH_DTYPE[spec["dtype"]]
     packed, padded, hq, hkv, d = _form(spec)
     rd = spec["rotary_dim"]
@@ -166,8 +184,11 @@ def make_torch_rope(spec, cos_half, sin_half):
     norm = spec.get("qk_norm")
     paged = spec.get("io", {}).get("output") == "paged_kv"
     fp8 = spec.get("io", {}).get("cache_dtype", "auto") != "auto"
+    mla = spec.get("op", "rope") == "mla_append"
+    q_fp8 = spec.get("io", {}).get("q_output_dtype", "auto") != "auto"
     # float32 reciprocals of the FP8 scales (the value ropejit multiplies by)
     inv_scales = [float(np.float32(1) / np.float32(x)) if x else 0.0 for x in ref.cache_scales(spec)]
+    inv_q_scale = float(np.float32(1) / np.float32(ref.Q_SCALE))
 
     def tables(pos):
         """cos, sin [T, 1, rd] of the token positions, or per pair of its stream (mrope [3, T])."""
@@ -196,33 +217,60 @@ def make_torch_rope(spec, cos_half, sin_half):
         x_rot = x[..., :rd] * cos + rotate_half(x[..., :rd]) * sin
         return torch.cat([x_rot, x[..., rd:]], -1) if rd < d else x_rot
 
-    def append(cache, x, inv_scale, slots):
-        """vLLM reshape_and_cache: x [T, Hkv, D] into cache slots (page * page_size + offset)."""
-        rows = cache.view(-1, hkv, d)
-        if fp8:
-            rows[slots] = (x.float() * inv_scale).clamp(-ref.E4M3_MAX, ref.E4M3_MAX).to(
-                torch.float8_e4m3fn).view(torch.uint8)
+    def quantize(x, inv_scale):
+        """FP8 e4m3 codes of x * inv_scale in float32, saturating (vLLM's scaled_fp8_quant)."""
+        return (x.float() * inv_scale).clamp(-E4M3_MAX, E4M3_MAX).to(torch.float8_e4m3fn).view(torch.uint8)
+
+    def append(cache, x, inv_scale, slots, width=None):
+        """vLLM reshape_and_cache (concat_and_cache_mla: rows of `width`): x into cache slots
+        (page * page_size + offset)."""
+        rows = cache.view(-1, width) if width else cache.view(-1, hkv, d)
+        rows[slots] = quantize(x, inv_scale) if fp8 else x.to(dt)
+
+    def store_q(b, q_new):
+        """q back in place, or into q_out (FP8 codes of q / q_scale for an FP8 q_out)."""
+        b.get("q_out", b["q"])[...] = quantize(q_new, inv_q_scale) if q_fp8 else q_new
+
+    def mla_rope(b, cos, sin):
+        """MLA: each head's trailing q_pe rotated (q_nope kept), then the row [kv_c | rotated k_pe]."""
+        q, k_pe = b["q"], b["k_pe"].unsqueeze(1)
+        q_pe = q[..., d - rd:]
+        q_rot = q_pe * cos + rotate_half(q_pe) * sin
+        if "q_out" in b:
+            store_q(b, torch.cat([q[..., :d - rd], q_rot], -1))
         else:
-            rows[slots] = x.to(dt)
+            q_pe[...] = q_rot
+        k_rot = (k_pe * cos + rotate_half(k_pe) * sin).squeeze(1)
+        append(b["k_cache"], torch.cat([b["kv_c"], k_rot], -1), inv_scales[0], b["slot_mapping"],
+               b["kv_c"].shape[-1] + rd)
 
     def paged_rope(b, cos, sin):
         """q rotated in place (or into q_out); k (normalized, rotated) and v appended to the caches;
         the inputs k and v only read."""
         q, k = b["q"], b["k"]
         if norm is not None:
-            q, k = rms_norm(q, b.get("q_norm_weight")), rms_norm(k, b.get("k_norm_weight"))
-        b.get("q_out", b["q"])[...] = rotated(q, cos, sin)
-        append(b["k_cache"], rotated(k, cos, sin), inv_scales[0], b["slot_mapping"])
+            q, k = norm_fn(q, b.get("q_norm_weight")), norm_fn(k, b.get("k_norm_weight"))
+        if kernels is not None:  # the library rotates in place: never the inputs k (only read)
+            q_new, k_new = kernels.rotate(q if norm is not None else q.clone(), k if norm is not None else k.clone(),
+                                          cos, sin)
+        else:
+            q_new, k_new = rotated(q, cos, sin), rotated(k, cos, sin)
+        store_q(b, q_new)
+        append(b["k_cache"], k_new, inv_scales[0], b["slot_mapping"])
         append(b["v_cache"], b["v"], inv_scales[1], b["slot_mapping"])
 
     def rope(b, seq_of, seq_index):
         cos, sin = tables(b["positions64"])
+        if mla:
+            return mla_rope(b, cos, sin)
         if paged:
             return paged_rope(b, cos, sin)
         q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
         if norm is not None:  # HF: q_norm / k_norm on the projections, then RoPE
-            q[...] = rms_norm(q, b.get("q_norm_weight"))
-            k[...] = rms_norm(k, b.get("k_norm_weight"))
+            q[...] = norm_fn(q, b.get("q_norm_weight"))
+            k[...] = norm_fn(k, b.get("k_norm_weight"))
+        if kernels is not None:
+            return library_rope(q, k, v, b, cos, sin, seq_of, seq_index)
         q_rot = q[..., :rd] * cos + rotate_half(q[..., :rd]) * sin
         k_rot = k[..., :rd] * cos + rotate_half(k[..., :rd]) * sin
         if padded:
@@ -236,59 +284,21 @@ def make_torch_rope(spec, cos_half, sin_half):
         else:
             q[..., :rd] = q_rot
             k[..., :rd] = k_rot
-    return rope
 
-
-# Why no FlashInfer op runs the paged_kv shapes (spec: q back in place in the model dtype, k
-# QK-normalized, FP8 k and v at slot_mapping slots, one per-tensor scale each).
-FI_PAGED_REASON = ("no FlashInfer op for this form: its RoPE ops have no QK-norm, and "
-                   "rope_quantize_fp8_append_paged_kv_cache quantizes q to FP8 too and indexes pages by "
-                   "kv_indices/kv_indptr, not slot_mapping")
-
-
-def make_flashinfer(kind, flashinfer, spec, cos_half, sin_half):
-    """fn(b, seq_of, seq_index) with a FlashInfer rotation, or None when it cannot express the spec."""
-    rope_cfg, rd = spec["rope"], spec["rotary_dim"]
-    packed, padded, hq, hkv, d = _form(spec)
-    interleave = spec["layout"] == "interleaved"
-    rope_type = rope_cfg.get("rope_type", "default")
-    if spec.get("qk_norm") or spec.get("io", {}).get("positions") == "mrope":
-        return None  # FlashInfer's rope functions take one position per token and no norm
-    if spec.get("io", {}).get("output") == "paged_kv":
-        return None  # FI_PAGED_REASON
-    if kind == "fi_pos_ids" and rope_type != "default":
-        return None
-    if kind == "fi_llama31" and rope_type != "llama3":
-        return None
-    cache = torch.cat([cos_half, sin_half], -1).contiguous() if kind == "fi_cos_sin_cache" else None
-    dt = TORCH_DTYPE[spec["dtype"]]
-
-    def rotate(q, k, b):
-        if kind == "fi_cos_sin_cache":
-            # [T, H * D] views (strided rows of the packed qkv stay views)
-            flashinfer.rope.apply_rope_with_cos_sin_cache_inplace(
-                positions=b["positions64"], query=q.flatten(1), key=k.flatten(1), head_size=d,
-                cos_sin_cache=cache, is_neox=not interleave)
-        elif kind == "fi_pos_ids":
-            flashinfer.rope.apply_rope_pos_ids_inplace(
-                q, k, b["positions"], rotary_dim=rd, interleave=interleave, rope_scale=1.0,
-                rope_theta=rope_cfg.get("rope_theta", 10000.0))
-        else:
-            flashinfer.rope.apply_llama31_rope_pos_ids_inplace(
-                q, k, b["positions"], rotary_dim=rd, interleave=interleave, rope_scale=rope_cfg["factor"],
-                rope_theta=rope_cfg["rope_theta"], low_freq_factor=rope_cfg["low_freq_factor"],
-                high_freq_factor=rope_cfg["high_freq_factor"],
-                old_context_len=rope_cfg["original_max_position_embeddings"])
-
-    def fn(b, seq_of, seq_index):
-        q, k, v = _split_qkv(b, packed, padded, hq, hkv, d)
-        rotate(q, k, b)
+    def library_rope(q, k, v, b, cos, sin, seq_of, seq_index):
+        """The library's rotation (in place on contiguous q/k, else on its copies, written back)."""
+        q_new, k_new = kernels.rotate(q, k, cos, sin)
         if padded:
-            for name, src in (("q_out", q), ("k_out", k), ("v_out", v)):
+            for name, src in (("q_out", q_new), ("k_out", k_new), ("v_out", v)):
                 if name in b:
                     b[name].zero_()
-                    b[name][seq_of, :, seq_index] = src.to(dt)
-    return fn
+                    b[name][seq_of, :, seq_index] = src
+            return
+        for dst, src in ((q, q_new), (k, k_new)):
+            if src.data_ptr() != dst.data_ptr():
+                dst[...] = src
+    norm_fn = kernels.norm if kernels is not None else rms_norm
+    return rope
 
 
 # ------------------------------------------------------------------ timing
@@ -353,22 +363,49 @@ def _import_do_bench():
         return None
 
 
-def _import_flashinfer(wheel_problem):
-    if wheel_problem:
-        return None, wheel_problem
+def _load_flashinfer(args):
+    """(Ops, None) of FlashInfer's rope module built for this GPU, or (None, why not)."""
+    if not args.flashinfer_tree:
+        return None, "no --flashinfer-tree (gpu-bundle/peers/flashinfer-rope.tar.xz, unpacked)"
     try:
-        import flashinfer
-        import flashinfer.rope  # noqa: F401
-        return flashinfer, None
+        major, minor = torch.cuda.get_device_capability(0)
+        started = time.time()
+        ops, how = peers_flashinfer.load(args.flashinfer_tree, args.flashinfer_build, f"{major}{minor}",
+                                         args.flashinfer_prebuilt)
+        print(f"peers: FlashInfer {peers_flashinfer.FLASHINFER_VERSION} rope module for sm_{major}{minor} ready "
+              f"({how}) in {time.time() - started:.0f} s")
+        return ops, None
+    except Exception as e:  # visible in every FlashInfer cell, never hidden
+        print(f"peers: FlashInfer's rope module failed: {e}")
+        return None, f"FlashInfer build/load failed: {_short(e)}"
+
+
+def _load_liger(spec, liger_problem):
+    """(Kernels, None) for a spec, or (None, why not)."""
+    if liger_problem:
+        return None, liger_problem
+    import peers_liger
+    why = peers_liger.unsupported(spec)
+    if why:
+        return None, None  # n/a: the library cannot express the spec
+    try:
+        return peers_liger.Kernels(spec), None
     except Exception as e:
-        return None, f"flashinfer not importable ({type(e).__name__}: {str(e)[:60]})"
+        return None, f"liger_kernel not importable ({_short(e)})"
+
+
+def _version(dist):
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _short(e):
     return f"{type(e).__name__}: {str(e).splitlines()[0][:100] if str(e) else ''}"
 
 
-def run(library, args, rng, Row, Result, wheel_problem):
+def run(library, args, rng, Row, Result):
     if not torch.cuda.is_available():
         raise SystemExit("peers: torch sees no CUDA device: use --dry-run on machines without a GPU")
     props = torch.cuda.get_device_properties(0)
@@ -377,13 +414,15 @@ def run(library, args, rng, Row, Result, wheel_problem):
     rotation = max(3 * l2, MIN_ROTATION_BYTES)
     runtime = Runtime(library, "cuda")
     do_bench = _import_do_bench()
-    flashinfer, fi_problem = _import_flashinfer(wheel_problem)
+    fi_ops, fi_problem = _load_flashinfer(args) if set(args.systems) & set(FI_SYSTEMS) else (None, "not selected")
+    liger_problem = None if "liger" in args.systems else "not selected (--systems)"
     for option in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit"):
         if hasattr(torch._dynamo.config, option):
             setattr(torch._dynamo.config, option, 4096)
     extra = [
         f"Device: {device}, {props.multi_processor_count} SMs, L2 {l2 >> 20} MiB; torch {torch.__version__}; "
-        f"flashinfer {getattr(flashinfer, '__version__', 'SKIPPED: ' + str(fi_problem))}; "
+        f"FlashInfer {'rope module of ' + FI_VERSION if fi_ops else 'SKIPPED: ' + str(fi_problem)}; "
+        f"liger-kernel {_version('liger_kernel')}; "
         f"timing {'triton do_bench median' if do_bench else 'CUDA events median'}; T <= {GRAPH_MAX_TOKENS}: "
         f"CUDA-graph replays of {GRAPH_LAUNCHES} launches. GB/s = ropejit's bytes_moved / time for every system.",
     ]
@@ -399,8 +438,10 @@ def run(library, args, rng, Row, Result, wheel_problem):
                 compiled, compile_problem = torch.compile(eager, dynamic=True), None
             except Exception as e:
                 compiled, compile_problem = None, _short(e)
-            fi_fns = {kind: make_flashinfer(kind, flashinfer, spec, cos_half, sin_half) if flashinfer else None
-                      for kind in ("fi_cos_sin_cache", "fi_pos_ids", "fi_llama31")}
+            fi_fns = {kind: peers_flashinfer.make_system(kind, fi_ops, spec, cos_half, sin_half)
+                      if fi_ops and kind != "fi_fused" else None for kind in FI_SYSTEMS}
+            liger_kernels, liger_why = _load_liger(spec, liger_problem)
+            liger = make_torch_rope(spec, cos_half, sin_half, kernels=liger_kernels) if liger_kernels else None
             for tokens in args.tokens:
                 problem = ref.Problem(spec, tokens, rng)
                 row = Row(shape, dtype, tokens, kernel.bytes_moved(tokens, problem.batch, problem.max_seq_len))
@@ -440,12 +481,17 @@ def run(library, args, rng, Row, Result, wheel_problem):
                     row.results["torch_compile"] = Result(skipped=compile_problem)
                 else:
                     measure("torch_compile", lambda i: compiled(sets.get(i), seq_of, seq_index))
+                if liger is not None:
+                    measure("liger", lambda i: liger(sets.get(i), seq_of, seq_index))
+                elif liger_why:
+                    row.results["liger"] = Result(skipped=liger_why)
+                if problem.paged and fi_ops is not None:  # the fused op, its page tables made once
+                    fi_fns["fi_fused"] = peers_flashinfer.make_fused(fi_ops, spec, cos_half, sin_half, problem,
+                                                                     sets.base["slot_mapping"])
                 for kind, fn in fi_fns.items():
-                    if flashinfer is None:
+                    if fi_ops is None:
                         row.results[kind] = Result(skipped=fi_problem)
-                    elif problem.paged:
-                        row.results[kind] = Result(skipped=FI_PAGED_REASON)
-                    elif fn is not None:  # None: this method cannot express the spec (n/a)
+                    elif fn is not None:  # None: this op cannot express the spec (n/a)
                         measure(kind, lambda i, f=fn: f(sets.get(i), seq_of, seq_index))
                 copy_bytes = row.nbytes // 2
                 src = torch.empty(copy_bytes * min(sets.count, max(2, rotation // max(copy_bytes, 1))),
