@@ -55,11 +55,14 @@ want() {
 # The plan: budgets (seconds) and what each stage runs. Defaults fit one call: 100+70+190+120+60 = 540.
 export T_TESTS="${T_TESTS:-100}" T_BENCH="${T_BENCH:-70}" T_PEERS="${T_PEERS:-190}" T_TUNE="${T_TUNE:-120}" \
   T_COUNTERS="${T_COUNTERS:-60}"
-# The kernels this issue changes: the fused forms peers.py compares, and the cooperative norm.
-export GPU_TEST_FILTER="${GPU_TEST_FILTER:-Backend/Conformance.FusedForms/cuda:Backend/Conformance.QkNorm/cuda:Backend/Conformance.PagedKvCache/cuda:Backend/Conformance.StridedSeparateTensors/cuda:Backend/QkNormAll.*/cuda:Backend/MlaLatentAppend.*/cuda:CooperativeCuda.*}"
+# The kernels issue 43 changed: loads ahead and the decode configs (every model spec), the all-heads
+# rows on chip, MLA's heads loop, the fused forms peers.py compares.
+export GPU_TEST_FILTER="${GPU_TEST_FILTER:-Backend/Conformance.DecodeAndLoadsAheadConfigs/cuda:Backend/Conformance.ModelSpecs/cuda:Backend/Conformance.FusedForms/cuda:Backend/QkNormAll.*/cuda:Backend/MlaLatentAppend.*/cuda:CooperativeCuda.*}"
 export MAIN_JOB_SPECS="${MAIN_JOB_SPECS:-llama-3.1-8b qwen2.5-7b deepseek-v3}"
 export BENCHES="${BENCHES:-ropejit_bench_gpu}"
-export BENCH_FILTER="${BENCH_FILTER:-copy_ceiling|rope/(llama-3.1-8b|qwen3-8b-qknorm|olmo-2-7b-allnorm|qwen3-8b-paged-fp8|deepseek-v3-mla)/bf16/T:(1|64|4096|65536)/}"
+# The shapes whose kernels issue 43 changed (docs/PERF.md has the model's prediction of each, written
+# before this run), llama-3.1-8b as the control.
+export BENCH_FILTER="${BENCH_FILTER:-copy_ceiling|rope/(llama-3.1-8b|deepseek-v3-rope|olmo-2-7b-allnorm|llama-3.1-8b-shift-fp8|deepseek-v3-mla|deepseek-v3-mla-prefill|deepseek-v3-mla-absorbed|deepseek-v4-main|deepseek-v4-output)/bf16/T:(1|64|4096|65536)/}"
 # One shape of each comparison first (plain rope; norm + rope; the fused FP8 paged append and its MLA
 # variant, where FlashInfer has a fused op); the other shapes of peers_reference.SHAPES in later calls.
 export PEERS_SHAPES="${PEERS_SHAPES:-llama-3.1-8b qwen3-8b-qknorm llama-3.1-8b-paged-fp8-q deepseek-v3-mla-fp8-q}"
@@ -72,7 +75,9 @@ if [ -z "${TUNE_SPECS:-}" ]; then  # the specs issue 25 named first, then every 
                  case " $first schema " in *" $n "*) ;; *) echo "$f" ;; esac; done | tr '\n' ' ')
 fi
 export TUNE_SPECS
-export COUNTER_SPECS="${COUNTER_SPECS:-llama-3.1-8b gpt-neox-20b olmo-2-7b}"
+# The model's DRAM hypotheses (docs/static-report.md §3): llama-3.1-8b dense (the control), gpt-neox-20b's
+# 48-byte slices, V4 output's 128-byte slices, NVFP4's 8-byte scale rows at random slots.
+export COUNTER_SPECS="${COUNTER_SPECS:-llama-3.1-8b gpt-neox-20b deepseek-v4-output llama-3.1-8b-nvfp4}"
 B="${GPU_BUNDLE:-$PWD/gpu-bundle}"
 SELECTED=""
 for stage in $ORDER; do want "$stage" && SELECTED="$SELECTED $stage"; done
