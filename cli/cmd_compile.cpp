@@ -79,6 +79,7 @@ void add_compile_command(CLI::App& app) {
   auto phases = std::make_shared<bool>(false);
   auto parts = std::make_shared<std::string>();
   auto tokens = std::make_shared<int64_t>(16384);
+  auto batch = std::make_shared<int>(1);
   cmd->add_option("specs", *specs, "spec JSON files")->required();
   cmd->add_option("--arch", *archs, "comma-separated targets: sm_XX (CUBIN) or compute_XX (PTX)");
   cmd->add_option("--config", *config, "launch config: inline JSON or a file (default: heuristic)");
@@ -90,6 +91,8 @@ void add_compile_command(CLI::App& app) {
   cmd->add_option("--parts", *parts, "with --stats: comma-separated GPU parts (default: every known part)");
   cmd->add_option("--tokens", *tokens, "with --stats: tokens per launch for the roofline")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  cmd->add_option("--batch", *batch, "with --stats: varlen sequences of the launch (default 1; ropejit_bench_gpu: T / 1024)")
+      ->check(CLI::Range(1, 1 << 20));
   cmd->callback([=] {
     // Before compiling: a wrong folder should fail in a moment, not after every compile.
     if (!out_dir->empty()) ropejit::cli::require_writable_folder(*out_dir, "--out-dir");
@@ -118,11 +121,11 @@ void add_compile_command(CLI::App& app) {
         std::vector<ropejit::Roofline> roof;
         if (*stats) {
           st = ropejit::kernel_stats(spec, c, source, b);
-          // One sequence of `tokens` rows: no padding, one varlen sequence; launched in a CUDA graph.
+          // `batch` equal sequences of `tokens` rows (no padding); launched in a CUDA graph.
           ropejit::LaunchShape shape;
           shape.tokens = *tokens;
-          shape.batch = 1;
-          shape.max_seq_len = *tokens;
+          shape.batch = *batch;
+          shape.max_seq_len = (*tokens + *batch - 1) / *batch;
           access = ropejit::memory_access(spec, c, shape);
           for (const auto* p : roof_parts)
             roof.push_back(ropejit::roofline(*st, *p, *tokens, *access, ropejit::LaunchTiming::graph));

@@ -190,6 +190,16 @@ Config default_config(const Spec& spec) {
     const bool slots = work_shape(spec, trial).role_slots && trial.heads_per_thread <= 16;  // MQA: too few threads
     if ((spec.op == OpKind::rerotate || slots) && !config_problem(spec, trial)) c = trial;
   }
+  // A re-rotated key first finds its slot: with varlen positions a binary search over the
+  // sequences, with block tables the table's entry, each a dependent load before its first head's
+  // (rows.cuh locate_row). 16 heads a thread spread that chain (Phi-3.5's LongRoPE switch over 64
+  // sequences, 8 levels: 4 heads 51 % of the H200's copy ceiling in the static model, 16 heads 90 %).
+  if (spec.op == OpKind::rerotate &&
+      (spec.io.positions == PositionsForm::varlen || spec.io.cache_index == CacheIndex::block_tables)) {
+    Config trial = c;
+    trial.heads_per_thread = std::min(heads, 16);
+    if (!config_problem(spec, trial)) c = trial;
+  }
   // Loads ahead where a lane loads at most one 16-byte access of each head and a thread owns two
   // heads or more: such kernels keep 16 bytes a thread in flight, too few for Little's law (the
   // H200 ran them at 67-90 % of the copy ceiling, docs/PERF.md); the next head's loads double it.
