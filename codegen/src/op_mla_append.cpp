@@ -22,10 +22,11 @@ void traits_op(const Plan& plan, SourceText& out) {
   out.line("bool", "kAbsorbedQ", plan.spec.mla_append.absorbed_q);
 }
 
-// concat_k's trip holds q's words and k_nope's apart (mla_append.cuh MlaWords): two heads of them
-// spill at the 64-register cap (112 bytes on sm_90).
+// concat_k with q_out holds q's words and k_nope's apart (mla_append.cuh MlaWords): two heads of
+// them spill at the 64-register cap (112 bytes on sm_90).
 std::optional<std::string> no_loads_ahead_op(const Spec& spec, const Config&) {
-  if (spec.mla_append.concat_k) return std::string("concat_k holds q's and k_nope's words a head: two heads' spill");
+  if (spec.mla_append.concat_k && !q_inplace(spec))
+    return std::string("concat_k with q_out holds q's and k_nope's words a head: two heads' spill");
   return std::nullopt;
 }
 
