@@ -33,24 +33,20 @@ __device__ __forceinline__ void head_in_vector(const KernelParams& p, const RowR
   if constexpr (kStep != LaneStep::fetch) words_to_floats<typename T::Storage, T::kVec>(words, x);
 }
 
-// Whether a pass-through lane of concat_k loads both q's tail (into q_out) and k_nope (into k_out):
-// then their words are kept apart; with q in place it loads k_nope alone.
-template <class T>
-ROPEJIT_HOST_DEVICE constexpr bool k_nope_words_apart() {
-  return T::kConcatK && !T::kQOutputInplace;
-}
-
-// The words of one MLA heads-loop trip: q's lane (or q_latent's), and k_nope's apart where a lane
-// loads both (k_nope_words_apart), else in q's.
+// The words of one MLA heads-loop trip: q's lane (or q_latent's), and k_nope's.
 template <class T>
 struct MlaWords {
   LaneWords<T> q;
-  u32 k_nope[k_nope_words_apart<T>() ? VecTraits<typename T::Storage, T::kVec>::kWords : 1];
-  __device__ __forceinline__ u32 (&k_nope_words())[VecTraits<typename T::Storage, T::kVec>::kWords] {
-    if constexpr (k_nope_words_apart<T>()) return k_nope;
-    else return q.w[0];
-  }
+  u32 k_nope[VecTraits<typename T::Storage, T::kVec>::kWords];  // unused (no registers) unless apart
 };
+
+// Where k_nope's words go: apart from q's where a pass-through lane of concat_k loads both (q's
+// tail into q_out, k_nope into k_out), else in q's (with q in place a lane loads one of them).
+template <class T>
+__device__ __forceinline__ u32 (&k_nope_words(MlaWords<T>& in))[VecTraits<typename T::Storage, T::kVec>::kWords] {
+  if constexpr (T::kConcatK && !T::kQOutputInplace) return in.k_nope;
+  else return in.q.w[0];
+}
 
 // absorbed_q: lane `lane` of q head `head`: a rotating lane rotates q_pe into q_out after the
 // latent part (q_out's head is kv_lora_rank + d wide), a pass-through lane copies its q_latent vector.
@@ -139,7 +135,7 @@ __device__ __forceinline__ void mla_head_lane(const KernelParams& p, const RowRe
     const HeadNorm no_norm{1.0f, nullptr, false};
     process_lane<T, kStep>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, lane, c, s, in.q);
   }
-  if constexpr (T::kConcatK) concat_k_lane<T, kStep>(p, ref, head, lane, k_pe, in.k_nope_words());
+  if constexpr (T::kConcatK) concat_k_lane<T, kStep>(p, ref, head, lane, k_pe, k_nope_words<T>(in));
 }
 
 // k_pe's rotating lane `lane`, rotated with the lane's angles and stored after kv_c in the row.
