@@ -58,6 +58,9 @@ struct CodegenOp {
   /// Why its kernel cannot take a (spec, config) with loads ahead (Config::ahead), or nullopt;
   /// null: it has no such path.
   std::optional<std::string> (*no_loads_ahead)(const Spec& spec, const Config& config) = nullptr;
+  /// Its own choice of default_config's heads a thread, made after the generic one and before
+  /// loads ahead are weighed (`c` holds the generic choice); null: the generic one stands.
+  void (*default_heads)(const Spec& spec, Config& c) = nullptr;
 };
 
 /// Op rope's kernel paths without loads ahead (rope.cuh rope_heads): the all-heads norm, a
@@ -65,6 +68,10 @@ struct CodegenOp {
 std::optional<std::string> rope_no_loads_ahead(const Spec& spec, const Config& config);
 /// For an op whose kernel takes loads ahead on every shape (mla_append, rerotate).
 inline std::optional<std::string> loads_ahead_always(const Spec&, const Config&) { return std::nullopt; }
+
+/// Op rope's default heads a thread with an FP8 q_out or a quantized cache: a kv head's q heads,
+/// its k and its v (role slots).
+void rope_default_heads(const Spec& spec, Config& c);
 
 /// The row of `op`.
 const CodegenOp& codegen_op(OpKind op);

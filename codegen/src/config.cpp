@@ -108,9 +108,26 @@ int lane_load_bytes(const Spec& spec, const Config& c) {
   const int vectors = cooperative_heads(spec) ? max_lane_vectors(w)
                       : w.whole_slice         ? spec.rotary_dim / c.vec
                       : spec.layout == Layout::interleaved ? 1 : 2;
-  const int element = spec.op == OpKind::rerotate ? cache_dtype_size(spec.io.cache_dtype, spec.dtype) : dtype_size(spec.dtype);
+  const int element = op_facts(spec.op).cache_lanes ? cache_dtype_size(spec.io.cache_dtype, spec.dtype)
+                                                     : dtype_size(spec.dtype);
   return vectors * c.vec * element;
 }
+
+namespace codegen_detail {
+
+// An FP8 cache moves one byte per element, so the per-element work weighs twice or four times as
+// much against memory: appending, a thread takes a kv head's q heads, its k and its v (shape.cuh
+// role slots), each role with code of its own (the k and v rounding not in the q heads' loop).
+// An FP8 q_out likewise: the q heads' loop holds only q's rounding (and per-head scales).
+void rope_default_heads(const Spec& spec, Config& c) {
+  if (!quantized_cache(spec) && spec.io.q_output_dtype == CacheDType::auto_) return;
+  Config trial = c;
+  trial.heads_per_thread = total_heads(spec) / spec.num_kv_heads;
+  const bool slots = work_shape(spec, trial).role_slots && trial.heads_per_thread <= 16;  // MQA: too few threads
+  if (slots && !config_problem(spec, trial)) c = trial;
+}
+
+}  // namespace codegen_detail
 
 Config default_config(const Spec& spec) {
   Config c;
@@ -174,32 +191,8 @@ Config default_config(const Spec& spec) {
       c.heads_per_thread = best;
     }
   }
-  // MLA's append: a thread's heads share its lane's angles, and the items of a token (head groups x
-  // lanes) carry its latent row too; about 64 items a token (DeepSeek-V3's 128 heads: 16 a thread,
-  // 19-22% of the H100 memory time in the static model; 4 a thread, 38-50%).
-  if (spec.op == OpKind::mla_append) c.heads_per_thread = std::clamp(spec.num_q_heads / 8, 1, 16);
-  // An FP8 cache moves one byte per element, so the per-element work weighs twice or four times
-  // as much against memory: re-rotating, every kv head of a key shares its angles; appending,
-  // a thread takes a kv head's q heads, its k and its v (shape.cuh role slots), each role with
-  // code of its own (the k and v rounding not in the q heads' loop).
-  // An FP8 q_out likewise: the q heads' loop holds only q's rounding (and per-head scales).
-  const bool fp8_q = spec.op == OpKind::rope && spec.io.q_output_dtype != CacheDType::auto_;
-  if (quantized_cache(spec) || fp8_q) {
-    Config trial = c;
-    trial.heads_per_thread = spec.op == OpKind::rerotate ? std::min(heads, 8) : heads / spec.num_kv_heads;
-    const bool slots = work_shape(spec, trial).role_slots && trial.heads_per_thread <= 16;  // MQA: too few threads
-    if ((spec.op == OpKind::rerotate || slots) && !config_problem(spec, trial)) c = trial;
-  }
-  // A re-rotated key first finds its slot: with varlen positions a binary search over the
-  // sequences, with block tables the table's entry, each a dependent load before its first head's
-  // (rows.cuh locate_row). 16 heads a thread spread that chain (Phi-3.5's LongRoPE switch over 64
-  // sequences, 8 levels: 4 heads 51 % of the H200's copy ceiling in the static model, 16 heads 90 %).
-  if (spec.op == OpKind::rerotate &&
-      (spec.io.positions == PositionsForm::varlen || spec.io.cache_index == CacheIndex::block_tables)) {
-    Config trial = c;
-    trial.heads_per_thread = std::min(heads, 16);
-    if (!config_problem(spec, trial)) c = trial;
-  }
+  // The op's own choice (MLA's latent rows, re-rotation's cache walk, rope's FP8 role slots).
+  if (const auto default_heads = codegen_detail::codegen_op(spec.op).default_heads) default_heads(spec, c);
   // Loads ahead where a lane loads at most one 16-byte access of each head and a thread owns two
   // heads or more: such kernels keep 16 bytes a thread in flight, too few for Little's law (the
   // H200 ran them at 67-90 % of the copy ceiling, docs/PERF.md); the next head's loads double it.

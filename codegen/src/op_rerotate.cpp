@@ -33,11 +33,27 @@ std::string tables_op(const Plan& plan, SourceText& out) {
                      from_long ? "kInvFreqFromLong" : "kInvFreqFrom");
 }
 
+// An FP8 cache moves one byte per element, so the per-element work weighs twice or four times as
+// much against memory: every kv head of a key shares its angles (up to 8 a thread).
+// A re-rotated key first finds its slot: with varlen positions a binary search over the
+// sequences, with block tables the table's entry, each a dependent load before its first head's
+// (rows.cuh locate_row). 16 heads a thread spread that chain (Phi-3.5's LongRoPE switch over 64
+// sequences, 8 levels: 4 heads 51 % of the H200's copy ceiling in the static model, 16 heads 90 %).
+void default_heads_op(const Spec& spec, Config& c) {
+  const auto take = [&](int most) {
+    Config trial = c;
+    trial.heads_per_thread = std::min(total_heads(spec), most);
+    if (!config_problem(spec, trial)) c = trial;
+  };
+  if (quantized_cache(spec)) take(8);
+  if (spec.io.positions == PositionsForm::varlen || spec.io.cache_index == CacheIndex::block_tables) take(16);
+}
+
 }  // namespace
 
 extern const CodegenOp kCodegenOp_rerotate = {
     OpKind::rerotate, "rerotate",
     [](const Spec&) { return false; },  // the cached tail stays where it is
-    work_shape_op, traits_op, tables_op, nullptr, loads_ahead_always};
+    work_shape_op, traits_op, tables_op, nullptr, loads_ahead_always, default_heads_op};
 
 }  // namespace ropejit::codegen_detail

@@ -105,7 +105,8 @@ std::optional<std::string> rope_no_loads_ahead(const Spec& spec, const Config& c
 extern const CodegenOp kCodegenOp_rope = {
     OpKind::rope, "rope",
     [](const Spec& spec) { return tail_moves(spec.io.output == OutputForm::inplace, tail_changes(spec)); },
-    rope_work_shape, rope_frequency_traits, rope_frequency_tables, rope_shared_angles, rope_no_loads_ahead};
+    rope_work_shape, rope_frequency_traits, rope_frequency_tables, rope_shared_angles, rope_no_loads_ahead,
+    rope_default_heads};
 
 #define ROPEJIT_CODEGEN_OP_DECLARE(name) extern const CodegenOp kCodegenOp_##name;
 ROPEJIT_OPS(ROPEJIT_CODEGEN_OP_DECLARE)

@@ -110,8 +110,9 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
     if (q_scale_per_token(spec)) s.serial_trips += q_trips;
   }
   // With the k/v store loop after the heads loop (rope.cuh rope_heads), that loop weighs its own
-  // trips, and in it (cooperative heads: store_lane_vectors) the cache head's vector loop.
-  if (spec.op == OpKind::rope && !all_heads && kv_store_loop(shape, quantized_cache(spec), spec.io.copy_v)) {
+  // trips, and in it (cooperative heads: store_lane_vectors) the cache head's vector loop. Only
+  // op rope's shapes have role slots (q and kv heads both): the loop needs no test of the op.
+  if (!all_heads && kv_store_loop(shape, quantized_cache(spec), spec.io.copy_v)) {
     s.planned_loops.push_back({"k/v store loop", kKvStoreLoopTrips});
     s.serial_trips += kKvStoreLoopTrips;
     if (cooperative_heads(spec) && cache_vector_loop(max_lane_vectors(shape), nvfp4_cache(spec))) {

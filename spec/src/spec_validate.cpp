@@ -319,14 +319,15 @@ void check_proportional_rotary(const json& document, Reader& reader, const Spec&
     reader.not_allowed("/partial_rotary_factor", *fraction, "absent or 1 " + why);
 }
 
-// An NVFP4 cache: op rope's paged append, its own block scales (no per-head ones), heads whose
-// 16-value blocks fall on whole vectors of lanes (codegen config_problem checks the lane map).
+// An NVFP4 cache: an op that takes one (OpQuantForms::nvfp4_cache), its own block scales (no
+// per-head ones), heads whose 16-value blocks fall on whole vectors of lanes (codegen
+// config_problem checks the lane map).
 void check_nvfp4(Reader& reader, const Spec& spec) {
   const std::string value = "nvfp4";
-  if (spec.op != OpKind::rope) {
+  if (!op_facts(spec.op).quant.nvfp4_cache) {
     reader.not_allowed("/io/cache_dtype", value,
-                       fmt::format("auto, fp8_e4m3 or fp8_e5m2 when op is {} (NVFP4 caches: op rope so far)",
-                                   to_string(spec.op)));
+                       fmt::format("auto, fp8_e4m3 or fp8_e5m2 when op is {} (NVFP4 caches: {} so far)",
+                                   to_string(spec.op), ops_taking(&OpQuantForms::nvfp4_cache)));
     return;
   }
   if (spec.io.cache_scale == QScale::per_token_head)
@@ -465,10 +466,10 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
                          fmt::format("\"static\" or \"per_token_head\" with {} (per-token scales run in the "
                                      "all-heads kernel: no norm, or qk_norm scope \"all\")", why));
   }
-  if (cache_scale_per_head(spec) && spec.op != OpKind::rope)
+  if (cache_scale_per_head(spec) && !op_facts(spec.op).quant.per_head_cache_scale)
     reader.not_allowed("/io/cache_scale", std::string("per_token_head"),
-                       fmt::format("\"static\" when op is {} (per-head cache scales: op rope so far)",
-                                   to_string(spec.op)));
+                       fmt::format("\"static\" when op is {} (per-head cache scales: {} so far)", to_string(spec.op),
+                                   ops_taking(&OpQuantForms::per_head_cache_scale)));
   if (nvfp4_cache(spec)) check_nvfp4(reader, spec);
   refuse_other_op_blocks(document, reader, spec);
   spec_op(spec.op).read(document, reader, spec);

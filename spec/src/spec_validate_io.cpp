@@ -117,15 +117,16 @@ void read_paged_kv(const json& block, const std::string& base, IoSpec& io, Reade
 }
 
 // q_output_dtype (FP8 q for FP8 attention, scaled by the launch's q_scale): q must go to q_out
-// (a separate or padded output, or paged_kv / mla_append with q_output separate), of op rope or
-// mla_append.
+// (a separate or padded output, or paged_kv / mla_append with q_output separate), of an op that
+// takes it (OpQuantForms::fp8_q_out).
 void read_q_quantization(const json& block, const std::string& base, OpKind op, IoSpec& io, Reader& reader) {
   if (const json* v = member(block, "q_output_dtype"))
     io.q_output_dtype = reader.enumeration<CacheDType>(*v, base + "/q_output_dtype").value_or(io.q_output_dtype);
   if (const json* v = read_scale_mode(block, base, "q_scale", io.q_output_dtype, "q_output_dtype", io.q_scale, reader)) {
-    if (io.q_output_dtype != CacheDType::auto_ && io.q_scale != QScale::static_ && op != OpKind::rope)
+    if (io.q_output_dtype != CacheDType::auto_ && io.q_scale != QScale::static_ && !op_facts(op).quant.computed_q_scale)
       reader.not_allowed(base + "/q_scale", *v,
-                         fmt::format("\"static\" when op is {} (computed scales: op rope so far)", to_string(op)));
+                         fmt::format("\"static\" when op is {} (computed scales: {} so far)", to_string(op),
+                                     ops_taking(&OpQuantForms::computed_q_scale)));
   }
   if (io.q_output_dtype == CacheDType::auto_) return;
   if (io.q_output_dtype == CacheDType::nvfp4) {
@@ -134,7 +135,7 @@ void read_q_quantization(const json& block, const std::string& base, OpKind op, 
   }
   const bool q_out = io.output == OutputForm::separate || io.output == OutputForm::padded_bhsd ||
                      (io.output == OutputForm::paged_kv && io.q_output == QOutput::separate);
-  if (op != OpKind::rope && op != OpKind::mla_append)
+  if (!op_facts(op).quant.fp8_q_out)
     reader.not_allowed(base + "/q_output_dtype", std::string(to_string(io.q_output_dtype)),
                        fmt::format("\"auto\" when op is {} (q is rewritten in place in its dtype)", to_string(op)));
   else if (!q_out)

@@ -151,6 +151,13 @@ static_assert(kOutputFormFacts.size() == kOutputNames.size(), "an output form wi
 /// The heads of a token an op's kernel touches: q, k and v; the K cache's; q's; or q's and the
 /// latent cache row (MLA).
 enum class OpHeads { qkv, kv, q, q_latent };
+/// The quantized forms an op's kernel takes (spec validation refuses the others by name).
+struct OpQuantForms {
+  bool fp8_q_out;             ///< q written to q_out in FP8 (io.q_output_dtype fp8_*)
+  bool computed_q_scale;      ///< an FP8 q_out's scales computed in the kernel (io.q_scale per_token_head, per_token)
+  bool per_head_cache_scale;  ///< FP8 cache scales computed per (token, head) (io.cache_scale per_token_head)
+  bool nvfp4_cache;           ///< an NVFP4 paged cache (io.cache_dtype nvfp4)
+};
 /// Facts of an op that stages other than its own files read (docs/architecture.md §11).
 struct OpFacts {
   OpKind op;
@@ -159,13 +166,16 @@ struct OpFacts {
   bool from_rope;     ///< it carries a second rope block `<op>.from`: the parameters its data was written with
   bool table_sincos;  ///< each angle is one position's, so a cos/sin table can serve it
   bool inverse;       ///< it rotates by minus the angle (sin negated)
+  bool cache_lanes;   ///< its lanes load the paged cache's elements (io.cache_dtype's size), not q/k/v's
+  OpQuantForms quant;  ///< {fp8_q_out, computed_q_scale, per_head_cache_scale, nvfp4_cache}
 };
 inline constexpr OpFacts kOpFacts[] = {
-    {OpKind::rope, OpHeads::qkv, true, false, true, false},
-    {OpKind::rerotate, OpHeads::kv, true, true, false, false},  // angles are differences of two positions' angles
-    {OpKind::attn_temperature, OpHeads::q, false, false, false, false},  // no angle at all
-    {OpKind::inverse_rope, OpHeads::q, true, false, true, true},  // rope.cuh over the one tensor's heads
-    {OpKind::mla_append, OpHeads::q_latent, true, false, true, false},
+    {OpKind::rope, OpHeads::qkv, true, false, true, false, false, {true, true, true, true}},
+    // Angles are differences of two positions' angles; its keys are read from the K cache.
+    {OpKind::rerotate, OpHeads::kv, true, true, false, false, true, {false, false, false, false}},
+    {OpKind::attn_temperature, OpHeads::q, false, false, false, false, false, {false, false, false, false}},  // no angle
+    {OpKind::inverse_rope, OpHeads::q, true, false, true, true, false, {false, false, false, false}},  // rope.cuh, q only
+    {OpKind::mla_append, OpHeads::q_latent, true, false, true, false, false, {true, false, false, false}},
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
 /// The facts row of `op` (rows are in enum order).
@@ -228,6 +238,17 @@ std::string allowed_names() {
   return out;
 }
 
+/// "op rope" or "ops rope, mla_append": the ops whose quantized forms include `form`, for the
+/// messages that refuse it under another op.
+inline std::string ops_taking(bool OpQuantForms::*form) {
+  std::string names;
+  int count = 0;
+  for (const OpFacts& row : kOpFacts) {
+    if (!(row.quant.*form)) continue;
+    names += (count++ ? ", " : "") + std::string(to_string(row.op));
+  }
+  return (count == 1 ? "op " : "ops ") + names;
+}
 /// Bytes per element of a storage type.
 constexpr int dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }
 /// Bytes per element of a KV cache of `cache` type for q/k/v of `dtype` (NVFP4: 1, of a head row

@@ -36,8 +36,8 @@ void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t
 namespace ropejit {
 
 TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
-  if (spec.op == OpKind::mla_append) {  // one latent row [kv_c | k_pe] a slot
-    const int64_t row = int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
+  if (const auto cache_row = launch_detail::launch_op(spec.op).cache_row) {  // one row a slot
+    const int64_t row = cache_row(spec);
     return TensorRef{cache, row, row, page_stride};
   }
   // NVFP4: byte strides of rows of D / 2 bytes (two codes a byte).

@@ -161,6 +161,8 @@ struct LaunchOp {
   void (*check_host)(const Spec& spec, const Args& a);
   /// Appends every buffer of one launch.
   void (*buffers)(const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out);
+  /// Elements of its paged cache's one row a slot (MLA's latent row); null: the K/V heads' rows.
+  int64_t (*cache_row)(const Spec& spec) = nullptr;
 };
 
 /// The row of `op`.

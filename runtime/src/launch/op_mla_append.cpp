@@ -160,6 +160,8 @@ void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>
 
 }  // namespace
 
-extern const LaunchOp kLaunchOp_mla_append = {OpKind::mla_append, bind_op, check_host_op, buffers_op};
+extern const LaunchOp kLaunchOp_mla_append = {
+    OpKind::mla_append, bind_op, check_host_op, buffers_op,
+    [](const Spec& spec) { return int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim; }};  // [kv_c | k_pe]
 
 }  // namespace ropejit::launch_detail
