@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "embedded_templates.h"  // private: embedded_templates, the templates hash the cache key holds
+#include "ropejit/embedded_templates.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "support/repo_paths.h"

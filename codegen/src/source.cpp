@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 
 #include "codegen_ops.h"
-#include "embedded_templates.h"
+#include "ropejit/embedded_templates.h"
 
 namespace ropejit {
 

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "embedded_templates.h"
+#include "ropejit/embedded_templates.h"
 #include "nvrtc_api.h"
 #include "temp_file.h"
 

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "embedded_templates.h"
+#include "ropejit/embedded_templates.h"
 #include "prune.h"
 #include "ropejit/params.cuh"
 #include "ropejit/runtime.h"

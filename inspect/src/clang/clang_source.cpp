@@ -9,7 +9,7 @@
 #include <clang/Tooling/Tooling.h>
 #include <llvm/Support/raw_ostream.h>
 
-#include "embedded_templates.h"
+#include "ropejit/embedded_templates.h"
 #include "ropejit/error.h"
 
 namespace ropejit::inspect_detail {

@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "backends/host/cooperative.h"
-#include "embedded_templates.h"
+#include "ropejit/embedded_templates.h"
 #include "ropejit/error.h"
 
 // libgcc's emulated-TLS entry point (JIT code reaches thread_local variables through it).
