@@ -173,8 +173,10 @@ inline constexpr OpFacts kOpFacts[] = {
     {OpKind::rope, OpHeads::qkv, true, false, true, false, false, {true, true, true, true}},
     // Angles are differences of two positions' angles; its keys are read from the K cache.
     {OpKind::rerotate, OpHeads::kv, true, true, false, false, true, {false, false, false, false}},
-    {OpKind::attn_temperature, OpHeads::q, false, false, false, false, false, {false, false, false, false}},  // no angle
-    {OpKind::inverse_rope, OpHeads::q, true, false, true, true, false, {false, false, false, false}},  // rope.cuh, q only
+    // No angle at all.
+    {OpKind::attn_temperature, OpHeads::q, false, false, false, false, false, {false, false, false, false}},
+    // rope.cuh over the one tensor's heads.
+    {OpKind::inverse_rope, OpHeads::q, true, false, true, true, false, {false, false, false, false}},
     {OpKind::mla_append, OpHeads::q_latent, true, false, true, false, false, {true, false, false, false}},
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
