@@ -4,7 +4,8 @@
 # templates/) and tests/ support (bench), never another folder's src/ (docs/architecture.md §3).
 # tests/ may (check_test_includes.sh: with a reason on the line). The reaches not yet moved behind
 # a public header are the rows of `kDebt` below, each with why; a new reach fails, and so does a
-# row whose reach is gone (delete it).
+# row whose reach is gone (delete it). A CMake target (CMakeLists.txt, bench/, python/) lists
+# another layer's src/ among its include folders only for a kDebt row of its folder.
 # Usage: check_src_reach.sh REPO_ROOT               (every production file)
 #        check_src_reach.sh REPO_ROOT --self-test   (the check fails on an injected reach)
 set -euo pipefail
