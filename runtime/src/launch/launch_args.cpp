@@ -552,7 +552,13 @@ Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& sha
   a.num_tokens = shape.tokens;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc& b = buffers[i];
-    b.bind(a, shape, ptrs.at(i), b.row_stride == b.row_elements ? 0 : b.row_stride);  // 0: dense
+    const int64_t stride = b.row_stride == b.row_elements ? 0 : b.row_stride;  // 0: dense
+    if (b.bind) {
+      b.bind(a, shape, ptrs.at(i), stride);
+      continue;
+    }
+    set_field_pointer(kArgsFields[args_field_index(b.name)], a, ptrs.at(i));  // a tensor row's: by name
+    if (const char* field = b.stride_field()) set_field_integer(kArgsFields[args_field_index(field)], a, stride);
   }
   a.seq_len = seq_len;
   a.from_seq_len = from_seq_len;

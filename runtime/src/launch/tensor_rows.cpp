@@ -1,0 +1,109 @@
+// The checks, KernelParams views and buffers derived from tensor rows (launch/tensor_rows.h).
+#include "launch/tensor_rows.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace ropejit::launch_detail {
+
+namespace {
+
+TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
+  switch (slot) {
+    case ParamSlot::in_q: return p.in[kRoleQ];
+    case ParamSlot::in_k: return p.in[kRoleK];
+    case ParamSlot::in_v: return p.in[kRoleV];
+    case ParamSlot::out_q: return p.out[kRoleQ];
+    case ParamSlot::out_k: return p.out[kRoleK];
+    case ParamSlot::out_v: return p.out[kRoleV];
+    case ParamSlot::heads_in: return p.mla_heads_in;
+    case ParamSlot::k_concat: return p.k_concat;
+    case ParamSlot::none: break;
+  }
+  throw Error(Status::internal, "a tensor row with no KernelParams slot was bound");
+}
+
+// Dims after the first are the spec's (no run-time size): they need no launch shape.
+int64_t spec_dim(const Spec& spec, const char* symbol) { return dim_value(symbol, spec, LaunchShape{}); }
+
+// Elements of one token row: the product of the dims after the first.
+int64_t row_elements(const Spec& spec, const TensorRow& r) {
+  int64_t n = 1;
+  for (size_t i = 1; i < r.dims.size() && r.dims[i]; ++i) n *= spec_dim(spec, r.dims[i]);
+  return n;
+}
+
+// The innermost dim: the elements of one head (the row itself for a rank-2 tensor).
+int64_t head_width(const Spec& spec, const TensorRow& r) {
+  size_t last = 1;
+  while (last + 1 < r.dims.size() && r.dims[last + 1]) ++last;
+  return spec_dim(spec, r.dims[last]);
+}
+
+int64_t stride_arg(const Args& a, size_t field) { return field == kNoArgsField ? 0 : field_integer(kArgsFields[field], a); }
+
+// Heads of `width` elements that may be further apart than their width: a view of a wider
+// projection output (token-major: heads `head_stride` apart, tokens at least `heads` of them
+// apart) or a transposed batched matmul's [H, T, width] (head-major: tokens at least `width`
+// apart, heads at least T tokens apart). Strides are multiples of the vector width; 0 is dense.
+TensorRef bind_head_strided(const FormContext& c, const TensorRow& r, void* ptr, int64_t token_stride,
+                            int64_t head_stride, int64_t tokens) {
+  const int64_t width = head_width(c.spec, r), count = spec_dim(c.spec, r.dims[1]);
+  const int64_t heads = resolve_stride(head_stride, width, c.vec, r.head_stride, count, c.esize);
+  int64_t token_major_min = 0, tokens_span = 0, last = 0;
+  if (__builtin_mul_overflow(heads, count, &token_major_min))
+    fail(r.head_stride, fmt::format("{} is not allowed: {} heads of it overflow 64 bits", heads, count));
+  const int64_t rows = token_stride == 0 ? token_major_min : token_stride;
+  const bool head_major = !__builtin_mul_overflow(rows, tokens, &tokens_span) && heads >= tokens_span;
+  if (token_stride != 0 && (token_stride % c.vec != 0 || token_stride < width ||
+                            (token_stride < token_major_min && !head_major)))
+    fail(r.token_stride,
+         fmt::format("{} is not allowed: must be 0 (dense), a multiple of {} and either >= {} ({} head strides: "
+                     "token-major) or, with heads >= T rows apart (head-major), >= {}",
+                     token_stride, c.vec, token_major_min, r.dims[1], width));
+  if (__builtin_mul_overflow(std::max<int64_t>(tokens - 1, 0), rows, &tokens_span) ||
+      __builtin_mul_overflow(count - 1, heads, &last) || __builtin_add_overflow(tokens_span, last, &last) ||
+      __builtin_add_overflow(last, width, &last) || __builtin_mul_overflow(last, int64_t{c.esize}, &last))
+    fail(r.token_stride, fmt::format("{} is not allowed: {} rows of it overflow a 64-bit byte offset", rows, tokens));
+  return TensorRef{ptr, rows, heads, 0};
+}
+
+TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
+  void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
+  if (c.any && r.use == FieldUse::required) check_present(ptr, r.name, r.why);
+  check_aligned(ptr, c.align, r.name);
+  const int64_t token_stride = stride_arg(a, r.stride_field);
+  if (r.head_stride)
+    return bind_head_strided(c, r, ptr, token_stride, stride_arg(a, r.head_field), a.num_tokens);
+  const int64_t rows = resolve_stride(token_stride, row_elements(c.spec, r), c.vec, r.token_stride, a.num_tokens,
+                                      c.esize);
+  return token_major(ptr, rows, head_width(c.spec, r));
+}
+
+}  // namespace
+
+void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, const TensorRow* rows, size_t n) {
+  for (const TensorRow* r = rows; r != rows + n; ++r) {
+    if (!r->used_by(c.spec)) continue;
+    const TensorRef view = bind_row(c, a, *r);
+    for (ParamSlot slot : r->slots)
+      if (slot != ParamSlot::none) slot_ref(p, slot) = view;
+  }
+}
+
+void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const TensorRow* rows, size_t n,
+                         std::vector<BufferDesc>& out) {
+  for (const TensorRow* r = rows; r != rows + n; ++r) {
+    if (!r->used_by(spec)) continue;
+    const int64_t row = row_elements(spec, *r);
+    BufferDesc b = data_buffer(spec, r->name, r->kind, dim_value(r->dims[0], spec, shape), row,
+                               r->moved ? r->moved(spec) : row, true, nullptr, r->dims, r->token_stride);
+    if (r->head_stride) b.bound[1] = {r->head_stride, FieldUse::optional};
+    if (r->written) b.written_row_elements = r->written(spec);
+    b.use = r->use;
+    out.push_back(b);
+  }
+}
+
+}  // namespace ropejit::launch_detail

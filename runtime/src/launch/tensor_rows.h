@@ -1,0 +1,60 @@
+#pragma once
+// One row per tensor argument of an op or io form (issue 44): its checks (presence, alignment,
+// strides), its view in KernelParams and its BufferDesc (sizes, bytes moved, the overlap check,
+// the harness's buffers, and through them launch_fields) are all derived from that row.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "launch/launch_checks.h"
+
+namespace ropejit::launch_detail {
+
+/// Where a tensor's checked view goes in KernelParams.
+enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat };
+
+/// One token-major tensor argument of a launch, in the spec's storage dtype, declared once.
+/// Rows live in constexpr tables, so every Args field they name is checked at compile time.
+struct TensorRow {
+  const char* name;                 ///< the Args pointer field ("q", "k_pe"), also the buffer's name
+  const char* token_stride;         ///< the Args field of its token stride (0: dense)
+  const char* head_stride;          ///< the Args field of its head stride (heads any stride apart), or null
+  std::array<const char*, 4> dims;  ///< dense shape in the dim symbols of ropejit/introspect.h, "T" first
+  BufferKind kind;                  ///< input (read), output (written) or inout (read, then written)
+  bool (*when)(const Spec&);        ///< the specs whose launches use it; null: every one of the op or form
+  const char* why;                  ///< "when ...": why a missing pointer is refused
+  std::array<ParamSlot, 2> slots;   ///< where its view goes (in and out for one rewritten in place)
+  int64_t (*moved)(const Spec&) = nullptr;    ///< elements of a row a launch reads; null: the whole row
+  int64_t (*written)(const Spec&) = nullptr;  ///< inout: elements of a row written back; null: moved
+  FieldUse use = FieldUse::required;          ///< the pointer: required (with tokens) or optional
+  // The fields' indices in kArgsFields, resolved where the row is declared (a typo fails to compile).
+  size_t ptr_field = args_field_id(name);
+  size_t stride_field = args_field_id(token_stride);
+  size_t head_field = args_field_id(head_stride);
+
+  /// True when launches of `spec` use this row.
+  bool used_by(const Spec& spec) const { return !when || when(spec); }
+};
+
+/// Checks and binds each row of [rows, rows + n) that the spec uses, in order: present when the
+/// launch has tokens, aligned for the kernel's vector accesses, strides resolved (and within
+/// int64 bytes), its view stored in its KernelParams slots.
+void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, const TensorRow* rows, size_t n);
+/// Appends the BufferDesc of each row the spec uses (BufferDesc::bind null: bound by field name).
+void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const TensorRow* rows, size_t n,
+                         std::vector<BufferDesc>& out);
+
+/// bind_tensor_rows over a whole table.
+template <size_t N>
+void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, const TensorRow (&rows)[N]) {
+  bind_tensor_rows(c, a, p, rows, N);
+}
+/// buffers_tensor_rows over a whole table.
+template <size_t N>
+void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const TensorRow (&rows)[N],
+                         std::vector<BufferDesc>& out) {
+  buffers_tensor_rows(spec, shape, rows, N, out);
+}
+
+}  // namespace ropejit::launch_detail
