@@ -2,6 +2,7 @@
 // each io form's buffers, so the workload builders and bytes_moved follow the same rows.
 #include "launch/launch_args.h"
 #include "launch/launch_checks.h"
+#include "launch/tensor_rows.h"
 
 #include <algorithm>
 #include <array>
@@ -82,12 +83,32 @@ void check_positions_host(const Spec& spec, const Args& a, int64_t count) {
 
 // ---------------------------------------------------------------- input forms
 
+bool copies_v(const Spec& s) { return s.io.copy_v; }
+int64_t q_moved(const Spec& s) { return s.num_q_heads * q_moved_per_head(s); }
+int64_t k_moved(const Spec& s) { return s.num_kv_heads * k_moved_per_head(s); }
+constexpr const char* kCopyVWhy = "when the spec copies v (io.copy_v)";
+
+// Separate q, k and v (when copied) [T, H, D], read (rewritten by the inplace output form).
+constexpr TensorRow kInputSeparate[] = {
+    {"q", "q_stride", nullptr, {"T", "Hq", "D"}, BufferKind::input, nullptr, "when the spec's io.input is separate",
+     {ParamSlot::in_q}, q_moved},
+    {"k", "k_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::input, nullptr, "when the spec's io.input is separate",
+     {ParamSlot::in_k}, k_moved},
+    {"v", "v_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::input, copies_v, kCopyVWhy, {ParamSlot::in_v}},
+};
+
+// The separate output form's q_out, k_out, v_out (when copied) [T, H, D], written.
+constexpr TensorRow kOutputSeparate[] = {
+    {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output, nullptr,
+     "when the spec's io.output is not inplace", {ParamSlot::out_q}, q_moved},
+    {"k_out", "k_out_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::output, nullptr,
+     "when the spec's io.output is not inplace", {ParamSlot::out_k}, k_moved},
+    {"v_out", "v_out_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::output, copies_v, kCopyVWhy,
+     {ParamSlot::out_v}},
+};
+
 void bind_input_separate(const FormContext& c, const Args& a, KernelParams& p) {
-  check_qkv({a.q, a.k, a.v}, {"q", "k", "v"}, c.any, c.spec.io.copy_v, c.align,
-            "when the spec's io.input is separate");
-  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
-  p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, c.Hkv * c.D, c.vec, "k_stride", a.num_tokens, c.esize), c.D);
-  p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, c.Hkv * c.D, c.vec, "v_stride", a.num_tokens, c.esize), c.D);
+  bind_tensor_rows(c, a, p, kInputSeparate);
 }
 
 void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
@@ -152,11 +173,7 @@ int64_t bind_output_inplace(const FormContext&, const Args& a, KernelParams& p) 
 }
 
 int64_t bind_output_separate(const FormContext& c, const Args& a, KernelParams& p) {
-  check_qkv({a.q_out, a.k_out, a.v_out}, {"q_out", "k_out", "v_out"}, c.any, c.spec.io.copy_v, c.align,
-            "when the spec's io.output is not inplace");
-  p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
-  p.out[kRoleK] = token_major(a.k_out, resolve_stride(a.k_out_stride, c.Hkv * c.D, c.vec, "k_out_stride", a.num_tokens, c.esize), c.D);
-  p.out[kRoleV] = token_major(a.v_out, resolve_stride(a.v_out_stride, c.Hkv * c.D, c.vec, "v_out_stride", a.num_tokens, c.esize), c.D);
+  bind_tensor_rows(c, a, p, kOutputSeparate);
   return a.num_tokens;
 }
 
@@ -192,31 +209,8 @@ void bind_cu_seqlens_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) 
   a.batch = shape.batch;
 }
 
-// q, k and v (when copied) of one side: token-major [T, H, D] with the optional token strides
-// `strides`, or (`strides` null) padded [B, H, S, D], which needs max_seq_len.
-void qkv_buffers(const Spec& s, BufferKind kind, int64_t rows, const char* const (&names)[3],
-                 const char* const* strides, const std::array<Bind, 3>& binds, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
-  const int64_t heads[3] = {Hq, Hkv, Hkv};
-  const int64_t moved[3] = {Hq * q_moved_per_head(s), Hkv * k_moved_per_head(s), Hkv * D};
-  const char* const head_dims[3] = {"Hq", "Hkv", "Hkv"};
-  const bool token_rows = strides != nullptr;
-  for (int r = 0; r < (s.io.copy_v ? 3 : 2); ++r) {
-    const std::array<const char*, 4> dims = token_rows ? std::array<const char*, 4>{"T", head_dims[r], "D"}
-                                                       : std::array<const char*, 4>{"B", head_dims[r], "S", "D"};
-    BufferDesc b = data_buffer(s, names[r], kind, rows, heads[r] * D, moved[r], token_rows, binds[r], dims,
-                               token_rows ? strides[r] : nullptr);
-    if (!token_rows) b.bound[0] = {"max_seq_len", FieldUse::required};
-    out.push_back(b);
-  }
-}
-
 void buffers_input_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  constexpr const char* kStrides[3] = {"q_stride", "k_stride", "v_stride"};
-  qkv_buffers(s, BufferKind::input, shape.tokens, {"q", "k", "v"}, kStrides,
-              {bind_to<&ropejit_args::q, &ropejit_args::q_stride>, bind_to<&ropejit_args::k, &ropejit_args::k_stride>,
-               bind_to<&ropejit_args::v, &ropejit_args::v_stride>},
-              out);
+  buffers_tensor_rows(s, shape, kInputSeparate, out);
 }
 
 void buffers_input_packed(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
@@ -259,21 +253,24 @@ void buffers_output_inplace(const Spec&, const LaunchShape&, std::vector<BufferD
     if (b.kind == BufferKind::input) b.kind = BufferKind::inout;
 }
 
-constexpr const char* kOutputNames[3] = {"q_out", "k_out", "v_out"};
-
 void buffers_output_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  constexpr const char* kStrides[3] = {"q_out_stride", "k_out_stride", "v_out_stride"};
-  qkv_buffers(s, BufferKind::output, shape.tokens, kOutputNames, kStrides,
-              {bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>,
-               bind_to<&ropejit_args::k_out, &ropejit_args::k_out_stride>,
-               bind_to<&ropejit_args::v_out, &ropejit_args::v_out_stride>},
-              out);
+  buffers_tensor_rows(s, shape, kOutputSeparate, out);
 }
 
+// Padded [B, H, S, D] outputs (each row its sequence's and position's), which need max_seq_len.
 void buffers_output_padded(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  qkv_buffers(s, BufferKind::output, int64_t(shape.batch) * shape.max_seq_len, kOutputNames, nullptr,
-              {bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>, bind_padded<&ropejit_args::v_out>},
-              out);
+  constexpr const char* kNames[3] = {"q_out", "k_out", "v_out"};
+  constexpr const char* kHeads[3] = {"Hq", "Hkv", "Hkv"};
+  constexpr Bind kBinds[3] = {bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>,
+                              bind_padded<&ropejit_args::v_out>};
+  const int64_t D = s.head_dim, heads[3] = {s.num_q_heads, s.num_kv_heads, s.num_kv_heads};
+  const int64_t moved[3] = {q_moved(s), k_moved(s), heads[2] * D};
+  for (int r = 0; r < (s.io.copy_v ? 3 : 2); ++r) {
+    BufferDesc b = data_buffer(s, kNames[r], BufferKind::output, int64_t(shape.batch) * shape.max_seq_len,
+                               heads[r] * D, moved[r], false, kBinds[r], {"B", kHeads[r], "S", "D"});
+    b.bound[0] = {"max_seq_len", FieldUse::required};
+    out.push_back(b);
+  }
 }
 
 void buffers_bias(const Spec& s, std::vector<BufferDesc>& out) {
@@ -398,22 +395,6 @@ void check_positions_form_host(const Spec& spec, const Args& a) {
 
 void buffers_positions(const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out) {
   find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
-}
-
-int64_t bind_q_inplace(const FormContext& c, const Args& a, KernelParams& p, const char* why) {
-  if (c.any) check_present(a.q, "q", why);
-  check_aligned(a.q, c.align, "q");
-  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
-  p.out[kRoleQ] = p.in[kRoleQ];
-  bind_positions(c, a, p);
-  return a.num_tokens;
-}
-
-void buffers_q_inplace(const Spec& s, const LaunchShape& shape, int64_t moved, std::vector<BufferDesc>& out) {
-  const int64_t row = int64_t(s.num_q_heads) * s.head_dim;
-  out.push_back(data_buffer(s, "q", BufferKind::inout, shape.tokens, row, moved, true,
-                            bind_to<&ropejit_args::q, &ropejit_args::q_stride>, {"T", "Hq", "D"}, "q_stride"));
-  buffers_positions(s, shape, out);
 }
 
 // Op rope's row: the input form, the bias, the QK-norm weights, the positions form, the output form.
