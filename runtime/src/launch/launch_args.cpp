@@ -371,6 +371,17 @@ void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
                             bind_to<&ropejit_args::k_norm_weight>, {all_heads ? "Hkv" : "D", all_heads ? "D" : nullptr}));
 }
 
+// FP8 q_out with scales the launch computes: one float32 per (token, head) or per token, written.
+constexpr TensorRow kQScaleOut[] = {
+    {"q_scale_out", nullptr, nullptr, {"T", "Hq"}, BufferKind::output,
+     [](const Spec& s) { return q_scale_computed(s) && q_scale_per_head(s); },
+     "when the spec's io.q_scale is per_token_head", {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required,
+     RowElement::fp32},
+    {"q_scale_out", nullptr, nullptr, {"T"}, BufferKind::output,
+     [](const Spec& s) { return q_scale_computed(s) && !q_scale_per_head(s); }, "when the spec's io.q_scale is per_token",
+     {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required, RowElement::fp32},
+};
+
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
   if (!op_facts(c.spec.op).uses_rope) return;  // seq_len stays a plain bound on positions
@@ -485,17 +496,9 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   p.num_tokens = a.num_tokens;
   const LaunchOp& op = launch_op(spec.op);
   out.rows = op.bind(c, a, p);
-  if (q_scale_computed(spec)) {  // FP8 q_out with scales computed per (token, head) / token
-    if (c.any)
-      check_present(a.q_scale_out, "q_scale_out",
-                    q_scale_per_head(spec) ? "when the spec's io.q_scale is per_token_head"
-                                           : "when the spec's io.q_scale is per_token");
-    check_aligned(a.q_scale_out, 4, "q_scale_out");
-    p.q_scale_out = a.q_scale_out;
-    p.q_inv_scale = 1.0f;
-  } else {
-    p.q_inv_scale = inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");  // FP8 q_out
-  }
+  bind_tensor_rows(c, a, p, kQScaleOut);
+  // FP8 q_out: 1 / the static q_scale, or 1 where the launch computes the scales (q_scale_out).
+  p.q_inv_scale = q_scale_computed(spec) ? 1.0f : inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");
   bind_run_length(c, a, p);
   // On the host backend the pointers are host memory: the arrays' contents are checked too.
   if (host_memory) op.check_host(spec, a);
@@ -518,12 +521,7 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
           break;
         }
     }
-  if (computed) {  // the scales the launch writes, one float32 per (token, head) or per token
-    const bool per_head = q_scale_per_head(spec);
-    out.push_back(scale_buffer(spec, "q_scale_out", shape.tokens, per_head ? spec.num_q_heads : 1,
-                               bind_to<&ropejit_args::q_scale_out>,
-                               per_head ? std::array<const char*, 4>{"T", "Hq"} : std::array<const char*, 4>{"T"}));
-  }
+  buffers_tensor_rows(spec, shape, kQScaleOut, out);
   return out;
 }
 

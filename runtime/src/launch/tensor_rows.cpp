@@ -19,6 +19,7 @@ TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
     case ParamSlot::out_v: return p.out[kRoleV];
     case ParamSlot::heads_in: return p.mla_heads_in;
     case ParamSlot::k_concat: return p.k_concat;
+    case ParamSlot::q_scale_out:
     case ParamSlot::none: break;
   }
   throw Error(Status::internal, "a tensor row with no KernelParams slot was bound");
@@ -36,6 +37,7 @@ int64_t row_elements(const Spec& spec, const TensorRow& r) {
 
 // The innermost dim: the elements of one head (the row itself for a rank-2 tensor).
 int64_t head_width(const Spec& spec, const TensorRow& r) {
+  if (!r.dims[1]) return 1;  // [T]: one element a token
   size_t last = 1;
   while (last + 1 < r.dims.size() && r.dims[last + 1]) ++last;
   return spec_dim(spec, r.dims[last]);
@@ -72,6 +74,10 @@ TensorRef bind_head_strided(const FormContext& c, const TensorRow& r, void* ptr,
 TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
   if (c.any && r.use == FieldUse::required) check_present(ptr, r.name, r.why);
+  if (r.element == RowElement::fp32) {  // scales, one by one: dense rows, no vectors
+    check_aligned(ptr, 4, r.name);
+    return TensorRef{ptr, row_elements(c.spec, r), head_width(c.spec, r), 0};
+  }
   check_aligned(ptr, c.align, r.name);
   const int64_t token_stride = stride_arg(a, r.stride_field);
   if (r.head_stride)
@@ -88,7 +94,8 @@ void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, cons
     if (!r->used_by(c.spec)) continue;
     const TensorRef view = bind_row(c, a, *r);
     for (ParamSlot slot : r->slots)
-      if (slot != ParamSlot::none) slot_ref(p, slot) = view;
+      if (slot == ParamSlot::q_scale_out) p.q_scale_out = static_cast<float*>(view.ptr);
+      else if (slot != ParamSlot::none) slot_ref(p, slot) = view;
   }
 }
 
@@ -98,7 +105,12 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
     if (!r->used_by(spec)) continue;
     const int64_t row = row_elements(spec, *r);
     BufferDesc b = data_buffer(spec, r->name, r->kind, dim_value(r->dims[0], spec, shape), row,
-                               r->moved ? r->moved(spec) : row, true, nullptr, r->dims, r->token_stride);
+                               r->moved ? r->moved(spec) : row, r->token_stride != nullptr, nullptr, r->dims,
+                               r->token_stride);
+    if (r->element == RowElement::fp32) {
+      b.element_bytes = 4;
+      b.fp32 = true;
+    }
     if (r->head_stride) b.bound[1] = {r->head_stride, FieldUse::optional};
     if (r->written) b.written_row_elements = r->written(spec);
     b.use = r->use;

@@ -11,11 +11,17 @@
 
 namespace ropejit::launch_detail {
 
-/// Where a tensor's checked view goes in KernelParams.
-enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat };
+/// Where a tensor's checked view goes in KernelParams (q_scale_out: its pointer alone).
+enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out };
 
-/// One token-major tensor argument of a launch, in the spec's storage dtype, declared once.
-/// Rows live in constexpr tables, so every Args field they name is checked at compile time.
+/// A tensor row's element type.
+enum class RowElement {
+  storage,  ///< the spec's dtype, accessed by vectors (aligned to a vector, strides a multiple of it)
+  fp32,     ///< float32 scales, accessed one by one (aligned to 4), dense
+};
+
+/// One token-major tensor argument of a launch, declared once. Rows live in constexpr tables,
+/// so every Args field they name is checked at compile time.
 struct TensorRow {
   const char* name;                 ///< the Args pointer field ("q", "k_pe"), also the buffer's name
   const char* token_stride;         ///< the Args field of its token stride (0: dense)
@@ -28,6 +34,7 @@ struct TensorRow {
   int64_t (*moved)(const Spec&) = nullptr;    ///< elements of a row a launch reads; null: the whole row
   int64_t (*written)(const Spec&) = nullptr;  ///< inout: elements of a row written back; null: moved
   FieldUse use = FieldUse::required;          ///< the pointer: required (with tokens) or optional
+  RowElement element = RowElement::storage;
   // The fields' indices in kArgsFields, resolved where the row is declared (a typo fails to compile).
   size_t ptr_field = args_field_id(name);
   size_t stride_field = args_field_id(token_stride);
