@@ -25,22 +25,24 @@ TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
   throw Error(Status::internal, "a tensor row with no KernelParams slot was bound");
 }
 
-// Dims after the first are the spec's (no run-time size): they need no launch shape.
-int64_t spec_dim(const Spec& spec, const char* symbol) { return dim_value(symbol, spec, LaunchShape{}); }
+// Dim i of a row at `shape` (dims after the first are the spec's: any shape will do).
+int64_t dim(const Spec& spec, const TensorRow& r, size_t i, const LaunchShape& shape = {}) {
+  return kDimSymbols[r.dim_ids[i]].value(spec, shape);
+}
 
 // Elements of one token row: the product of the dims after the first.
 int64_t row_elements(const Spec& spec, const TensorRow& r) {
   int64_t n = 1;
-  for (size_t i = 1; i < r.dims.size() && r.dims[i]; ++i) n *= spec_dim(spec, r.dims[i]);
+  for (size_t i = 1; i < r.dim_ids.size() && r.dim_ids[i] != kNoDim; ++i) n *= dim(spec, r, i);
   return n;
 }
 
 // The innermost dim: the elements of one head (the row itself for a rank-2 tensor).
 int64_t head_width(const Spec& spec, const TensorRow& r) {
-  if (!r.dims[1]) return 1;  // [T]: one element a token
+  if (r.dim_ids[1] == kNoDim) return 1;  // [T]: one element a token
   size_t last = 1;
-  while (last + 1 < r.dims.size() && r.dims[last + 1]) ++last;
-  return spec_dim(spec, r.dims[last]);
+  while (last + 1 < r.dim_ids.size() && r.dim_ids[last + 1] != kNoDim) ++last;
+  return dim(spec, r, last);
 }
 
 int64_t stride_arg(const Args& a, size_t field) { return field == kNoArgsField ? 0 : field_integer(kArgsFields[field], a); }
@@ -51,7 +53,7 @@ int64_t stride_arg(const Args& a, size_t field) { return field == kNoArgsField ?
 // apart, heads at least T tokens apart). Strides are multiples of the vector width; 0 is dense.
 TensorRef bind_head_strided(const FormContext& c, const TensorRow& r, void* ptr, int64_t token_stride,
                             int64_t head_stride, int64_t tokens) {
-  const int64_t width = head_width(c.spec, r), count = spec_dim(c.spec, r.dims[1]);
+  const int64_t width = head_width(c.spec, r), count = dim(c.spec, r, 1);
   const int64_t heads = resolve_stride(head_stride, width, c.vec, r.head_stride, count, c.esize);
   int64_t token_major_min = 0, tokens_span = 0, last = 0;
   if (__builtin_mul_overflow(heads, count, &token_major_min))
@@ -104,7 +106,7 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
   for (const TensorRow* r = rows; r != rows + n; ++r) {
     if (!r->used_by(spec)) continue;
     const int64_t row = row_elements(spec, *r);
-    BufferDesc b = data_buffer(spec, r->name, r->kind, dim_value(r->dims[0], spec, shape), row,
+    BufferDesc b = data_buffer(spec, r->name, r->kind, dim(spec, *r, 0, shape), row,
                                r->moved ? r->moved(spec) : row, r->token_stride != nullptr, nullptr, r->dims,
                                r->token_stride);
     if (r->element == RowElement::fp32) {

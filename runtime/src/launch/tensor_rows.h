@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "launch/dim_symbols.h"
 #include "launch/launch_checks.h"
 
 namespace ropejit::launch_detail {
@@ -19,6 +20,14 @@ enum class RowElement {
   storage,  ///< the spec's dtype, accessed by vectors (aligned to a vector, strides a multiple of it)
   fp32,     ///< float32 scales, accessed one by one (aligned to 4), dense
 };
+
+/// The kDimSymbols index of each dim (kNoDim past the rank); a constant for a row's table.
+inline constexpr uint8_t kNoDim = 0xff;
+constexpr std::array<uint8_t, 4> dim_symbol_ids(const std::array<const char*, 4>& dims) {
+  std::array<uint8_t, 4> ids{kNoDim, kNoDim, kNoDim, kNoDim};
+  for (size_t i = 0; i < dims.size() && dims[i]; ++i) ids[i] = static_cast<uint8_t>(dim_symbol_id(dims[i]));
+  return ids;
+}
 
 /// One token-major tensor argument of a launch, declared once. Rows live in constexpr tables,
 /// so every Args field they name is checked at compile time.
@@ -39,6 +48,7 @@ struct TensorRow {
   size_t ptr_field = args_field_id(name);
   size_t stride_field = args_field_id(token_stride);
   size_t head_field = args_field_id(head_stride);
+  std::array<uint8_t, 4> dim_ids = dim_symbol_ids(dims);  // each dim's number without a lookup by name
 
   /// True when launches of `spec` use this row.
   bool used_by(const Spec& spec) const { return !when || when(spec); }
