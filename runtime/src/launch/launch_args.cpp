@@ -343,32 +343,29 @@ void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
 // QK-norm weights (qk_norm with weight per_head) for q and k, in the storage dtype, read as
 // vectors like the data: [D] each (scope head, shared by the heads), or [Hq, D] and [Hkv, D]
 // (scope all, HF's q_norm.weight of Hq·D values).
-void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) {
-  const QkNorm& norm = c.spec.qk_norm;
-  if (!norm.enabled || norm.weight != NormWeight::per_head) return;
-  const bool all_heads = norm.scope == NormScope::all;
-  for (int role = 0; role < 2; ++role) {
-    const void* weight = role == 0 ? a.q_norm_weight : a.k_norm_weight;
-    const char* name = role == 0 ? "q_norm_weight" : "k_norm_weight";
-    if (c.any)
-      check_present(weight, name,
-                    all_heads ? "when the spec's qk_norm has weight per_head and scope all (q [Hq, head_dim], "
-                                "k [Hkv, head_dim])"
-                              : "when the spec's qk_norm has weight per_head ([head_dim])");
-    check_aligned(weight, c.align, name);
-    p.norm_weight[role] = weight;
-  }
+template <NormScope kScope>
+bool norm_weights(const Spec& s) {
+  return s.qk_norm.enabled && s.qk_norm.weight == NormWeight::per_head && s.qk_norm.scope == kScope;
 }
+constexpr const char* kNormHeadWhy = "when the spec's qk_norm has weight per_head ([head_dim])";
+constexpr const char* kNormAllWhy =
+    "when the spec's qk_norm has weight per_head and scope all (q [Hq, head_dim], k [Hkv, head_dim])";
 
-void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
-  if (!s.qk_norm.enabled || s.qk_norm.weight != NormWeight::per_head) return;
-  const bool all_heads = s.qk_norm.scope == NormScope::all;
-  const int64_t q = (all_heads ? s.num_q_heads : 1) * int64_t{s.head_dim};
-  const int64_t k = (all_heads ? s.num_kv_heads : 1) * int64_t{s.head_dim};
-  out.push_back(data_buffer(s, "q_norm_weight", BufferKind::norm_weight, 1, q, q, false,
-                            bind_to<&ropejit_args::q_norm_weight>, {all_heads ? "Hq" : "D", all_heads ? "D" : nullptr}));
-  out.push_back(data_buffer(s, "k_norm_weight", BufferKind::norm_weight, 1, k, k, false,
-                            bind_to<&ropejit_args::k_norm_weight>, {all_heads ? "Hkv" : "D", all_heads ? "D" : nullptr}));
+constexpr TensorRow kNormWeights[] = {
+    {"q_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head>, kNormHeadWhy,
+     {ParamSlot::norm_q}},
+    {"q_norm_weight", nullptr, nullptr, {"Hq", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all>,
+     kNormAllWhy, {ParamSlot::norm_q}},
+    {"k_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head>, kNormHeadWhy,
+     {ParamSlot::norm_k}},
+    {"k_norm_weight", nullptr, nullptr, {"Hkv", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all>,
+     kNormAllWhy, {ParamSlot::norm_k}},
+};
+
+void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) { bind_tensor_rows(c, a, p, kNormWeights); }
+
+void buffers_norm_weights(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  buffers_tensor_rows(s, shape, kNormWeights, out);
 }
 
 // FP8 q_out with scales the launch computes: one float32 per (token, head) or per token, written.
@@ -425,7 +422,7 @@ extern const LaunchOp kLaunchOp_rope = {
     [](const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out) {
       find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
       buffers_bias(spec, out);
-      buffers_norm_weights(spec, out);
+      buffers_norm_weights(spec, shape, out);
       buffers_positions(spec, shape, out);
       find_form(kOutputForms, spec.io.output).buffers(spec, shape, out);
     }};

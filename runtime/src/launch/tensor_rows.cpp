@@ -9,6 +9,8 @@ namespace ropejit::launch_detail {
 
 namespace {
 
+constexpr uint8_t kTokenDim = dim_symbol_id("T");
+
 TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
   switch (slot) {
     case ParamSlot::in_q: return p.in[kRoleQ];
@@ -20,6 +22,8 @@ TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
     case ParamSlot::heads_in: return p.mla_heads_in;
     case ParamSlot::k_concat: return p.k_concat;
     case ParamSlot::q_scale_out:
+    case ParamSlot::norm_q:
+    case ParamSlot::norm_k:
     case ParamSlot::none: break;
   }
   throw Error(Status::internal, "a tensor row with no KernelParams slot was bound");
@@ -76,11 +80,8 @@ TensorRef bind_head_strided(const FormContext& c, const TensorRow& r, void* ptr,
 TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
   if (c.any && r.use == FieldUse::required) check_present(ptr, r.name, r.why);
-  if (r.element == RowElement::fp32) {  // scales, one by one: dense rows, no vectors
-    check_aligned(ptr, 4, r.name);
-    return TensorRef{ptr, row_elements(c.spec, r), head_width(c.spec, r), 0};
-  }
-  check_aligned(ptr, c.align, r.name);
+  check_aligned(ptr, r.element == RowElement::fp32 ? 4 : c.align, r.name);  // fp32 scales: one by one
+  if (!r.token_stride) return TensorRef{ptr, row_elements(c.spec, r), head_width(c.spec, r), 0};  // dense
   const int64_t token_stride = stride_arg(a, r.stride_field);
   if (r.head_stride)
     return bind_head_strided(c, r, ptr, token_stride, stride_arg(a, r.head_field), a.num_tokens);
@@ -97,6 +98,7 @@ void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, cons
     const TensorRef view = bind_row(c, a, *r);
     for (ParamSlot slot : r->slots)
       if (slot == ParamSlot::q_scale_out) p.q_scale_out = static_cast<float*>(view.ptr);
+      else if (slot == ParamSlot::norm_q || slot == ParamSlot::norm_k) p.norm_weight[slot == ParamSlot::norm_k] = view.ptr;
       else if (slot != ParamSlot::none) slot_ref(p, slot) = view;
   }
 }
@@ -105,8 +107,10 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
                          std::vector<BufferDesc>& out) {
   for (const TensorRow* r = rows; r != rows + n; ++r) {
     if (!r->used_by(spec)) continue;
-    const int64_t row = row_elements(spec, *r);
-    BufferDesc b = data_buffer(spec, r->name, r->kind, dim(spec, *r, 0, shape), row,
+    // Token rows, or (a weight) one row of every element.
+    const bool tokens = r->dim_ids[0] == kTokenDim;
+    const int64_t row = row_elements(spec, *r) * (tokens ? 1 : dim(spec, *r, 0));
+    BufferDesc b = data_buffer(spec, r->name, r->kind, tokens ? dim(spec, *r, 0, shape) : 1, row,
                                r->moved ? r->moved(spec) : row, r->token_stride != nullptr, nullptr, r->dims,
                                r->token_stride);
     if (r->element == RowElement::fp32) {

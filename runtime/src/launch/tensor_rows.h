@@ -12,8 +12,8 @@
 
 namespace ropejit::launch_detail {
 
-/// Where a tensor's checked view goes in KernelParams (q_scale_out: its pointer alone).
-enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out };
+/// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights: the pointer).
+enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k };
 
 /// A tensor row's element type.
 enum class RowElement {
@@ -29,14 +29,15 @@ constexpr std::array<uint8_t, 4> dim_symbol_ids(const std::array<const char*, 4>
   return ids;
 }
 
-/// One token-major tensor argument of a launch, declared once. Rows live in constexpr tables,
-/// so every Args field they name is checked at compile time.
+/// One tensor argument of a launch, declared once: token rows ("T" first; strided when it has a
+/// token-stride field) or one dense row (a weight). Rows live in constexpr tables, so every Args
+/// field and dim symbol they name is checked at compile time.
 struct TensorRow {
   const char* name;                 ///< the Args pointer field ("q", "k_pe"), also the buffer's name
-  const char* token_stride;         ///< the Args field of its token stride (0: dense)
+  const char* token_stride;         ///< the Args field of its token stride (0: dense), or null: dense
   const char* head_stride;          ///< the Args field of its head stride (heads any stride apart), or null
-  std::array<const char*, 4> dims;  ///< dense shape in the dim symbols of ropejit/introspect.h, "T" first
-  BufferKind kind;                  ///< input (read), output (written) or inout (read, then written)
+  std::array<const char*, 4> dims;  ///< dense shape in the dim symbols of ropejit/introspect.h
+  BufferKind kind;                  ///< input or norm_weight (read), output (written) or inout (both)
   bool (*when)(const Spec&);        ///< the specs whose launches use it; null: every one of the op or form
   const char* why;                  ///< "when ...": why a missing pointer is refused
   std::array<ParamSlot, 2> slots;   ///< where its view goes (in and out for one rewritten in place)
