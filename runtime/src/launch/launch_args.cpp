@@ -111,16 +111,14 @@ void bind_input_separate(const FormContext& c, const Args& a, KernelParams& p) {
   bind_tensor_rows(c, a, p, kInputSeparate);
 }
 
-void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
-  if (c.any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
-  check_aligned(a.qkv, c.align, "qkv");
-  const int64_t stride = resolve_stride(a.qkv_stride, (c.Hq + 2 * c.Hkv) * c.D, c.vec, "qkv_stride", a.num_tokens, c.esize);
-  check_span(a.qkv, (c.Hq + 2 * c.Hkv) * c.D * c.esize, "qkv");  // the k and v parts are offsets into its row
-  char* base = static_cast<char*>(a.qkv);
-  p.in[kRoleQ] = token_major(base, stride, c.D);
-  p.in[kRoleK] = token_major(base ? base + c.Hq * c.D * c.esize : nullptr, stride, c.D);
-  p.in[kRoleV] = token_major(base ? base + (c.Hq + c.Hkv) * c.D * c.esize : nullptr, stride, c.D);
-}
+// Packed [T, Hq + 2 Hkv, D]: q, k and v heads of each token in one row, read.
+constexpr TensorRow kInputPacked[] = {
+    {"qkv", "qkv_stride", nullptr, {"T", "Hq+2Hkv", "D"}, BufferKind::input, nullptr,
+     "when the spec's io.input is packed_qkv", {ParamSlot::in_qkv},
+     [](const Spec& s) { return q_moved(s) + k_moved(s) + (s.io.copy_v ? int64_t(s.num_kv_heads) * s.head_dim : 0); }},
+};
+
+void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) { bind_tensor_rows(c, a, p, kInputPacked); }
 
 // ---------------------------------------------------------------- positions forms
 
@@ -214,11 +212,7 @@ void buffers_input_separate(const Spec& s, const LaunchShape& shape, std::vector
 }
 
 void buffers_input_packed(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
-  const int64_t moved = Hq * q_moved_per_head(s) + Hkv * k_moved_per_head(s) + (s.io.copy_v ? Hkv * D : 0);
-  out.push_back(data_buffer(s, "qkv", BufferKind::input, shape.tokens, (Hq + 2 * Hkv) * D, moved, true,
-                            bind_to<&ropejit_args::qkv, &ropejit_args::qkv_stride>, {"T", "Hq+2Hkv", "D"},
-                            "qkv_stride"));
+  buffers_tensor_rows(s, shape, kInputPacked, out);
 }
 
 // A positions array of kStreams entries per token: explicit [T] (1), mrope [3, T] (3).

@@ -24,6 +24,7 @@ TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
     case ParamSlot::q_scale_out:
     case ParamSlot::norm_q:
     case ParamSlot::norm_k:
+    case ParamSlot::in_qkv:
     case ParamSlot::none: break;
   }
   throw Error(Status::internal, "a tensor row with no KernelParams slot was bound");
@@ -77,6 +78,15 @@ TensorRef bind_head_strided(const FormContext& c, const TensorRow& r, void* ptr,
   return TensorRef{ptr, rows, heads, 0};
 }
 
+// The q, k and v inputs as views into the rows of one packed tensor: head offsets 0, Hq, Hq + Hkv.
+void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& view, KernelParams& p) {
+  check_span(view.ptr, row_elements(c.spec, r) * c.esize, r.name);  // the k and v parts are offsets into its row
+  char* base = static_cast<char*>(view.ptr);
+  const int64_t first[3] = {0, c.Hq, c.Hq + c.Hkv};
+  for (int role = kRoleQ; role <= kRoleV; ++role)
+    p.in[role] = token_major(base ? base + first[role] * c.D * c.esize : nullptr, view.token_stride, view.head_stride);
+}
+
 TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
   if (c.any && r.use == FieldUse::required) check_present(ptr, r.name, r.why);
@@ -97,7 +107,8 @@ void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, cons
     if (!r->used_by(c.spec)) continue;
     const TensorRef view = bind_row(c, a, *r);
     for (ParamSlot slot : r->slots)
-      if (slot == ParamSlot::q_scale_out) p.q_scale_out = static_cast<float*>(view.ptr);
+      if (slot == ParamSlot::in_qkv) bind_qkv_parts(c, *r, view, p);
+      else if (slot == ParamSlot::q_scale_out) p.q_scale_out = static_cast<float*>(view.ptr);
       else if (slot == ParamSlot::norm_q || slot == ParamSlot::norm_k) p.norm_weight[slot == ParamSlot::norm_k] = view.ptr;
       else if (slot != ParamSlot::none) slot_ref(p, slot) = view;
   }

@@ -12,8 +12,10 @@
 
 namespace ropejit::launch_detail {
 
-/// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights: the pointer).
-enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k };
+/// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights: the pointer;
+/// in_qkv: the q, k and v inputs as three views of its rows, Hq, Hkv and Hkv heads).
+enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k,
+                       in_qkv };
 
 /// A tensor row's element type.
 enum class RowElement {
