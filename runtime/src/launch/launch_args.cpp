@@ -267,11 +267,16 @@ void buffers_output_padded(const Spec& s, const LaunchShape& shape, std::vector<
   }
 }
 
-void buffers_bias(const Spec& s, std::vector<BufferDesc>& out) {
-  if (!s.io.qkv_bias) return;
-  const int64_t row = int64_t(s.num_q_heads + 2 * s.num_kv_heads) * s.head_dim;
-  out.push_back(data_buffer(s, "bias", BufferKind::bias, 1, row, row, false, bind_to<&ropejit_args::bias>,
-                            {"Hq+2Hkv", "D"}));
+// QKV bias: one row of [(Hq + 2 Hkv) D], split by role like the packed input; padded outputs
+// write the bias into padding rows, so it is needed with no tokens too.
+constexpr TensorRow kBias[] = {
+    {"bias", nullptr, nullptr, {"Hq+2Hkv", "D"}, BufferKind::bias, [](const Spec& s) { return s.io.qkv_bias; },
+     "when the spec's io.qkv_bias is true", {ParamSlot::bias_qkv}, nullptr, nullptr, FieldUse::required,
+     RowElement::storage, [](const Spec& s) { return s.io.output == OutputForm::padded_bhsd; }},
+};
+
+void buffers_bias(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  buffers_tensor_rows(s, shape, kBias, out);
 }
 
 // One descriptor per form, indexed by the spec's enum: a new form is one row and its binder.
@@ -321,18 +326,7 @@ const Ops& find_form(const Ops (&table)[N], Form form) {
   throw Error(Status::internal, fmt::format("no launch descriptor for io form {}", to_string(form)));
 }
 
-// QKV bias: one row of [(Hq + 2 Hkv) D], split by role like the packed input.
-void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
-  if (!c.spec.io.qkv_bias) return;
-  if (c.any || c.spec.io.output == OutputForm::padded_bhsd)
-    check_present(a.bias, "bias", "when the spec's io.qkv_bias is true");
-  check_aligned(a.bias, c.align, "bias");
-  check_span(a.bias, (c.Hq + 2 * c.Hkv) * c.D * c.esize, "bias");
-  const char* b = static_cast<const char*>(a.bias);
-  p.bias[kRoleQ] = b;
-  p.bias[kRoleK] = b ? b + c.Hq * c.D * c.esize : nullptr;
-  p.bias[kRoleV] = b ? b + (c.Hq + c.Hkv) * c.D * c.esize : nullptr;
-}
+void bind_bias(const FormContext& c, const Args& a, KernelParams& p) { bind_tensor_rows(c, a, p, kBias); }
 
 // QK-norm weights (qk_norm with weight per_head) for q and k, in the storage dtype, read as
 // vectors like the data: [D] each (scope head, shared by the heads), or [Hq, D] and [Hkv, D]
@@ -415,7 +409,7 @@ extern const LaunchOp kLaunchOp_rope = {
     },
     [](const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out) {
       find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
-      buffers_bias(spec, out);
+      buffers_bias(spec, shape, out);
       buffers_norm_weights(spec, shape, out);
       buffers_positions(spec, shape, out);
       find_form(kOutputForms, spec.io.output).buffers(spec, shape, out);

@@ -25,6 +25,7 @@ TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
     case ParamSlot::norm_q:
     case ParamSlot::norm_k:
     case ParamSlot::in_qkv:
+    case ParamSlot::bias_qkv:
     case ParamSlot::none: break;
   }
   throw Error(Status::internal, "a tensor row with no KernelParams slot was bound");
@@ -40,6 +41,11 @@ int64_t row_elements(const Spec& spec, const TensorRow& r) {
   int64_t n = 1;
   for (size_t i = 1; i < r.dim_ids.size() && r.dim_ids[i] != kNoDim; ++i) n *= dim(spec, r, i);
   return n;
+}
+
+// Elements of the whole of a one-row tensor (a weight, a bias), or of one token row.
+int64_t dense_row(const Spec& spec, const TensorRow& r) {
+  return row_elements(spec, r) * (r.dim_ids[0] == kTokenDim ? 1 : dim(spec, r, 0));
 }
 
 // The innermost dim: the elements of one head (the row itself for a rank-2 tensor).
@@ -78,18 +84,23 @@ TensorRef bind_head_strided(const FormContext& c, const TensorRow& r, void* ptr,
   return TensorRef{ptr, rows, heads, 0};
 }
 
-// The q, k and v inputs as views into the rows of one packed tensor: head offsets 0, Hq, Hq + Hkv.
-void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& view, KernelParams& p) {
-  check_span(view.ptr, row_elements(c.spec, r) * c.esize, r.name);  // the k and v parts are offsets into its row
+// The q, k and v inputs (or bias rows) as views into each row of one packed tensor: head offsets
+// 0, Hq, Hq + Hkv.
+void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& view, ParamSlot slot, KernelParams& p) {
+  check_span(view.ptr, dense_row(c.spec, r) * c.esize, r.name);  // the k and v parts are offsets into its row
   char* base = static_cast<char*>(view.ptr);
   const int64_t first[3] = {0, c.Hq, c.Hq + c.Hkv};
-  for (int role = kRoleQ; role <= kRoleV; ++role)
-    p.in[role] = token_major(base ? base + first[role] * c.D * c.esize : nullptr, view.token_stride, view.head_stride);
+  for (int role = kRoleQ; role <= kRoleV; ++role) {
+    char* part = base ? base + first[role] * c.D * c.esize : nullptr;
+    if (slot == ParamSlot::bias_qkv) p.bias[role] = part;
+    else p.in[role] = token_major(part, view.token_stride, view.head_stride);
+  }
 }
 
 TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
-  if (c.any && r.use == FieldUse::required) check_present(ptr, r.name, r.why);
+  if ((c.any || (r.needed_without_tokens && r.needed_without_tokens(c.spec))) && r.use == FieldUse::required)
+    check_present(ptr, r.name, r.why);
   check_aligned(ptr, r.element == RowElement::fp32 ? 4 : c.align, r.name);  // fp32 scales: one by one
   if (!r.token_stride) return TensorRef{ptr, row_elements(c.spec, r), head_width(c.spec, r), 0};  // dense
   const int64_t token_stride = stride_arg(a, r.stride_field);
@@ -107,7 +118,7 @@ void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, cons
     if (!r->used_by(c.spec)) continue;
     const TensorRef view = bind_row(c, a, *r);
     for (ParamSlot slot : r->slots)
-      if (slot == ParamSlot::in_qkv) bind_qkv_parts(c, *r, view, p);
+      if (slot == ParamSlot::in_qkv || slot == ParamSlot::bias_qkv) bind_qkv_parts(c, *r, view, slot, p);
       else if (slot == ParamSlot::q_scale_out) p.q_scale_out = static_cast<float*>(view.ptr);
       else if (slot == ParamSlot::norm_q || slot == ParamSlot::norm_k) p.norm_weight[slot == ParamSlot::norm_k] = view.ptr;
       else if (slot != ParamSlot::none) slot_ref(p, slot) = view;
@@ -118,9 +129,9 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
                          std::vector<BufferDesc>& out) {
   for (const TensorRow* r = rows; r != rows + n; ++r) {
     if (!r->used_by(spec)) continue;
-    // Token rows, or (a weight) one row of every element.
+    // Token rows, or (a weight, a bias) one row of every element.
     const bool tokens = r->dim_ids[0] == kTokenDim;
-    const int64_t row = row_elements(spec, *r) * (tokens ? 1 : dim(spec, *r, 0));
+    const int64_t row = dense_row(spec, *r);
     BufferDesc b = data_buffer(spec, r->name, r->kind, tokens ? dim(spec, *r, 0, shape) : 1, row,
                                r->moved ? r->moved(spec) : row, r->token_stride != nullptr, nullptr, r->dims,
                                r->token_stride);

@@ -13,9 +13,10 @@
 namespace ropejit::launch_detail {
 
 /// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights: the pointer;
-/// in_qkv: the q, k and v inputs as three views of its rows, Hq, Hkv and Hkv heads).
+/// in_qkv, bias_qkv: the q, k and v inputs or bias rows as three views of its rows, Hq, Hkv and
+/// Hkv heads).
 enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k,
-                       in_qkv };
+                       in_qkv, bias_qkv };
 
 /// A tensor row's element type.
 enum class RowElement {
@@ -47,6 +48,7 @@ struct TensorRow {
   int64_t (*written)(const Spec&) = nullptr;  ///< inout: elements of a row written back; null: moved
   FieldUse use = FieldUse::required;          ///< the pointer: required (with tokens) or optional
   RowElement element = RowElement::storage;
+  bool (*needed_without_tokens)(const Spec&) = nullptr;  ///< required even when no token arrives (padding)
   // The fields' indices in kArgsFields, resolved where the row is declared (a typo fails to compile).
   size_t ptr_field = args_field_id(name);
   size_t stride_field = args_field_id(token_stride);
