@@ -11,26 +11,6 @@ namespace {
 
 constexpr uint8_t kTokenDim = dim_symbol_id("T");
 
-TensorRef& slot_ref(KernelParams& p, ParamSlot slot) {
-  switch (slot) {
-    case ParamSlot::in_q: return p.in[kRoleQ];
-    case ParamSlot::in_k: return p.in[kRoleK];
-    case ParamSlot::in_v: return p.in[kRoleV];
-    case ParamSlot::out_q: return p.out[kRoleQ];
-    case ParamSlot::out_k: return p.out[kRoleK];
-    case ParamSlot::out_v: return p.out[kRoleV];
-    case ParamSlot::heads_in: return p.mla_heads_in;
-    case ParamSlot::k_concat: return p.k_concat;
-    case ParamSlot::q_scale_out:
-    case ParamSlot::norm_q:
-    case ParamSlot::norm_k:
-    case ParamSlot::in_qkv:
-    case ParamSlot::bias_qkv:
-    case ParamSlot::none: break;
-  }
-  throw Error(Status::internal, "a tensor row with no KernelParams slot was bound");
-}
-
 // Dim i of a row at `shape` (dims after the first are the spec's: any shape will do).
 int64_t dim(const Spec& spec, const TensorRow& r, size_t i, const LaunchShape& shape = {}) {
   return kDimSymbols[r.dim_ids[i]].value(spec, shape);
@@ -97,6 +77,26 @@ void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& v
   }
 }
 
+// Stores a row's checked view where `slot` says.
+void store_view(const FormContext& c, const TensorRow& r, const TensorRef& view, ParamSlot slot, KernelParams& p) {
+  switch (slot) {
+    case ParamSlot::none: return;
+    case ParamSlot::in_q: p.in[kRoleQ] = view; return;
+    case ParamSlot::in_k: p.in[kRoleK] = view; return;
+    case ParamSlot::in_v: p.in[kRoleV] = view; return;
+    case ParamSlot::out_q: p.out[kRoleQ] = view; return;
+    case ParamSlot::out_k: p.out[kRoleK] = view; return;
+    case ParamSlot::out_v: p.out[kRoleV] = view; return;
+    case ParamSlot::heads_in: p.mla_heads_in = view; return;
+    case ParamSlot::k_concat: p.k_concat = view; return;
+    case ParamSlot::q_scale_out: p.q_scale_out = static_cast<float*>(view.ptr); return;
+    case ParamSlot::norm_q: p.norm_weight[0] = view.ptr; return;
+    case ParamSlot::norm_k: p.norm_weight[1] = view.ptr; return;
+    case ParamSlot::in_qkv:
+    case ParamSlot::bias_qkv: bind_qkv_parts(c, r, view, slot, p); return;
+  }
+}
+
 TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
   if ((c.any || (r.needed_without_tokens && r.needed_without_tokens(c.spec))) && r.use == FieldUse::required)
@@ -117,11 +117,7 @@ void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, cons
   for (const TensorRow* r = rows; r != rows + n; ++r) {
     if (!r->used_by(c.spec)) continue;
     const TensorRef view = bind_row(c, a, *r);
-    for (ParamSlot slot : r->slots)
-      if (slot == ParamSlot::in_qkv || slot == ParamSlot::bias_qkv) bind_qkv_parts(c, *r, view, slot, p);
-      else if (slot == ParamSlot::q_scale_out) p.q_scale_out = static_cast<float*>(view.ptr);
-      else if (slot == ParamSlot::norm_q || slot == ParamSlot::norm_k) p.norm_weight[slot == ParamSlot::norm_k] = view.ptr;
-      else if (slot != ParamSlot::none) slot_ref(p, slot) = view;
+    for (ParamSlot slot : r->slots) store_view(c, *r, view, slot, p);
   }
 }
 

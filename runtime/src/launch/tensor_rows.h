@@ -33,14 +33,14 @@ constexpr std::array<uint8_t, 4> dim_symbol_ids(const std::array<const char*, 4>
 }
 
 /// One tensor argument of a launch, declared once: token rows ("T" first; strided when it has a
-/// token-stride field) or one dense row (a weight). Rows live in constexpr tables, so every Args
+/// token-stride field) or one dense row (a weight, a bias). Rows live in constexpr tables, so every Args
 /// field and dim symbol they name is checked at compile time.
 struct TensorRow {
   const char* name;                 ///< the Args pointer field ("q", "k_pe"), also the buffer's name
   const char* token_stride;         ///< the Args field of its token stride (0: dense), or null: dense
   const char* head_stride;          ///< the Args field of its head stride (heads any stride apart), or null
   std::array<const char*, 4> dims;  ///< dense shape in the dim symbols of ropejit/introspect.h
-  BufferKind kind;                  ///< input or norm_weight (read), output (written) or inout (both)
+  BufferKind kind;                  ///< input, bias, norm_weight (read), output (written), inout (both)
   bool (*when)(const Spec&);        ///< the specs whose launches use it; null: every one of the op or form
   const char* why;                  ///< "when ...": why a missing pointer is refused
   std::array<ParamSlot, 2> slots;   ///< where its view goes (in and out for one rewritten in place)
@@ -60,7 +60,7 @@ struct TensorRow {
 };
 
 /// Checks and binds each row of [rows, rows + n) that the spec uses, in order: present when the
-/// launch has tokens, aligned for the kernel's vector accesses, strides resolved (and within
+/// launch has tokens (or the row is needed without), aligned for the kernel's vector accesses, strides resolved (and within
 /// int64 bytes), its view stored in its KernelParams slots.
 void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, const TensorRow* rows, size_t n);
 /// Appends the BufferDesc of each row the spec uses (BufferDesc::bind null: bound by field name).
