@@ -32,6 +32,15 @@ constexpr std::array<uint8_t, 4> dim_symbol_ids(const std::array<const char*, 4>
   return ids;
 }
 
+/// args_field_id of a field that must be of `kind` (a row's pointer, its int64 strides); in a
+/// constant expression another kind fails to compile.
+constexpr size_t typed_field_id(const char* name, ArgsFieldKind kind) {
+  const size_t id = args_field_id(name);
+  if (id != kNoArgsField && kArgsFields[id].kind != kind)
+    throw Error(Status::internal, std::string(name) + " is not a ropejit_args field of a tensor row's kind");
+  return id;
+}
+
 /// One tensor argument of a launch, declared once: token rows ("T" first; strided when it has a
 /// token-stride field) or one dense row (a weight, a bias). Rows live in constexpr tables, so every Args
 /// field and dim symbol they name is checked at compile time.
@@ -49,10 +58,11 @@ struct TensorRow {
   FieldUse use = FieldUse::required;          ///< the pointer: required (with tokens) or optional
   RowElement element = RowElement::storage;
   bool (*needed_without_tokens)(const Spec&) = nullptr;  ///< required even when no token arrives (padding)
-  // The fields' indices in kArgsFields, resolved where the row is declared (a typo fails to compile).
-  size_t ptr_field = args_field_id(name);
-  size_t stride_field = args_field_id(token_stride);
-  size_t head_field = args_field_id(head_stride);
+  // The fields' indices in kArgsFields, resolved where the row is declared (a typo or a field of
+  // the wrong type fails to compile).
+  size_t ptr_field = typed_field_id(name, ArgsFieldKind::pointer);
+  size_t stride_field = typed_field_id(token_stride, ArgsFieldKind::int64);
+  size_t head_field = typed_field_id(head_stride, ArgsFieldKind::int64);
   std::array<uint8_t, 4> dim_ids = dim_symbol_ids(dims);  // each dim's number without a lookup by name
 
   /// True when launches of `spec` use this row.
