@@ -31,6 +31,13 @@ constexpr TensorRow kQOut[] = {
      {ParamSlot::out_q}},
 };
 
+// cache_index slot_mapping: each token's slot [T] (page * page_size + offset, or -1), read.
+constexpr TensorRow kSlotMapping[] = {
+    {"slot_mapping", nullptr, nullptr, {"T"}, BufferKind::slot_mapping, nullptr,
+     "when the spec's io.cache_index is slot_mapping ([num_tokens])", {ParamSlot::slot_mapping}, nullptr, nullptr,
+     FieldUse::required, RowElement::int64},
+};
+
 void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
   a.block_tables = static_cast<const int32_t*>(ptr);
   a.max_blocks_per_seq = shape.max_blocks_per_seq;
@@ -129,9 +136,7 @@ void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p) {
           fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each cache)", a.cache_num_pages));
   p.cache_pages = a.cache_num_pages;
   if (io.cache_index == CacheIndex::slot_mapping) {
-    if (c.any) check_present(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is slot_mapping ([num_tokens])");
-    check_aligned(a.slot_mapping, 8, "slot_mapping");
-    p.slot_mapping = reinterpret_cast<const i64*>(a.slot_mapping);
+    bind_tensor_rows(c, a, p, kSlotMapping);
   } else {
     if (c.any) check_present(a.block_tables, "block_tables", "when the spec's io.cache_index is block_tables");
     require(a.max_blocks_per_seq >= (c.any ? 1 : 0) && a.max_blocks_per_seq <= kMaxPosition, "max_blocks_per_seq",
@@ -253,9 +258,11 @@ BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
 }
 
 BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape) {
-  if (s.io.cache_index == CacheIndex::slot_mapping)
-    return {"slot_mapping", BufferKind::slot_mapping, shape.tokens, 1, 1, 8, 1, false,
-            bind_to<&ropejit_args::slot_mapping>, {"T"}};
+  if (s.io.cache_index == CacheIndex::slot_mapping) {
+    std::vector<BufferDesc> one;
+    buffers_tensor_rows(s, shape, kSlotMapping, one);
+    return one.at(0);
+  }
   // moved: about one entry per sequence (a page's tokens share theirs)
   return {"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq, shape.max_blocks_per_seq, 4,
           1, false, bind_block_tables_ptr, {"B", "max_blocks_per_seq"},

@@ -77,6 +77,16 @@ void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& v
   }
 }
 
+// Bytes a row's pointer is aligned to: a vector of the storage dtype, else one element.
+int element_align(const FormContext& c, RowElement element) {
+  switch (element) {
+    case RowElement::storage: return c.align;
+    case RowElement::fp32: return 4;
+    case RowElement::int64: return 8;
+  }
+  return c.align;
+}
+
 // Stores a row's checked view where `slot` says.
 void store_view(const FormContext& c, const TensorRow& r, const TensorRef& view, ParamSlot slot, KernelParams& p) {
   switch (slot) {
@@ -92,6 +102,7 @@ void store_view(const FormContext& c, const TensorRow& r, const TensorRef& view,
     case ParamSlot::q_scale_out: p.q_scale_out = static_cast<float*>(view.ptr); return;
     case ParamSlot::norm_q: p.norm_weight[0] = view.ptr; return;
     case ParamSlot::norm_k: p.norm_weight[1] = view.ptr; return;
+    case ParamSlot::slot_mapping: p.slot_mapping = static_cast<const i64*>(view.ptr); return;
     case ParamSlot::in_qkv:
     case ParamSlot::bias_qkv: bind_qkv_parts(c, r, view, slot, p); return;
   }
@@ -101,7 +112,7 @@ TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
   if ((c.any || (r.needed_without_tokens && r.needed_without_tokens(c.spec))) && r.use == FieldUse::required)
     check_present(ptr, r.name, r.why);
-  check_aligned(ptr, r.element == RowElement::fp32 ? 4 : c.align, r.name);  // fp32 scales: one by one
+  check_aligned(ptr, element_align(c, r.element), r.name);
   if (!r.token_stride) return TensorRef{ptr, row_elements(c.spec, r), head_width(c.spec, r), 0};  // dense
   const int64_t token_stride = stride_arg(a, r.stride_field);
   if (r.head_stride)
@@ -134,6 +145,8 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
     if (r->element == RowElement::fp32) {
       b.element_bytes = 4;
       b.fp32 = true;
+    } else if (r->element == RowElement::int64) {
+      b.element_bytes = 8;
     }
     if (r->head_stride) b.bound[1] = {r->head_stride, FieldUse::optional};
     if (r->written) b.written_row_elements = r->written(spec);

@@ -12,16 +12,17 @@
 
 namespace ropejit::launch_detail {
 
-/// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights: the pointer;
+/// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights, slot_mapping: the pointer;
 /// in_qkv, bias_qkv: the q, k and v inputs or bias rows as three views of its rows, Hq, Hkv and
 /// Hkv heads).
 enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k,
-                       in_qkv, bias_qkv };
+                       in_qkv, bias_qkv, slot_mapping };
 
 /// A tensor row's element type.
 enum class RowElement {
   storage,  ///< the spec's dtype, accessed by vectors (aligned to a vector, strides a multiple of it)
   fp32,     ///< float32 scales, accessed one by one (aligned to 4), dense
+  int64,    ///< int64 indices, accessed one by one (aligned to 8), dense
 };
 
 /// The kDimSymbols index of each dim (kNoDim past the rank); a constant for a row's table.
