@@ -17,11 +17,9 @@ ArgumentError = _ropejit.ArgumentError
 _ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_e5m2": ("fp8_e5m2", "uint8"),
             "nvfp4": ("nvfp4", "uint8")}  # NVFP4: bytes of two e2m1 codes (torch float4_e2m1fn_x2)
 
-# The launch arguments that are arrays, in the order kernel() takes them.
-ARRAY_FIELDS = ("q", "k", "v", "qkv", "bias", "positions", "cu_seqlens", "start_pos", "q_out", "k_out", "v_out",
-                "q_norm_weight", "k_norm_weight", "k_cache", "v_cache", "slot_mapping", "block_tables",
-                "new_positions", "new_start_pos", "k_pe", "kv_c", "k_nope", "q_latent", "q_scale_out",
-                "k_scale_cache", "v_scale_cache")
+# The launch arguments that are arrays: the C++ library's pointer fields of ropejit_args, in their
+# order (ropejit/args_fields.h), so a new array field is taken by keyword with no change here.
+ARRAY_FIELDS: Tuple[str, ...] = tuple(_ropejit.array_fields())
 
 
 def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
@@ -68,7 +66,7 @@ class Kernel:
                  new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
                  k_pe: Any = None, kv_c: Any = None, k_nope: Any = None, q_latent: Any = None,
                  q_scale_out: Any = None, k_scale_cache: Any = None, v_scale_cache: Any = None,
-                 num_tokens: Optional[int] = None, stream: Optional[int] = None) -> Tuple[Any, ...]:
+                 num_tokens: Optional[int] = None, stream: Optional[int] = None, **arrays: Any) -> Tuple[Any, ...]:
         """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
         ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
         qkv [T, Hq + 2 Hkv, D], positions [T] int32/int64, ...); rows may be strided, each row dense.
@@ -90,12 +88,14 @@ class Kernel:
         returned after q_out); with ``io.cache_scale`` per_token_head pass k_scale_cache (and
         v_scale_cache) [pages * page_size, Hkv] float32: each written slot's scales land there;
         with ``mla_append.absorbed_q`` q_latent [T, Hq, kv_lora_rank] (q_nope times W_UK; heads may be
-        T rows apart, a transposed batched matmul's output) and q_out [T, Hq, kv_lora_rank + d]."""
-        given = {name: value for name, value in zip(ARRAY_FIELDS, (
-            q, k, v, qkv, bias, positions, cu_seqlens, start_pos, q_out, k_out, v_out, q_norm_weight,
-            k_norm_weight, k_cache, v_cache, slot_mapping, block_tables, new_positions, new_start_pos, k_pe, kv_c,
-            k_nope, q_latent, q_scale_out, k_scale_cache, v_scale_cache))
-            if value is not None}
+        T rows apart, a transposed batched matmul's output) and q_out [T, Hq, kv_lora_rank + d].
+        ``arrays``: any other array field of ropejit_args (ARRAY_FIELDS) by its name."""
+        named = locals()  # the keyword arrays above, by name (ARRAY_FIELDS lists every array field)
+        for name in arrays:
+            if name not in ARRAY_FIELDS:
+                raise TypeError(f"Kernel.__call__() got an unexpected keyword argument '{name}'")
+        given = {name: value for name in ARRAY_FIELDS
+                 if (value := arrays.get(name, named.get(name))) is not None}
         views = {name: view(value, name) for name, value in given.items()}
         tokens = self._tokens(views, num_tokens)
         batch, max_seq = self._batch_and_length(views, max_seq_len)

@@ -160,6 +160,16 @@ void bind_runtime(nb::module_& m) {
     const ShippedTuningDir d = shipped_tuning_dir();
     return nb::make_tuple(d.dir, d.origin);
   });
+  // The ropejit_args fields that are arrays (pointers), in declaration order: the arrays a
+  // Kernel call takes by keyword, so a new array field needs no Python change.
+  m.def("array_fields", [] {
+    nb::list names;
+#define ROPEJIT_ARRAY_FIELD(f, since, used_by) \
+    if (std::is_pointer_v<decltype(ropejit_args::f)>) names.append(#f);
+    ROPEJIT_ARGS_FIELDS(ROPEJIT_ARRAY_FIELD)
+#undef ROPEJIT_ARRAY_FIELD
+    return names;
+  });
   m.def("struct_field", [](const std::string& type, size_t index) -> nb::object {
     const char* name = ropejit_struct_field(type.c_str(), index, nullptr);
     return name ? nb::object(nb::str(name)) : nb::none();

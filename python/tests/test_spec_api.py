@@ -65,3 +65,27 @@ def test_every_args_field_is_bound():
         names.append(name)
         index += 1
     assert sorted(names) == sorted(_ropejit.args_fields())
+
+
+def test_array_fields_are_the_cpp_pointer_fields():
+    """Kernel's array keywords come from the C++ field list (ropejit/args_fields.h): every field any
+    spec shapes as an array is one, each named array keyword of Kernel.__call__ is one, and any
+    other keyword is refused as Python refuses one."""
+    import inspect
+
+    from ropejit._kernel import ARRAY_FIELDS, Kernel
+    assert set(ARRAY_FIELDS) <= set(_ropejit.args_fields()) and len(set(ARRAY_FIELDS)) == len(ARRAY_FIELDS)
+    assert {"q", "qkv", "positions", "k_cache", "k_pe", "q_scale_out"} <= set(ARRAY_FIELDS)
+    assert not {"q_stride", "seq_len", "k_scale", "positions_type"} & set(ARRAY_FIELDS)
+    base = ropejit.Spec.from_hf(LLAMA_CONFIG).to_dict()
+    ios = [{}, {"input": "packed_qkv", "qkv_bias": True, "copy_v": True}, {"output": "padded_bhsd", "positions": "varlen"},
+           {"output": "paged_kv", "page_size": 16, "cache_index": "block_tables", "positions": "varlen"}]
+    for io in ios:
+        spec = ropejit.Spec.from_json(dict(base, io=dict(base["io"], **io)))
+        arrays = {f["name"] for f in spec.launch_fields(tokens=2, batch=1) if f["dims"]}
+        assert arrays and arrays <= set(ARRAY_FIELDS), io
+    named = [n for n, p in inspect.signature(Kernel.__call__).parameters.items()
+             if p.annotation == "Any" and p.kind != p.VAR_KEYWORD]
+    assert named and set(named) <= set(ARRAY_FIELDS)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'q_strides'"):
+        Kernel.__call__(Kernel.__new__(Kernel), q_strides=np.zeros(1))

@@ -17,8 +17,10 @@
 /// Adding a field: declare it at the end of ropejit_args (a new generation: since + 1, so older
 /// callers keep working) and add its row here; a field in one but not the other fails to compile
 /// (runtime/src/launch/args_fields.h checks one row per field, in order, tiling the struct).
-/// Then make the spec forms that read it bind it (runtime/src/launch: a BufferDesc or one of its
-/// `bound` fields), so that launch_fields marks it used; everywhere else it is refused unless 0 / null.
+/// Then make the spec forms that read it bind it (runtime/src/launch: a tensor's TensorRow in
+/// tensor_rows.h's tables, else a BufferDesc or one of its `bound` fields), so that launch_fields
+/// marks it used; everywhere else it is refused unless 0 / null. Python takes a new pointer field
+/// as a keyword array with no change (ropejit._kernel.ARRAY_FIELDS is read from this list).
 #define ROPEJIT_ARGS_FIELDS(X)                                                                                \
   X(num_tokens, 0, "every spec")                                                                              \
   X(q, 0, "io.input separate with op rope or attn_temperature")                                                           \

@@ -52,6 +52,24 @@ int64_t field_integer(const ArgsField& f, const ropejit_args& a) {
   }
 }
 
+void set_field_pointer(const ArgsField& f, ropejit_args& a, const void* value) {
+  if (f.kind != ArgsFieldKind::pointer)
+    throw Error(Status::internal, fmt::format("ropejit_args::{} is not a pointer", f.name));
+  std::memcpy(reinterpret_cast<char*>(&a) + f.offset, &value, sizeof value);
+}
+
+void set_field_integer(const ArgsField& f, ropejit_args& a, int64_t value) {
+  char* at = reinterpret_cast<char*>(&a) + f.offset;
+  if (f.kind == ArgsFieldKind::int64) {
+    std::memcpy(at, &value, sizeof value);
+  } else if (f.kind == ArgsFieldKind::int32) {
+    const int narrow = static_cast<int>(value);
+    std::memcpy(at, &narrow, sizeof narrow);
+  } else {
+    throw Error(Status::internal, fmt::format("ropejit_args::{} is not an int64 or int", f.name));
+  }
+}
+
 bool field_is_default(const ArgsField& f, const ropejit_args& a) {
   switch (f.kind) {
     case ArgsFieldKind::pointer: return field_pointer(f, a) == nullptr;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "ropejit/args_fields.h"
+#include "ropejit/error.h"
 #include "ropejit/ropejit.h"
 #include "ropejit/spec.h"
 
@@ -115,6 +116,18 @@ inline constexpr std::array<size_t, kArgsGenerations - 1> kArgsOlderSizes = [] {
 /// A set of fields, by their index in kArgsFields.
 using ArgsFieldSet = std::bitset<kArgsFieldCount>;
 
+/// No field: a tensor row's stride field it does not have.
+inline constexpr size_t kNoArgsField = SIZE_MAX;
+
+/// The index of field `name` in kArgsFields (kNoArgsField for null); evaluated in a constant
+/// expression, a name that is no field fails to compile (the throw is not a constant).
+constexpr size_t args_field_id(const char* name) {
+  if (!name) return kNoArgsField;
+  for (size_t i = 0; i < kArgsFieldCount; ++i)
+    if (kArgsFields[i].name == std::string_view(name)) return i;
+  throw Error(Status::internal, std::string(name) + " is not a ropejit_args field");
+}
+
 /// The row of field `name`, or null when ropejit_args has no such field.
 const ArgsField* find_args_field(std::string_view name);
 /// The index of field `name` in kArgsFields; Error(internal) when there is none.
@@ -124,6 +137,10 @@ size_t args_field_index(std::string_view name);
 const void* field_pointer(const ArgsField& f, const ropejit_args& a);
 /// An integer field's value (int64, int, positions type); Error(internal) for another kind.
 int64_t field_integer(const ArgsField& f, const ropejit_args& a);
+/// Stores a pointer field's value (the Args binding of a buffer).
+void set_field_pointer(const ArgsField& f, ropejit_args& a, const void* value);
+/// Stores an integer field's value (int64 or int); Error(internal) for another kind.
+void set_field_integer(const ArgsField& f, ropejit_args& a, int64_t value);
 /// True when the field is at the default ropejit_args_init gives it: null, 0 (or -0.0).
 bool field_is_default(const ArgsField& f, const ropejit_args& a);
 /// The field's value as an error message shows it: "null" or the address, the number.

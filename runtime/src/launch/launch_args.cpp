@@ -2,6 +2,7 @@
 // each io form's buffers, so the workload builders and bytes_moved follow the same rows.
 #include "launch/launch_args.h"
 #include "launch/launch_checks.h"
+#include "launch/tensor_rows.h"
 
 #include <algorithm>
 #include <array>
@@ -82,24 +83,42 @@ void check_positions_host(const Spec& spec, const Args& a, int64_t count) {
 
 // ---------------------------------------------------------------- input forms
 
+bool copies_v(const Spec& s) { return s.io.copy_v; }
+int64_t q_moved(const Spec& s) { return s.num_q_heads * q_moved_per_head(s); }
+int64_t k_moved(const Spec& s) { return s.num_kv_heads * k_moved_per_head(s); }
+constexpr const char* kCopyVWhy = "when the spec copies v (io.copy_v)";
+
+// Separate q, k and v (when copied) [T, H, D], read (rewritten by the inplace output form).
+constexpr TensorRow kInputSeparate[] = {
+    {"q", "q_stride", nullptr, {"T", "Hq", "D"}, BufferKind::input, nullptr, "when the spec's io.input is separate",
+     {ParamSlot::in_q}, q_moved},
+    {"k", "k_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::input, nullptr, "when the spec's io.input is separate",
+     {ParamSlot::in_k}, k_moved},
+    {"v", "v_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::input, copies_v, kCopyVWhy, {ParamSlot::in_v}},
+};
+
+// The separate output form's q_out, k_out, v_out (when copied) [T, H, D], written.
+constexpr TensorRow kOutputSeparate[] = {
+    {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output, nullptr,
+     "when the spec's io.output is not inplace", {ParamSlot::out_q}, q_moved},
+    {"k_out", "k_out_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::output, nullptr,
+     "when the spec's io.output is not inplace", {ParamSlot::out_k}, k_moved},
+    {"v_out", "v_out_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::output, copies_v, kCopyVWhy,
+     {ParamSlot::out_v}},
+};
+
 void bind_input_separate(const FormContext& c, const Args& a, KernelParams& p) {
-  check_qkv({a.q, a.k, a.v}, {"q", "k", "v"}, c.any, c.spec.io.copy_v, c.align,
-            "when the spec's io.input is separate");
-  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
-  p.in[kRoleK] = token_major(a.k, resolve_stride(a.k_stride, c.Hkv * c.D, c.vec, "k_stride", a.num_tokens, c.esize), c.D);
-  p.in[kRoleV] = token_major(a.v, resolve_stride(a.v_stride, c.Hkv * c.D, c.vec, "v_stride", a.num_tokens, c.esize), c.D);
+  bind_tensor_rows(c, a, p, kInputSeparate);
 }
 
-void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) {
-  if (c.any) check_present(a.qkv, "qkv", "when the spec's io.input is packed_qkv");
-  check_aligned(a.qkv, c.align, "qkv");
-  const int64_t stride = resolve_stride(a.qkv_stride, (c.Hq + 2 * c.Hkv) * c.D, c.vec, "qkv_stride", a.num_tokens, c.esize);
-  check_span(a.qkv, (c.Hq + 2 * c.Hkv) * c.D * c.esize, "qkv");  // the k and v parts are offsets into its row
-  char* base = static_cast<char*>(a.qkv);
-  p.in[kRoleQ] = token_major(base, stride, c.D);
-  p.in[kRoleK] = token_major(base ? base + c.Hq * c.D * c.esize : nullptr, stride, c.D);
-  p.in[kRoleV] = token_major(base ? base + (c.Hq + c.Hkv) * c.D * c.esize : nullptr, stride, c.D);
-}
+// Packed [T, Hq + 2 Hkv, D]: q, k and v heads of each token in one row, read.
+constexpr TensorRow kInputPacked[] = {
+    {"qkv", "qkv_stride", nullptr, {"T", "Hq+2Hkv", "D"}, BufferKind::input, nullptr,
+     "when the spec's io.input is packed_qkv", {ParamSlot::in_qkv},
+     [](const Spec& s) { return q_moved(s) + k_moved(s) + (s.io.copy_v ? int64_t(s.num_kv_heads) * s.head_dim : 0); }},
+};
+
+void bind_input_packed(const FormContext& c, const Args& a, KernelParams& p) { bind_tensor_rows(c, a, p, kInputPacked); }
 
 // ---------------------------------------------------------------- positions forms
 
@@ -152,11 +171,7 @@ int64_t bind_output_inplace(const FormContext&, const Args& a, KernelParams& p) 
 }
 
 int64_t bind_output_separate(const FormContext& c, const Args& a, KernelParams& p) {
-  check_qkv({a.q_out, a.k_out, a.v_out}, {"q_out", "k_out", "v_out"}, c.any, c.spec.io.copy_v, c.align,
-            "when the spec's io.output is not inplace");
-  p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
-  p.out[kRoleK] = token_major(a.k_out, resolve_stride(a.k_out_stride, c.Hkv * c.D, c.vec, "k_out_stride", a.num_tokens, c.esize), c.D);
-  p.out[kRoleV] = token_major(a.v_out, resolve_stride(a.v_out_stride, c.Hkv * c.D, c.vec, "v_out_stride", a.num_tokens, c.esize), c.D);
+  bind_tensor_rows(c, a, p, kOutputSeparate);
   return a.num_tokens;
 }
 
@@ -192,39 +207,12 @@ void bind_cu_seqlens_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) 
   a.batch = shape.batch;
 }
 
-// q, k and v (when copied) of one side: token-major [T, H, D] with the optional token strides
-// `strides`, or (`strides` null) padded [B, H, S, D], which needs max_seq_len.
-void qkv_buffers(const Spec& s, BufferKind kind, int64_t rows, const char* const (&names)[3],
-                 const char* const* strides, const std::array<Bind, 3>& binds, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
-  const int64_t heads[3] = {Hq, Hkv, Hkv};
-  const int64_t moved[3] = {Hq * q_moved_per_head(s), Hkv * k_moved_per_head(s), Hkv * D};
-  const char* const head_dims[3] = {"Hq", "Hkv", "Hkv"};
-  const bool token_rows = strides != nullptr;
-  for (int r = 0; r < (s.io.copy_v ? 3 : 2); ++r) {
-    const std::array<const char*, 4> dims = token_rows ? std::array<const char*, 4>{"T", head_dims[r], "D"}
-                                                       : std::array<const char*, 4>{"B", head_dims[r], "S", "D"};
-    BufferDesc b = data_buffer(s, names[r], kind, rows, heads[r] * D, moved[r], token_rows, binds[r], dims,
-                               token_rows ? strides[r] : nullptr);
-    if (!token_rows) b.bound[0] = {"max_seq_len", FieldUse::required};
-    out.push_back(b);
-  }
-}
-
 void buffers_input_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  constexpr const char* kStrides[3] = {"q_stride", "k_stride", "v_stride"};
-  qkv_buffers(s, BufferKind::input, shape.tokens, {"q", "k", "v"}, kStrides,
-              {bind_to<&ropejit_args::q, &ropejit_args::q_stride>, bind_to<&ropejit_args::k, &ropejit_args::k_stride>,
-               bind_to<&ropejit_args::v, &ropejit_args::v_stride>},
-              out);
+  buffers_tensor_rows(s, shape, kInputSeparate, out);
 }
 
 void buffers_input_packed(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim, Hq = s.num_q_heads, Hkv = s.num_kv_heads;
-  const int64_t moved = Hq * q_moved_per_head(s) + Hkv * k_moved_per_head(s) + (s.io.copy_v ? Hkv * D : 0);
-  out.push_back(data_buffer(s, "qkv", BufferKind::input, shape.tokens, (Hq + 2 * Hkv) * D, moved, true,
-                            bind_to<&ropejit_args::qkv, &ropejit_args::qkv_stride>, {"T", "Hq+2Hkv", "D"},
-                            "qkv_stride"));
+  buffers_tensor_rows(s, shape, kInputPacked, out);
 }
 
 // A positions array of kStreams entries per token: explicit [T] (1), mrope [3, T] (3).
@@ -259,28 +247,36 @@ void buffers_output_inplace(const Spec&, const LaunchShape&, std::vector<BufferD
     if (b.kind == BufferKind::input) b.kind = BufferKind::inout;
 }
 
-constexpr const char* kOutputNames[3] = {"q_out", "k_out", "v_out"};
-
 void buffers_output_separate(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  constexpr const char* kStrides[3] = {"q_out_stride", "k_out_stride", "v_out_stride"};
-  qkv_buffers(s, BufferKind::output, shape.tokens, kOutputNames, kStrides,
-              {bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>,
-               bind_to<&ropejit_args::k_out, &ropejit_args::k_out_stride>,
-               bind_to<&ropejit_args::v_out, &ropejit_args::v_out_stride>},
-              out);
+  buffers_tensor_rows(s, shape, kOutputSeparate, out);
 }
 
+// Padded [B, H, S, D] outputs (each row its sequence's and position's), which need max_seq_len.
 void buffers_output_padded(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  qkv_buffers(s, BufferKind::output, int64_t(shape.batch) * shape.max_seq_len, kOutputNames, nullptr,
-              {bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>, bind_padded<&ropejit_args::v_out>},
-              out);
+  constexpr const char* kNames[3] = {"q_out", "k_out", "v_out"};
+  constexpr const char* kHeads[3] = {"Hq", "Hkv", "Hkv"};
+  constexpr Bind kBinds[3] = {bind_padded<&ropejit_args::q_out>, bind_padded<&ropejit_args::k_out>,
+                              bind_padded<&ropejit_args::v_out>};
+  const int64_t D = s.head_dim, heads[3] = {s.num_q_heads, s.num_kv_heads, s.num_kv_heads};
+  const int64_t moved[3] = {q_moved(s), k_moved(s), heads[2] * D};
+  for (int r = 0; r < (s.io.copy_v ? 3 : 2); ++r) {
+    BufferDesc b = data_buffer(s, kNames[r], BufferKind::output, int64_t(shape.batch) * shape.max_seq_len,
+                               heads[r] * D, moved[r], false, kBinds[r], {"B", kHeads[r], "S", "D"});
+    b.bound[0] = {"max_seq_len", FieldUse::required};
+    out.push_back(b);
+  }
 }
 
-void buffers_bias(const Spec& s, std::vector<BufferDesc>& out) {
-  if (!s.io.qkv_bias) return;
-  const int64_t row = int64_t(s.num_q_heads + 2 * s.num_kv_heads) * s.head_dim;
-  out.push_back(data_buffer(s, "bias", BufferKind::bias, 1, row, row, false, bind_to<&ropejit_args::bias>,
-                            {"Hq+2Hkv", "D"}));
+// QKV bias: one row of [(Hq + 2 Hkv) D], split by role like the packed input; padded outputs
+// write the bias into padding rows, so it is needed with no tokens too.
+constexpr TensorRow kBias[] = {
+    {"bias", nullptr, nullptr, {"Hq+2Hkv", "D"}, BufferKind::bias, [](const Spec& s) { return s.io.qkv_bias; },
+     "when the spec's io.qkv_bias is true", {ParamSlot::bias_qkv}, nullptr, nullptr, FieldUse::required,
+     RowElement::storage, [](const Spec& s) { return s.io.output == OutputForm::padded_bhsd; }},
+};
+
+void buffers_bias(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  buffers_tensor_rows(s, shape, kBias, out);
 }
 
 // One descriptor per form, indexed by the spec's enum: a new form is one row and its binder.
@@ -330,49 +326,46 @@ const Ops& find_form(const Ops (&table)[N], Form form) {
   throw Error(Status::internal, fmt::format("no launch descriptor for io form {}", to_string(form)));
 }
 
-// QKV bias: one row of [(Hq + 2 Hkv) D], split by role like the packed input.
-void bind_bias(const FormContext& c, const Args& a, KernelParams& p) {
-  if (!c.spec.io.qkv_bias) return;
-  if (c.any || c.spec.io.output == OutputForm::padded_bhsd)
-    check_present(a.bias, "bias", "when the spec's io.qkv_bias is true");
-  check_aligned(a.bias, c.align, "bias");
-  check_span(a.bias, (c.Hq + 2 * c.Hkv) * c.D * c.esize, "bias");
-  const char* b = static_cast<const char*>(a.bias);
-  p.bias[kRoleQ] = b;
-  p.bias[kRoleK] = b ? b + c.Hq * c.D * c.esize : nullptr;
-  p.bias[kRoleV] = b ? b + (c.Hq + c.Hkv) * c.D * c.esize : nullptr;
-}
+void bind_bias(const FormContext& c, const Args& a, KernelParams& p) { bind_tensor_rows(c, a, p, kBias); }
 
 // QK-norm weights (qk_norm with weight per_head) for q and k, in the storage dtype, read as
 // vectors like the data: [D] each (scope head, shared by the heads), or [Hq, D] and [Hkv, D]
 // (scope all, HF's q_norm.weight of Hq·D values).
-void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) {
-  const QkNorm& norm = c.spec.qk_norm;
-  if (!norm.enabled || norm.weight != NormWeight::per_head) return;
-  const bool all_heads = norm.scope == NormScope::all;
-  for (int role = 0; role < 2; ++role) {
-    const void* weight = role == 0 ? a.q_norm_weight : a.k_norm_weight;
-    const char* name = role == 0 ? "q_norm_weight" : "k_norm_weight";
-    if (c.any)
-      check_present(weight, name,
-                    all_heads ? "when the spec's qk_norm has weight per_head and scope all (q [Hq, head_dim], "
-                                "k [Hkv, head_dim])"
-                              : "when the spec's qk_norm has weight per_head ([head_dim])");
-    check_aligned(weight, c.align, name);
-    p.norm_weight[role] = weight;
-  }
+template <NormScope kScope>
+bool norm_weights(const Spec& s) {
+  return s.qk_norm.enabled && s.qk_norm.weight == NormWeight::per_head && s.qk_norm.scope == kScope;
+}
+constexpr const char* kNormHeadWhy = "when the spec's qk_norm has weight per_head ([head_dim])";
+constexpr const char* kNormAllWhy =
+    "when the spec's qk_norm has weight per_head and scope all (q [Hq, head_dim], k [Hkv, head_dim])";
+
+constexpr TensorRow kNormWeights[] = {
+    {"q_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head>, kNormHeadWhy,
+     {ParamSlot::norm_q}},
+    {"q_norm_weight", nullptr, nullptr, {"Hq", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all>,
+     kNormAllWhy, {ParamSlot::norm_q}},
+    {"k_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head>, kNormHeadWhy,
+     {ParamSlot::norm_k}},
+    {"k_norm_weight", nullptr, nullptr, {"Hkv", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all>,
+     kNormAllWhy, {ParamSlot::norm_k}},
+};
+
+void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) { bind_tensor_rows(c, a, p, kNormWeights); }
+
+void buffers_norm_weights(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  buffers_tensor_rows(s, shape, kNormWeights, out);
 }
 
-void buffers_norm_weights(const Spec& s, std::vector<BufferDesc>& out) {
-  if (!s.qk_norm.enabled || s.qk_norm.weight != NormWeight::per_head) return;
-  const bool all_heads = s.qk_norm.scope == NormScope::all;
-  const int64_t q = (all_heads ? s.num_q_heads : 1) * int64_t{s.head_dim};
-  const int64_t k = (all_heads ? s.num_kv_heads : 1) * int64_t{s.head_dim};
-  out.push_back(data_buffer(s, "q_norm_weight", BufferKind::norm_weight, 1, q, q, false,
-                            bind_to<&ropejit_args::q_norm_weight>, {all_heads ? "Hq" : "D", all_heads ? "D" : nullptr}));
-  out.push_back(data_buffer(s, "k_norm_weight", BufferKind::norm_weight, 1, k, k, false,
-                            bind_to<&ropejit_args::k_norm_weight>, {all_heads ? "Hkv" : "D", all_heads ? "D" : nullptr}));
-}
+// FP8 q_out with scales the launch computes: one float32 per (token, head) or per token, written.
+constexpr TensorRow kQScaleOut[] = {
+    {"q_scale_out", nullptr, nullptr, {"T", "Hq"}, BufferKind::output,
+     [](const Spec& s) { return q_scale_computed(s) && q_scale_per_head(s); },
+     "when the spec's io.q_scale is per_token_head", {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required,
+     RowElement::fp32},
+    {"q_scale_out", nullptr, nullptr, {"T"}, BufferKind::output,
+     [](const Spec& s) { return q_scale_computed(s) && !q_scale_per_head(s); }, "when the spec's io.q_scale is per_token",
+     {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required, RowElement::fp32},
+};
 
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
@@ -400,22 +393,6 @@ void buffers_positions(const Spec& spec, const LaunchShape& shape, std::vector<B
   find_form(kPositionsForms, spec.io.positions).buffers(spec, shape, out);
 }
 
-int64_t bind_q_inplace(const FormContext& c, const Args& a, KernelParams& p, const char* why) {
-  if (c.any) check_present(a.q, "q", why);
-  check_aligned(a.q, c.align, "q");
-  p.in[kRoleQ] = token_major(a.q, resolve_stride(a.q_stride, c.Hq * c.D, c.vec, "q_stride", a.num_tokens, c.esize), c.D);
-  p.out[kRoleQ] = p.in[kRoleQ];
-  bind_positions(c, a, p);
-  return a.num_tokens;
-}
-
-void buffers_q_inplace(const Spec& s, const LaunchShape& shape, int64_t moved, std::vector<BufferDesc>& out) {
-  const int64_t row = int64_t(s.num_q_heads) * s.head_dim;
-  out.push_back(data_buffer(s, "q", BufferKind::inout, shape.tokens, row, moved, true,
-                            bind_to<&ropejit_args::q, &ropejit_args::q_stride>, {"T", "Hq", "D"}, "q_stride"));
-  buffers_positions(s, shape, out);
-}
-
 // Op rope's row: the input form, the bias, the QK-norm weights, the positions form, the output form.
 extern const LaunchOp kLaunchOp_rope = {
     OpKind::rope,
@@ -432,8 +409,8 @@ extern const LaunchOp kLaunchOp_rope = {
     },
     [](const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out) {
       find_form(kInputForms, spec.io.input).buffers(spec, shape, out);
-      buffers_bias(spec, out);
-      buffers_norm_weights(spec, out);
+      buffers_bias(spec, shape, out);
+      buffers_norm_weights(spec, shape, out);
       buffers_positions(spec, shape, out);
       find_form(kOutputForms, spec.io.output).buffers(spec, shape, out);
     }};
@@ -504,17 +481,9 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   p.num_tokens = a.num_tokens;
   const LaunchOp& op = launch_op(spec.op);
   out.rows = op.bind(c, a, p);
-  if (q_scale_computed(spec)) {  // FP8 q_out with scales computed per (token, head) / token
-    if (c.any)
-      check_present(a.q_scale_out, "q_scale_out",
-                    q_scale_per_head(spec) ? "when the spec's io.q_scale is per_token_head"
-                                           : "when the spec's io.q_scale is per_token");
-    check_aligned(a.q_scale_out, 4, "q_scale_out");
-    p.q_scale_out = a.q_scale_out;
-    p.q_inv_scale = 1.0f;
-  } else {
-    p.q_inv_scale = inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");  // FP8 q_out
-  }
+  bind_tensor_rows(c, a, p, kQScaleOut);
+  // FP8 q_out: 1 / the static q_scale, or 1 where the launch computes the scales (q_scale_out).
+  p.q_inv_scale = q_scale_computed(spec) ? 1.0f : inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");
   bind_run_length(c, a, p);
   // On the host backend the pointers are host memory: the arrays' contents are checked too.
   if (host_memory) op.check_host(spec, a);
@@ -537,12 +506,7 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
           break;
         }
     }
-  if (computed) {  // the scales the launch writes, one float32 per (token, head) or per token
-    const bool per_head = q_scale_per_head(spec);
-    out.push_back(scale_buffer(spec, "q_scale_out", shape.tokens, per_head ? spec.num_q_heads : 1,
-                               bind_to<&ropejit_args::q_scale_out>,
-                               per_head ? std::array<const char*, 4>{"T", "Hq"} : std::array<const char*, 4>{"T"}));
-  }
+  buffers_tensor_rows(spec, shape, kQScaleOut, out);
   return out;
 }
 
@@ -552,7 +516,13 @@ Args bind_buffers(const std::vector<BufferDesc>& buffers, const LaunchShape& sha
   a.num_tokens = shape.tokens;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferDesc& b = buffers[i];
-    b.bind(a, shape, ptrs.at(i), b.row_stride == b.row_elements ? 0 : b.row_stride);  // 0: dense
+    const int64_t stride = b.row_stride == b.row_elements ? 0 : b.row_stride;  // 0: dense
+    if (b.bind) {
+      b.bind(a, shape, ptrs.at(i), stride);
+      continue;
+    }
+    set_field_pointer(kArgsFields[args_field_index(b.name)], a, ptrs.at(i));  // a tensor row's: by name
+    if (const char* field = b.stride_field()) set_field_integer(kArgsFields[args_field_index(field)], a, stride);
   }
   a.seq_len = seq_len;
   a.from_seq_len = from_seq_len;

@@ -68,7 +68,8 @@ struct BufferDesc {
   int element_bytes;
   int64_t moved_row_elements;   ///< elements of a row a launch reads or writes (the tail may stay)
   bool token_rows;              ///< rows are tokens, so a wider row stride is allowed
-  /// Stores `ptr` (and the stride, 0 when dense) and the shape fields the buffer implies.
+  /// Stores `ptr` (and the stride, 0 when dense) and the shape fields the buffer implies; null
+  /// (a tensor row's buffer): `ptr` into the field `name`, the stride into stride_field().
   void (*bind)(Args& args, const LaunchShape& shape, void* ptr, int64_t stride);
   /// The dense shape in the dim symbols of ropejit/introspect.h ({"T", "Hq", "D"}); null: past the rank.
   std::array<const char*, 4> dims{};

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "launch/launch_checks.h"
+#include "launch/tensor_rows.h"
 
 namespace ropejit::launch_detail {
 
@@ -23,6 +23,20 @@ void bind_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride
   (k ? a.k_scale : a.v_scale) = k ? shape.k_scale : shape.v_scale;
   a.cache_num_pages = shape.cache_pages;
 }
+
+// q_output separate: q_out [T, Hq, D] written (in place, q's own view is rewritten).
+constexpr TensorRow kQOut[] = {
+    {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output,
+     [](const Spec& s) { return s.io.q_output != QOutput::inplace; }, "when the spec's io.q_output is separate",
+     {ParamSlot::out_q}},
+};
+
+// cache_index slot_mapping: each token's slot [T] (page * page_size + offset, or -1), read.
+constexpr TensorRow kSlotMapping[] = {
+    {"slot_mapping", nullptr, nullptr, {"T"}, BufferKind::slot_mapping, nullptr,
+     "when the spec's io.cache_index is slot_mapping ([num_tokens])", {ParamSlot::slot_mapping}, nullptr, nullptr,
+     FieldUse::required, RowElement::int64},
+};
 
 void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
   a.block_tables = static_cast<const int32_t*>(ptr);
@@ -86,13 +100,8 @@ float inverse_scale(CacheDType type, float scale, const char* name) {
 
 int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) {
   const IoSpec& io = c.spec.io;
-  if (io.q_output == QOutput::inplace) {
-    p.out[kRoleQ] = p.in[kRoleQ];
-  } else {
-    if (c.any) check_present(a.q_out, "q_out", "when the spec's io.q_output is separate");
-    check_aligned(a.q_out, c.align, "q_out");
-    p.out[kRoleQ] = token_major(a.q_out, resolve_stride(a.q_out_stride, c.Hq * c.D, c.vec, "q_out_stride", a.num_tokens, c.esize), c.D);
-  }
+  if (io.q_output == QOutput::inplace) p.out[kRoleQ] = p.in[kRoleQ];
+  bind_tensor_rows(c, a, p, kQOut);
   p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
   // copy_v false: K = V (DeepSeek-V4), the engine reads the K cache as V and there is no V cache.
   if (io.copy_v)
@@ -127,9 +136,7 @@ void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p) {
           fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each cache)", a.cache_num_pages));
   p.cache_pages = a.cache_num_pages;
   if (io.cache_index == CacheIndex::slot_mapping) {
-    if (c.any) check_present(a.slot_mapping, "slot_mapping", "when the spec's io.cache_index is slot_mapping ([num_tokens])");
-    check_aligned(a.slot_mapping, 8, "slot_mapping");
-    p.slot_mapping = reinterpret_cast<const i64*>(a.slot_mapping);
+    bind_tensor_rows(c, a, p, kSlotMapping);
   } else {
     if (c.any) check_present(a.block_tables, "block_tables", "when the spec's io.cache_index is block_tables");
     require(a.max_blocks_per_seq >= (c.any ? 1 : 0) && a.max_blocks_per_seq <= kMaxPosition, "max_blocks_per_seq",
@@ -183,18 +190,15 @@ void check_paged_host(const Spec& spec, const Args& a) {
 // q rewritten in place (packed: only its q part) or q_out; the two caches (each token writes
 // one slot); the slot mapping or the block tables.
 void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
-  const int64_t D = s.head_dim, Hq = s.num_q_heads;
+  const int64_t Hq = s.num_q_heads;
   if (s.io.q_output == QOutput::inplace) {
     for (BufferDesc& b : out)
       if (b.kind == BufferKind::input && (b.name == std::string_view("q") || b.name == std::string_view("qkv"))) {
         b.kind = BufferKind::inout;
         b.written_row_elements = Hq * q_moved_per_head(s);
       }
-  } else {
-    out.push_back(data_buffer(s, "q_out", BufferKind::output, shape.tokens, Hq * D, Hq * D, true,
-                              bind_to<&ropejit_args::q_out, &ropejit_args::q_out_stride>, {"T", "Hq", "D"},
-                              "q_out_stride"));
   }
+  buffers_tensor_rows(s, shape, kQOut, out);
   out.push_back(cache_buffer(s, shape, true));
   if (s.io.copy_v) out.push_back(cache_buffer(s, shape, false));  // else K = V: no V cache
   out.push_back(cache_index_buffer(s, shape));
@@ -254,9 +258,11 @@ BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
 }
 
 BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape) {
-  if (s.io.cache_index == CacheIndex::slot_mapping)
-    return {"slot_mapping", BufferKind::slot_mapping, shape.tokens, 1, 1, 8, 1, false,
-            bind_to<&ropejit_args::slot_mapping>, {"T"}};
+  if (s.io.cache_index == CacheIndex::slot_mapping) {
+    std::vector<BufferDesc> one;
+    buffers_tensor_rows(s, shape, kSlotMapping, one);
+    return one.at(0);
+  }
   // moved: about one entry per sequence (a page's tokens share theirs)
   return {"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq, shape.max_blocks_per_seq, 4,
           1, false, bind_block_tables_ptr, {"B", "max_blocks_per_seq"},

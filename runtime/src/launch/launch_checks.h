@@ -174,10 +174,4 @@ void bind_positions(const FormContext& c, const Args& a, KernelParams& p);
 void check_positions_form_host(const Spec& spec, const Args& a);
 void buffers_positions(const Spec& spec, const LaunchShape& shape, std::vector<BufferDesc>& out);
 
-/// An op over one tensor's heads alone (attn_temperature, inverse_rope): binds q [T, Hq, D],
-/// read and written in place, and the positions form's arrays (`why`: the op, for the error when
-/// q is missing); its buffers, q moving `moved` elements a row.
-int64_t bind_q_inplace(const FormContext& c, const Args& a, KernelParams& p, const char* why);
-void buffers_q_inplace(const Spec& s, const LaunchShape& shape, int64_t moved, std::vector<BufferDesc>& out);
-
 }  // namespace ropejit::launch_detail
