@@ -27,7 +27,7 @@ template <class T>
 __device__ __forceinline__ void attn_temperature_kernel(const KernelParams& p) {
   constexpr WorkShape W = attn_temperature_shape<T>();
   typedef typename T::Storage::raw raw;
-  for_each_row_item<T>(p, W, [&](const WorkItem& at, const RowRef& ref) {
+  for_each_row_item<T, GridWalk::thread_stride>(p, W, [&](const WorkItem& at, const RowRef& ref) {
     const float scale = temperature_scale<T>(ref.position);
     const TensorRef q = p.in[kRoleQ];
 #pragma unroll 1

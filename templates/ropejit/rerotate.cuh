@@ -112,7 +112,7 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
   constexpr WorkShape W = rerotate_shape<T>();
   // Neighbouring threads take neighbouring vectors of one key head (coalesced).
   // Lanes of frequency-0 pairs only have nothing to do: their bytes stay.
-  for_each_row_item<T, angle_lanes<T>(W)>(p, W, [&](const WorkItem& at, const RowRef& ref) {
+  for_each_row_item<T, GridWalk::thread_stride, angle_lanes<T>(W)>(p, W, [&](const WorkItem& at, const RowRef& ref) {
     if (ref.cache_page < 0) return;  // no slot: nothing to rotate
     // The thread's first key head's rotary slice, then a pointer step per head (not the slot's
     // address again); with loads ahead the first head's loads go before the angles.
