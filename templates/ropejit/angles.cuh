@@ -269,13 +269,11 @@ __device__ __forceinline__ int slice_lane_first(int lane) {
   return rope_shape<T>().whole_slice ? 0 : lane * T::kVec;
 }
 
-/// How far past the lane's first vector its vector j starts: a constant once j is unrolled, kept
-/// apart from slice_lane_first so that it folds into the access's address.
+/// How far past the lane's first vector its vector j starts: a constant expression, kept apart
+/// from slice_lane_first so that it folds into the access's address.
 template <class T>
-__device__ __forceinline__ int slice_vector_offset(int j) {
-  if constexpr (T::kInterleaved) return 0;
-  else if constexpr (rope_shape<T>().whole_slice) return j * T::kVec;
-  else return j * rope_shape<T>().half;
+ROPEJIT_HOST_DEVICE constexpr int slice_vector_offset(int j) {
+  return T::kInterleaved ? 0 : rope_shape<T>().whole_slice ? j * T::kVec : j * rope_shape<T>().half;
 }
 
 /// The element (from the slice's start) of vector j of lane `lane`.

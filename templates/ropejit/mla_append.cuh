@@ -187,7 +187,7 @@ template <class T>
 __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const float* inv_freq,
                                                   const float* inv_freq_long) {
   constexpr WorkShape W = mla_shape<T>();
-  for_each_row_item<T>(p, W, [&](const WorkItem& at, const RowRef& ref) {
+  for_each_row_item<T, GridWalk::thread_stride>(p, W, [&](const WorkItem& at, const RowRef& ref) {
     // q: the thread's heads group + k * head_groups (fewer in a short last group), each lane with
     // the row's angles; with loads ahead the first head's loads go before the angles.
     const int heads = (T::kNumQHeads - at.group + W.head_groups - 1) / W.head_groups;

@@ -116,13 +116,13 @@ struct LaneWords {
   u32 w[lane_load_vectors<T>()][VecTraits<typename T::Storage, T::kVec>::kWords];
 };
 
-// Vector `element` + `offset` of a head row with its bias added (and normalized, for a QK-norm),
+// Vector `element` + kOffset of a head row with its bias added (and normalized, for a QK-norm),
 // or zeros for a padding row (src null), through `words` as kStep says. Returns whether it was
-// loaded: zeros are stored as they are, never rotated. `offset` (a constant once unrolled:
-// angles.cuh slice_vector_offset) is separate so that it folds into the address.
-template <class T, LaneStep kStep = LaneStep::whole>
+// loaded: zeros are stored as they are, never rotated. kOffset is separate so that the constant
+// folds into the address.
+template <class T, LaneStep kStep = LaneStep::whole, int kOffset = 0>
 __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, const void* bias,
-                                           const HeadNorm& norm, int element, int offset,
+                                           const HeadNorm& norm, int element,
                                            u32 (&words)[VecTraits<typename T::Storage, T::kVec>::kWords],
                                            float (&x)[T::kVec]) {
   if constexpr (T::kOutputPaddedBhsd) {
@@ -132,12 +132,12 @@ __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, 
       return false;
     }
   }
-  if constexpr (kStep != LaneStep::finish) load_words<typename T::Storage, T::kVec>(src + element + offset, words);
+  if constexpr (kStep != LaneStep::finish) load_words<typename T::Storage, T::kVec>(src + element + kOffset, words);
   if constexpr (kStep == LaneStep::fetch) return true;
   words_to_floats<typename T::Storage, T::kVec>(words, x);
-  add_bias<T>(bias, element + offset, x);
+  add_bias<T>(bias, element + kOffset, x);
   if constexpr (T::kQkNorm) {
-    if (norm.apply) apply_norm<T>(norm.weight, norm.inv_rms, element + offset, x);
+    if (norm.apply) apply_norm<T>(norm.weight, norm.inv_rms, element + kOffset, x);
   }
   return true;
 }
@@ -291,7 +291,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       }
       const int e = T::kPassBegin + (lane - W.rot_lanes) * V;
       float x[V];
-      load_input<T, kStep>(src, io.bias, norm, e, 0, in.w[0], x);
+      load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x);
       if constexpr (!kFetch) store_head<T>(io, e, x);
       return;
     }
@@ -302,10 +302,23 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
   const int e = T::kRotaryBegin + r;        // ... within the head
   float x[kVectors][V];
   bool loaded = true;
+  if constexpr (!T::kInterleaved && !W.whole_slice) {  // the neox halves: y's offset a constant
+    loaded = load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x[0]);
+    if (loaded) load_input<T, kStep, slice_vector_offset<T>(1)>(src, io.bias, norm, e, in.w[1], x[1]);
+  } else {
 #pragma unroll
-  for (int j = 0; j < kVectors; ++j) loaded = load_input<T, kStep>(src, io.bias, norm, e, slice_vector_offset<T>(j), in.w[j], x[j]);
+    for (int j = 0; j < kVectors; ++j)
+      loaded = load_input<T, kStep>(src, io.bias, norm, e + slice_vector_offset<T>(j), in.w[j], x[j]);
+  }
   if constexpr (kFetch) return;
-  if (loaded && rotate) rotate_slice_vectors<T>(r, x, cos_v, sin_v);
+  if (loaded) {
+    if (rotate) rotate_slice_vectors<T>(r, x, cos_v, sin_v);
+  } else {  // a padding row: zeros (the neox y is not loaded)
+#pragma unroll
+    for (int j = 1; j < kVectors; ++j)
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j][i] = 0.0f;
+  }
 #pragma unroll
   for (int j = 0; j < kVectors; ++j) store_head<T>(io, e + slice_vector_offset<T>(j), x[j]);
 }
@@ -326,8 +339,8 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
 
 namespace ropejit {
 
-// The block-shared angles' kernel loop (shared_angles.cuh): every thread of a block takes every
-// pass (its barriers), items past the end skip the work.
+// The block-shared angles' kernel (angles.cuh SharedAngleRows): every thread of a block takes
+// every pass's block part (its barriers); a thread past the last item leaves after it.
 template <class T>
 __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p, const float* inv_freq,
                                                           const float* inv_freq_long) {

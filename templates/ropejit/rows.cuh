@@ -9,8 +9,8 @@
 
 namespace ropejit {
 
-// Programmatic dependent launch (a no-op when not launched with it): let the next kernel in
-// the stream start launching now, and wait for the previous one's results before any read.
+/// Programmatic dependent launch (a no-op when not launched with it): let the next kernel in
+/// the stream start launching now, and wait for the previous one's results before any read.
 __device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
@@ -19,9 +19,9 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 }
 
 /// Calls body(item) for this thread's work items, the grid's passes counted by a block-uniform
-// index; a thread past the last item leaves (it would be past it in every later pass). The exit
-// is uniform, so ptxas can prove a warp's live threads converged at body's shuffles and compiles
-// no divergent fallback for each (docs/architecture.md §5). A kernel's last statement.
+/// index; a thread past the last item leaves (it would be past it in every later pass). The exit
+/// is uniform, so ptxas can prove a warp's live threads converged at body's shuffles and compiles
+/// no divergent fallback for each (docs/architecture.md §5). A kernel's last statement.
 template <class Body>
 __device__ __forceinline__ void for_each_work_item(i64 items, Body&& body) {
   for (i64 pass = blockIdx.x;; pass += gridDim.x) {
