@@ -34,8 +34,9 @@ __device__ __forceinline__ void for_each_work_item(i64 items, Body&& body) {
 }
 
 /// Calls body(item) for this thread's work items in the plain grid-stride loop: for a kernel
-/// without warp shuffles, where no convergence is to be proven (rerotate's heads loop compiles
-/// smaller in it: phi-3.5-mini-rerotate's decode kernel 612 SASS instructions, not 687).
+/// without warp shuffles, where no convergence is to be proven and the heads loops of rerotate
+/// and MLA compile smaller (phi-3.5-mini-rerotate's decode kernel: 612 SASS instructions, not
+/// 687; MLA's decode kernel keeps its first q load ahead of the index loads' use).
 template <class Body>
 __device__ __forceinline__ void for_each_work_item_strided(i64 items, Body&& body) {
   const i64 stride = (i64)gridDim.x * blockDim.x;
