@@ -299,7 +299,8 @@ __device__ __forceinline__ void rotate_slice_vectors(int first, float (&x)[kVect
   } else if constexpr (W.whole_slice) {  // neox, x[i] and x[i + d/2] of the whole slice
 #pragma unroll
     for (int i = 0; i < W.half; ++i)
-      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], c[i], s[i]);
+      if (pair_rotates<T, W.half>(0, i))
+        rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], c[i], s[i]);
   } else {  // neox: the two halves' vectors
 #pragma unroll
     for (int i = 0; i < V; ++i)

@@ -27,9 +27,9 @@ __device__ __forceinline__ int lane_element(const LaneVectors& lv, int j) {
   return lane_vector_element(rope_shape<T>(), lv, j);
 }
 
-// Rotates the vectors a QK-norm lane holds (lane_vectors: the rotary slice's lane map first,
-// angles.cuh) when it is a rotating lane whose pairs rotate; tail lanes keep theirs. `first`:
-// the lane's first element within the rotated slice.
+// Rotates the vectors a QK-norm lane holds (lane_vectors: the rotary slice's lane map of
+// angles.cuh, then any spread tail vectors) when it is a rotating lane whose pairs rotate; tail
+// lanes keep theirs. `first`: the lane's first element within the rotated slice.
 template <class T>
 __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
                                                     float (&x)[norm_lane_vectors<T>()][T::kVec],
