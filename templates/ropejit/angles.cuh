@@ -251,67 +251,77 @@ __device__ __forceinline__ void read_shared_angles(const SharedAngleRows<T>& row
   }
 }
 
-// Vectors a lane of a rotary slice reads (rotate_slice_lane's lane map): one interleaved, the
-// neox halves, or the whole neox slice.
+// The rotation's lane map, the one every op's lane takes (rope.cuh process_lane, rotate_slice_lane,
+// head_lanes.cuh rotate_lane_vectors): lane `lane` of a rotary slice holds vectors j <
+// slice_lane_vectors, vector j at element slice_lane_first(lane) + slice_vector_offset(j) of the
+// slice: one interleaved vector of V/2 adjacent pairs, the neox halves d/2 apart, or the whole
+// neox slice (lane 0).
+
+/// Vectors a lane of a rotary slice holds: one interleaved, the neox halves, or the whole neox slice.
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr int slice_lane_vectors() {
   return T::kInterleaved ? 1 : (rope_shape<T>().whole_slice ? T::kRotaryDim / T::kVec : 2);
 }
 
-// The element (from the slice's start) of vector j of lane `lane`, in rotate_slice_lane's order.
+/// The element (from the slice's start) of lane `lane`'s first vector.
 template <class T>
-__device__ __forceinline__ int slice_lane_element(int lane, int j) {
-  if constexpr (T::kInterleaved) return lane * T::kVec;
-  else if constexpr (rope_shape<T>().whole_slice) return j * T::kVec;
-  else return lane * T::kVec + j * rope_shape<T>().half;
+__device__ __forceinline__ int slice_lane_first(int lane) {
+  return rope_shape<T>().whole_slice ? 0 : lane * T::kVec;
 }
 
-// One lane's pairs of a rotary slice that is the whole of what a lane moves (a cached key's, MLA's
-// k_pe): read with load(element, x[vec]) and written with store(element, x[vec]), elements counted
-// from the slice's start; the lane map of rope.cuh process_lane.
+/// How far past the lane's first vector its vector j starts: a constant expression, kept apart
+/// from slice_lane_first so that it folds into the access's address.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr int slice_vector_offset(int j) {
+  return T::kInterleaved ? 0 : rope_shape<T>().whole_slice ? j * T::kVec : j * rope_shape<T>().half;
+}
+
+/// The element (from the slice's start) of vector j of lane `lane`.
+template <class T>
+__device__ __forceinline__ int slice_lane_element(int lane, int j) {
+  return slice_lane_first<T>(lane) + slice_vector_offset<T>(j);
+}
+
+/// Rotates a lane's vectors x[j] (the lane map's, kVectors >= slice_lane_vectors: a QK-norm
+/// lane's may hold more after them) by its pairs' cos c and sin s; `first` is
+/// slice_lane_first(lane). Pairs without a frequency keep their bits (pair_rotates).
+template <class T, int kVectors>
+__device__ __forceinline__ void rotate_slice_vectors(int first, float (&x)[kVectors][T::kVec],
+                                                     const float (&c)[rope_shape<T>().pairs_per_lane],
+                                                     const float (&s)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec;
+  static_assert(kVectors >= slice_lane_vectors<T>(), "a lane holds the lane map's vectors");
+  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i)
+      if (pair_rotates<T, V / 2>(first / 2, i)) rotate_in_place(x[0][2 * i], x[0][2 * i + 1], c[i], s[i]);
+  } else if constexpr (W.whole_slice) {  // neox, x[i] and x[i + d/2] of the whole slice
+#pragma unroll
+    for (int i = 0; i < W.half; ++i)
+      if (pair_rotates<T, W.half>(0, i))
+        rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], c[i], s[i]);
+  } else {  // neox: the two halves' vectors
+#pragma unroll
+    for (int i = 0; i < V; ++i)
+      if (pair_rotates<T, V>(first, i)) rotate_in_place(x[0][i], x[1][i], c[i], s[i]);
+  }
+}
+
+/// One lane's pairs of a rotary slice that is the whole of what a lane moves (a cached key's, MLA's
+/// k_pe): read with load(element, x[vec]) and written with store(element, x[vec]) in the lane
+/// map's order, elements counted from the slice's start.
 template <class T, class Load, class Store>
 __device__ __forceinline__ void rotate_slice_lane(int lane, const float (&c)[rope_shape<T>().pairs_per_lane],
                                                   const float (&s)[rope_shape<T>().pairs_per_lane], Load load,
                                                   Store store) {
-  constexpr WorkShape W = rope_shape<T>();
-  constexpr int V = T::kVec;
-  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
-    float x[V];
-    load(lane * V, x);
+  constexpr int kVectors = slice_lane_vectors<T>();
+  float x[kVectors][T::kVec];
 #pragma unroll
-    for (int i = 0; i < V / 2; ++i)
-      if (pair_rotates<T, V / 2>(lane * (V / 2), i)) rotate_in_place(x[2 * i], x[2 * i + 1], c[i], s[i]);
-    store(lane * V, x);
-  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
-    constexpr int kVectors = T::kRotaryDim / V;
-    float x[T::kRotaryDim];
+  for (int j = 0; j < kVectors; ++j) load(slice_lane_element<T>(lane, j), x[j]);
+  rotate_slice_vectors<T>(slice_lane_first<T>(lane), x, c, s);
 #pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-      load(j * V, part);
-#pragma unroll
-      for (int i = 0; i < V; ++i) x[j * V + i] = part[i];
-    }
-#pragma unroll
-    for (int i = 0; i < W.half; ++i)
-      if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], c[i], s[i]);
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-#pragma unroll
-      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
-      store(j * V, part);
-    }
-  } else {  // neox: the two halves of V pairs are vectors d/2 apart
-    float x[V], y[V];
-    load(lane * V, x);
-    load(lane * V + W.half, y);
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (pair_rotates<T, V>(lane * V, i)) rotate_in_place(x[i], y[i], c[i], s[i]);
-    store(lane * V, x);
-    store(lane * V + W.half, y);
-  }
+  for (int j = 0; j < kVectors; ++j) store(slice_lane_element<T>(lane, j), x[j]);
 }
 
 }  // namespace ropejit

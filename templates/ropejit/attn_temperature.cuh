@@ -22,16 +22,12 @@ __device__ __forceinline__ float temperature_scale(i64 position) {
   return __fmul_rn(log1pf(floored), T::kAttnScale) + 1.0f;
 }
 
+/// The op's kernel: each work item scales its vector of its q heads by its row's temperature.
 template <class T>
 __device__ __forceinline__ void attn_temperature_kernel(const KernelParams& p) {
   constexpr WorkShape W = attn_temperature_shape<T>();
   typedef typename T::Storage::raw raw;
-  wait_for_previous_grid();
-  const i64 items = work_items(W, p.num_tokens);
-  const i64 stride = (i64)gridDim.x * blockDim.x;
-  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
-    const WorkItem at = decode_item(W, item);
-    const RowRef ref = locate_row<T>(p, at.row);
+  for_each_row_item<T, GridWalk::thread_stride>(p, W, [&](const WorkItem& at, const RowRef& ref) {
     const float scale = temperature_scale<T>(ref.position);
     const TensorRef q = p.in[kRoleQ];
 #pragma unroll 1
@@ -45,7 +41,7 @@ __device__ __forceinline__ void attn_temperature_kernel(const KernelParams& p) {
       for (int i = 0; i < T::kVec; ++i) x[i] = __fmul_rn(x[i], scale);
       store_vec<typename T::Storage, T::kVec>(vector, x);
     }
-  }
+  });
 }
 
 }  // namespace ropejit

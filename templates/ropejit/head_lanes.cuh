@@ -27,8 +27,9 @@ __device__ __forceinline__ int lane_element(const LaneVectors& lv, int j) {
   return lane_vector_element(rope_shape<T>(), lv, j);
 }
 
-// Rotates the vectors a QK-norm lane holds (lane_vectors) when it is a rotating lane whose
-// pairs rotate; tail lanes keep theirs. `first`: the lane's first element within the rotated slice.
+// Rotates the vectors a QK-norm lane holds (lane_vectors: the rotary slice's lane map of
+// angles.cuh, then any spread tail vectors) when it is a rotating lane whose pairs rotate; tail
+// lanes keep theirs. `first`: the lane's first element within the rotated slice.
 template <class T>
 __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
                                                     float (&x)[norm_lane_vectors<T>()][T::kVec],
@@ -41,20 +42,7 @@ __device__ __forceinline__ void rotate_lane_vectors(int lane, int first,
   constexpr bool kLaneUniform = T::kRotatedPairs >= W.half || T::kRotatedPairs % kLanePairs == 0;
   const bool lane_rotates = !kLaneUniform || pair_rotates<T, kLanePairs>(T::kInterleaved ? first / 2 : first, 0);
   if (!lane_rotates || !(W.lanes == W.rot_lanes || lane < W.rot_lanes)) return;
-  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
-#pragma unroll
-    for (int i = 0; i < V / 2; ++i)
-      if (pair_rotates<T, V / 2>(first / 2, i)) rotate_in_place(x[0][2 * i], x[0][2 * i + 1], cos_v[i], sin_v[i]);
-  } else if constexpr (W.whole_slice) {  // neox, the slice [0, d) as kMax vectors
-#pragma unroll
-    for (int i = 0; i < W.half; ++i)
-      if (pair_rotates<T, W.half>(0, i))
-        rotate_in_place(x[i / V][i % V], x[(i + W.half) / V][(i + W.half) % V], cos_v[i], sin_v[i]);
-  } else {  // neox: x[e + i] and x[e + d/2 + i]
-#pragma unroll
-    for (int i = 0; i < V; ++i)
-      if (pair_rotates<T, V>(first, i)) rotate_in_place(x[0][i], x[1][i], cos_v[i], sin_v[i]);
-  }
+  rotate_slice_vectors<T>(first, x, cos_v, sin_v);
 }
 
 // Whether every thread of a warp takes each of the heads' shuffles (shape.cuh warp_wide_shuffles).

@@ -182,16 +182,12 @@ __device__ __forceinline__ void latent_share(const KernelParams& p, const RowRef
   }
 }
 
+/// The op's kernel: each work item appends its lane of its q heads and its share of the latent row.
 template <class T>
 __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const float* inv_freq,
                                                   const float* inv_freq_long) {
   constexpr WorkShape W = mla_shape<T>();
-  wait_for_previous_grid();
-  const i64 items = work_items(W, p.num_tokens);
-  const i64 stride = (i64)gridDim.x * blockDim.x;
-  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
-    const WorkItem at = decode_item(W, item);
-    const RowRef ref = locate_row<T>(p, at.row);
+  for_each_row_item<T, GridWalk::thread_stride>(p, W, [&](const WorkItem& at, const RowRef& ref) {
     // q: the thread's heads group + k * head_groups (fewer in a short last group), each lane with
     // the row's angles; with loads ahead the first head's loads go before the angles.
     const int heads = (T::kNumQHeads - at.group + W.head_groups - 1) / W.head_groups;
@@ -211,7 +207,7 @@ __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const f
         [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::fetch>(p, ref, head_of(k), at.lane, c, s, k_pe, in); },
         [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::finish>(p, ref, head_of(k), at.lane, c, s, k_pe, in); });
     latent_share<T>(p, ref, at, c, s);
-  }
+  });
 }
 
 }  // namespace ropejit

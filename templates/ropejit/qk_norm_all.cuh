@@ -103,7 +103,8 @@ __device__ __forceinline__ void for_each_lane_head(const WorkItem& at, int head_
 // warp's rows leave with their whole segments (shape.cuh warp_wide_shuffles).
 template <class T>
 __device__ __forceinline__ void all_heads_norm_item(const KernelParams& p, const float* inv_freq,
-                                                    const float* inv_freq_long, i64 item) {
+                                                    const float* inv_freq_long, const WorkItem& at,
+                                                    const RowRef& ref) {
   constexpr WorkShape W = rope_shape<T>();
   constexpr int kSegment = W.head_groups * W.lanes;  // a row's threads: a power of 2 <= 32
   constexpr int kHeadLanes = W.rot_lanes + W.tail_lanes;
@@ -112,8 +113,6 @@ __device__ __forceinline__ void all_heads_norm_item(const KernelParams& p, const
   constexpr int kMax = norm_lane_vectors<T>();
   constexpr int kPairs = W.pairs_per_lane;
   constexpr unsigned mask = 0xffffffffu;
-  const WorkItem at = decode_item(W, item);
-  const RowRef ref = locate_row<T>(p, at.row);
   float inv_rms_q = 1.0f, inv_rms_k = 1.0f;
   if constexpr (T::kQkNorm) {
     float sum_q = 0.0f, sum_k = 0.0f;  // two scalars: an array indexed by role would live in local memory
@@ -252,7 +251,7 @@ __device__ __forceinline__ void rope_all_heads_on_chip_kernel(const KernelParams
   __shared__ float slots[T::kBlockThreads / kWarpLanes][2];
   __shared__ RowAngles<kRowsPerBlock, kRowPairs> angles;
   const i64 items = work_items(W, launch_rows<T>(p));
-  for (i64 pass = blockIdx.x; pass * T::kBlockThreads < items; pass += gridDim.x) {
+  for_each_block_pass<T::kBlockThreads>(items, [&](i64 pass) {
     const i64 item = pass * T::kBlockThreads + threadIdx.x;
     const bool live = item < items;  // whole rows: items and the block are multiples of a row's threads
     const WorkItem at = decode_item(W, live ? item : 0);
@@ -379,18 +378,18 @@ __device__ __forceinline__ void rope_all_heads_on_chip_kernel(const KernelParams
         if (lane_holds<T>(lv, j)) store_head<T>(io, lane_element<T>(lv, j), x[j]);
     }
     __syncthreads();  // the slots are free for the next pass
-  }
+  });
 }
 
 template <class T>
 __device__ __forceinline__ void rope_all_heads_norm_kernel(const KernelParams& p, const float* inv_freq,
                                                            const float* inv_freq_long) {
-  wait_for_previous_grid();
   if constexpr (rope_shape<T>().row_on_chip) {
     rope_all_heads_on_chip_kernel<T>(p, inv_freq, inv_freq_long);
   } else {
-    for_each_work_item(work_items(rope_shape<T>(), launch_rows<T>(p)),
-                       [&](i64 item) { all_heads_norm_item<T>(p, inv_freq, inv_freq_long, item); });
+    for_each_row_item<T>(p, rope_shape<T>(), [&](const WorkItem& at, const RowRef& ref) {
+      all_heads_norm_item<T>(p, inv_freq, inv_freq_long, at, ref);
+    });
   }
 }
 

@@ -105,19 +105,15 @@ __device__ __forceinline__ void rerotate_lane(const KernelParams& p, typename T:
       [&](int element, float(&x)[T::kVec]) { store_key<T>(p, slice, element, x); });
 }
 
+/// The op's kernel: each work item re-rotates its lane of its key heads of its row's cache slot.
 template <class T>
 __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const float* inv_to, const float* inv_to_long,
                                                 const float* inv_from, const float* inv_from_long) {
   constexpr WorkShape W = rerotate_shape<T>();
-  wait_for_previous_grid();
-  const i64 items = work_items(W, p.num_tokens);
-  const i64 stride = (i64)gridDim.x * blockDim.x;
-  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) {
-    // Neighbouring threads take neighbouring vectors of one key head (coalesced).
-    const WorkItem at = decode_item(W, item);
-    if (at.lane >= angle_lanes<T>(W)) continue;  // frequency-0 pairs only: their bytes stay
-    const RowRef ref = locate_row<T>(p, at.row);
-    if (ref.cache_page < 0) continue;  // no slot: nothing to rotate
+  // Neighbouring threads take neighbouring vectors of one key head (coalesced).
+  // Lanes of frequency-0 pairs only have nothing to do: their bytes stay.
+  for_each_row_item<T, GridWalk::thread_stride, angle_lanes<T>(W)>(p, W, [&](const WorkItem& at, const RowRef& ref) {
+    if (ref.cache_page < 0) return;  // no slot: nothing to rotate
     // The thread's first key head's rotary slice, then a pointer step per head (not the slot's
     // address again); with loads ahead the first head's loads go before the angles.
     float unused_scale = 1.0f;
@@ -133,7 +129,7 @@ __device__ __forceinline__ void rerotate_kernel(const KernelParams& p, const flo
     auto fetch = [&](int k, KeyWords<T>& in) { fetch_key<T>(key + k * step, at.lane, in); };
     auto finish = [&](int k, KeyWords<T>& in) { rerotate_lane<T>(p, key + k * step, at.lane, c, s, in); };
     heads_trips<T>(owned, first, [&](int k, KeyWords<T>& in) { fetch(k, in), finish(k, in); }, fetch, finish);
-  }
+  });
 }
 
 }  // namespace ropejit

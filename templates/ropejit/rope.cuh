@@ -296,60 +296,31 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
       return;
     }
   }
-  const int r = lane * V;                // the lane's first element within the rotated slice
-  const int e = T::kRotaryBegin + r;     // ... within the head
-  if constexpr (T::kInterleaved) {  // one vector holds V/2 adjacent pairs
-    float x[V];
-    const bool loaded = load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x);
-    if constexpr (kFetch) return;
-    if (loaded && rotate) {
+  // The rotary slice's lane map (angles.cuh): the lane's vectors loaded, rotated, stored.
+  constexpr int kVectors = slice_lane_vectors<T>();
+  const int r = slice_lane_first<T>(lane);  // the lane's first element within the rotated slice
+  const int e = T::kRotaryBegin + r;        // ... within the head
+  float x[kVectors][V];
+  bool loaded = true;
+  if constexpr (!T::kInterleaved && !W.whole_slice) {  // the neox halves: y's offset a constant
+    loaded = load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x[0]);
+    if (loaded) load_input<T, kStep, slice_vector_offset<T>(1)>(src, io.bias, norm, e, in.w[1], x[1]);
+  } else {
 #pragma unroll
-      for (int i = 0; i < V / 2; ++i)
-        if (pair_rotates<T, V / 2>(r / 2, i)) rotate_in_place(x[2 * i], x[2 * i + 1], cos_v[i], sin_v[i]);
-    }
-    store_head<T>(io, e, x);
-  } else if constexpr (W.whole_slice) {  // neox, one lane holds all of [0, d)
-    constexpr int kVectors = T::kRotaryDim / V;
-    float x[T::kRotaryDim];
-    bool loaded = true;
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-      loaded = load_input<T, kStep>(src, io.bias, norm, T::kRotaryBegin + j * V, in.w[j], part);
-#pragma unroll
-      for (int i = 0; i < V; ++i) x[j * V + i] = kFetch ? 0.0f : part[i];
-    }
-    if constexpr (kFetch) return;
-    if (loaded && rotate) {
-#pragma unroll
-      for (int i = 0; i < W.half; ++i)
-        if (pair_rotates<T, W.half>(0, i)) rotate_in_place(x[i], x[i + W.half], cos_v[i], sin_v[i]);
-    }
-#pragma unroll
-    for (int j = 0; j < kVectors; ++j) {
-      float part[V];
-#pragma unroll
-      for (int i = 0; i < V; ++i) part[i] = x[j * V + i];
-      store_head<T>(io, T::kRotaryBegin + j * V, part);
-    }
-  } else {  // neox: the two halves of V pairs are vectors d/2 apart
-    float x[V], y[V];
-    const bool loaded = load_input<T, kStep>(src, io.bias, norm, e, in.w[0], x);
-    if (loaded) load_input<T, kStep, W.half>(src, io.bias, norm, e, in.w[1], y);
-    if constexpr (kFetch) return;
-    if (loaded) {
-      if (rotate) {
-#pragma unroll
-        for (int i = 0; i < V; ++i)
-          if (pair_rotates<T, V>(r, i)) rotate_in_place(x[i], y[i], cos_v[i], sin_v[i]);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < V; ++i) y[i] = 0.0f;
-    }
-    store_head<T>(io, e, x);
-    store_head<T>(io, e + W.half, y);
+    for (int j = 0; j < kVectors; ++j)
+      loaded = load_input<T, kStep>(src, io.bias, norm, e + slice_vector_offset<T>(j), in.w[j], x[j]);
   }
+  if constexpr (kFetch) return;
+  if (loaded) {
+    if (rotate) rotate_slice_vectors<T>(r, x, cos_v, sin_v);
+  } else {  // a padding row: zeros (the neox y is not loaded)
+#pragma unroll
+    for (int j = 1; j < kVectors; ++j)
+#pragma unroll
+      for (int i = 0; i < V; ++i) x[j][i] = 0.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < kVectors; ++j) store_head<T>(io, e + slice_vector_offset<T>(j), x[j]);
 }
 
 // process_lane with its loads where it uses them.
@@ -368,28 +339,28 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
 
 namespace ropejit {
 
-// The block-shared angles' kernel loop (shared_angles.cuh): every thread of a block takes every
-// pass (its barriers), items past the end skip the work.
+// The block-shared angles' kernel (angles.cuh SharedAngleRows): every thread of a block takes
+// every pass's block part (its barriers); a thread past the last item leaves after it.
 template <class T>
 __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p, const float* inv_freq,
                                                           const float* inv_freq_long) {
   constexpr SharedAngleShape A = shared_angles<T>();
   constexpr WorkShape W = rope_shape<T>();
   __shared__ SharedAngleRows<T> angles;
-  const i64 rows = launch_rows<T>(p);
-  const i64 items = work_items(W, rows);
-  const i64 stride = (i64)gridDim.x * T::kBlockThreads;
+  const i64 items = work_items(W, launch_rows<T>(p));
   bool first_pass = true;
-  for (i64 base = (i64)blockIdx.x * T::kBlockThreads; base < items; base += stride) {
+  i64 first_row;  // the pass's first row
+  WorkItem at;
+  RowRef ref;
+  LaneWords<T> first;
+  // The block's part: the pass's rows' angles (with loads ahead the thread's item's row and its
+  // first head's loads before them).
+  auto block_part = [&](i64 base) {
     if (!first_pass) __syncthreads();  // the last pass's readers are done with `angles`
     first_pass = false;
-    const i64 first_row = base / A.items_per_row;
+    first_row = base / A.items_per_row;
     const i64 end_item = base + T::kBlockThreads < items ? base + T::kBlockThreads : items;
     const i64 item = base + threadIdx.x;
-    // With loads ahead the item's row and its first head's loads go before the block's angles.
-    WorkItem at;
-    RowRef ref;
-    LaneWords<T> first;
     if (T::kLoadsAhead && item < items) {
       at = decode_item(W, item);
       ref = locate_row<T>(p, at.row);
@@ -397,9 +368,10 @@ __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p,
     }
     compute_shared_angles<T>(p, inv_freq, inv_freq_long, first_row, (end_item - 1) / A.items_per_row, angles);
     __syncthreads();
-    // Past the end the thread leaves (no later pass: base + stride > item), so a warp's live
-    // threads meet at whole-warp shuffles (shape.cuh warp_wide_shuffles).
-    if (item >= items) return;
+  };
+  // The item's part: its heads with the shared angles (past the end the thread has left, so a
+  // warp's live threads meet at whole-warp shuffles: shape.cuh warp_wide_shuffles).
+  auto item_part = [&](i64 item) {
     if constexpr (!T::kLoadsAhead) {
       at = decode_item(W, item);
       ref = locate_row<T>(p, at.row);
@@ -408,19 +380,17 @@ __device__ __forceinline__ void rope_kernel_shared_angles(const KernelParams& p,
     const bool angles_needed = at.lane < angle_lanes<T>(W) && has_token<T>(ref);
     rope_heads<T>(p, ref, at.group, at.lane, unused, unused, angles_needed ? &angles : nullptr, (int)(at.row - first_row),
                   first);
-  }
+  };
+  for_each_block_pass_then_item<T::kBlockThreads>(items, block_part, item_part);
 }
 
-// One work item of rope_head_kernel: one lane of a head group of a row.
+// One work item of rope_head_kernel: one lane of a head group of a row. Neighbouring threads
+// take neighbouring vectors of one head row (coalesced); a thread's heads are group + k * head_groups.
 template <class T>
 __device__ __forceinline__ void rope_head_item(const KernelParams& p, const float* inv_freq,
-                                               const float* inv_freq_long, i64 item) {
+                                               const float* inv_freq_long, const WorkItem& at, const RowRef& ref) {
   constexpr WorkShape W = rope_shape<T>();
-  // item = (row * head_groups + group) * lanes + lane: neighbouring threads take neighbouring
-  // vectors of one head row (coalesced); a thread's heads are group + k * head_groups.
-  const WorkItem at = decode_item(W, item);
   const int group = at.group;
-  const RowRef ref = locate_row<T>(p, at.row);
   LaneWords<T> first;  // with loads ahead: the first head's, issued before the angles
   if constexpr (!W.whole_heads) fetch_first_head<T>(p, ref, group, at.lane, first);
   float cos_v[W.pairs_per_lane], sin_v[W.pairs_per_lane];
@@ -465,15 +435,15 @@ __device__ __forceinline__ void rope_head_item(const KernelParams& p, const floa
 template <class T>
 __device__ __forceinline__ void rope_head_kernel(const KernelParams& p, const float* inv_freq,
                                                  const float* inv_freq_long) {
-  wait_for_previous_grid();
   if constexpr (shared_angles<T>().enabled) {
     rope_kernel_shared_angles<T>(p, inv_freq, inv_freq_long);
     return;
   }
   // Whole-warp shuffles (shape.cuh warp_wide_shuffles) in block-uniform passes: no divergent
   // fallback per shuffle (qwen3-8b-paged-fp8: 161 SASS instructions fewer on sm_80).
-  for_each_work_item(work_items(rope_shape<T>(), launch_rows<T>(p)),
-                     [&](i64 item) { rope_head_item<T>(p, inv_freq, inv_freq_long, item); });
+  for_each_row_item<T>(p, rope_shape<T>(), [&](const WorkItem& at, const RowRef& ref) {
+    rope_head_item<T>(p, inv_freq, inv_freq_long, at, ref);
+  });
 }
 
 }  // namespace ropejit

@@ -1,14 +1,16 @@
 #pragma once
-// Where a grid row's data comes from and goes to, shared by every op's kernel: the rows of a
-// launch, each row's token and position in the spec's positions form, its padded-output slot
-// and its paged-cache slot; and the programmatic-dependent-launch prologue.
+// Every op's kernel skeleton (for_each_row_item: the programmatic-dependent-launch prologue, the
+// grid's work items, each decoded and its row located) and where a row's data comes from and goes
+// to: the rows of a launch, each row's token and position in the spec's positions form, its
+// padded-output slot and its paged-cache slot.
 #include "ropejit/numeric.cuh"
 #include "ropejit/params.cuh"
+#include "ropejit/shape.cuh"
 
 namespace ropejit {
 
-// Programmatic dependent launch (a no-op when not launched with it): let the next kernel in
-// the stream start launching now, and wait for the previous one's results before any read.
+/// Programmatic dependent launch (a no-op when not launched with it): let the next kernel in
+/// the stream start launching now, and wait for the previous one's results before any read.
 __device__ __forceinline__ void wait_for_previous_grid() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.launch_dependents;");
@@ -16,10 +18,10 @@ __device__ __forceinline__ void wait_for_previous_grid() {
 #endif
 }
 
-// Calls body(item) for this thread's work items, the grid's passes counted by a block-uniform
-// index; a thread past the last item leaves (it would be past it in every later pass). The exit
-// is uniform, so ptxas can prove a warp's live threads converged at body's shuffles and compiles
-// no divergent fallback for each (docs/architecture.md §5). A kernel's last statement.
+/// Calls body(item) for this thread's work items, the grid's passes counted by a block-uniform
+/// index; a thread past the last item leaves (it would be past it in every later pass). The exit
+/// is uniform, so ptxas can prove a warp's live threads converged at body's shuffles and compiles
+/// no divergent fallback for each (docs/architecture.md §5). A kernel's last statement.
 template <class Body>
 __device__ __forceinline__ void for_each_work_item(i64 items, Body&& body) {
   for (i64 pass = blockIdx.x;; pass += gridDim.x) {
@@ -31,7 +33,21 @@ __device__ __forceinline__ void for_each_work_item(i64 items, Body&& body) {
   }
 }
 
-// Rows of this launch: tokens, or every (sequence, slot) of the padded output.
+/// Calls body(item) for this thread's work items in the plain grid-stride loop: for a kernel
+/// without warp shuffles, where no convergence is to be proven and the heads loops of rerotate
+/// and MLA compile smaller (phi-3.5-mini-rerotate's decode kernel: 612 SASS instructions, not
+/// 687; MLA's decode kernel keeps its first q load ahead of the index loads' use).
+template <class Body>
+__device__ __forceinline__ void for_each_work_item_strided(i64 items, Body&& body) {
+  const i64 stride = (i64)gridDim.x * blockDim.x;
+  for (i64 item = (i64)blockIdx.x * blockDim.x + threadIdx.x; item < items; item += stride) body(item);
+}
+
+/// How a kernel walks the grid's work items: for_each_work_item (kernels with warp shuffles) or
+/// for_each_work_item_strided (kernels without, where it compiles smaller).
+enum class GridWalk { uniform_passes, thread_stride };
+
+/// Rows of this launch: tokens, or every (sequence, slot) of the padded output.
 template <class T>
 __device__ __forceinline__ i64 launch_rows(const KernelParams& p) {
   if constexpr (T::kOutputPaddedBhsd) return (i64)p.batch * p.max_seq_len;
@@ -112,6 +128,7 @@ __device__ __forceinline__ void locate_cache_slot(const KernelParams& p, i64 row
   r.cache_offset = offset;
 }
 
+/// Where row `row`'s data comes from and goes to.
 template <class T>
 __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
   RowRef r;
@@ -156,6 +173,54 @@ template <class T>
 __device__ __forceinline__ bool has_token(const RowRef& ref) {
   if constexpr (T::kOutputPaddedBhsd) return ref.token >= 0;
   else return true;
+}
+
+/// The skeleton of a kernel whose blocks share work across barriers: waits for the previous
+/// grid, then runs body(pass) for each of this block's passes over `items` work items (pass
+/// `pass` holds items pass * kBlockThreads + [0, kBlockThreads)), every thread of the block in
+/// every pass, past the last item too (it takes the barriers, loading and storing nothing).
+template <int kBlockThreads, class Body>
+__device__ __forceinline__ void for_each_block_pass(i64 items, Body&& body) {
+  wait_for_previous_grid();
+  for (i64 pass = blockIdx.x; pass * kBlockThreads < items; pass += gridDim.x) body(pass);
+}
+
+/// for_each_block_pass split in two: block_part(first_item), the pass's first item, which every
+/// thread of the block takes (its barriers), then item_part(item) for the thread's item. A thread
+/// past the last item leaves after block_part: no later pass has an item for it, and its exit
+/// keeps ptxas's proof that a warp's live threads converge (as for_each_work_item). A kernel's
+/// last statement.
+template <int kBlockThreads, class BlockPart, class ItemPart>
+__device__ __forceinline__ void for_each_block_pass_then_item(i64 items, BlockPart&& block_part, ItemPart&& item_part) {
+  wait_for_previous_grid();
+  const i64 stride = (i64)gridDim.x * kBlockThreads;
+  for (i64 first_item = (i64)blockIdx.x * kBlockThreads; first_item < items; first_item += stride) {
+    block_part(first_item);
+    const i64 item = first_item + threadIdx.x;
+    if (item >= items) return;
+    item_part(item);
+  }
+}
+
+/// for_each_row_item's default: every lane of an item has work.
+constexpr int kEveryLane = 1 << 30;
+
+/// The skeleton of every op's kernel: waits for the previous grid, then runs body(at, ref), the
+/// op's work on one item, for each of this thread's work items of shape `w` over the launch's
+/// rows (walked as kWalk says), decoded (at) with its row located (ref); items whose lane is
+/// kWorkingLanes or more end before their row is located (lanes with nothing to do). body: a
+/// plain lambda (NVRTC compiles no generic one); its `return` ends its item. A kernel's last
+/// statement (for_each_work_item).
+template <class T, GridWalk kWalk = GridWalk::uniform_passes, int kWorkingLanes = kEveryLane, class Body>
+__device__ __forceinline__ void for_each_row_item(const KernelParams& p, WorkShape w, Body&& body) {
+  wait_for_previous_grid();
+  auto row_item = [&](i64 item) {
+    const WorkItem at = decode_item(w, item);
+    if (kWorkingLanes != kEveryLane && at.lane >= kWorkingLanes) return;
+    body(at, locate_row<T>(p, at.row));
+  };
+  if constexpr (kWalk == GridWalk::uniform_passes) for_each_work_item(work_items(w, launch_rows<T>(p)), row_item);
+  else for_each_work_item_strided(work_items(w, launch_rows<T>(p)), row_item);
 }
 
 }  // namespace ropejit
