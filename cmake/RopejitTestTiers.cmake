@@ -9,6 +9,7 @@
 
 # The tiers, once: each becomes a ctest label. unit is every suite no other tier's filter takes.
 set(ROPEJIT_TEST_TIERS unit compile conformance gpu)
+list(JOIN ROPEJIT_TEST_TIERS ", " ROPEJIT_TEST_TIER_NAMES)
 
 # Sets ROPEJIT_TIER_<tier> (a gtest filter) for every tier from the declarations in `sources`.
 function(ropejit_test_tier_filters sources)
@@ -27,7 +28,7 @@ function(ropejit_test_tier_filters sources)
       string(REGEX REPLACE "[ \t]+" ";" words "${words}")
       list(POP_FRONT words tier)
       if(NOT tier IN_LIST ROPEJIT_TEST_TIERS)
-        message(FATAL_ERROR "tests/${file_name}: tier '${tier}' in '${line}' is none of: ${ROPEJIT_TEST_TIERS}")
+        message(FATAL_ERROR "tests/${file_name}: tier '${tier}' in '${line}' is none of: ${ROPEJIT_TEST_TIER_NAMES}")
       endif()
       if(words)
         foreach(suite IN LISTS words)
@@ -42,7 +43,7 @@ function(ropejit_test_tier_filters sources)
     endforeach()
     if(NOT file_tier)
       message(FATAL_ERROR "tests/${file_name} declares no test tier: add a line '// ropejit-tier: <tier>' "
-                          "(<tier> one of: ${ROPEJIT_TEST_TIERS}; cmake/RopejitTestTiers.cmake)")
+                          "(<tier> one of: ${ROPEJIT_TEST_TIER_NAMES}; cmake/RopejitTestTiers.cmake)")
     endif()
     set(file_suites)
     foreach(line IN LISTS test_lines)
