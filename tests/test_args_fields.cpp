@@ -1,6 +1,7 @@
 // The ropejit_args field list (ropejit/args_fields.h) and its table (runtime/src/launch/args_fields.h):
 // it lists the struct's fields as the C API does, gives the earlier headers' struct sizes, and
 // drives the one launch check that refuses a field a spec does not use.
+// ropejit-tier: unit
 #include <cstddef>
 #include <functional>
 #include <string>

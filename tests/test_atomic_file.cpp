@@ -1,5 +1,6 @@
 // The shared file helpers (ropejit/atomic_file.h): an atomic write leaves the old file or the
 // new one and no temp file, a failed one names the file, and a lock file excludes a second taker.
+// ropejit-tier: unit
 #include <unistd.h>
 
 #include <filesystem>

@@ -1,6 +1,7 @@
 // op attn_temperature (Llama 4's NoPE layers): its spec block (named errors, canonical JSON),
 // its launch (every unused argument refused, q scaled in place at HF's float32 steps, bit for
 // bit at the floor boundaries on the host backend) and its HF import (which layers run it).
+// ropejit-tier: conformance
 #include <cmath>
 #include <cstdint>
 #include <cstring>

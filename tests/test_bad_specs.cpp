@@ -1,5 +1,6 @@
 // The bad-spec corpus (tests/data/bad_specs/, issue 15): every case is refused naming its field,
 // by the library and by `ropejit emit`, which exits 1..127 and writes nothing.
+// ropejit-tier: unit
 #include <unistd.h>
 
 #include <filesystem>

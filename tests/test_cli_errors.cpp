@@ -1,6 +1,7 @@
 // Every file the `ropejit` command writes is checked: a failed write names the path and the
 // OS's reason, exits 1, and leaves no partial file. Runs the binary (ROPEJIT_CLI_PATH); needs
 // no backend: emit, the --out-dir check, db and the tune --db check all fail before compiling.
+// ropejit-tier: unit
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>

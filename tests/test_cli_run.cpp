@@ -1,4 +1,5 @@
 // The main job and bench commands end to end through the `ropejit` binary (host backend).
+// ropejit-tier: unit
 #include <sys/wait.h>
 
 #include <cstdio>

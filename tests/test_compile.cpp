@@ -1,4 +1,5 @@
 // NVRTC compile tier: every spec and the test matrix compile to CUBIN with 0 spill bytes.
+// ropejit-tier: compile
 #include <gtest/gtest.h>
 
 #include "ropejit/compile.h"

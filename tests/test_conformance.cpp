@@ -1,6 +1,7 @@
 // Conformance suite (host backend): generated kernels vs the independent float64 reference on
 // fresh random inputs with poisoned outputs, over layouts × dtypes × head dims × partial
 // rotary × GQA × every rope_type × positions × token counts × both angle modes.
+// ropejit-tier: conformance
 #include <random>
 
 #include <fmt/format.h>

@@ -6,6 +6,8 @@
 // partial and trailing slices, FP8 and plain caches, MLA's q_out and absorbed q, odd token counts,
 // every config; per-head scales (computed in the launch: q's per (token, head), the paged cache's
 // per (slot, kv head)) against the float64 amax; then the spec errors.
+// ropejit-tier: conformance
+// ropejit-tier: unit Fp8QOutputSpec
 #include <functional>
 
 #include <fmt/format.h>

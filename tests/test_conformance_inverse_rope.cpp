@@ -3,6 +3,8 @@
 // type whose frequencies do not depend on the run length x layout x dtype, crossed with leading and
 // trailing slices, head shapes, positions forms, strided rows, every vector width, heads per thread
 // and the cos/sin table, and odd token counts; then the spec errors of what the op rules out.
+// ropejit-tier: conformance
+// ropejit-tier: unit InverseRopeSpec
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

@@ -5,6 +5,8 @@
 // leading slice, a neox half one lane rotates whole, kv_lora_rank 64), slot mapping and block
 // tables, q in place and q_out, every positions form, strided rows, odd token counts, every
 // vector width and heads per thread; then the spec errors of what the op rules out.
+// ropejit-tier: conformance
+// ropejit-tier: unit MlaAppendSpec
 #include <functional>
 
 #include <fmt/format.h>

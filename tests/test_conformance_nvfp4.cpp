@@ -6,6 +6,9 @@
 // untouched slots and scale rows, global scales that saturate or reach e4m3's subnormals: head
 // shapes, layouts, dtypes, cache layouts, slot mapping and block tables, QK-norm, bias, K = V,
 // FP8 q beside it, odd token counts, every config; then the spec errors.
+// ropejit-tier: conformance
+// ropejit-tier: unit Nvfp4CacheSpec
+// ropejit-tier: compile Compile
 #include <functional>
 
 #include <fmt/format.h>

@@ -5,6 +5,7 @@
 // a row), every io form (packed and separate input, bias, v copied, in place, separate, padded,
 // paged KV with FP8 caches), every positions form, strided rows, every heads_per_thread, and
 // odd token counts.
+// ropejit-tier: conformance
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

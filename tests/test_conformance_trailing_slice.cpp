@@ -5,6 +5,7 @@
 // and separate input, bias, copied v, in place, separate, padded, paged KV with FP8 caches),
 // positions forms, QK-norm per head and over all heads, a paged cache without a V cache (K = V),
 // the re-rotation of a paged K cache, and odd token counts. A kernel that rotated the leading slice fails every case (checked by hand).
+// ropejit-tier: conformance
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

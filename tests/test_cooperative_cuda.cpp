@@ -2,6 +2,7 @@
 // (support/cooperative_checks.h), the same expected values, so what the host backend computes for
 // shuffles, votes, barriers and fixed-order reductions is what CUDA computes, bit for bit. Without
 // a usable GPU every test is SKIPPED (gpu tier).
+// ropejit-tier: gpu
 #include <gtest/gtest.h>
 
 #include <memory>

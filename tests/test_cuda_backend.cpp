@@ -4,6 +4,7 @@
 // trips, NVRTC CUBIN and PTX modules launched on random data and checked against the float64
 // reference, the disk cache hit path, event timing, driver error reporting, and Kernel::launch
 // captured into a CUDA graph and replayed (cuda_graph.h).
+// ropejit-tier: gpu
 #include <gtest/gtest.h>
 
 #include <stdlib.h>

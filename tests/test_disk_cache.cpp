@@ -1,5 +1,6 @@
 // Disk cache: round trip, key sensitivity, corrupt entries, unwritable folders, LRU eviction,
 // Binary payloads; where its warning goes (the sink, else stderr), also from a Runtime.
+// ropejit-tier: unit
 #include <memory>
 #include <stdexcept>
 #include <string_view>

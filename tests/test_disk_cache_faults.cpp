@@ -1,5 +1,6 @@
 // Disk cache faults (issue 15): what is found at an entry path (FIFO, link, folder) never hangs or
 // escapes the folder, and `clear` during writers never breaks them.
+// ropejit-tier: unit
 #include <sys/stat.h>
 #include <unistd.h>
 

@@ -1,4 +1,5 @@
 // Disk cache shared by processes and threads, and the `ropejit cache` command.
+// ropejit-tier: unit
 #include <sys/wait.h>
 #include <unistd.h>
 

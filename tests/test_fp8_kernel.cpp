@@ -2,6 +2,7 @@
 // tests/support/fp8_kernel.cpp: the path sm_80 takes, bit moves and one fma, no FP8 instructions)
 // against the independent host oracle (core/include/ropejit/fp_convert.h): float -> FP8 bit for
 // bit for every non-NaN input, NaN only has to stay NaN; FP8 -> float exact for every code.
+// ropejit-tier: conformance
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,5 +1,6 @@
 // Tests of the host storage-type conversions (core/include/ropejit/fp_convert.h):
 // every fp16/bf16/fp8 pattern, agreement with independent converters, ties and ulp distances.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 
 #include <cmath>

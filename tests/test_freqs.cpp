@@ -1,5 +1,7 @@
 // Frequency math: HF golden tables for every conformance model, docs/rope-math.md check values,
 // dynamic NTK, NTK alpha, linear, float64 vs hf_fp32, and the LongRoPE switch.
+// ropejit-tier: unit
+// ropejit-tier: conformance GoldenModel
 #include <algorithm>
 #include <array>
 #include <cctype>

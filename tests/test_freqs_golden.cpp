@@ -1,6 +1,7 @@
 // Frequency tables against transformers 5.24 bit for bit (tests/data/freqs_golden/, written by
 // its make_golden.py; nothing is read from a Python installation here): llama3 in HF's torch
 // float32 operation order, Gemma 4's proportional RoPE, and YaRN with and without truncate.
+// ropejit-tier: unit
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -1,6 +1,7 @@
 // HF config import: every conformance model, the real configs of tests/data/hf_real, v5
 // rope_parameters, `su`, GLM rope_ratio, the family rules (Falcon, DeepSeek, Llama 4), and the
 // shipped specs/*.json being exactly what the import produces.
+// ropejit-tier: unit
 #include <fstream>
 #include <map>
 #include <sstream>

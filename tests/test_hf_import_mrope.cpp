@@ -2,6 +2,7 @@
 // sections) and Qwen3-VL text_config.rope_scaling.mrope_interleaved, each error named by its
 // config key. The configs below are shaped like transformers' Qwen2_5_VLConfig / Qwen3VLConfig
 // (members that do not affect RoPE left out); their sizes are the 7B / 8B models'.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

@@ -3,6 +3,7 @@
 // over all heads (scope all), OLMo 2 and 3, OLMoE and MiniMax-M2 (q_norm over Hq * head_dim of
 // the projection, before the reshape). Configs shaped like transformers' config classes, with
 // the published sizes.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

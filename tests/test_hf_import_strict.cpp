@@ -1,6 +1,7 @@
 // Strict HF import: every config in tests/data/bad_hf/ is refused with an error that names the
 // config key in its `_expect_error_key` member, through the library and through
 // `ropejit spec from-hf`; what HF only warns about comes back as warnings, never printed.
+// ropejit-tier: unit
 #include <sys/wait.h>
 #include <unistd.h>
 

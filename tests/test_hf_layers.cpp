@@ -1,5 +1,6 @@
 // HF import of transformers 5 configs: unknown families refused (or taken with Llama's conventions
 // on request), text_config nesting, rope_parameters per layer type, and the layer -> spec map.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,7 @@
 // The host backend's object code in the disk cache (issue 15): a second process (here: a second
 // Runtime, whose memory cache is empty) links the stored object instead of running clang, and
 // computes the same bytes; the key holds the CPU and flags; a bad entry is recompiled.
+// ropejit-tier: unit
 #include <cstdint>
 #include <random>
 #include <string>

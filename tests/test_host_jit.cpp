@@ -1,4 +1,5 @@
 // Host backend: Clang + ORC compile small CUDA kernels in process and run them on the CPU.
+// ropejit-tier: compile
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,6 +1,7 @@
 // Spec introspection: launch_fields agrees with the buffers a launch binds and with the launch
 // checks for every io form; the C API reports the validated (derived) values, the kernels'
 // frequencies and the launch fields, and names every bad argument.
+// ropejit-tier: unit
 #include <algorithm>
 #include <cstddef>
 #include <cstdlib>

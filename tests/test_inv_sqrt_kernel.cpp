@@ -3,6 +3,7 @@
 // 1 / sqrt(x) correctly rounded to nearest, as the GPU's __frsqrt_rn is specified, decided in
 // integers (no floating-point square root): r is the answer when 1 / sqrt(x) lies strictly
 // between the midpoints around r, i.e. lo^2 x < 1 < hi^2 x (an exact tie cannot occur).
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,7 @@
 // The one reader of JSON fields (ropejit/json_fields.h): each type and its bounds, uint64 never
 // wrapped, unknown keys with a suggestion, missing keys, and both policies' message form
 // "<pointer>: <value> is not allowed: must be <allowed set>".
+// ropejit-tier: unit
 #include <cstdint>
 #include <limits>
 #include <string>

@@ -1,6 +1,7 @@
 // Static kernel report (compile tier): the SASS and PTX parsers on fixed listings, occupancy,
 // the roofline arithmetic, the disassembler lookup, and the performance gate over every spec
 // (docs/static-report.md).
+// ropejit-tier: compile
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

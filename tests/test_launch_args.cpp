@@ -1,5 +1,6 @@
 // Launch argument checks: every bad argument is a named invalid_argument error before any
 // kernel runs (docs/architecture.md §9), for every input/output/positions form.
+// ropejit-tier: unit
 #include <cstdint>
 #include <functional>
 #include <optional>

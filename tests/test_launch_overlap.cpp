@@ -2,6 +2,7 @@
 // ranges the launch touches; views that interleave without meeting (q and k of a fused QKV
 // tensor, the K and V halves of a combined paged cache) and an output given as its own
 // input's view stay allowed.
+// ropejit-tier: unit
 #include <cstdint>
 #include <vector>
 

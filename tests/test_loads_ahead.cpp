@@ -1,6 +1,7 @@
 // Loads ahead (Config::ahead; rope.cuh heads_trips) in the compiled kernels (compile tier): a
 // decode kernel issues its first q/k loads before its block barrier and before it reads its
 // position, and a rolled heads loop keeps two heads' loads in flight; configs name and refuse it.
+// ropejit-tier: compile
 #include <string>
 
 #include <gtest/gtest.h>

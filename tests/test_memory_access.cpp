@@ -1,5 +1,6 @@
 // What a launch does to memory (runtime memory_access, the calibrated model's input): sectors,
 // separate runs, partly written sectors, second reads and index loads, per layout (unit tier).
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 
 #include "ropejit/config.h"

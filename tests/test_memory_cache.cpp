@@ -1,4 +1,5 @@
 // Memory cache: one factory call per key under contention, exceptions, hit cost.
+// ropejit-tier: unit
 #include <algorithm>
 #include <atomic>
 #include <chrono>

@@ -1,6 +1,7 @@
 // The calibrated static model against the GPU (unit tier): every launch recorded in
 // tests/data/perf/ stays within its band of the model's estimate, and the part table's fitted
 // constants are the fit's (docs/static-report.md §3; `ropejit model check|fit FILE`).
+// ropejit-tier: unit
 #include <cmath>
 #include <string>
 

@@ -2,6 +2,7 @@
 // tests/support/fp8_kernel.cpp: the integer path of every arch without cvt.e2m1x2) against the
 // independent table oracle (core fp_convert.h, Fp8Format::e2m1): float -> e2m1 bit for bit for
 // every float (NaN: the code of 6 with its sign), nibble order, and the block scale.
+// ropejit-tier: conformance
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,5 +1,6 @@
 // The paged_kv output form outside the kernel: its spec fields (named errors, canonical JSON),
 // its launch argument checks (every bad argument named before any launch) and its bytes.
+// ropejit-tier: conformance
 #include <cstdint>
 #include <limits>
 #include <string>

@@ -2,6 +2,7 @@
 // canonical JSON, the HF import of its rope block, and the kernel leaving the frequency-0 pairs
 // bit for bit as they were (conformance: test_conformance.cpp ProportionalRope; HF's tables:
 // test_freqs_golden.cpp).
+// ropejit-tier: conformance
 #include <cstdint>
 #include <cstring>
 #include <random>

@@ -4,6 +4,7 @@
 // arrives is a deadlock error) every heads_per_thread gives the same bytes, over head shapes
 // whose lanes are a power of 2, padded to one, a whole neox slice, and wider than a warp (the
 // whole-head path), at a token count whose last warp is partial.
+// ropejit-tier: compile
 #include <string>
 #include <vector>
 

@@ -1,6 +1,7 @@
 // Tests of the float64 reference itself (check/include/ropejit/check/reference.h, fp_convert.h): storage
 // conversions, frequencies and angles vs HF golden data, and the rotation/scatter on small
 // hand-checked problems.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,4 +1,5 @@
 // Tests of the reference's checker (compare): rounding, ulps, padding, strides, slack.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,6 +1,7 @@
 // op rerotate outside the kernel: its spec fields (named errors, canonical JSON that leaves every
 // rope spec's hash as it was), its launch checks (every bad argument named before any launch),
 // its buffers and bytes, and its launch fields.
+// ropejit-tier: conformance
 #include <cstdint>
 #include <string>
 #include <vector>

@@ -5,6 +5,7 @@
 // Errors are in ulps of the rotated pair's magnitude (a rotation mixes the two elements, so a
 // rounding of the larger one reaches the smaller). The numbers printed here are in
 // docs/spec.md "Re-rotating the KV cache".
+// ropejit-tier: conformance
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

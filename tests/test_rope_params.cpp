@@ -1,5 +1,6 @@
 // The rope parameter table is the one place a rope parameter is described: every RopeParams
 // member has exactly one row, and parsing, storing, canonical JSON and the schema follow it.
+// ropejit-tier: unit
 #include <set>
 #include <string>
 

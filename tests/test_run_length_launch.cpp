@@ -4,6 +4,7 @@
 // C API; on the cuda backend, which never reads device arrays, the kernel gives the positions
 // past seq_len NaN angles instead (emulated here on the host backend with the cuda path's
 // launch checks).
+// ropejit-tier: unit
 #include <cmath>
 #include <cstdint>
 #include <cstring>

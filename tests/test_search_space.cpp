@@ -1,4 +1,6 @@
 // The tuner's search space: generation from tunables(), spec pruning, bucket pruning, workloads.
+// ropejit-tier: unit
+// ropejit-tier: compile StaticPrune
 #include <gtest/gtest.h>
 
 #include "support/repo_paths.h"

@@ -4,6 +4,7 @@
 // group per row: each thread computes its own) writes, at other block sizes (other rows per
 // pass) and with a grid of two blocks (the grid-stride loop's later passes, behind the barrier
 // that keeps a pass from overwriting angles the last one still reads). Host backend (fibers).
+// ropejit-tier: compile
 #include <string>
 #include <vector>
 

@@ -2,6 +2,7 @@
 // folder, the matching rule (driver free, ropejit and CUDA major.minor fixed), the lookup order
 // user database > shipped file > heuristic, and the one-line messages of an ignored file. Every
 // case runs on the host backend with a synthetic file for the running "device" (gpu name "host").
+// ropejit-tier: unit
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 

@@ -1,4 +1,5 @@
 // Generator: configs, plans and source text.
+// ropejit-tier: unit
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

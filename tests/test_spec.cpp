@@ -1,4 +1,5 @@
 // Spec language: validation (every bad input names its field), canonical form, content hash.
+// ropejit-tier: unit
 #include <cmath>
 #include <fstream>
 #include <functional>

@@ -3,6 +3,7 @@
 // reads it. Every accepted spec can be planned and generated, and a bounded sample of the
 // accepted ones is compiled and run on the host backend against the float64 reference.
 // Seeds are random per run and printed on failure; ROPEJIT_FUZZ_SEED=<seed> replays one.
+// ropejit-tier: unit
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>

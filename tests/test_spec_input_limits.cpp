@@ -2,6 +2,7 @@
 // (never a stack overflow, never text silently ignored), quoted values are clipped, every float
 // the kernel bakes is validated at the field that causes it, the partial_rotary_factor message,
 // and original_max_position_embeddings above max_position_embeddings as HF treats it.
+// ropejit-tier: unit
 #include <unistd.h>
 
 #include <filesystem>

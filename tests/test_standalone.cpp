@@ -1,6 +1,7 @@
 // `ropejit emit --standalone` (inspect/): the pruned one-file kernel is the same kernel. NVRTC
 // gives byte-identical PTX for it and for the regular source, for every spec in specs/ and a
 // matrix of forms; the host backend's outputs are bit-identical; nvcc compiles it alone.
+// ropejit-tier: compile
 #include <algorithm>
 #include <cstdio>
 #include <fstream>

@@ -1,5 +1,6 @@
 // The tuning loop against a deterministic cost model (no GPU): it finds the model's optimum,
 // keeps to the budget, refuses wrong outputs and spilling binaries.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 
 #include "support/run_command.h"

@@ -2,6 +2,7 @@
 // the cuda backend, store the results, check that get() picks them up, and time the tuned and
 // the default kernels independently of the tuner to check its claims. Skips (visibly) without
 // a CUDA device.
+// ropejit-tier: gpu
 #include <gtest/gtest.h>
 
 #include "support/repo_paths.h"

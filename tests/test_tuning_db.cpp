@@ -1,5 +1,6 @@
 // The tuning database: round trip, merge, metadata mismatch, concurrent writers, corrupt
 // files, other formats, nearest-bucket lookup.
+// ropejit-tier: unit
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>

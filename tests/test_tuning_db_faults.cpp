@@ -1,6 +1,7 @@
 // Tuning database faults (issue 15): a truncated, zero-filled or bit-flipped file, a FIFO, a folder
 // or a link at the path, and eight processes saving while another reads. Reading never throws or
 // hangs; saving never loses an entry and never replaces what is not a regular file.
+// ropejit-tier: unit
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>

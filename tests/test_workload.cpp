@@ -1,6 +1,7 @@
 // The one description of a launch's buffers (launch_buffers, per io form) and the one workload
 // builder on it: bytes_moved is their sum, bound buffers pass the launch checks, and the
 // builder's contents keep the promises the harness, tuner and benchmark rely on.
+// ropejit-tier: unit
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
