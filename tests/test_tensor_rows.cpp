@@ -1,5 +1,6 @@
 // Tensor rows (runtime/src/launch/tensor_rows.h): one declaration per tensor gives its checks, its
 // KernelParams view and its buffer; these tests hold the three against each other.
+// ropejit-tier: unit
 #include <cstdint>
 #include <string>
 #include <vector>
