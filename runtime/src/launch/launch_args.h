@@ -80,21 +80,16 @@ struct BufferDesc {
   FieldUse use = FieldUse::required;  ///< the pointer: required, or optional (null allowed)
   CacheDType fp8 = CacheDType::auto_;  ///< an FP8 q_out's or block scales' element type (caches: io.cache_dtype)
   bool fp32 = false;                   ///< float32 whatever the spec's dtype (q_scale_out)
+  const char* stride = nullptr;        ///< the Args field of its row (token or page) stride, also in `bound`
+  const char* head_stride = nullptr;   ///< the Args field of its head stride (heads any stride apart), or null
 
   /// True for q, k, v / qkv and the outputs: the per-launch data (others are shared tables).
   bool is_data() const {
     return kind == BufferKind::input || kind == BufferKind::inout || kind == BufferKind::output ||
            kind == BufferKind::cache;
   }
-  /// The bound field holding the row stride (token or page stride: named *_stride), or null.
-  const char* stride_field() const {
-    constexpr std::string_view kSuffix = "_stride";
-    for (const BoundField& f : bound) {
-      const std::string_view name = f.name ? f.name : "";
-      if (name.size() > kSuffix.size() && name.substr(name.size() - kSuffix.size()) == kSuffix) return f.name;
-    }
-    return nullptr;
-  }
+  /// The bound field holding the row stride (token or page stride), or null: dense rows only.
+  const char* stride_field() const { return stride; }
   /// True when a launch reads the buffer.
   bool is_read() const { return kind != BufferKind::output && (kind != BufferKind::cache || also_read); }
   /// Elements of a moved row a launch writes (0: read only).

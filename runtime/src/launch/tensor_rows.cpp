@@ -220,6 +220,8 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
     if (r->moved_rows_id != kNoDim) b.moved_rows = kDimSymbols[r->moved_rows_id].value(spec, shape);
     if (r->written) b.written_row_elements = r->written(spec);
     b.also_read = r->also_read;
+    b.stride = r->token_stride;
+    b.head_stride = r->head_stride;
     b.use = r->use;
     out.push_back(b);
   }
