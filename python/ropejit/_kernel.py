@@ -94,7 +94,8 @@ class Kernel:
         views = {name: view(value, name) for name, value in given.items()}
         tokens = self._tokens(views, num_tokens)
         sizes = self._shape_sizes(views)
-        batch = sizes["B+1"] - 1 if "B+1" in sizes else 1 if self.spec.io["positions"] == "offset" else sizes.get("B", 0)
+        offset = self.spec.io["positions"] == "offset"  # one sequence
+        batch = sizes["B+1"] - 1 if "B+1" in sizes else 1 if offset else sizes.get("B", 0)
         max_seq = int(max_seq_len or 0) or sizes.get("S", 0)
         positions_type = self._positions_type(views)
         cache_pages, blocks = sizes.get("pages", 0), sizes.get("max_blocks_per_seq", 0)
@@ -176,7 +177,8 @@ class Kernel:
             if field["dtype"] == "int32|int64" and field["name"] in views:
                 element = views[field["name"]].dtype
                 if element not in ("int32", "int64"):
-                    raise ArgumentError(f"{field['name']}: element type {element} is not allowed: must be int32 | int64")
+                    raise ArgumentError(
+                        f"{field['name']}: element type {element} is not allowed: must be int32 | int64")
                 return element
         return "int32"
 

@@ -104,7 +104,8 @@ def test_kernel_code_names_no_array_field():
         tree = ast.parse(inspect.getsource(module))
         docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
         io_keys = {id(node.slice) for node in ast.walk(tree)  # spec.io["positions"]: the spec's key
-                   if isinstance(node, ast.Subscript) and getattr(node.value, "attr", getattr(node.value, "id", "")) == "io"}
+                   if isinstance(node, ast.Subscript)
+                   and getattr(node.value, "attr", getattr(node.value, "id", "")) == "io"}
         named = sorted({node.value for node in ast.walk(tree)
                         if isinstance(node, ast.Constant) and node.value in arrays
                         and id(node) not in docstrings | io_keys})

@@ -42,7 +42,9 @@ inline constexpr DimSymbol kDimSymbols[] = {
        return int64_t(spec.head_dim) / kNvfp4Block;
      }},
     {"page_size", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.io.page_size); }},
-    {"slots", [](const Spec& spec, const LaunchShape& s) { return s.cache_pages * spec.io.page_size; }, true},  // scales
+    {"slots", [](const Spec& spec, const LaunchShape& s) {  // per-slot scales
+       return s.cache_pages * spec.io.page_size;
+     }, true},
     {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }, true},
     {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }, true},
     {"1", [](const Spec&, const LaunchShape&) { return int64_t(1); }},

@@ -38,7 +38,7 @@ void mark(LaunchField& field, FieldUse use) { field.use = std::min(field.use, us
 std::vector<LaunchField> launch_fields(const Spec& spec) {
   std::vector<LaunchField> fields;
   for (size_t i = 0; const char* name = ropejit_struct_field("ropejit_args", i, nullptr); ++i)
-    if (std::string_view(name) != "struct_size") fields.push_back({name, FieldUse::unused, {}, {}, false, false, {}, {}});
+    if (std::string_view(name) != "struct_size") fields.push_back({name});
   mark(field_named(fields, "num_tokens"), FieldUse::required);
   mark(field_named(fields, "seq_len"), needs_seq_len(spec) ? FieldUse::required : FieldUse::optional);
   // The buffers with int32 and with int64 positions: an element type that differs is either.

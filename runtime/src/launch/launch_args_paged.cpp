@@ -60,17 +60,16 @@ constexpr TensorRow block_scale_row() {
           block_scale_slot, nullptr, FieldUse::required, RowElement::block_scale, nullptr, RowLayout::rows, {}, "T"};
 }
 
+template <bool kV>
+constexpr TensorRow per_head_scale_row() {  // [slots, Hkv] float32
+  return {kV ? "v_scale_cache" : "k_scale_cache", nullptr, nullptr, {"slots", "Hkv"}, BufferKind::output,
+          per_head_scales<kV>, kPerHeadWhy, {kV ? ParamSlot::scale_cache_v : ParamSlot::scale_cache_k}, nullptr,
+          nullptr, FieldUse::required, RowElement::fp32, nullptr, RowLayout::rows, {}, "T"};
+}
+
 constexpr TensorRow kCacheScales[] = {
-    {"k_scale_cache", nullptr, nullptr, {"slots", "Hkv"}, BufferKind::output, per_head_scales<false>, kPerHeadWhy,
-     {ParamSlot::scale_cache_k}, nullptr, nullptr, FieldUse::required, RowElement::fp32, nullptr, RowLayout::rows,
-     {}, "T"},
-    block_scale_row<false, false>(),
-    block_scale_row<false, true>(),
-    {"v_scale_cache", nullptr, nullptr, {"slots", "Hkv"}, BufferKind::output, per_head_scales<true>, kPerHeadWhy,
-     {ParamSlot::scale_cache_v}, nullptr, nullptr, FieldUse::required, RowElement::fp32, nullptr, RowLayout::rows,
-     {}, "T"},
-    block_scale_row<true, false>(),
-    block_scale_row<true, true>(),
+    per_head_scale_row<false>(), block_scale_row<false, false>(), block_scale_row<false, true>(),
+    per_head_scale_row<true>(),  block_scale_row<true, false>(),  block_scale_row<true, true>(),
 };
 
 }  // namespace

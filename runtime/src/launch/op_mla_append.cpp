@@ -42,7 +42,9 @@ constexpr TensorRow kRows[] = {
 
 // The latent cache [pages, page_size, kv_lora_rank + d]: one row a slot, written at each token's,
 // with k_scale for an FP8 cache.
-FieldUse fp8_scale_use(const Spec& s) { return s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required; }
+FieldUse fp8_scale_use(const Spec& s) {
+  return s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required;
+}
 constexpr TensorRow kLatentCache[] = {
     {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "L+d"}, BufferKind::cache, nullptr, kPagedWhy,
      {ParamSlot::out_k}, latent_row, nullptr, FieldUse::required, RowElement::cache, nullptr, RowLayout::paged,

@@ -12,7 +12,9 @@ namespace {
 // Where the keys move, optional (null: they keep their positions), beside from_seq_len: each key's
 // new position [T] (explicit positions, int32 or int64 as the old ones), or each sequence's new
 // start [B] (varlen) or [1].
-FieldUse from_seq_len_use(const Spec& s) { return needs_seq_len(s.from_rope) ? FieldUse::required : FieldUse::optional; }
+FieldUse from_seq_len_use(const Spec& s) {
+  return needs_seq_len(s.from_rope) ? FieldUse::required : FieldUse::optional;
+}
 bool explicit_positions(const Spec& s) { return s.io.positions == PositionsForm::explicit_; }
 bool varlen_positions(const Spec& s) { return s.io.positions == PositionsForm::varlen; }
 bool one_start(const Spec& s) { return !explicit_positions(s) && !varlen_positions(s); }
@@ -27,7 +29,8 @@ constexpr TensorRow kNewPositions[] = {
      {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64, nullptr, RowLayout::rows,
      {kFromSeqLen}},
     {"new_start_pos", nullptr, nullptr, {"1"}, BufferKind::new_start_pos, one_start, kRerotateWhy,
-     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64, nullptr, RowLayout::rows, {kFromSeqLen}},
+     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64, nullptr, RowLayout::rows,
+     {kFromSeqLen}},
 };
 
 // The K cache, each key's rotary part read and rewritten.

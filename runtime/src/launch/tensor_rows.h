@@ -98,10 +98,10 @@ struct TensorRow {
 };
 
 /// Checks and binds each row of [rows, rows + n) that the spec uses, in order: present when the
-/// launch has tokens (or the row is needed without), aligned for the kernel's vector accesses, strides resolved (and within
-/// int64 bytes), its view stored in its KernelParams slots.
+/// launch has tokens (or the row is needed without), aligned for its element type, strides
+/// resolved (and within int64 bytes), its view stored in its KernelParams slots.
 void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, const TensorRow* rows, size_t n);
-/// Appends the BufferDesc of each row the spec uses (BufferDesc::bind null: bound by field name).
+/// Appends the BufferDesc of each row the spec uses (bound by its field names: bind_buffers).
 void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const TensorRow* rows, size_t n,
                          std::vector<BufferDesc>& out);
 
