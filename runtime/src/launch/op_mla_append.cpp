@@ -42,13 +42,10 @@ constexpr TensorRow kRows[] = {
 
 // The latent cache [pages, page_size, kv_lora_rank + d]: one row a slot, written at each token's,
 // with k_scale for an FP8 cache.
-FieldUse fp8_scale_use(const Spec& s) {
-  return s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required;
-}
 constexpr TensorRow kLatentCache[] = {
     {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "L+d"}, BufferKind::cache, nullptr, kPagedWhy,
      {ParamSlot::out_k}, latent_row, nullptr, FieldUse::required, RowElement::cache, nullptr, RowLayout::paged,
-     {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused, fp8_scale_use}}, "T"},
+     {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused, static_scale_use}}, "T"},
 };
 
 // concat_k (after the latent cache): k_nope's heads (any stride) read, k_out [T, Hq, D] written.
