@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.h"
 #include "ropejit/compile.h"
 #include "ropejit/config.h"
 #include "ropejit/kernel_stats.h"
@@ -261,7 +262,7 @@ TEST(KernelStats, ReportFromSassAndFromPtx) {
 }
 
 TEST(KernelStats, CliStatsJson) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "built without the CLI";
   const std::string command = fmt::format("{} compile {} --arch sm_90 --stats --json --parts H100-SXM,L40S 2>&1", cli,
                                           test::spec_path("llama-3.1-8b"));
