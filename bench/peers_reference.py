@@ -11,9 +11,9 @@ it is finite and within 2 storage ulps of the expected value, or within 1e-2 of 
 of its rotated pair (s * |(x, y)|; |x| for pass-through and v elements).
 
 paged_kv (docs/spec.md, "RoPE + paged KV-cache append"; slot_mapping, nhd, cache dtype auto or
-fp8_e4m3) and op mla_append (docs/ops.md, "MLA latent-cache append"; its latent cache row): q is checked as above, or as FP8 codes of
-q / q_scale when q_output_dtype is fp8_e4m3; the inputs a launch only reads must keep their
-bytes; each checked token's cache slot holds its k and v (MLA: kv_c and the rotated k_pe), the
+fp8_e4m3) and op mla_append (docs/ops.md, "MLA latent-cache append"; its latent cache row): q is
+checked as above, or as FP8 codes of q / q_scale when q_output_dtype is fp8_e4m3; the inputs a
+launch only reads must keep their bytes; each checked token's cache slot holds its k and v (MLA: kv_c and the rotated k_pe), the
 storage dtype under the rule above or FP8 codes (bench/peers_reference_paged.py); every slot no
 token maps must keep its bytes.
 """
