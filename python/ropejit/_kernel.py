@@ -182,8 +182,8 @@ class Kernel:
         source = {"q_out": "q", "k_out": "k", "v_out": "v", "q_scale_out": "q"}
         if self.spec.io["input"] == "packed_qkv":
             source = {name: "qkv" for name in source}
-        if self.spec.op == "mla_append":
-            source["k_out"] = "k_nope"  # concat_k: k_out's type and device from k_nope
+        if any(f["name"] == "k_nope" and f["use"] != "unused" for f in fields):
+            source["k_out"] = "k_nope"  # k_out = [k_nope | k_pe] (mla_append concat_k): k_nope's type and device
         out: Dict[str, Any] = {}
         for field in fields:
             name = field["name"]
