@@ -1,7 +1,7 @@
 // NVRTC is dlopen'ed on first use (compile/src/nvrtc_api.cpp): the library it loads, the error
 // when none loads, and commands that never compile never loading it. The command runs in a
 // child process, so each case starts with a fresh process-wide load-once state.
-// ropejit-tier: compile
+// ropejit-tier: compile+sanitize
 #include <unistd.h>
 
 #include <algorithm>
