@@ -227,7 +227,7 @@ def make_fused(ops, spec, cos_half, sin_half, problem, slot_mapping):
     import torch  # noqa: PLC0415
     import peers_reference as ref  # noqa: PLC0415
     io, rd, d = spec.get("io", {}), spec["rotary_dim"], spec["head_dim"]
-    mla = spec.get("op", "rope") == "mla_append"
+    mla = ref.op_row(spec).latent_row  # MLA's latent cache row: the op's ckv_cache and kpe_cache
     if (io.get("cache_dtype") != "fp8_e4m3" or io.get("q_output_dtype") != "fp8_e4m3" or spec.get("qk_norm")
             or (not mla and (rd != d or not io.get("copy_v")))):
         return None

@@ -11,12 +11,13 @@ it is finite and within 2 storage ulps of the expected value, or within 1e-2 of 
 of its rotated pair (s * |(x, y)|; |x| for pass-through and v elements).
 
 paged_kv (docs/spec.md, "RoPE + paged KV-cache append"; slot_mapping, nhd, cache dtype auto or
-fp8_e4m3) and op mla_append (its latent cache row): q is checked as above, or as FP8 codes of
-q / q_scale when q_output_dtype is fp8_e4m3; the inputs a launch only reads must keep their
-bytes; each checked token's cache slot holds its k and v (MLA: kv_c and the rotated k_pe), the
+fp8_e4m3) and op mla_append (docs/ops.md, "MLA latent-cache append"; its latent cache row): q is
+checked as above, or as FP8 codes of q / q_scale when q_output_dtype is fp8_e4m3; the inputs a
+launch only reads must keep their bytes; each checked token's cache slot holds its k and v (MLA: kv_c and the rotated k_pe), the
 storage dtype under the rule above or FP8 codes (bench/peers_reference_paged.py); every slot no
 token maps must keep its bytes.
 """
+import collections
 import json
 import math
 import os
@@ -49,6 +50,29 @@ SHAPES = {
     "deepseek-v3-mla-fp8": "deepseek-v3-mla-fp8",
     "deepseek-v3-mla-fp8-q": ("deepseek-v3-mla-fp8", FP8_Q),
 }
+# The ops this reference checks, one row each: what a launch of the op takes and writes, and which
+# check of peers_reference_paged reads its paged outputs. The per-op branches of the reference and
+# of the peers' op paths (peers_torch, peers_flashinfer) read its row (op_row), not the op's name.
+#   read_only: the token arrays a paged launch only reads (they must keep their bytes)
+#   caches: the paged caches it writes (io.output paged_kv)
+#   latent_row: a cache slot holds one latent row [kv_c | rotated k_pe] for the token (MLA), not
+#     its k and v heads; q's rope part is its trailing rotary_dim
+#   check_cache: the function of peers_reference_paged checking the caches
+OpRow = collections.namedtuple("OpRow", "read_only caches latent_row check_cache")
+OPS = {
+    "rope": OpRow(("k", "v"), ("k_cache", "v_cache"), False, "check_paged"),
+    "mla_append": OpRow(("kv_c", "k_pe"), ("k_cache",), True, "check_mla"),
+}
+
+
+def op_row(spec):
+    """The OPS row of a spec's op; an op the reference does not implement is refused by name."""
+    op = spec.get("op", "rope")
+    if op not in OPS:
+        raise ValueError(f"peers reference: op {op} is not supported here (ops: {', '.join(OPS)})")
+    return OPS[op]
+
+
 MAX_POSITION = 10**6   # positions drawn from [0, 10^6)
 ULPS = 2
 PAIR_RELATIVE = 1e-2
@@ -237,14 +261,14 @@ class Problem:
         self.copy_v = bool(io.get("copy_v"))
         hq, hkv, d = spec["num_q_heads"], spec["num_kv_heads"], spec["head_dim"]
         self.heads = {"q": hq, "k": hkv, "v": hkv}
-        self.mla = spec.get("op", "rope") == "mla_append"
+        self.op = op_row(spec)
         self.q_fp8 = io.get("q_output_dtype", "auto") == "fp8_e4m3"
         self.q_scale = float(np.float32(Q_SCALE)) if self.q_fp8 else 0.0
 
         def rand(*shape):
             return encode(self.dtype, rng.standard_normal(shape))
         self.inputs = {}
-        if self.mla:  # q [T, H, nope + rope], the latent kv_c and the one rope key k_pe per token
+        if self.op.latent_row:  # q [T, H, nope + rope], the latent kv_c and the one rope key k_pe per token
             self.kv_lora_rank = spec["mla_append"]["kv_lora_rank"]
             self.inputs.update(q=rand(tokens, hq, d), kv_c=rand(tokens, self.kv_lora_rank),
                                k_pe=rand(tokens, spec["rotary_dim"]))
@@ -297,10 +321,10 @@ class Problem:
         self.fp8 = io.get("cache_dtype", "auto") == "fp8_e4m3"
         self.cache_num_pages = -(-self.tokens // self.page_size) + 1
         page_shape = (self.cache_num_pages, self.page_size, self.heads["k"], self.spec["head_dim"])
-        if self.mla:  # one latent cache: rows [kv_c | k_pe]
+        if self.op.latent_row:  # one latent cache: rows [kv_c | k_pe]
             page_shape = (self.cache_num_pages, self.page_size, self.kv_lora_rank + self.spec["rotary_dim"])
         storage = np.dtype(np.uint8 if self.fp8 else storage_numpy_dtype(self.dtype))
-        for name in ("k_cache",) if self.mla else ("k_cache", "v_cache"):
+        for name in self.op.caches:
             raw = rng.integers(0, 256, size=int(np.prod(page_shape)) * storage.itemsize, dtype=np.uint8)
             self.inputs[name] = raw.view(storage).reshape(page_shape)
         slots = self.cache_num_pages * self.page_size
@@ -312,7 +336,7 @@ class Problem:
         if not self.paged:
             return {}
         scalars = {"cache_num_pages": self.cache_num_pages, "k_scale": self.k_scale,
-                   "v_scale": 0.0 if self.mla else self.v_scale}
+                   "v_scale": self.v_scale if "v_cache" in self.op.caches else 0.0}
         if self.q_fp8:
             scalars["q_scale"] = self.q_scale
         return scalars
@@ -346,7 +370,7 @@ def expected(problem, rows):
     spec, dt = problem.spec, problem.dtype
     d, rd = spec["head_dim"], spec["rotary_dim"]
     hq, hkv = problem.heads["q"], problem.heads["k"]
-    if problem.mla:  # k_pe as one head rotated whole, kv_c passed through
+    if problem.op.latent_row:  # k_pe as one head rotated whole, kv_c passed through
         parts = {"q": decode(dt, problem.inputs["q"][rows]),
                  "k_pe": decode(dt, problem.inputs["k_pe"][rows])[:, None, :],
                  "kv_c": decode(dt, problem.inputs["kv_c"][rows])[:, None, :]}
@@ -427,7 +451,7 @@ def check_outputs(problem, outputs, rows, strict=True):
         ok &= good
         notes.append(note)
     if problem.paged:
-        good, more = (paged.check_mla if problem.mla else paged.check_paged)(problem, outputs, rows, cached[1], strict)
+        good, more = getattr(paged, problem.op.check_cache)(problem, outputs, rows, cached[1], strict)
         ok &= good
         notes += more
     if problem.padded:

@@ -112,7 +112,7 @@ def check_paged(problem, outputs, rows, expect, strict):
     """paged_kv beyond q: k and v (and q when q_out is separate) left as they were, each checked
     token's K and V cache slot, every slot no token maps byte-identical. (ok, notes)."""
     hkv, d = problem.heads["k"], problem.spec["head_dim"]
-    ok, notes = _read_only(problem, outputs, ["k", "v"] + (["q"] if "q_out" in outputs else []))
+    ok, notes = _read_only(problem, outputs, list(problem.op.read_only) + (["q"] if "q_out" in outputs else []))
     written = problem.inputs["slot_mapping"][rows]
     mapped = written >= 0
     kept = 0
@@ -139,7 +139,7 @@ def check_mla(problem, outputs, rows, expect, strict):
     kept, each checked token's cache row [kv_c | rotated k_pe] at its slot (the spec's cache
     dtype, FP8 with k_scale), every unmapped row byte-identical. (ok, notes)."""
     rank, rd = problem.kv_lora_rank, problem.spec["rotary_dim"]
-    ok, notes = _read_only(problem, outputs, ["kv_c", "k_pe"] + (["q"] if "q_out" in outputs else []))
+    ok, notes = _read_only(problem, outputs, list(problem.op.read_only) + (["q"] if "q_out" in outputs else []))
     cache = outputs.get("k_cache")
     if cache is None:
         return False, notes + ["k_cache missing (FAILED)"]

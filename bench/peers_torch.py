@@ -184,7 +184,7 @@ def make_torch_rope(spec, cos_half, sin_half, kernels=None):
     norm = spec.get("qk_norm")
     paged = spec.get("io", {}).get("output") == "paged_kv"
     fp8 = spec.get("io", {}).get("cache_dtype", "auto") != "auto"
-    mla = spec.get("op", "rope") == "mla_append"
+    latent = ref.op_row(spec).latent_row  # MLA: q's trailing rope part, the latent cache row
     q_fp8 = spec.get("io", {}).get("q_output_dtype", "auto") != "auto"
     # float32 reciprocals of the FP8 scales (the value ropejit multiplies by)
     inv_scales = [float(np.float32(1) / np.float32(x)) if x else 0.0 for x in ref.cache_scales(spec)]
@@ -261,7 +261,7 @@ def make_torch_rope(spec, cos_half, sin_half, kernels=None):
 
     def rope(b, seq_of, seq_index):
         cos, sin = tables(b["positions64"])
-        if mla:
+        if latent:
             return mla_rope(b, cos, sin)
         if paged:
             return paged_rope(b, cos, sin)

@@ -19,6 +19,9 @@ pip_quiet=(--disable-pip-version-check --no-input --progress-bar off -q)
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 echo "python tier: installing the test requirements (python/requirements-test.txt) into $VENV"
 "$VENV/bin/pip" install "${pip_quiet[@]}" -r python/requirements-test.txt
+# The compilers CMake picks for build/ (scikit-build-core would take Python's CC/CXX,
+# x86_64-linux-gnu-g++): the same name is what lets the compiler cache serve both builds.
+export CC="${CC:-cc}" CXX="${CXX:-c++}"
 echo "python tier: pip install . (log: $BUILD_DIR/pip-install.log)"
 if ! "$VENV/bin/pip" install "${pip_quiet[@]}" -v . >"$BUILD_DIR/pip-install.log" 2>&1; then
   tail -40 "$BUILD_DIR/pip-install.log" >&2

@@ -2,9 +2,9 @@
 # Builds everything under AddressSanitizer + UndefinedBehaviorSanitizer (CMakePresets.json
 # `sanitize`: clang-19, host backend, tests, CLI and benchmarks, into build-asan/) and runs under
 # them the unit tier and a sample of the conformance tier (docs/architecture.md §10), the C API
-# and linkage checks included; of the compile tier only the host JIT's, host collectives' and
-# NVRTC loader's suites, the rest being NVRTC's work (uninstrumented) on source the other tiers
-# generate too.
+# and linkage checks included; of the compile tier only the suites declared `compile+sanitize`
+# (the host JIT's, host collectives' and NVRTC loader's), the rest being NVRTC's work
+# (uninstrumented) on source the other tiers generate too.
 # A leak, a memory error or any UBSan report fails the test it happens in.
 # Usage: scripts/sanitize.sh [extra ctest arguments]
 #   ROPEJIT_CONFORMANCE_SAMPLE=1 checks every conformance kernel (default 4: one kernel of each
@@ -26,10 +26,10 @@ jobs="${ROPEJIT_TEST_JOBS:-$(nproc)}"
 # peers and gpu-check scripts, an installed-package build load the ASan library uninstrumented.
 start=$SECONDS
 status=0
-ctest --preset sanitize -L '^(unit|conformance)$' -LE uninstrumented_consumer -j "$jobs" "$@" || status=$?
-# The compile-tier suites whose work is instrumented code (the JIT, fibers and their ASan
-# annotations, the NVRTC loader); the preset's noTestsAction fails this if a rename empties it.
-ctest --preset sanitize -L '^compile$' -R '^(HostJit|HostCooperative|NvrtcLoading)\.' -LE uninstrumented_consumer \
-  -j "$jobs" "$@" || status=$?
+# The unit and conformance tiers (ROPEJIT_SANITIZED_TIERS in cmake/RopejitTestTiers.cmake), and
+# the suites of other tiers whose work is instrumented code (the JIT, fibers and their ASan
+# annotations, the NVRTC loader), declared where they are defined: `// ropejit-tier:
+# compile+sanitize` labels them `sanitize`.
+ctest --preset sanitize -L '^(unit|conformance|sanitize)$' -LE uninstrumented_consumer -j "$jobs" "$@" || status=$?
 echo "sanitize: tests took $((SECONDS - start)) s"
 exit $status

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.h"
 #include "ropejit/spec.h"
 #include "support/repo_paths.h"
 #include "support/run_command.h"
@@ -80,7 +81,7 @@ TEST(BadSpecs, EveryCaseIsRefusedNamingItsField) {
 }
 
 TEST(BadSpecs, TheCommandExitsWithTheFieldAndWritesNothing) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: built without the ropejit command";
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / ("bad_specs_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);

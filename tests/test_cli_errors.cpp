@@ -1,5 +1,5 @@
 // Every file the `ropejit` command writes is checked: a failed write names the path and the
-// OS's reason, exits 1, and leaves no partial file. Runs the binary (ROPEJIT_CLI_PATH); needs
+// OS's reason, exits 1, and leaves no partial file. Runs the binary (ropejit::test::cli_path()); needs
 // no backend: emit, the --out-dir check, db and the tune --db check all fail before compiling.
 // ropejit-tier: unit
 #include <sys/stat.h>
@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/build_paths.h"
 #include "support/run_command.h"
 #include "support/repo_paths.h"
 
@@ -30,7 +31,7 @@ std::pair<int, std::string> shell(const std::string& command) { return run_comma
 
 /// Exit status and stdout + stderr of `ropejit ARGS`.
 std::pair<int, std::string> cli(const std::string& args) {
-  return shell(std::string(ROPEJIT_CLI_PATH) + " " + args + " 2>&1");
+  return shell(std::string(ropejit::test::cli_path()) + " " + args + " 2>&1");
 }
 
 std::string slurp(const std::string& path) {
@@ -66,7 +67,7 @@ class TempDir {
 };
 
 #define SKIP_WITHOUT_CLI() \
-  if (std::string(ROPEJIT_CLI_PATH).empty()) GTEST_SKIP() << "SKIPPED: built without the ropejit command"
+  if (std::string(ropejit::test::cli_path()).empty()) GTEST_SKIP() << "SKIPPED: built without the ropejit command"
 
 std::string spec_path() { return ropejit::test::spec_path("llama-3.1-8b"); }
 
@@ -87,7 +88,7 @@ TEST(CliErrors, EmitWritesTheFileStdoutGets) {
   const std::string file = tmp.path() + "/kernel.cu";
   auto [rc, out] = cli("emit '" + spec_path() + "' -o '" + file + "'");
   ASSERT_EQ(rc, 0) << out;
-  auto [rc2, source] = shell(std::string(ROPEJIT_CLI_PATH) + " emit '" + spec_path() + "'");
+  auto [rc2, source] = shell(std::string(ropejit::test::cli_path()) + " emit '" + spec_path() + "'");
   ASSERT_EQ(rc2, 0);
   EXPECT_EQ(slurp(file), source);
   EXPECT_EQ(tmp.names(), std::vector<std::string>{"kernel.cu"});  // no temp file left
@@ -111,13 +112,13 @@ TEST(CliErrors, EmitOntoAFolderFails) {
 // no temp file. SIGXFSZ is ignored so the write returns the error instead of killing.
 TEST(CliErrors, FailedWriteLeavesTheOldFileAndNoPartialOne) {
   SKIP_WITHOUT_CLI();
-  auto [rc0, source] = shell(std::string(ROPEJIT_CLI_PATH) + " emit '" + spec_path() + "'");
+  auto [rc0, source] = shell(std::string(ropejit::test::cli_path()) + " emit '" + spec_path() + "'");
   ASSERT_EQ(rc0, 0);
   if (source.size() <= 1024) GTEST_SKIP() << "the emitted source fits under a 1-block size limit";
   TempDir tmp;
   const std::string file = tmp.path() + "/kernel.cu";
   { std::ofstream(file) << "old contents"; }
-  auto [rc, out] = shell("trap '' XFSZ; ulimit -f 1 && exec " + std::string(ROPEJIT_CLI_PATH) + " emit '" +
+  auto [rc, out] = shell("trap '' XFSZ; ulimit -f 1 && exec " + std::string(ropejit::test::cli_path()) + " emit '" +
                          spec_path() + "' -o '" + file + "' 2>&1");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("cannot write " + file + ": File too large"), std::string::npos) << out;
@@ -129,7 +130,7 @@ TEST(CliErrors, StandardOutputThatCannotBeWrittenFails) {
   SKIP_WITHOUT_CLI();
   if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
   // stderr to the pipe, stdout to a device where every write fails with ENOSPC.
-  auto [rc, out] = shell(std::string(ROPEJIT_CLI_PATH) + " emit '" + spec_path() + "' 2>&1 >/dev/full");
+  auto [rc, out] = shell(std::string(ropejit::test::cli_path()) + " emit '" + spec_path() + "' 2>&1 >/dev/full");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("cannot write standard output: No space left on device"), std::string::npos) << out;
   // -o naming a device writes through it (no temp file beside /dev/full), checked the same way.

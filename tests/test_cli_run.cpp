@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.h"
 #include "support/backends.h"
 #include "support/run_command.h"
 #include "support/spec_builder.h"
@@ -20,7 +21,7 @@ std::pair<int, std::string> run(const std::string& command) {
 }
 
 std::string cli_or_skip() {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) return {};
   if (!ropejit::test::host_backend_built()) return {};
   return cli;

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/build_paths.h"
 #include "support/run_command.h"
 #include "support/cache_test_util.h"
 
@@ -107,7 +108,7 @@ using ropejit::test::run_command;
 }  // namespace
 
 TEST(DiskCache, CliListsClearsAndPrintsPath) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "the ropejit command is not built (ROPEJIT_BUILD_CLI=OFF)";
   TempDir tmp;
   DiskCache cache(options_for(tmp.path()));

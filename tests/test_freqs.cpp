@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.h"
 #include "hf_import.h"  // private: spec_from_hf, the HF importer (CLI import-hf is its face), under test
 #include "ropejit/freqs.h"
 #include "ropejit/check/reference.h"
@@ -531,7 +532,7 @@ std::string run_command(const std::string& command, int& status) {
 }
 
 TEST(FreqsCli, DynamicJsonMatchesLibrary) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "ropejit CLI not built";
   const double factor = uniform(1.5, 8);
   const int64_t length = 4096 + static_cast<int64_t>(uniform(1, 100000));

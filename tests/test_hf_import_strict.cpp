@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.h"
 #include "hf_import.h"  // private: spec_from_hf, the HF importer's strict checks under test
 #include "support/run_command.h"
 #include "support/repo_paths.h"
@@ -180,7 +181,7 @@ std::string scratch_config(const std::string& text) {
 
 // Every bad config through the command: exit 1..127, the key named, no spec file written.
 TEST(HfImportStrictCli, BadConfigsExitNamingTheKeyAndWriteNothing) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: ropejit CLI not built";
   int checked = 0;
   for (const auto& bad : bad_configs()) {
@@ -200,7 +201,7 @@ TEST(HfImportStrictCli, BadConfigsExitNamingTheKeyAndWriteNothing) {
 }
 
 TEST(HfImportStrictCli, WarningsGoToStderr) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: ropejit CLI not built";
   const std::string path = scratch_config(R"({"model_type": "llama", "hidden_size": 4096,
     "num_attention_heads": 32, "max_position_embeddings": 65536, "rope_theta": 10000.0,

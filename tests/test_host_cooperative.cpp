@@ -2,7 +2,7 @@
 // static __shared__ arrays give CUDA's results; misuse fails the launch instead of hanging.
 // Expected values: the Programming Guide's definitions (support/cooperative_checks.h); the
 // same checks run on a GPU in test_cooperative_cuda.cpp.
-// ropejit-tier: compile
+// ropejit-tier: compile+sanitize
 #include <gtest/gtest.h>
 
 #include <algorithm>

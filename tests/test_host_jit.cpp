@@ -1,5 +1,5 @@
 // Host backend: Clang + ORC compile small CUDA kernels in process and run them on the CPU.
-// ropejit-tier: compile
+// ropejit-tier: compile+sanitize
 #include <gtest/gtest.h>
 
 #include <chrono>

@@ -1,7 +1,7 @@
 // NVRTC is dlopen'ed on first use (compile/src/nvrtc_api.cpp): the library it loads, the error
 // when none loads, and commands that never compile never loading it. The command runs in a
 // child process, so each case starts with a fresh process-wide load-once state.
-// ropejit-tier: compile
+// ropejit-tier: compile+sanitize
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +13,7 @@
 #include <cuda.h>  // CUDA_VERSION: the NVRTC major these headers belong to
 #include <gtest/gtest.h>
 
+#include "support/build_paths.h"
 #include "ropejit/compile.h"
 #include "support/repo_paths.h"
 #include "support/run_command.h"
@@ -24,11 +25,11 @@ namespace {
 
 const std::string kBogusLibrary = "/nonexistent/libnvrtc.so";
 
-bool have_cli() { return !std::string(ROPEJIT_CLI_PATH).empty(); }
+bool have_cli() { return !std::string(ropejit::test::cli_path()).empty(); }
 
 /// Exit status and stdout + stderr of `ENV... ropejit ARGS` (ENV: shell assignments or empty).
 std::pair<int, std::string> cli(const std::string& env, const std::string& args) {
-  return test::run_command(env + " '" + ROPEJIT_CLI_PATH + "' " + args + " 2>&1");
+  return test::run_command(env + " '" + ropejit::test::cli_path() + "' " + args + " 2>&1");
 }
 
 std::string llama_spec() { return "'" + test::spec_path("llama-3.1-8b") + "'"; }
@@ -84,7 +85,7 @@ TEST(NvrtcLoading, VariableLibraryFindsItsBuiltinsWithoutTheLoaderCache) {
   if (!have_cli()) GTEST_SKIP() << "SKIPPED: built without the ropejit command";
   const std::string loader = loader_without_cache();
   if (loader.empty()) GTEST_SKIP() << "SKIPPED: the loader cannot run without its cache here";
-  const fs::path real = fs::canonical(ROPEJIT_TEST_NVRTC_LIBRARY);
+  const fs::path real = fs::canonical(ropejit::test::nvrtc_library());
   const fs::path builtins = real.parent_path() / ("libnvrtc-builtins.so." + nvrtc_version());
   ASSERT_TRUE(fs::exists(builtins)) << builtins;
   const fs::path dir = fs::temp_directory_path() / ("ropejit-nvrtc-loading." + std::to_string(::getpid()));
@@ -95,7 +96,7 @@ TEST(NvrtcLoading, VariableLibraryFindsItsBuiltinsWithoutTheLoaderCache) {
   fs::create_symlink(fs::canonical(builtins), dir / builtins.filename());
   const auto [status, out] = test::run_command(
       "env -u LD_LIBRARY_PATH ROPEJIT_NVRTC_LIBRARY='" + library.string() + "' " + loader + " --inhibit-cache '" +
-      ROPEJIT_CLI_PATH + "' compile " + llama_spec() + " --arch sm_90 2>&1");
+      ropejit::test::cli_path() + "' compile " + llama_spec() + " --arch sm_90 2>&1");
   fs::remove_all(dir);
   EXPECT_EQ(status, 0) << out;
   EXPECT_NE(out.find("llama-3.1-8b"), std::string::npos) << out;

@@ -4,7 +4,7 @@
 // that crosses the switch with its cache re-rotated matches a from-scratch computation.
 // Errors are in ulps of the rotated pair's magnitude (a rotation mixes the two elements, so a
 // rounding of the larger one reaches the smaller). The numbers printed here are in
-// docs/spec.md "Re-rotating the KV cache".
+// docs/ops.md "Re-rotating the KV cache".
 // ropejit-tier: conformance
 #include <algorithm>
 #include <cmath>
@@ -254,10 +254,11 @@ TEST_F(RerotateAccuracy, LongRopeSwitchCostsOneRoundingAtPositionsTo2p20) {
                       pair_errors(append_spec, keys, recomputed, positions, O + 1));
 }
 
-// The worked example of docs/spec.md: Phi-3.5-mini's LongRoPE (O = 4096). A sequence is
-// prefilled and decoded up to O tokens with the short table; when its length passes O, its
-// cached keys are re-rotated to the long table once, and decoding goes on with the long table.
-// The cache then matches appending every key from scratch with the long table.
+// The worked example of docs/ops.md ("Re-rotating the KV cache"): Phi-3.5-mini's LongRoPE
+// (O = 4096). A sequence is prefilled and decoded up to O tokens with the short table; when its
+// length passes O, its cached keys are re-rotated to the long table once, and decoding goes on
+// with the long table. The cache then matches appending every key from scratch with the long
+// table.
 TEST_F(RerotateAccuracy, PhiSequenceCrossingTheSwitchMatchesARecompute) {
   const Spec phi = load_spec_file(test::source_dir() + "/specs/phi-3.5-mini.json");
   SpecFields f = fields(nlohmann::json::parse(canonical_json(phi))["rope"], 2, 96, phi.max_position_embeddings);

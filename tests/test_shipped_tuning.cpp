@@ -10,6 +10,7 @@
 #include <fstream>
 #include <memory>
 
+#include "support/build_paths.h"
 #include "backends/backend.h"  // private: make_host_backend, the device whose shipped file is under test
 #include "backends/device_info.h"  // private: device_metadata, the key a shipped section must match
 #include "caches/tuned_configs.h"  // private: TunedConfigs, the lookup order get() uses, without compiling
@@ -76,11 +77,11 @@ TEST(ShippedTuning, TheLibraryInItsBuildFolderReadsTheSourceTree) {
   Dl_info info{};
   ASSERT_NE(::dladdr(reinterpret_cast<void*>(&shipped_tuning_file_name), &info), 0);
   std::error_code ec;
-  if (!fs::equivalent(fs::path(info.dli_fname).parent_path(), ROPEJIT_TEST_LIBRARY_DIR, ec))
+  if (!fs::equivalent(fs::path(info.dli_fname).parent_path(), ropejit::test::library_dir(), ec))
     GTEST_SKIP() << "libropejit runs from " << info.dli_fname << ", not its build folder";
   const ShippedTuningDir d = shipped_tuning_dir();
   ASSERT_FALSE(d.dir.empty()) << d.origin;
-  EXPECT_TRUE(fs::equivalent(d.dir, fs::path(ROPEJIT_SOURCE_DIR) / "tunedb" / "shipped", ec)) << d.dir;
+  EXPECT_TRUE(fs::equivalent(d.dir, fs::path(ropejit::test::configured_source_dir()) / "tunedb" / "shipped", ec)) << d.dir;
   EXPECT_NE(d.origin.find("source tree"), std::string::npos) << d.origin;
   ASSERT_EQ(d.searched.size(), 3u);
   EXPECT_EQ(fs::path(d.searched[1]).filename(), "tuning") << "the Python package's folder beside the library";
@@ -266,7 +267,7 @@ TEST_F(ShippedTuningTest, SectionsThatDifferOnlyInTheDriverCombine) {
 }
 
 TEST_F(ShippedTuningTest, DbShippedListsTheFolderAndEveryFile) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: the ropejit CLI is not part of this build";
   ship(shipped_for_host(), entries(small_, large_));
   std::ofstream(shipped_ + "/broken.json") << "{";

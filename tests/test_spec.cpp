@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/build_paths.h"
 #include "support/run_command.h"
 #include "support/repo_paths.h"
 #include <nlohmann/json.hpp>
@@ -497,7 +498,7 @@ std::pair<int, std::string> run_command(const std::string& command) {
 }
 
 TEST(SpecCli, ValidateReportsEveryIssueAndFails) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: the ropejit CLI is not part of this build";
   const std::string bad_path = testing::TempDir() + "ropejit_bad_spec.json";
   json bad = llama3_spec();

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "support/build_paths.h"
 #include "hf_import.h"  // private: spec_from_hf and parse_hf_config input limits under test
 #include "ropejit/json_limits.h"
 #include "ropejit/spec.h"
@@ -126,7 +127,7 @@ TEST(SpecInputLimits, DeepNestingIsRefusedBeforeParsing) {
 }
 
 TEST(SpecInputLimits, TheCommandsFailCleanlyOnDeepNesting) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: the ropejit CLI is not part of this build";
   const std::string path = scratch_file("deep.json", nested(100000));
   for (const char* command : {" spec validate ", " spec from-hf "}) {

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "support/build_paths.h"
 #include "backends/host/host_jit.h"  // private: HostModule runs the standalone and the regular source side by side
 #include "launch/launch_args.h"  // private: check_launch and bind_buffers give both modules the same params
 #include "ropejit/compile.h"
@@ -235,7 +236,7 @@ TEST(Standalone, HostBackendOutputsAreBitIdentical) {
 // nvcc, with no ropejit include path: the file is all it needs.
 TEST(Standalone, NvccCompilesItAlone) {
   if (!standalone_available()) GTEST_SKIP() << "SKIPPED: built without Clang libTooling";
-  const std::string nvcc = ROPEJIT_TEST_NVCC;
+  const std::string nvcc = ropejit::test::nvcc_path();
   if (nvcc.empty()) GTEST_SKIP() << "SKIPPED: no nvcc in this CUDA toolkit";
   const std::string dir = ::testing::TempDir();
   for (const Case& c : all_cases()) {

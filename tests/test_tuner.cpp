@@ -3,6 +3,7 @@
 // ropejit-tier: unit
 #include <gtest/gtest.h>
 
+#include "support/build_paths.h"
 #include "support/run_command.h"
 #include "support/repo_paths.h"
 #include <sys/wait.h>
@@ -362,13 +363,13 @@ TEST(TunerWorkload, EveryIoFormRunsAndConfigsAgreeWithTheDefault) {
 // ---------------------------------------------------------------- the command
 
 std::string run_cli(const std::string& args, int* rc) {
-  auto [status, out] = test::run_command(std::string(ROPEJIT_CLI_PATH) + " " + args + " 2>&1");
+  auto [status, out] = test::run_command(std::string(ropejit::test::cli_path()) + " " + args + " 2>&1");
   *rc = status;
   return out;
 }
 
 TEST(TuneCommand, WithoutAGpuTuneFailsClearlyAndDryRunCompilesTheSpace) {
-  if (std::string(ROPEJIT_CLI_PATH).empty()) GTEST_SKIP() << "the ropejit command is not built";
+  if (std::string(ropejit::test::cli_path()).empty()) GTEST_SKIP() << "the ropejit command is not built";
   if (cuda_available()) GTEST_SKIP() << "a CUDA device is present: the no-GPU message does not apply";
   const std::string spec = ropejit::test::source_dir() + "/specs/llama-3.2-1b.json";
   int rc = 0;

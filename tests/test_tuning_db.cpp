@@ -11,6 +11,7 @@
 #include <sstream>
 #include <thread>
 
+#include "support/build_paths.h"
 #include "backends/backend.h"  // private: make_host_backend and its properties, the host metadata under test
 #include "backends/device_info.h"  // private: device_metadata, the tuning database key under test
 #include "ropejit/compile.h"
@@ -357,7 +358,7 @@ TEST_F(TuningDbTest, DeepNestingOrANulByteIsIgnoredWithAWarningThenMovedAsideOnS
 }
 
 TEST_F(TuningDbTest, TheCommandsSurviveADeeplyNestedDatabase) {
-  const std::string cli = ROPEJIT_CLI_PATH;
+  const std::string cli = ropejit::test::cli_path();
   if (cli.empty()) GTEST_SKIP() << "SKIPPED: the ropejit CLI is not part of this build";
   std::ofstream(path_) << std::string(100000, '[') << std::string(100000, ']');
   auto [show_status, show_output] = test::run_command(cli + " db show '" + path_ + "' 2>&1");

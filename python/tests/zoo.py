@@ -150,8 +150,9 @@ def rotation_mismatch(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runti
     want_q, want_k = hfp.hf_rotate(hf, torch.from_numpy(q)[None], torch.from_numpy(k)[None], hf_positions)
     want_q, want_k = want_q[0].double().numpy(), want_k[0].double().numpy()
     # From 2^12 on torch's float32 cos/sin and its float32 pow (an ulp off) move HF's result by more
-    # than the tolerance (docs/spec.md, "The zoo"): there the reference is HF's formula, fp32(p) *
-    # inv_freq in float32, with ropejit's correctly rounded inv_freq and cos/sin in float64.
+    # than the tolerance (docs/hf-import.md, "Learning a family from transformers, and the zoo"):
+    # there the reference is HF's formula, fp32(p) * inv_freq in float32, with ropejit's correctly
+    # rounded inv_freq and cos/sin in float64.
     large = positions >= SMALL
     if large.any() and not mrope:
         scaled = dataclasses.replace(hf, attention_factor=attention)

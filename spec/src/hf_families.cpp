@@ -1,5 +1,5 @@
 // The per-model_type table of the HF import. Paths are under transformers' src/transformers/
-// unless said otherwise; docs/spec.md "Model families" lists the same rows.
+// unless said otherwise; docs/hf-import.md "Model families" lists the same rows.
 #include "hf_families.h"
 
 namespace ropejit {

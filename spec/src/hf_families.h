@@ -1,5 +1,5 @@
 #pragma once
-// Internal: the per-model_type conventions of the HF import, in one table (docs/spec.md
+// Internal: the per-model_type conventions of the HF import, in one table (docs/hf-import.md
 // "Model families"). Each row copies what the named transformers source file does.
 #include <cstdint>
 #include <optional>

@@ -318,7 +318,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   const ModelFamily* found = located.family;
   if (!found && early.empty() && !options.assume_generic)
     throw SpecError({{"model_type",
-                      fmt::format("{} is not allowed: must be a model_type of ropejit's family table (docs/spec.md); "
+                      fmt::format("{} is not allowed: must be a model_type of ropejit's family table (docs/hf-import.md); "
                                   "families differ in pairing and head keys, so none is guessed: pass --assume-llama "
                                   "for Llama's conventions, or import in Python with transformers installed",
                                   model_type.empty() ? std::string("missing") : show_json(json(model_type)))}});

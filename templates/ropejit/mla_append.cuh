@@ -1,5 +1,5 @@
 #pragma once
-// Op mla_append (Multi-head Latent Attention's append: DeepSeek-V2/V3/R1, Kimi K2; docs/spec.md
+// Op mla_append (Multi-head Latent Attention's append: DeepSeek-V2/V3/R1, Kimi K2; docs/ops.md
 // "MLA latent-cache append"). Per token: q's heads rotated over the spec's rotary slice (q_pe,
 // the trailing rotary_dim of [q_nope | q_pe]) in place or into q_out with q_nope, and the latent
 // cache row [kv_c | rotated k_pe] (kv_lora_rank + rotary_dim elements) written at the token's

@@ -1,5 +1,5 @@
 #pragma once
-// Re-rotation of keys already in a paged K cache (op rerotate; docs/spec.md "Re-rotating the
+// Re-rotation of keys already in a paged K cache (op rerotate; docs/ops.md "Re-rotating the
 // KV cache"). A key stored as s_from R(a_from) k, written at position p with the old rope
 // parameters, becomes s_to R(a_to) k at position p' with the spec's: one rotation through the
 // angle difference a_to(p') - a_from(p), taken in double from the two float32 angles HF would

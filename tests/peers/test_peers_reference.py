@@ -23,7 +23,7 @@ def corruptions(problem, outputs):
     width = outputs["k_cache"].size // (problem.cache_num_pages * problem.page_size)
     slots = problem.inputs["slot_mapping"]
     unmapped = np.setdiff1d(np.arange(problem.cache_num_pages * problem.page_size), slots)[0]
-    read_only = "kv_c" if problem.mla else "k"
+    read_only = problem.op.read_only[0]  # an input the paged launch only reads
 
     def cache_code(o):
         o["k_cache"].reshape(-1, width)[slots[3], 5] ^= 0x08

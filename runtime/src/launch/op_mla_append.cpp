@@ -1,4 +1,4 @@
-// Op mla_append's row of the launch op table (docs/spec.md "MLA latent-cache append"): q
+// Op mla_append's row of the launch op table (docs/ops.md "MLA latent-cache append"): q
 // [T, Hq, D] in place or q_out, k_pe [T, d] and kv_c [T, kv_lora_rank] read, the latent cache
 // k_cache [pages, page_size, kv_lora_rank + d] written at each token's slot (slot mapping or
 // block tables), k_scale for an FP8 cache, the positions form's arrays; with concat_k also

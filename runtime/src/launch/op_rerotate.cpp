@@ -1,4 +1,4 @@
-// Op rerotate's row of the launch op table (docs/spec.md "Re-rotating the KV cache"): the K
+// Op rerotate's row of the launch op table (docs/ops.md "Re-rotating the KV cache"): the K
 // cache with its slot index and scale, the keys' old positions (the positions form) and new ones,
 // and the run lengths that select each rope block's frequencies.
 #include <utility>
