@@ -33,10 +33,6 @@ kDebt=(
   "cli runtime/src/backends/backend.h"
   # The C API's exception guard: emit --standalone's C entry points share it.
   "inspect runtime/src/c_api/c_api_guard.h"
-  # The HF importer and the JSON spec reader take nlohmann::json, which public headers keep out.
-  "cli spec/src/hf_import.h"
-  "cli spec/src/spec_json.h"
-  "python spec/src/hf_import.h"
 )
 kFolders=(core spec codegen compile tunedb runtime tuner inspect check cli bench python)
 
