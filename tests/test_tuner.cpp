@@ -14,8 +14,8 @@
 #include <random>
 #include <set>
 
-#include "backends/backend.h"  // private: make_host_backend: tuner workloads run on a raw Backend
-#include "workload/device_workload.h"  // private: DeviceWorkload, the tuner's workload sets under test
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/device_workload.h"
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
 #include "support/spec_builder.h"
