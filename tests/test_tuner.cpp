@@ -16,6 +16,7 @@
 
 #include "ropejit/internal/backend.h"
 #include "ropejit/internal/device_workload.h"
+#include "launch/launch_args.h"  // private: check_launch, which every workload set's Args must pass
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
 #include "support/spec_builder.h"
