@@ -21,9 +21,9 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backends/backend.h"
-#include "backends/cuda_driver.h"
-#include "workload/device_workload.h"
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/cuda_driver.h"
+#include "ropejit/internal/device_workload.h"
 #include "ropejit/runtime.h"
 #include "ropejit/check/harness.h"
 

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "backends/backend.h"
-#include "backends/host/host_jit.h"
-#include "caches/memory_cache.h"
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/host_jit.h"
+#include "ropejit/internal/memory_cache.h"
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 

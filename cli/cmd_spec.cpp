@@ -8,9 +8,9 @@
 
 #include "cli_util.h"
 #include "command_registry.h"
-#include "hf_import.h"
+#include "ropejit/hf_import.h"
 #include "ropejit/spec.h"
-#include "spec_json.h"
+#include "ropejit/spec_schema.h"
 
 namespace ropejit::cli {
 namespace {
@@ -52,7 +52,7 @@ struct FromHfArgs {
 
 // --layers: every distinct spec of the model and the layer -> spec map, as one JSON document.
 // A layer that runs another op than rope (Llama 4's NoPE layers) maps to that op's name.
-std::string layers_document(const nlohmann::json& config, HfImportOptions options,
+std::string layers_document(const HfConfig& config, HfImportOptions options,
                             std::vector<std::string>& warnings) {
   const auto map = hf_layer_rope_map(config);
   const auto ops = hf_layer_ops(config);
@@ -89,12 +89,13 @@ void from_hf(const FromHfArgs& args) {
     throw Error(Status::invalid_argument, "--layers and --op are not allowed together: --layers picks each layer's op");
   if (args.layers && !args.layer_type.empty())
     throw Error(Status::invalid_argument, "--layers and --layer-type are not allowed together: --layers imports every layer type");
-  nlohmann::json config;
-  try {
-    config = parse_hf_config(read_file(args.config_path));
-  } catch (const SpecError& e) {
-    throw Error(Status::invalid_spec, fmt::format("{}: {}", args.config_path, e.what()), e.field());
-  }
+  const HfConfig config = [&] {
+    try {
+      return HfConfig::parse(read_file(args.config_path));
+    } catch (const SpecError& e) {
+      throw Error(Status::invalid_spec, fmt::format("{}: {}", args.config_path, e.what()), e.field());
+    }
+  }();
   std::vector<std::string> warnings;
   auto print_warnings = [&] {
     for (const auto& warning : warnings) fmt::print(stderr, "warning: {}\n", warning);

@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backends/backend.h"
+#include "ropejit/internal/backend.h"
 #include "cli_util.h"
 #include "command_registry.h"
 #include "ropejit/compile.h"

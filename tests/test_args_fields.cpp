@@ -10,7 +10,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "c_api/c_api_guard.h"  // private: c_api::check_struct_size, the C API's struct-size rule under test
+#include "ropejit/internal/c_api_guard.h"
 #include "launch/args_fields.h"  // private: kArgsFields and used_args_fields, the field table under test
 #include "launch/launch_args.h"  // private: check_launch refusing unused fields, under test
 #include "ropejit/introspect.h"

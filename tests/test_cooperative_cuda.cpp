@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"      // private: cuda_available; the cuda backend's arch and memory
-#include "backends/cuda_driver.h"  // private: the driver table; the kernels take 3-D grids and blocks
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/cuda_driver.h"
 #include "ropejit/compile.h"
 #include "ropejit/source.h"
 #include "support/cooperative_checks.h"

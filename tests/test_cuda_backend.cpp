@@ -20,9 +20,9 @@
 #include <thread>
 #include <vector>
 
-#include "backends/backend.h"  // private: the cuda Backend itself is under test (memory, modules, timing)
-#include "backends/cuda_driver.h"  // private: the driver table and its error reporting, under test
-#include "backends/cuda_graph.h"  // private: graph capture and replay of launches, under test
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/cuda_driver.h"
+#include "ropejit/internal/cuda_graph.h"
 #include "launch/launch_args.h"  // private: check_launch gives the KernelParams the backend launches
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"

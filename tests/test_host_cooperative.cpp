@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "backends/host/fiber_context.h"  // private: forces the ucontext fallback switch, under test
-#include "backends/host/host_jit.h"  // private: HostModule and its cooperative launcher, under test
+#include "ropejit/internal/host_jit.h"
 #include "ropejit/compile.h"
 #include "ropejit/error.h"
 #include "ropejit/source.h"

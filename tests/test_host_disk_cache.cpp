@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/host/host_jit.h"  // private: host_jit_target/compiler/flags, the host cache key under test
+#include "ropejit/internal/host_jit.h"
 #include "ropejit/cache.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"

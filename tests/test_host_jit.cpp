@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/host/host_jit.h"  // private: HostModule, the host JIT under test
+#include "ropejit/internal/host_jit.h"
 #include "ropejit/error.h"
 #include "ropejit/source.h"
 #include "ropejit/check/reference.h"

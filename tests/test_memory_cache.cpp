@@ -14,7 +14,7 @@
 
 #include <gtest/gtest.h>
 
-#include "caches/memory_cache.h"  // private: MemoryCache, the runtime's in-process cache under test
+#include "ropejit/internal/memory_cache.h"
 
 using ropejit::Hash128;
 using ropejit::MemoryCache;

@@ -17,7 +17,7 @@
 #include "support/host_config_run.h"
 #include "support/repo_paths.h"
 #include "support/spec_builder.h"
-#include "workload/workload.h"  // private: make_host_workload, the shared inputs every config runs on
+#include "ropejit/internal/workload.h"
 
 using namespace ropejit;
 using ropejit::test::SpecFields;

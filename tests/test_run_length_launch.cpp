@@ -13,8 +13,8 @@
 
 #include <gtest/gtest.h>
 
-#include "backends/backend.h"  // private: make_host_backend: the cuda path's launch emulated without array checks
-#include "kernel_variant.h"  // private: KernelVariant launched with unchecked params (the device-memory path)
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/kernel_variant.h"
 #include "launch/launch_args.h"  // private: check_launch's seq_len rules under test
 #include "ropejit/ropejit.h"
 #include "support/backends.h"

@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "support/build_paths.h"
-#include "backends/backend.h"  // private: make_host_backend, the device whose shipped file is under test
-#include "backends/device_info.h"  // private: device_metadata, the key a shipped section must match
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/device_info.h"
 #include "caches/tuned_configs.h"  // private: TunedConfigs, the lookup order get() uses, without compiling
 #include "ropejit/runtime.h"
 #include "ropejit/shipped_tuning.h"

@@ -15,7 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "ropejit/spec.h"
-#include "spec_json.h"  // private: spec_schema_json, the generator specs/schema.json must equal
+#include "ropejit/spec_schema.h"
+#include "spec_json.h"  // private: rope_param_rules, the table the shipped schema must cover
 
 namespace ropejit {
 namespace {

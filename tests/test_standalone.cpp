@@ -15,7 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "support/build_paths.h"
-#include "backends/host/host_jit.h"  // private: HostModule runs the standalone and the regular source side by side
+#include "ropejit/internal/host_jit.h"
 #include "launch/launch_args.h"  // private: check_launch and bind_buffers give both modules the same params
 #include "ropejit/compile.h"
 #include "ropejit/config.h"
@@ -23,7 +23,7 @@
 #include "ropejit/standalone.h"
 #include "support/run_command.h"
 #include "support/spec_builder.h"
-#include "workload/workload.h"  // private: make_host_workload, the shared test data both modules run on
+#include "ropejit/internal/workload.h"
 
 using namespace ropejit;
 using ropejit::test::SpecFields;

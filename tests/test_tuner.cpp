@@ -14,8 +14,9 @@
 #include <random>
 #include <set>
 
-#include "backends/backend.h"  // private: make_host_backend: tuner workloads run on a raw Backend
-#include "workload/device_workload.h"  // private: DeviceWorkload, the tuner's workload sets under test
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/device_workload.h"
+#include "launch/launch_args.h"  // private: check_launch, which every workload set's Args must pass
 #include "ropejit/source.h"
 #include "ropejit/tuner.h"
 #include "support/spec_builder.h"

@@ -15,8 +15,8 @@
 #include <random>
 #include <vector>
 
-#include "backends/backend.h"  // private: Backend::time_calls times kernels independently of the tuner
-#include "backends/device_info.h"  // private: device_metadata, the tuning database key under test
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/device_info.h"
 #include "ropejit/runtime.h"
 #include "ropejit/tuner.h"
 #include "ropejit/tuning_db.h"

@@ -12,8 +12,8 @@
 #include <thread>
 
 #include "support/build_paths.h"
-#include "backends/backend.h"  // private: make_host_backend and its properties, the host metadata under test
-#include "backends/device_info.h"  // private: device_metadata, the tuning database key under test
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/device_info.h"
 #include "ropejit/compile.h"
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"

@@ -16,7 +16,7 @@
 #include "ropejit/fp_convert.h"
 #include "support/repo_paths.h"
 #include "support/spec_builder.h"
-#include "workload/workload.h"  // private: make_host_workload, the workload builder under test
+#include "ropejit/internal/workload.h"
 
 using namespace ropejit;
 

@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "backends/backend.h"
-#include "workload/device_workload.h"
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/device_workload.h"
 #include "reference_detail.h"
 
 namespace ropejit::check {

@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "reference_detail.h"
-#include "workload/workload.h"
+#include "ropejit/internal/workload.h"
 
 namespace ropejit::ref::detail {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "reference_detail.h"
 #include "ropejit/error.h"
-#include "workload/workload.h"
+#include "ropejit/internal/workload.h"
 
 namespace ropejit::ref::detail {
 namespace {

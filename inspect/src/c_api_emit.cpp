@@ -1,5 +1,5 @@
 // ropejit_emit_source: the C door to generate_source and emit_standalone (ropejit/ropejit.h).
-#include "c_api/c_api_guard.h"
+#include "ropejit/internal/c_api_guard.h"
 #include "ropejit/ropejit.h"
 #include "ropejit/source.h"
 #include "ropejit/standalone.h"

@@ -9,8 +9,8 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
-#include "hf_import.h"
 #include "ropejit/freqs.h"
+#include "ropejit/hf_import.h"
 #include "ropejit/introspect.h"
 #include "ropejit/spec.h"
 
@@ -165,7 +165,7 @@ void bind_spec(nb::module_& m) {
                         "layout \"" + *layout + "\" is not allowed: must be one of " + allowed_names<Layout>());
         }
         std::vector<std::string> warnings;
-        Spec spec = spec_from_hf(parse_hf_config(config_text), options, &warnings);
+        Spec spec = spec_from_hf(HfConfig::parse(config_text), options, &warnings);
         return nb::make_tuple(spec, warnings);
       },
       nb::arg("config_text"), nb::arg("name") = "", nb::arg("dtype") = nb::none(), nb::arg("layout") = nb::none(),
@@ -175,7 +175,7 @@ void bind_spec(nb::module_& m) {
       "hf_layer_ops",
       [](const std::string& config_text) {
         nb::list out;
-        for (const auto& op : hf_layer_ops(parse_hf_config(config_text)))
+        for (const auto& op : hf_layer_ops(HfConfig::parse(config_text)))
           out.append(op ? nb::cast(std::string(to_string(*op))) : nb::none());
         return out;
       },
@@ -184,7 +184,7 @@ void bind_spec(nb::module_& m) {
       "hf_layer_rope_map",
       [](const std::string& config_text) {
         nb::list out;
-        for (const auto& entry : hf_layer_rope_map(parse_hf_config(config_text)))
+        for (const auto& entry : hf_layer_rope_map(HfConfig::parse(config_text)))
           out.append(entry ? nb::cast(*entry) : nb::none());
         return out;
       },

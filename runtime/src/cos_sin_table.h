@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "backends/backend.h"
+#include "ropejit/internal/backend.h"
 #include "ropejit/source.h"
 
 namespace ropejit {

@@ -1,9 +1,15 @@
 // One config of a spec, loaded: plan → source → module (+ table), and Args → checked launch.
-#include "kernel_variant.h"
+#include "ropejit/internal/kernel_variant.h"
 
+#include "cos_sin_table.h"
+#include "launch/launch_args.h"
 #include "ropejit/source.h"
 
 namespace ropejit {
+
+struct KernelVariant::UsedFields {
+  ArgsFieldSet set;
+};
 
 std::shared_ptr<const KernelVariant> KernelVariant::create(Backend& backend, const Spec& spec, const Config& config,
                                                            DiskCache* disk, const VariantCaches& caches) {
@@ -11,7 +17,7 @@ std::shared_ptr<const KernelVariant> KernelVariant::create(Backend& backend, con
   v->backend_ = &backend;
   v->spec_ = spec;
   v->config_ = config;
-  v->used_fields_ = used_args_fields(spec);  // once, not per launch
+  v->used_fields_ = std::make_shared<const UsedFields>(UsedFields{used_args_fields(spec)});  // once, not per launch
   const Plan plan = make_plan(spec, config);
   const Source source = generate_source(plan);
   bool created = false;
@@ -37,7 +43,7 @@ std::shared_ptr<const KernelVariant> KernelVariant::create(Backend& backend, con
 }
 
 CheckedLaunch KernelVariant::prepare(const Args& args) const {
-  CheckedLaunch checked = check_launch(spec_, config_.vec, args, backend_->host_memory(), used_fields_);
+  CheckedLaunch checked = check_launch(spec_, config_.vec, args, backend_->host_memory(), used_fields_->set);
   if (table_) {
     checked.params.cos_sin_table = table_->data;
     checked.params.cos_sin_table_rows = table_->rows;

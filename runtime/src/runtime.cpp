@@ -8,9 +8,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/backend.h"
-#include "kernel_variant.h"
-#include "caches/memory_cache.h"
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/kernel_variant.h"
+#include "ropejit/internal/memory_cache.h"
 #include "ropejit/buckets.h"
 #include "ropejit/cache.h"
 #include "ropejit/source.h"

@@ -552,4 +552,18 @@ Spec spec_from_hf(const json& config, const HfImportOptions& options,
   return spec;
 }
 
+HfConfig HfConfig::parse(std::string_view text) {
+  return HfConfig(std::make_shared<const Document>(Document{parse_hf_config(text)}));
+}
+
+std::vector<std::optional<std::string>> hf_layer_rope_map(const HfConfig& config) {
+  return hf_layer_rope_map(config.document().json);
+}
+
+std::vector<std::optional<OpKind>> hf_layer_ops(const HfConfig& config) { return hf_layer_ops(config.document().json); }
+
+Spec spec_from_hf(const HfConfig& config, const HfImportOptions& options, std::vector<std::string>* warnings) {
+  return spec_from_hf(config.document().json, options, warnings);
+}
+
 }  // namespace ropejit

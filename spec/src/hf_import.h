@@ -9,18 +9,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "ropejit/hf_import.h"
 #include "ropejit/spec.h"
 
 namespace ropejit {
 
-/// Choices the config does not carry, from the CLI flags.
-struct HfImportOptions {
-  std::string name;                  ///< spec name (default: model_type)
-  std::optional<DType> dtype;        ///< default bf16
-  std::optional<Layout> layout;      ///< default: inferred from model_type
-  std::string layer_type;            ///< the layer type whose rope block to take (per-layer-type configs)
-  bool assume_generic = false;       ///< import an unknown model_type with Llama's conventions (else refused)
-  OpKind op = OpKind::rope;          ///< the layer's op (hf_layer_ops): its block from the config's keys
+/// The JSON value behind the public, opaque HfConfig.
+struct HfConfig::Document {
+  nlohmann::json json;
 };
 
 /// The layer types of a per-layer-type rope block (rope_parameters keyed by layer type, HF v5),

@@ -1,5 +1,6 @@
 // The JSON Schema of the spec format, generated from the enum tables and the rope parameter
 // table (so specs/schema.json can never drift from the validator's allow-lists).
+#include "ropejit/spec_schema.h"
 #include "spec_json.h"
 #include "spec_ops.h"
 

@@ -124,8 +124,4 @@ nlohmann::ordered_json spec_to_json(const Spec& spec);
 /// Pretty text of a JSON value: 2-space indent, number lists kept on wrapped lines.
 std::string pretty_json_text(const nlohmann::ordered_json& value);
 
-/// The JSON Schema (draft 2020-12) of the spec format, generated from the enum tables and
-/// rope_param_rules (specs/schema.json is this text).
-std::string spec_schema_json();
-
 }  // namespace ropejit

@@ -38,7 +38,7 @@
 #include <vector>
 
 #include "fuzz_common.h"
-#include "c_api/c_api_guard.h"
+#include "ropejit/internal/c_api_guard.h"
 #include "launch/args_fields.h"
 #include "launch/launch_args.h"
 #include "ropejit/config.h"

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "backends/host/fiber_context.h"  // private: the stub of the fiber switch, under test
-#include "backends/host/host_jit.h"  // private: the stub of HostModule, under test
+#include "ropejit/internal/host_jit.h"
 #include "ropejit/error.h"
 
 namespace {

@@ -15,7 +15,7 @@ for src in "$root"/*/src; do
 done
 
 # True when include path $1 names a private header: it is one of them or a path-component
-# suffix of one (a test may reach "host/host_jit.h" from backends/), and no tests/ or public file.
+# suffix of one (a test may reach "host/cooperative.h" from backends/), and no tests/ or public file.
 is_private() {
   local inc="$1" p
   while [[ "$inc" == ./* || "$inc" == ../* ]]; do inc="${inc#*/}"; done
@@ -58,7 +58,7 @@ if [ "${1:-}" = "--self-test" ]; then
   printf '#include "launch/launch_args.h"\n#include "ropejit/runtime.h"\n' >"$tmp/test_bad.cpp"
   printf '#include "launch/launch_args.h"  // private: check_launch under test\n' >"$tmp/test_good.cpp"
   printf '#include "ropejit/runtime.h"  // private: not so\n' >"$tmp/test_stale.cpp"
-  printf '#include "../runtime/src/backends/host/host_jit.h"\n' >"$tmp/test_path.cpp"
+  printf '#include "../runtime/src/backends/host/cooperative.h"\n' >"$tmp/test_path.cpp"
   ok=1
   scan "$tmp/test_bad.cpp" >"$tmp/out" && { echo "FAIL: an include without a reason passed"; ok=0; }
   grep -q 'test_bad.cpp:1:' "$tmp/out" || { echo "FAIL: the bad include was not named:"; cat "$tmp/out"; ok=0; }

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/host/host_jit.h"  // private: HostLaunchDims, CUDA's dim3 (no LLVM types)
+#include "ropejit/internal/host_jit.h"
 
 namespace ropejit::test {
 

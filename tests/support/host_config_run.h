@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "backends/host/host_jit.h"  // private: HostModule runs each config's kernel on the same inputs
+#include "ropejit/internal/host_jit.h"
 #include "launch/launch_args.h"  // private: check_launch and bind_buffers give every config the same params
 #include "ropejit/config.h"
 #include "ropejit/source.h"
 #include "support/repo_paths.h"
-#include "workload/workload.h"  // private: make_host_workload, the shared inputs every config runs on
+#include "ropejit/internal/workload.h"
 
 namespace ropejit::test {
 

@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "backends/host/host_jit.h"  // private: HostModule and its cooperative launcher, under test
+#include "ropejit/internal/host_jit.h"
 #include "ropejit/error.h"
 
 namespace ropejit::test {

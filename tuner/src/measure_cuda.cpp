@@ -11,12 +11,12 @@
 
 #include <fmt/format.h>
 
-#include "backends/backend.h"
-#include "backends/cuda_driver.h"
-#include "backends/cuda_graph.h"
-#include "backends/device_info.h"
-#include "workload/device_workload.h"
-#include "kernel_variant.h"
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/cuda_driver.h"
+#include "ropejit/internal/cuda_graph.h"
+#include "ropejit/internal/device_info.h"
+#include "ropejit/internal/device_workload.h"
+#include "ropejit/internal/kernel_variant.h"
 #include "ropejit/cache.h"
 #include "ropejit/parallel.h"
 #include "ropejit/runtime.h"

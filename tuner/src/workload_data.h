@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
+#include "ropejit/internal/workload.h"
 #include "ropejit/spec.h"
 #include "ropejit/tuner.h"
-#include "workload/workload.h"
 
 namespace ropejit {
 

@@ -61,7 +61,7 @@ struct LaunchField {
 };
 
 /// Every ropejit_args field but struct_size, in declaration order, with how launches of `spec`
-/// use it; derived from the buffers a launch binds (runtime/src/launch/launch_args.h launch_buffers).
+/// use it; derived from the buffers a launch binds (ropejit/internal/launch_buffers.h).
 std::vector<LaunchField> launch_fields(const Spec& spec);
 
 /// The number a dim symbol of launch_fields stands for with `spec` at `shape`: "T", "B",

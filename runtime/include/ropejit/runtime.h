@@ -95,7 +95,7 @@ class Kernel {
 /// (the rotated part, plus the tail [d, D) when it moves), v when copied, the bias once,
 /// positions (explicit) or cu_seqlens + start_pos (varlen, `batch` sequences), and every
 /// output row of the padded form (batch * max_seq_len rows, zero padding included); int32
-/// positions. The sum over the launch's buffers (runtime/src/launch/launch_args.h launch_buffers).
+/// positions. The sum over the launch's buffers (ropejit/internal/launch_buffers.h).
 int64_t bytes_moved(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len);
 
 /// What a launch of `spec` with `config` at `shape` does to memory, for the calibrated model

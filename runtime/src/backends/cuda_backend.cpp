@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/backend.h"
+#include "ropejit/internal/backend.h"
 #include "caches/cached_binary.h"
-#include "backends/cuda_driver.h"
+#include "ropejit/internal/cuda_driver.h"
 #include "ropejit/cache.h"
 #include "ropejit/error.h"
 

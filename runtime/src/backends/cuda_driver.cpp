@@ -1,5 +1,5 @@
 // The process-wide CUDA driver table: dlopen + dlsym of each entry point, cuInit, error naming.
-#include "backends/cuda_driver.h"
+#include "ropejit/internal/cuda_driver.h"
 
 #include <dlfcn.h>
 

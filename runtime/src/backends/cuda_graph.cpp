@@ -1,6 +1,6 @@
 // CUDA graph capture and replay: stream capture -> cuGraphInstantiateWithFlags -> cuGraphUpload,
 // replays with cuGraphLaunch, all through the process-wide driver table.
-#include "backends/cuda_graph.h"
+#include "ropejit/internal/cuda_graph.h"
 
 #include <vector>
 

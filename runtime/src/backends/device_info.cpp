@@ -1,5 +1,5 @@
 // Device metadata for the tuning database, from what the backend reports about its device.
-#include "backends/device_info.h"
+#include "ropejit/internal/device_info.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,5 @@
 // The host backend: the same generated source compiled in process by Clang and run on the
-// CPU (host/host_jit.h). Memory is ordinary aligned host memory.
+// CPU (ropejit/internal/host_jit.h). Memory is ordinary aligned host memory.
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
@@ -9,9 +9,9 @@
 
 #include <fmt/format.h>
 
-#include "backends/backend.h"
+#include "ropejit/internal/backend.h"
 #include "caches/cached_binary.h"
-#include "backends/host/host_jit.h"
+#include "ropejit/internal/host_jit.h"
 #include "ropejit/cache.h"
 #include "ropejit/error.h"
 #include "ropejit/version.h"

@@ -5,7 +5,7 @@
 #include <utility>
 
 #include "backends/host/fiber_context.h"
-#include "backends/host/host_jit.h"
+#include "ropejit/internal/host_jit.h"
 #include "ropejit/error.h"
 
 namespace ropejit {

@@ -20,7 +20,7 @@
 #include "ropejit/runtime.h"
 #include "ropejit/source.h"
 #include "ropejit/spec.h"
-#include "c_api/c_api_guard.h"
+#include "ropejit/internal/c_api_guard.h"
 #include "launch/args_fields.h"
 
 // A kernel keeps its backend alive and may outlive the Runtime that made it (ropejit/runtime.h),

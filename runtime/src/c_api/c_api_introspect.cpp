@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "c_api/c_api_guard.h"
+#include "ropejit/internal/c_api_guard.h"
 #include "ropejit/freqs.h"
 #include "ropejit/introspect.h"
 #include "ropejit/ropejit.h"

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "backends/device_info.h"
+#include "ropejit/internal/device_info.h"
 #include "ropejit/shipped_tuning.h"
 #include "ropejit/tuning_db.h"
 

@@ -4,7 +4,7 @@
 #include <optional>
 #include <string>
 
-#include "backends/backend.h"
+#include "ropejit/internal/backend.h"
 #include "ropejit/config.h"
 #include "ropejit/warnings.h"
 

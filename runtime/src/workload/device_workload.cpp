@@ -1,5 +1,5 @@
 // Workloads in backend memory: per-set data buffers, shared tables, launch arguments per set.
-#include "workload/device_workload.h"
+#include "ropejit/internal/device_workload.h"
 
 #include <algorithm>
 #include <cstring>

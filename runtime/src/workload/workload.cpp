@@ -1,5 +1,5 @@
 // The one workload builder (see workload.h): sequences, positions and buffer contents.
-#include "workload/workload.h"
+#include "ropejit/internal/workload.h"
 
 #include <algorithm>
 #include <cstring>

@@ -4,7 +4,7 @@
 // loop over blocks and threads, or, for a kernel that calls a warp or block collective, the
 // fiber launcher of cooperative.h.
 // Built with -fno-rtti (LLVM headers): no dynamic_cast/typeid here.
-#include "backends/host/host_jit.h"
+#include "ropejit/internal/host_jit.h"
 
 #include <clang/Basic/Diagnostic.h>
 #include <clang/Basic/DiagnosticOptions.h>

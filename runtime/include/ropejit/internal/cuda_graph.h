@@ -6,7 +6,7 @@
 #include <cstddef>
 #include <functional>
 
-#include "backends/cuda_driver.h"
+#include "ropejit/internal/cuda_driver.h"
 
 namespace ropejit {
 

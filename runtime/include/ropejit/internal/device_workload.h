@@ -7,10 +7,10 @@
 #include <string>
 #include <vector>
 
-#include "backends/backend.h"
-#include "kernel_variant.h"
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/kernel_variant.h"
+#include "ropejit/internal/workload.h"
 #include "ropejit/runtime.h"
-#include "workload/workload.h"
 
 namespace ropejit {
 

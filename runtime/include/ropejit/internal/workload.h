@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "launch/launch_args.h"
+#include "ropejit/internal/launch_buffers.h"
 #include "ropejit/spec.h"
 
 namespace ropejit {

@@ -4,13 +4,14 @@
 // distinct bucket config; the tuner's measurer one per candidate.
 #include <memory>
 
-#include "backends/backend.h"
-#include "cos_sin_table.h"
-#include "launch/launch_args.h"
-#include "caches/memory_cache.h"
 #include "ropejit/cache.h"
+#include "ropejit/internal/backend.h"
+#include "ropejit/internal/launch_buffers.h"
+#include "ropejit/internal/memory_cache.h"
 
 namespace ropejit {
+
+struct DeviceTable;  // runtime/src/cos_sin_table.h: only the runtime builds and reads tables
 
 /// Shared caches a variant's parts may come from (each may be null: built afresh).
 struct VariantCaches {
@@ -50,7 +51,8 @@ class KernelVariant {
   Config config_;
   std::shared_ptr<LoadedModule> module_;
   std::shared_ptr<DeviceTable> table_;  // SinCosMode::table only
-  ArgsFieldSet used_fields_;            // the Args fields the spec's launches read, for check_launch
+  struct UsedFields;                    // kernel_variant.cpp: ArgsFieldSet stays inside the runtime
+  std::shared_ptr<const UsedFields> used_fields_;  // the Args fields the spec's launches read, for check_launch
   int blocks_per_sm_ = 0;               // resident blocks per SM (persistent grids only)
   bool from_cache_ = true;
 };

@@ -1,7 +1,7 @@
 #pragma once
 // The device a backend runs on, as tuning database metadata (GPU name, compute capability,
 // SM count, L2 size, driver/NVRTC/ropejit versions).
-#include "backends/backend.h"
+#include "ropejit/internal/backend.h"
 #include "ropejit/tuning_db.h"
 
 namespace ropejit {
