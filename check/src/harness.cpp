@@ -101,6 +101,7 @@ WorkloadOptions workload_options(const Kernel& kernel, const CaseOptions& o, uin
   w.max_position = o.max_position;
   w.stride_vec = o.strided ? kernel.config_for(o.tokens).vec : 0;  // gaps between rows must stay intact
   w.seed = seed;
+  w.cos_sin_rows = o.cos_sin_rows;
   return w;
 }
 

@@ -258,6 +258,19 @@ const OutputFormDestination& output_form_destination(OutputForm form) {
 
 // ---------------------------------------------------------------- the math
 
+/// The caller's cos/sin of each pair at token t's position (io.angles cos_sin_cache), widened
+/// from the cache's dtype; NaN for a position the cache has no row for.
+void caller_cos_sin_row(const Spec& spec, const RefProblem& problem, int64_t position, std::vector<double>& cos,
+                        std::vector<double>& sin) {
+  if (!problem.cos_sin_cache) bad_problem("io.angles cos_sin_cache needs problem.cos_sin_cache");
+  const int64_t d = spec.rotary_dim, half = d / 2;
+  const bool has_row = position >= 0 && position < problem.cos_sin_rows;
+  for (int64_t i = 0; i < half; ++i) {
+    cos[i] = has_row ? load_value(spec.io.cos_sin_dtype, problem.cos_sin_cache, position * d + i) : std::nan("");
+    sin[i] = has_row ? load_value(spec.io.cos_sin_dtype, problem.cos_sin_cache, position * d + half + i) : std::nan("");
+  }
+}
+
 /// Expected outputs of a rope launch (see reference_outputs).
 RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
   const int64_t T = problem.num_tokens, D = spec.head_dim;
@@ -313,12 +326,14 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
   const double s = out.freqs.attention_factor;
   const int64_t bias_offset[kRoles] = {0, Hq * D, (Hq + Hkv) * D};
   std::vector<double> angle(static_cast<size_t>(pairs)), angle_slack(static_cast<size_t>(pairs));
+  std::vector<double> cos_row(static_cast<size_t>(pairs)), sin_row(static_cast<size_t>(pairs));  // the caller's
   const double float_ulp = std::ldexp(1.0, -23);  // relative spacing bound of float32
   HeadRow row;
   row.value.resize(static_cast<size_t>(D));
   row.scale.resize(static_cast<size_t>(D));
   row.inv_freq_slack.resize(static_cast<size_t>(D));
   for (int64_t t = 0; t < T; ++t) {
+    if (caller_cos_sin(spec)) caller_cos_sin_row(spec, problem, out.token_positions[t], cos_row, sin_row);
     for (int i = 0; i < pairs; ++i) {
       const double position = static_cast<double>(position_of(t, i));
       angle[i] = reference_angle(spec, position_of(t, i), out.freqs.inv_freq[i]);
@@ -359,6 +374,12 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
         for (int i = 0; i < pairs && role != kRoleV; ++i) {  // v is never rotated
           const auto [a, b] = pair_elements(spec, i);
           const double x = row.value[a], y = row.value[b];
+          if (caller_cos_sin(spec)) {  // the caller's numbers as they are: no angle, no attention factor
+            row.value[a] = x * cos_row[i] - y * sin_row[i];
+            row.value[b] = y * cos_row[i] + x * sin_row[i];
+            row.scale[a] = row.scale[b] = std::hypot(x, y) * std::hypot(cos_row[i], sin_row[i]);
+            continue;
+          }
           if (out.freqs.inv_freq[i] == 0.0) {  // proportional's frequency-0 pairs: cos 1, sin 0
             row.value[a] = x * s;
             row.value[b] = y * s;
@@ -389,6 +410,8 @@ void rope_problem_inputs(const Spec& spec, const HostWorkload& host, RefProblem&
   if (const HostBuffer* b = host.find("bias")) problem.bias = b->bytes.data();
   if (const HostBuffer* b = host.find("q_norm_weight")) problem.q_norm_weight = b->bytes.data();
   if (const HostBuffer* b = host.find("k_norm_weight")) problem.k_norm_weight = b->bytes.data();
+  if (const HostBuffer* b = host.find("cos_sin_cache")) problem.cos_sin_cache = b->bytes.data();
+  problem.cos_sin_rows = host.shape.cos_sin_rows;
 }
 
 }  // namespace

@@ -81,6 +81,8 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   if (c.sincos == SinCosMode::table && !op_facts(spec.op).table_sincos)
     return fmt::format("sincos table is not allowed for op {}: its angles are not one position's angles",
                        to_string(spec.op));
+  if (c.sincos == SinCosMode::table && caller_cos_sin(spec))
+    return std::string("sincos table is not allowed with io.angles cos_sin_cache: the caller's cache is the table");
   if (c.sincos == SinCosMode::table && frequencies_depend_on_run_length(spec.rope.type))
     return fmt::format("sincos table is not allowed for rope_type {}: its frequencies change at run time",
                        to_string(spec.rope.type));

@@ -88,7 +88,7 @@ SharedAngleShape rope_shared_angles(const Plan& plan) {
   const Config& c = plan.config;
   const Spec& s = plan.spec;
   return shared_angle_shape(rope_work_shape(s, c), plan.freqs.rotated_pairs, c.block_threads,
-                            c.sincos == SinCosMode::table, all_heads_segment(s));
+                            c.sincos == SinCosMode::table || caller_cos_sin(s), all_heads_segment(s));
 }
 
 }  // namespace
@@ -243,7 +243,10 @@ Source generate_source(const Plan& plan) {
   line("int", "kVec", c.vec);
   line("int", "kHeadsPerThread", c.heads_per_thread);
   line("int", "kBlockThreads", c.block_threads);  // angles.cuh: rows one block pass covers
-  line("bool", "kTableSinCos", c.sincos == SinCosMode::table);
+  // A table row per position: the runtime's fp32 table, or the caller's cache (angles.cuh).
+  line("bool", "kTableSinCos", c.sincos == SinCosMode::table || caller_cos_sin(s));
+  line("bool", "kCallerCosSin", caller_cos_sin(s));
+  if (caller_cos_sin(s)) t += fmt::format("  typedef {} CosSinStorage;\n", storage_tag(s.io.cos_sin_dtype));
   line("bool", "kLoadsAhead", c.ahead);  // rope.cuh heads_trips
   t += "};\n\n";
   const std::string table_args = op.tables(plan, text);

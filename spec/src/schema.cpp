@@ -130,6 +130,11 @@ ordered_json io_schema() {
       "FP8 q_out's scale: static (q_scale at launch, default), per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "
       "* 512)) of each head, written to q_scale_out [T, Hq]; op rope) or per_token (the same over all of a token's q "
       "heads, q_scale_out [T]; op rope, no qk_norm or scope all)");
+  properties["angles"] = enum_schema<AnglesSource>(
+      "where cos/sin come from: computed from the rope block (default) or the caller's cos_sin_cache "
+      "[cos_sin_cache_rows, rotary_dim] gathered by position (rope block {\"rope_type\": \"default\"} only; op rope; "
+      "no mrope; a position outside the cache rotates to NaN)");
+  properties["cos_sin_dtype"] = enum_schema<DType>("angles cos_sin_cache: the cache's element type (default fp32)");
   properties["v_scale_layout"] = enum_schema<BlockScaleLayout>(
       "NVFP4 cache: V's block scales within a page and head: linear (default, as K's) or interleave4 (TensorRT-LLM's "
       "4-token interleave that trtllm-gen's SM100 attention reads; hnd pages of a multiple of 4 tokens)");

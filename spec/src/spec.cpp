@@ -123,9 +123,10 @@ ordered_json spec_to_json(const Spec& spec) {
   if (spec.rotary_slice != RotarySlice{}) out["rotary_slice"] = std::string(to_string(spec.rotary_slice));
   out["dtype"] = std::string(to_string(spec.dtype));
   out["max_position_embeddings"] = spec.max_position_embeddings;
-  out["angle"] = std::string(to_string(spec.angle));
+  if (!caller_cos_sin(spec)) out["angle"] = std::string(to_string(spec.angle));  // no angle is computed
   ordered_json rope = ordered_json::object();
-  spec_detail::put_rope_fields(rope, spec.rope, spec.max_position_embeddings);
+  if (caller_cos_sin(spec)) rope["rope_type"] = std::string(to_string(spec.rope.type));  // the caller's cos/sin
+  else spec_detail::put_rope_fields(rope, spec.rope, spec.max_position_embeddings);
   out["rope"] = std::move(rope);
   if (const auto write = spec_detail::spec_op(spec.op).write) write(spec, out);
   ordered_json io = ordered_json::object();
@@ -150,6 +151,10 @@ ordered_json spec_to_json(const Spec& spec) {
   if (spec.io.q_output_dtype != CacheDType::auto_) {  // canonical only when FP8: old hashes hold
     io["q_output_dtype"] = std::string(to_string(spec.io.q_output_dtype));
     io["q_scale"] = std::string(to_string(spec.io.q_scale));
+  }
+  if (caller_cos_sin(spec)) {  // canonical only then: old hashes hold
+    io["angles"] = std::string(to_string(spec.io.angles));
+    io["cos_sin_dtype"] = std::string(to_string(spec.io.cos_sin_dtype));
   }
   out["io"] = std::move(io);
   if (spec.qk_norm.enabled)

@@ -154,7 +154,7 @@ const std::vector<std::string_view>& spec_io_keys() {
                                                   "positions",    "mrope_section", "mrope_interleaved",
                                                   "cache_layout", "cache_dtype",  "cache_index", "page_size",
                                                   "q_output",     "q_output_dtype", "q_scale", "cache_scale",
-                                                  "v_scale_layout"};
+                                                  "v_scale_layout", "angles",     "cos_sin_dtype"};
   return keys;
 }
 
@@ -350,6 +350,43 @@ void check_nvfp4(Reader& reader, const Spec& spec) {
                                    D, d, half_multiple, to_string(spec.layout)));
 }
 
+// With io.angles cos_sin_cache the caller's cache holds the scaled cos/sin (attention factor
+// included): these are the only fields of the rope block it allows, each with its one value; any
+// other rope field or the top-level angle would be ignored, so it is refused by name.
+constexpr std::pair<std::string_view, std::string_view> kCallerAnglesRope[] = {{"rope_type", "default"}};
+constexpr const char* kCallerAnglesWhy = "with io.angles cos_sin_cache (the caller's cache already holds the scaled cos "
+                                         "and sin, attention factor included: it would be ignored)";
+
+bool caller_angles(const json& document) {
+  const json* io = member(document, "io");
+  const json* angles = io && io->is_object() ? member(*io, "angles") : nullptr;
+  return angles && *angles == to_string(AnglesSource::cos_sin_cache);
+}
+
+void check_caller_angles_rope(const json& document, Reader& reader) {
+  if (const json* angle = member(document, "angle")) reader.not_allowed("/angle", *angle, std::string("absent ") + kCallerAnglesWhy);
+  const json* block = member(document, "rope");
+  if (!block) return;  // reported as missing
+  if (!block->is_object()) {
+    reader.not_allowed("/rope", *block, "an object");
+    return;
+  }
+  std::string allowed;
+  for (const auto& [key, value] : kCallerAnglesRope)
+    allowed += fmt::format("{}{}: \"{}\"", allowed.empty() ? "" : ", ", key, value);
+  for (const auto& item : block->items()) {
+    const auto* row = std::find_if(std::begin(kCallerAnglesRope), std::end(kCallerAnglesRope),
+                                   [&](const auto& r) { return r.first == item.key(); });
+    if (row == std::end(kCallerAnglesRope))
+      reader.not_allowed("/rope/" + item.key(), item.value(),
+                         fmt::format("absent {} (the rope block takes only {})", kCallerAnglesWhy, allowed));
+    else if (item.value() != row->second)
+      reader.not_allowed("/rope/" + item.key(), item.value(), fmt::format("\"{}\" {}", row->second, kCallerAnglesWhy));
+  }
+  for (const auto& [key, value] : kCallerAnglesRope)
+    if (!member(*block, key)) reader.add("/rope/" + std::string(key), fmt::format("missing required key \"{}\"", key));
+}
+
 }  // namespace
 
 Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
@@ -444,7 +481,9 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
         reader.integer(*v, "/max_position_embeddings", 1, kMaxPositions).value_or(0);
   if (const json* v = member(document, "angle"))
     spec.angle = reader.enumeration<AnglePrecision>(*v, "/angle").value_or(spec.angle);
-  if (const json* v = required("rope"))
+  if (caller_angles(document))
+    check_caller_angles_rope(document, reader);  // spec.rope stays the default block
+  else if (const json* v = required("rope"))
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings, "/rope");
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type, spec.op);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);

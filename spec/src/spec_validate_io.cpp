@@ -144,6 +144,27 @@ void read_q_quantization(const json& block, const std::string& base, OpKind op, 
                        "separate): FP8 q cannot overwrite q in place");
 }
 
+// io.angles and io.cos_sin_dtype: the caller's cos_sin_cache serves every angle of a position, for
+// the ops whose launches take it (OpFacts::caller_cos_sin); mrope's per-pair streams not yet.
+void read_angles(const json& block, const std::string& base, OpKind op, IoSpec& io, Reader& reader) {
+  const json* angles = member(block, "angles");
+  if (angles) io.angles = reader.enumeration<AnglesSource>(*angles, base + "/angles").value_or(io.angles);
+  const json* dtype = member(block, "cos_sin_dtype");
+  if (dtype) io.cos_sin_dtype = reader.enumeration<DType>(*dtype, base + "/cos_sin_dtype").value_or(io.cos_sin_dtype);
+  if (io.angles != AnglesSource::cos_sin_cache) {
+    if (dtype) reader.not_allowed(base + "/cos_sin_dtype", *dtype, "absent unless io.angles is \"cos_sin_cache\"");
+    return;
+  }
+  if (!op_facts(op).caller_cos_sin)
+    reader.not_allowed(base + "/angles", *angles,
+                       fmt::format("\"computed\" when op is {} (a caller's cos_sin_cache: {} so far)", to_string(op),
+                                   ops_taking(&OpFacts::caller_cos_sin)));
+  if (io.positions == PositionsForm::mrope)
+    reader.not_allowed(base + "/positions", std::string("mrope"),
+                       "explicit, varlen or offset with io.angles cos_sin_cache (a cache row per position stream "
+                       "and pair is not there yet)");
+}
+
 }  // namespace
 
 // qk_norm: {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head" | "none", "weight_offset": 0,
@@ -212,6 +233,7 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
   read_mrope(*block, base, rotary_dim, rope_type, io, reader);
   read_paged_kv(*block, base, io, reader);
   read_q_quantization(*block, base, op, io, reader);
+  read_angles(*block, base, op, io, reader);
   return io;
 }
 

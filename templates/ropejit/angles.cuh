@@ -83,19 +83,37 @@ __device__ __forceinline__ float oriented_sin(float sin) {
   return T::kInverseRotation ? -sin : sin;
 }
 
+// Element i of a cos/sin table row: the runtime's fp32 table, or the caller's cache in its dtype.
+template <class T>
+__device__ __forceinline__ float table_value(const KernelParams& p, i64 row, int i) {
+  if constexpr (T::kCallerCosSin) {
+    typedef typename T::CosSinStorage S;
+    const typename S::raw* cache = (const typename S::raw*)p.cos_sin_table;
+    return to_float(S(), __ldg(cache + row * (i64)T::kRotaryDim + i));
+  } else {
+    return __ldg((const float*)p.cos_sin_table + row * (i64)T::kRotaryDim + i);
+  }
+}
+
+// The caller's cache has no row for a position outside [0, rows) and nothing may be computed in
+// its place (its scaling is the caller's): NaN, so the token's rotated outputs say so.
+__device__ __forceinline__ void no_cos_sin_row(float& cos_out, float& sin_out) {
+  cos_out = sin_out = __uint_as_float(0x7fc00000u);
+}
+
 // cos and sin (times the attention factor) of one pair of a row: computed, or from a per-pair
-// table row (mrope with a table).
+// table row (mrope with a table), or the caller's cache row.
 template <class T>
 __device__ __forceinline__ void pair_cos_sin(const KernelParams& p, const float* inv_freq, const float* inv_freq_long,
                                              const RowRef& ref, int pair, float& cos_out, float& sin_out) {
   const i64 position = pair_position<T>(ref, pair);  // mrope: the pair's own stream
-  if constexpr (T::kTableSinCos && T::kPositionsMrope) {  // a table row per pair
+  if constexpr (T::kTableSinCos && (T::kPositionsMrope || T::kCallerCosSin)) {  // a table row per pair
     if (position >= 0 && position < p.cos_sin_table_rows) {
-      const float* row = p.cos_sin_table + position * (i64)T::kRotaryDim;
-      cos_out = __ldg(row + pair);
-      sin_out = oriented_sin<T>(__ldg(row + T::kRotaryDim / 2 + pair));
+      cos_out = table_value<T>(p, position, pair);
+      sin_out = oriented_sin<T>(table_value<T>(p, position, T::kRotaryDim / 2 + pair));
       return;
     }
+    if constexpr (T::kCallerCosSin) return no_cos_sin_row(cos_out, sin_out);
   }
   const bool covered = position_covered<T>(p, ref);
   const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
@@ -112,12 +130,16 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
   constexpr WorkShape W = rope_shape<T>();
   if constexpr (T::kTableSinCos && !T::kPositionsMrope) {  // one table row serves every pair
     if (ref.position >= 0 && ref.position < p.cos_sin_table_rows) {  // else computed, as below
-      const float* row = p.cos_sin_table + ref.position * (i64)T::kRotaryDim;
 #pragma unroll
       for (int i = 0; i < W.pairs_per_lane; ++i) {
-        cos_out[i] = __ldg(row + first_pair + i);
-        sin_out[i] = oriented_sin<T>(__ldg(row + W.half + first_pair + i));
+        cos_out[i] = table_value<T>(p, ref.position, first_pair + i);
+        sin_out[i] = oriented_sin<T>(table_value<T>(p, ref.position, W.half + first_pair + i));
       }
+      return;
+    }
+    if constexpr (T::kCallerCosSin) {  // no row, and nothing to compute instead
+#pragma unroll
+      for (int i = 0; i < W.pairs_per_lane; ++i) no_cos_sin_row(cos_out[i], sin_out[i]);
       return;
     }
   }

@@ -32,7 +32,9 @@ struct KernelParams {
   double dynamic_log2_base; // dynamic NTK: log2(float(b')) for this launch's length
   int use_dynamic_base;     // dynamic NTK: 1 when the length passed M (else the baked table)
   int use_long_table;       // longrope: 1 selects the long table
-  const float* cos_sin_table;  // SinCosMode::table: [rows][d] (d/2 cos, then d/2 sin), or null
+  // [rows][d] (d/2 cos, then d/2 sin): SinCosMode::table's fp32 table, or the caller's
+  // cos_sin_cache (io.angles cos_sin_cache, in io.cos_sin_dtype); else null.
+  const void* cos_sin_table;
   i64 cos_sin_table_rows;   // rows in cos_sin_table
   const void* norm_weight[2];  // qk_norm per_head: q and k weights [D] in storage type, or null
   // paged_kv: out[kRoleK] and out[kRoleV] are the K and V caches; batch_stride is the page stride.

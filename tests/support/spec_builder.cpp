@@ -20,10 +20,10 @@ nlohmann::json spec_json(const SpecFields& f) {
                          {"num_kv_heads", f.num_kv_heads},
                          {"layout", f.layout},
                          {"dtype", f.dtype},
-                         {"angle", f.angle},
                          {"max_position_embeddings", f.max_position_embeddings},
                          {"rope", f.rope},
                          {"io", io}};
+  if (!f.angle.empty()) spec["angle"] = f.angle;  // empty: absent (io.angles cos_sin_cache refuses it)
   if (!f.qk_norm.is_null()) spec["qk_norm"] = f.qk_norm;
   if (!f.rotary_slice.empty()) spec["rotary_slice"] = f.rotary_slice;
   if (f.op != "rope") spec["op"] = f.op;

@@ -20,7 +20,7 @@ struct SpecFields {
   std::string layout = "neox";
   std::string rotary_slice;        ///< written when not empty ("leading" or "trailing")
   std::string dtype = "bf16";
-  std::string angle = "fp32";
+  std::string angle = "fp32";      ///< written when not empty
   int64_t max_position_embeddings = 8192;
   nlohmann::json rope = {{"rope_type", "default"}, {"rope_theta", 10000.0}};
   std::string input = "separate";

@@ -46,6 +46,9 @@ enum class OutputForm { inplace, separate, padded_bhsd, paged_kv };
 /// one sequence at an offset (token t at start_pos[0] + t), or multimodal [3, T] positions
 /// (temporal, height, width) whose streams rotate the sections of io.mrope_section.
 enum class PositionsForm { explicit_, varlen, offset, mrope };
+/// Where the cos/sin of each angle come from: computed from the rope block, or the caller's
+/// cos_sin_cache [rows, rotary_dim] (vLLM's, FlashInfer's), one row gathered per position.
+enum class AnglesSource { computed, cos_sin_cache };
 
 /// paged_kv: page memory order, NHD [pages, page_size, Hkv, D] or HND [pages, Hkv, page_size, D].
 enum class CacheLayout { nhd, hnd };
@@ -103,6 +106,8 @@ inline constexpr std::array<EnumName<OutputForm>, 4> kOutputNames{{
 inline constexpr std::array<EnumName<PositionsForm>, 4> kPositionsNames{{
     {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"},
     {PositionsForm::offset, "offset"}, {PositionsForm::mrope, "mrope"}}};
+inline constexpr std::array<EnumName<AnglesSource>, 2> kAnglesSourceNames{{
+    {AnglesSource::computed, "computed"}, {AnglesSource::cos_sin_cache, "cos_sin_cache"}}};
 inline constexpr std::array<EnumName<CacheLayout>, 2> kCacheLayoutNames{{
     {CacheLayout::nhd, "nhd"}, {CacheLayout::hnd, "hnd"}}};
 inline constexpr std::array<EnumName<CacheDType>, 4> kCacheDTypeNames{{
@@ -168,16 +173,17 @@ struct OpFacts {
   bool inverse;       ///< it rotates by minus the angle (sin negated)
   bool cache_lanes;   ///< its lanes load the paged cache's elements (io.cache_dtype's size), not q/k/v's
   OpQuantForms quant;  ///< {fp8_q_out, computed_q_scale, per_head_cache_scale, nvfp4_cache}
+  bool caller_cos_sin;  ///< it takes the caller's cos_sin_cache (io.angles cos_sin_cache)
 };
 inline constexpr OpFacts kOpFacts[] = {
-    {OpKind::rope, OpHeads::qkv, true, false, true, false, false, {true, true, true, true}},
+    {OpKind::rope, OpHeads::qkv, true, false, true, false, false, {true, true, true, true}, true},
     // Angles are differences of two positions' angles; its keys are read from the K cache.
-    {OpKind::rerotate, OpHeads::kv, true, true, false, false, true, {false, false, false, false}},
+    {OpKind::rerotate, OpHeads::kv, true, true, false, false, true, {false, false, false, false}, false},
     // No angle at all.
-    {OpKind::attn_temperature, OpHeads::q, false, false, false, false, false, {false, false, false, false}},
+    {OpKind::attn_temperature, OpHeads::q, false, false, false, false, false, {false, false, false, false}, false},
     // rope.cuh over the one tensor's heads.
-    {OpKind::inverse_rope, OpHeads::q, true, false, true, true, false, {false, false, false, false}},
-    {OpKind::mla_append, OpHeads::q_latent, true, false, true, false, false, {true, false, false, false}},
+    {OpKind::inverse_rope, OpHeads::q, true, false, true, true, false, {false, false, false, false}, false},
+    {OpKind::mla_append, OpHeads::q_latent, true, false, true, false, false, {true, false, false, false}, false},
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
 /// The facts row of `op` (rows are in enum order).
@@ -208,6 +214,7 @@ template <> constexpr const auto& enum_table<NormWeight>() { return kNormWeightN
 template <> constexpr const auto& enum_table<NormScope>() { return kNormScopeNames; }
 template <> constexpr const auto& enum_table<CacheLayout>() { return kCacheLayoutNames; }
 template <> constexpr const auto& enum_table<CacheDType>() { return kCacheDTypeNames; }
+template <> constexpr const auto& enum_table<AnglesSource>() { return kAnglesSourceNames; }
 template <> constexpr const auto& enum_table<CacheIndex>() { return kCacheIndexNames; }
 template <> constexpr const auto& enum_table<QOutput>() { return kQOutputNames; }
 template <> constexpr const auto& enum_table<QScale>() { return kQScaleNames; }
@@ -242,14 +249,22 @@ std::string allowed_names() {
 
 /// "op rope" or "ops rope, mla_append": the ops whose quantized forms include `form`, for the
 /// messages that refuse it under another op.
-inline std::string ops_taking(bool OpQuantForms::*form) {
+template <class Takes>
+std::string ops_where(Takes takes) {
   std::string names;
   int count = 0;
   for (const OpFacts& row : kOpFacts) {
-    if (!(row.quant.*form)) continue;
+    if (!takes(row)) continue;
     names += (count++ ? ", " : "") + std::string(to_string(row.op));
   }
   return (count == 1 ? "op " : "ops ") + names;
+}
+inline std::string ops_taking(bool OpQuantForms::*form) {
+  return ops_where([form](const OpFacts& row) { return row.quant.*form; });
+}
+/// The same for a fact of the row itself (OpFacts::caller_cos_sin).
+inline std::string ops_taking(bool OpFacts::*fact) {
+  return ops_where([fact](const OpFacts& row) { return row.*fact; });
 }
 /// Bytes per element of a storage type.
 constexpr int dtype_size(DType t) { return t == DType::fp32 ? 4 : 2; }

@@ -9,8 +9,9 @@
 ///   - name:    the ropejit_args member;
 ///   - since:   the struct generation that added it: 0 the fields of 0.1.0, 1 the QK-norm
 ///              weights, 2 the paged KV cache, 3 re-rotation, 4 the MLA latent append, 5 MLA's k
-///              concatenation and absorbed q, 6 FP8 q outputs. A caller built against generation
-///              g's header passes a struct_size ending before the first field of generation g + 1;
+///              concatenation and absorbed q, 6 FP8 q outputs, 7 the caller's cos_sin_cache. A
+///              caller built against generation g's header passes a struct_size ending before the
+///              first field of generation g + 1;
 ///   - used_by: which specs' launches read it, as text for the error that refuses it set
 ///              elsewhere ("Args::v_cache: ... must be null unless io.output paged_kv with op rope").
 ///
@@ -73,4 +74,6 @@
   X(q_scale, 6, "an fp8 io.q_output_dtype with io.q_scale static")                                           \
   X(q_scale_out, 6, "an fp8 io.q_output_dtype with io.q_scale per_token_head or per_token")                    \
   X(k_scale_cache, 6, "an fp8 io.cache_dtype with io.cache_scale per_token_head, or io.cache_dtype nvfp4")     \
-  X(v_scale_cache, 6, "io.copy_v with an fp8 io.cache_dtype and io.cache_scale per_token_head, or nvfp4")
+  X(v_scale_cache, 6, "io.copy_v with an fp8 io.cache_dtype and io.cache_scale per_token_head, or nvfp4")     \
+  X(cos_sin_cache, 7, "io.angles cos_sin_cache")                                                              \
+  X(cos_sin_cache_rows, 7, "io.angles cos_sin_cache")

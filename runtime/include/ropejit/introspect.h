@@ -22,6 +22,7 @@ struct LaunchShape {
   int64_t max_blocks_per_seq = 0;                       ///< paged_kv block_tables: row length
   float k_scale = 0.0f, v_scale = 0.0f;                 ///< paged_kv FP8 caches: the scales
   float q_scale = 0.0f;                                 ///< FP8 q_out (io.q_output_dtype): its scale
+  int64_t cos_sin_rows = 0;                             ///< io.angles cos_sin_cache: the cache's rows
 };
 
 /// How launches of a spec use one ropejit_args field; the numbers of ropejit_field_use.

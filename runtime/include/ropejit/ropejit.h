@@ -204,6 +204,14 @@ typedef struct ropejit_args {
    * pass the byte array's address; k_scale and v_scale are the global scales, in (0, 2^126]. */
   float* k_scale_cache;
   float* v_scale_cache;
+  /* The caller's cos/sin (spec io.angles cos_sin_cache): cos_sin_cache [cos_sin_cache_rows,
+   * rotary_dim] of io.cos_sin_dtype, dense, row p holding position p's rotary_dim / 2 cos values
+   * then its rotary_dim / 2 sin values (vLLM's and FlashInfer's cos_sin_cache, scaling and
+   * attention factor already applied); each token reads the row of its position. A token whose
+   * position is outside [0, cos_sin_cache_rows) has no row: its rotated elements are written NaN.
+   * A caller built against an earlier header (struct_size ending before them) passes none. */
+  const void* cos_sin_cache;
+  int64_t cos_sin_cache_rows;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

@@ -47,6 +47,7 @@ inline constexpr DimSymbol kDimSymbols[] = {
      }, true},
     {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }, true},
     {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }, true},
+    {"cos_sin_rows", [](const Spec&, const LaunchShape& s) { return s.cos_sin_rows; }, true},  // cos_sin_cache
     {"1", [](const Spec&, const LaunchShape&) { return int64_t(1); }},
     {"3", [](const Spec&, const LaunchShape&) { return int64_t(3); }},  // mrope: one stream per axis
 };

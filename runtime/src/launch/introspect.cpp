@@ -20,6 +20,7 @@ std::string_view element_type(const Spec& spec, const BufferDesc& b) {
   if (b.kind == BufferKind::cache && spec.io.cache_dtype != CacheDType::auto_) return to_string(spec.io.cache_dtype);
   if (b.fp8 != CacheDType::auto_) return to_string(b.fp8);  // FP8 q_out
   if (b.fp32) return to_string(DType::fp32);                 // q_scale_out
+  if (b.kind == BufferKind::cos_sin_cache) return to_string(spec.io.cos_sin_dtype);
   if (b.is_data() || b.kind == BufferKind::bias || b.kind == BufferKind::norm_weight) return to_string(spec.dtype);
   return b.element_bytes == 8 ? "int64" : "int32";
 }

@@ -200,6 +200,22 @@ constexpr TensorRow kQScaleOut[] = {
      {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required, RowElement::fp32},
 };
 
+// The caller's cos_sin_cache (io.angles cos_sin_cache): [rows, rotary_dim] in io.cos_sin_dtype,
+// one row read per token, its row count bound beside it.
+constexpr TensorRow kCosSinCache[] = {
+    {"cos_sin_cache", nullptr, nullptr, {"cos_sin_rows", "d"}, BufferKind::cos_sin_cache, caller_cos_sin,
+     "when the spec's io.angles is cos_sin_cache", {ParamSlot::cos_sin_cache}, nullptr, nullptr, FieldUse::required,
+     RowElement::cos_sin, nullptr, RowLayout::rows, {RowField{"cos_sin_cache_rows"}}, "T"},
+};
+
+void bind_cos_sin_cache(const FormContext& c, const Args& a, KernelParams& p) {
+  if (!caller_cos_sin(c.spec)) return;
+  require(a.cos_sin_cache_rows >= 1 && a.cos_sin_cache_rows <= kMaxPosition + 1, "cos_sin_cache_rows",
+          fmt::format("{} is not allowed: must be in [1, 2^31] with io.angles cos_sin_cache", a.cos_sin_cache_rows));
+  bind_tensor_rows(c, a, p, kCosSinCache);
+  p.cos_sin_table_rows = a.cos_sin_cache_rows;  // a position at or past it rotates to NaN
+}
+
 // Run-time length for methods whose frequencies depend on it (dynamic NTK, LongRoPE).
 void bind_run_length(const FormContext& c, const Args& a, KernelParams& p) {
   if (!op_facts(c.spec.op).uses_rope) return;  // seq_len stays a plain bound on positions
@@ -303,6 +319,7 @@ CheckedLaunch check_launch(const Spec& spec, int vec, const Args& a, bool host_m
   const LaunchOp& op = launch_op(spec.op);
   out.rows = op.bind(c, a, p);
   bind_tensor_rows(c, a, p, kQScaleOut);
+  bind_cos_sin_cache(c, a, p);
   // FP8 q_out: 1 / the static q_scale, or 1 where the launch computes the scales (q_scale_out).
   p.q_inv_scale = q_scale_computed(spec) ? 1.0f : inverse_scale(spec.io.q_output_dtype, a.q_scale, "q_scale");
   bind_run_length(c, a, p);
@@ -316,6 +333,7 @@ std::vector<BufferDesc> launch_buffers(const Spec& spec, const LaunchShape& shap
   std::vector<BufferDesc> out;
   launch_op(spec.op).buffers(spec, shape, out);
   buffers_tensor_rows(spec, shape, kQScaleOut, out);
+  buffers_tensor_rows(spec, shape, kCosSinCache, out);
   return out;
 }
 

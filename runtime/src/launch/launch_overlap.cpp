@@ -72,6 +72,7 @@ void check_no_overlap(const Spec& spec, const Args& a) {
   shape.positions_type = a.positions_type;
   shape.cache_pages = a.cache_num_pages;
   shape.max_blocks_per_seq = a.max_blocks_per_seq;
+  shape.cos_sin_rows = a.cos_sin_cache_rows;
   std::vector<Extent> extents;
   for (const BufferDesc& b : launch_buffers(spec, shape)) {
     const ArgView view = arg_view(a, b);

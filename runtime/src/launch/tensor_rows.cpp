@@ -108,6 +108,7 @@ int element_align(const FormContext& c, const Args& a, RowElement element) {
     case RowElement::cache:  // NVFP4: rows of bytes, a vector's vec / 2 of them
       return nvfp4(c.spec) ? c.vec / 2 : c.vec * cache_dtype_size(c.spec.io.cache_dtype, c.spec.dtype);
     case RowElement::block_scale: return 1;
+    case RowElement::cos_sin: return dtype_size(c.spec.io.cos_sin_dtype);
   }
   return c.align;
 }
@@ -123,6 +124,7 @@ int element_bytes(const Spec& spec, const LaunchShape& shape, RowElement element
     case RowElement::positions: return shape.positions_type == PositionsType::int64 ? 8 : 4;
     case RowElement::cache: return cache_dtype_size(spec.io.cache_dtype, spec.dtype);
     case RowElement::block_scale: return 1;
+    case RowElement::cos_sin: return dtype_size(spec.io.cos_sin_dtype);
   }
   return dtype_size(spec.dtype);
 }
@@ -164,6 +166,7 @@ void store_view(const FormContext& c, const TensorRow& r, const TensorRef& view,
     case ParamSlot::block_tables: p.block_tables = static_cast<const int32_t*>(view.ptr); return;
     case ParamSlot::scale_cache_k: p.cache_scale_out[0] = static_cast<float*>(view.ptr); return;
     case ParamSlot::scale_cache_v: p.cache_scale_out[1] = static_cast<float*>(view.ptr); return;
+    case ParamSlot::cos_sin_cache: p.cos_sin_table = view.ptr; return;
     case ParamSlot::in_qkv:
     case ParamSlot::bias_qkv: bind_qkv_parts(c, r, view, slot, p); return;
   }
@@ -242,6 +245,7 @@ constexpr ShapeField kShapeFields[] = {
     {"cache_num_pages", [](Args& a, const LaunchShape& s) { a.cache_num_pages = s.cache_pages; }},
     {"k_scale", [](Args& a, const LaunchShape& s) { a.k_scale = s.k_scale; }},
     {"v_scale", [](Args& a, const LaunchShape& s) { a.v_scale = s.v_scale; }},
+    {"cos_sin_cache_rows", [](Args& a, const LaunchShape& s) { a.cos_sin_cache_rows = s.cos_sin_rows; }},
 };
 
 }  // namespace

@@ -18,7 +18,7 @@ namespace ropejit::launch_detail {
 /// three views of its rows, Hq, Hkv and Hkv heads).
 enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k,
                        in_qkv, bias_qkv, slot_mapping, positions, cu_seqlens, start_pos, new_positions, new_start_pos,
-                       block_tables, scale_cache_k, scale_cache_v };
+                       block_tables, scale_cache_k, scale_cache_v, cos_sin_cache };
 
 /// A tensor row's element type.
 enum class RowElement {
@@ -30,6 +30,7 @@ enum class RowElement {
   q_output,   ///< the spec's q output dtype: storage, or FP8 codes (io.q_output_dtype) of q / q_scale
   cache,      ///< the spec's io.cache_dtype (NVFP4: bytes of two codes), vectors like the storage dtype
   block_scale,  ///< NVFP4 e4m3 block scales (bytes), written one by one
+  cos_sin,      ///< the caller's cos_sin_cache: io.cos_sin_dtype, read one by one
 };
 
 /// How a row's elements map to the kernel's rows.

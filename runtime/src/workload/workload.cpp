@@ -220,6 +220,8 @@ std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkl
       if (w.shape.positions_type == PositionsType::int64) return raw_bytes(w.new_positions);
       return raw_bytes(std::vector<int32_t>(w.new_positions.begin(), w.new_positions.end()));
     case BufferKind::new_start_pos: return raw_bytes(w.new_start_pos);
+    case BufferKind::cos_sin_cache:  // the caller's own numbers: any finite values, not unit pairs
+      return random_values(spec.io.cos_sin_dtype, b.rows * b.row_stride, o.distinct_elements, 1.0, rng);
   }
   return {};
 }
@@ -251,6 +253,9 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
   }
   if (written_rope(spec)) draw_moves(spec, o, rng, w);
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);
+  // A row for every position, and 0-2 rows no token reads (odd sizes).
+  if (caller_cos_sin(spec))
+    w.shape.cos_sin_rows = o.cos_sin_rows ? o.cos_sin_rows : std::max<int64_t>(w.seq_len, 1) + static_cast<int64_t>(rng() % 3);
   if (spec.io.q_output_dtype != CacheDType::auto_ && !q_scale_computed(spec))
     w.shape.q_scale = draw_fp8_scale(spec.io.q_output_dtype, rng);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {

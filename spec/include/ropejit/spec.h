@@ -62,6 +62,10 @@ struct IoSpec {
   /// q_out's element type: the spec's dtype (auto), or FP8 (q_out only), scaled per q_scale.
   CacheDType q_output_dtype = CacheDType::auto_;
   QScale q_scale = QScale::static_;  ///< FP8 q_out: the launch's q_scale, or per (token, head) / token amax
+  /// Where the angles' cos/sin come from: computed from the rope block, or the caller's
+  /// cos_sin_cache [rows, rotary_dim] (rotary_dim / 2 cos, then rotary_dim / 2 sin per position).
+  AnglesSource angles = AnglesSource::computed;
+  DType cos_sin_dtype = DType::fp32;  ///< cos_sin_cache's element type
 };
 
 /// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements (scope head:
@@ -208,6 +212,8 @@ inline bool all_heads_segment(const Spec& s) { return all_heads_norm(s) || q_sca
 
 /// True when the spec writes k and v into a paged KV cache.
 inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }
+/// True when launches gather cos/sin from the caller's cos_sin_cache (io.angles cos_sin_cache).
+inline bool caller_cos_sin(const Spec& s) { return s.io.angles == AnglesSource::cos_sin_cache; }
 
 /// True when the paged cache holds FP8 or NVFP4 codes (rounded, with scales), not the spec's dtype.
 inline bool quantized_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype != CacheDType::auto_; }

@@ -24,6 +24,9 @@ struct CaseOptions {
   /// > 0 and below `tokens`: the float64 check runs on a case of this many tokens (fresh data,
   /// the kernel's config for `tokens`) and the launch of `tokens` is timed, not compared.
   int64_t check_tokens = 0;
+  /// io.angles cos_sin_cache: rows of the caller's cache (0: every position's); fewer leave the
+  /// tokens past them without a row, whose rotated elements must come out NaN.
+  int64_t cos_sin_rows = 0;
 };
 
 /// Tokens whose check costs about `elements` reference values (q, k and v of a token: (Hq + 2 Hkv) D),

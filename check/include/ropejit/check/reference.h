@@ -125,6 +125,10 @@ struct RefProblem {
   int64_t cache_page_stride = 0;
   std::vector<int64_t> new_positions;
   int64_t from_run_length = 0;
+  /// io.angles cos_sin_cache: the caller's cache [cos_sin_rows, rotary_dim] in io.cos_sin_dtype (row p:
+  /// d/2 cos, then d/2 sin of position p); a token whose position has no row rotates to NaN.
+  const void* cos_sin_cache = nullptr;
+  int64_t cos_sin_rows = 0;
   /// op mla_append with concat_k: k_nope [T, Hq, D - d] (head_stride 0: dense).
   RefInput k_nope;
   /// op mla_append with absorbed_q: q_latent [T, Hq, kv_lora_rank] (head_stride 0: dense).

@@ -40,6 +40,7 @@ enum class BufferKind {
   block_tables,  ///< paged_kv: each sequence's pages
   new_positions, ///< rerotate, explicit positions: each key's new position
   new_start_pos, ///< rerotate, varlen / offset: each sequence's new start
+  cos_sin_cache, ///< io.angles cos_sin_cache: the caller's cos/sin rows, one read per token
 };
 
 /// An Args field a buffer's binder fills beside the pointer (a stride, a size, a scale), and

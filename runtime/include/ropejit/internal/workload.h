@@ -24,6 +24,8 @@ struct WorkloadOptions {
   int64_t distinct_elements = 0;                        ///< > 0: values drawn for that many elements of a
                                                         ///< buffer, repeated beyond (multi-GB sets); 0: all
   uint64_t seed = 0;                                    ///< random generator seed
+  int64_t cos_sin_rows = 0;                             ///< io.angles cos_sin_cache: its rows (0: every
+                                                        ///< position's plus 0-2; fewer: NaN rows out)
 };
 
 /// One buffer of a workload: its descriptor and its contents before the launch.
