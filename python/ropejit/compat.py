@@ -13,7 +13,7 @@ Each call builds the ropejit spec its arguments describe (heads and head_dim fro
 """
 import functools
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 
@@ -53,8 +53,9 @@ def _check_tensors(q: Any, k: Any, ids: Tuple[Tuple[str, Any], ...]) -> None:
     for name, t in ids:
         if t.dtype not in (torch.int32, torch.int64):
             raise ArgumentError(f"{name}: dtype {t.dtype} is not allowed: must be torch.int32 | torch.int64")
-        if t.dim() != 1:
-            raise ArgumentError(f"{name}: shape {list(t.shape)} is not allowed: must be one-dimensional")
+        if t.dim() != 1 or (name == "pos_ids" and t.shape[0] != q.shape[0]):
+            want = f"[nnz] = [{q.shape[0]}]" if name == "pos_ids" else "one-dimensional"
+            raise ArgumentError(f"{name}: shape {list(t.shape)} is not allowed: must be {want}")
     for name, t in (("k", k),) + ids:
         if t.device != q.device:
             raise ArgumentError(f"{name} is on {t.device}, but q is on {q.device}")
@@ -62,7 +63,8 @@ def _check_tensors(q: Any, k: Any, ids: Tuple[Tuple[str, Any], ...]) -> None:
 
 def _number(name: str, value: Any, minimum: float, strict: bool = False) -> float:
     """value as a float, or ArgumentError naming `name` when it is not a finite number >= (>) minimum."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    # Comparisons rather than math.isfinite: torch.compile traces them (NaN fails both).
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and -math.inf < value < math.inf
     if not ok or (value <= minimum if strict else value < minimum):
         raise ArgumentError(f"{name}: {value!r} is not allowed: must be a finite number {'>' if strict else '>='} "
                             f"{minimum:g}")
@@ -106,39 +108,83 @@ def _rope_block(rope_scale: Any, rope_theta: Any, llama31: Optional[Tuple[Any, A
     return block
 
 
-@functools.lru_cache(maxsize=256)
-def _spec_json(num_q_heads: int, num_kv_heads: int, head_dim: int, dtype: str, rotary_dim: Any,
-               interleave: Any, rope: Tuple, inplace: bool) -> str:
-    """The op's canonical spec JSON for one drop-in call's geometry and scalars (cached); rope is
-    (rope_scale, rope_theta, the llama 3.1 arguments or None)."""
+def _check_geometry(q: torch.Tensor, k: torch.Tensor, rotary_dim: Any, interleave: Any) -> None:
+    """Raises ArgumentError for heads, head_dim, rotary_dim or interleave the spec cannot take."""
+    num_q_heads, num_kv_heads, head_dim = q.shape[1], k.shape[1], q.shape[2]
     if num_q_heads > _LIMIT or num_kv_heads > _LIMIT or head_dim > _LIMIT or head_dim < 2:
         raise ArgumentError(f"q: {num_q_heads} heads of {head_dim} (k: {num_kv_heads} heads) is not allowed: "
                             f"head_dim must be in [2, {_LIMIT}] and each head count in [1, {_LIMIT}]")
-    if num_kv_heads < 1 or num_q_heads % num_kv_heads:
+    if num_kv_heads < 1 or num_q_heads % num_kv_heads != 0:
         raise ArgumentError(f"k: {num_kv_heads} heads is not allowed: num_kv_heads must divide q's num_q_heads "
                             f"= {num_q_heads} (ropejit's grouped-query geometry)")
+    _rotary_dim(rotary_dim, head_dim)
     if not isinstance(interleave, bool):
         raise ArgumentError(f"interleave: {interleave!r} is not allowed: must be True | False")
+
+
+def _rope_list(rope_scale: Any, rope_theta: Any, llama31: Optional[Tuple[Any, Any, Any]]) -> List[float]:
+    """The op's rope argument, checked: [rope_scale, rope_theta] (+ the three llama 3.1 numbers)."""
+    _rope_block(rope_scale, rope_theta, llama31)
+    return [float(x) for x in (rope_scale, rope_theta) + tuple(llama31 or ())]
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_json(num_q_heads: int, num_kv_heads: int, head_dim: int, dtype: str, rotary_dim: Optional[int],
+               interleave: bool, rope: Tuple[float, ...], inplace: bool) -> str:
+    """The ropejit op's canonical spec JSON for one call's geometry and scalars (cached)."""
+    llama31 = tuple(rope[2:]) if len(rope) == 5 else None
     spec = {"name": "flashinfer-compat", "head_dim": head_dim, "rotary_dim": _rotary_dim(rotary_dim, head_dim),
             "num_q_heads": num_q_heads, "num_kv_heads": num_kv_heads,
             "layout": "interleaved" if interleave else "neox", "dtype": dtype,
-            "max_position_embeddings": _MAX_POSITIONS, "rope": _rope_block(*rope)}
+            "max_position_embeddings": _MAX_POSITIONS, "rope": _rope_block(rope[0], rope[1], llama31)}
     return op_spec_json(spec, inplace=inplace)
 
 
-@torch.compiler.assume_constant_result
-def _spec_json_constant(num_q_heads: int, num_kv_heads: int, head_dim: int, dtype: str, rotary_dim: Any,
-                        interleave: Any, rope: Tuple, inplace: bool) -> str:
-    # torch.compile runs this at trace time and bakes the text into the graph as a constant.
-    return _spec_json(num_q_heads, num_kv_heads, head_dim, dtype, rotary_dim, interleave, rope, inplace)
+def _op_spec_json(q: torch.Tensor, k: torch.Tensor, rotary_dim: Optional[int], interleave: bool,
+                  rope: List[float], inplace: bool) -> str:
+    return _spec_json(q.shape[1], k.shape[1], q.shape[2], _DTYPE_NAMES[q.dtype], rotary_dim, interleave,
+                      tuple(rope), inplace)
 
 
-def _spec_for(q: torch.Tensor, k: torch.Tensor, ids: Tuple[Tuple[str, Any], ...], rotary_dim: Any,
-              interleave: Any, rope: Tuple, inplace: bool) -> str:
+# The spec depends on q's and k's head counts, which torch.compile may hold symbolic (dynamic=True):
+# these ops take FlashInfer's scalars and build the spec from the real tensors when they run.
+@torch.library.custom_op("ropejit::flashinfer_rope", mutates_args=())
+def _flashinfer_rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotary_dim: Optional[int],
+                     interleave: bool, rope: List[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    return torch.ops.ropejit.apply_rope(q, k, positions, _op_spec_json(q, k, rotary_dim, interleave, rope, False),
+                                        None)
+
+
+@_flashinfer_rope.register_fake
+def _flashinfer_rope_fake(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotary_dim: Optional[int],
+                          interleave: bool, rope: List[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
+@torch.library.custom_op("ropejit::flashinfer_rope_", mutates_args=("q", "k"))
+def _flashinfer_rope_inplace(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotary_dim: Optional[int],
+                             interleave: bool, rope: List[float]) -> None:
+    torch.ops.ropejit.apply_rope_(q, k, positions, _op_spec_json(q, k, rotary_dim, interleave, rope, True), None)
+
+
+@_flashinfer_rope_inplace.register_fake
+def _flashinfer_rope_inplace_fake(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+                                  rotary_dim: Optional[int], interleave: bool, rope: List[float]) -> None:
+    return None
+
+
+def _run(q: Any, k: Any, positions_of: Any, ids: Tuple[Tuple[str, Any], ...], rotary_dim: Any, interleave: Any,
+         rope: Tuple[Any, Any, Any], inplace: bool) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """Checks every argument (ArgumentError naming it), then runs the functional or in-place op at
+    the positions positions_of() gives."""
     _check_tensors(q, k, ids)
-    # Heads and head_dim are the spec's (int() fixes them under torch.compile); nnz stays free.
-    return _spec_json_constant(int(q.shape[1]), int(k.shape[1]), int(q.shape[2]), _DTYPE_NAMES[q.dtype],
-                               rotary_dim, interleave, rope, inplace)
+    _check_geometry(q, k, rotary_dim, interleave)
+    rope_list = _rope_list(*rope)
+    positions = positions_of()
+    if inplace:
+        torch.ops.ropejit.flashinfer_rope_(q, k, positions, rotary_dim, interleave, rope_list)
+        return None
+    return torch.ops.ropejit.flashinfer_rope(q, k, positions, rotary_dim, interleave, rope_list)
 
 
 def _ragged_positions(q: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
@@ -156,14 +202,6 @@ def _ragged_positions(q: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tens
     return offsets[segment] + tokens - indptr[segment]
 
 
-def _run(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, spec_json: str,
-         inplace: bool) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-    if inplace:
-        torch.ops.ropejit.apply_rope_(q, k, positions, spec_json, None)
-        return None
-    return torch.ops.ropejit.apply_rope(q, k, positions, spec_json, None)
-
-
 # ------------------------------------------------------------------ FlashInfer: pos_ids
 
 def apply_rope_pos_ids(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor, rotary_dim: Optional[int] = None,
@@ -176,9 +214,8 @@ def apply_rope_pos_ids(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor, 
     rotate: pairs (i, i + rotary_dim/2), or (2i, 2i+1) when ``interleave``; frequencies
     ``1 / rope_theta^(2i/rotary_dim) / rope_scale`` (rope_scale >= 1). Raises ArgumentError naming
     the argument otherwise."""
-    spec_json = _spec_for(q, k, (("pos_ids", pos_ids),), rotary_dim, interleave,
-                          (rope_scale, rope_theta, None), False)
-    return _run(q, k, pos_ids, spec_json, False)
+    return _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+                (rope_scale, rope_theta, None), False)
 
 
 def apply_rope_pos_ids_inplace(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor,
@@ -187,9 +224,8 @@ def apply_rope_pos_ids_inplace(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.
     """FlashInfer's ``apply_rope_pos_ids_inplace``: :func:`apply_rope_pos_ids` written into q and k;
     returns None. Each token's heads must be one dense row (tokens may be strided, as q and k
     sliced from a packed QKV tensor)."""
-    spec_json = _spec_for(q, k, (("pos_ids", pos_ids),), rotary_dim, interleave,
-                          (rope_scale, rope_theta, None), True)
-    _run(q, k, pos_ids, spec_json, True)
+    _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+         (rope_scale, rope_theta, None), True)
 
 
 def apply_llama31_rope_pos_ids(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor,
@@ -200,9 +236,8 @@ def apply_llama31_rope_pos_ids(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.
     frequency smoothing (ropejit rope_type ``llama3``: factor = rope_scale,
     original_max_position_embeddings = old_context_len); returns (q_rope, k_rope).
     high_freq_factor must exceed low_freq_factor (FlashInfer divides by their difference)."""
-    spec_json = _spec_for(q, k, (("pos_ids", pos_ids),), rotary_dim, interleave,
-                          (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len)), False)
-    return _run(q, k, pos_ids, spec_json, False)
+    return _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+                (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len)), False)
 
 
 def apply_llama31_rope_pos_ids_inplace(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor,
@@ -211,17 +246,16 @@ def apply_llama31_rope_pos_ids_inplace(q: torch.Tensor, k: torch.Tensor, pos_ids
                                        high_freq_factor: float = 4, old_context_len: int = 8192) -> None:
     """FlashInfer's ``apply_llama31_rope_pos_ids_inplace``: :func:`apply_llama31_rope_pos_ids`
     written into q and k; returns None."""
-    spec_json = _spec_for(q, k, (("pos_ids", pos_ids),), rotary_dim, interleave,
-                          (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len)), True)
-    _run(q, k, pos_ids, spec_json, True)
+    _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+         (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len)), True)
 
 
 # ------------------------------------------------------------------ FlashInfer: ragged (indptr, offsets)
 
 def _ragged(q: torch.Tensor, k: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor, rotary_dim: Any,
             interleave: Any, rope: Tuple, inplace: bool) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
-    spec_json = _spec_for(q, k, (("indptr", indptr), ("offsets", offsets)), rotary_dim, interleave, rope, inplace)
-    return _run(q, k, _ragged_positions(q, indptr, offsets), spec_json, inplace)
+    return _run(q, k, lambda: _ragged_positions(q, indptr, offsets), (("indptr", indptr), ("offsets", offsets)),
+                rotary_dim, interleave, rope, inplace)
 
 
 def apply_rope(q: torch.Tensor, k: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor,

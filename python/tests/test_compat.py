@@ -203,17 +203,28 @@ def test_torch_compile_fullgraph_matches_eager(gen):
         assert torch.equal(got, want)
 
 
-def test_torch_compile_ragged_dynamic_tokens(gen):
-    def step(q, k, indptr, offsets):
-        return compat.apply_rope(q, k, indptr, offsets, interleave=True)
+def test_torch_compile_dynamic_shapes(gen):
+    def step(q, k, indptr, offsets, pos_ids):
+        q_rope, k_rope = compat.apply_rope(q, k, indptr, offsets, interleave=True)
+        compat.apply_llama31_rope_pos_ids_inplace(q_rope, k_rope, pos_ids, rotary_dim=32)
+        return q_rope, k_rope
 
+    # dynamic=True: every dim symbolic, the head counts too (the ops build the spec when they run).
     compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
-    for nnz in (13, 29):  # one graph, the token count symbolic
-        q, k = randn(gen, nnz, 2, 64), randn(gen, nnz, 2, 64)
+    for nnz, hq in ((13, 2), (29, 4)):
+        q, k = randn(gen, nnz, hq, 64), randn(gen, nnz, 2, 64)
         indptr = torch.tensor([0, 4, nnz], dtype=torch.int64)
         offsets = torch.randint(0, 500, (2,), generator=gen)
-        for got, want in zip(compiled(q, k, indptr, offsets), step(q, k, indptr, offsets)):
+        pos_ids = torch.randint(0, 9000, (nnz,), generator=gen)
+        for got, want in zip(compiled(q, k, indptr, offsets, pos_ids), step(q, k, indptr, offsets, pos_ids)):
             assert torch.equal(got, want)
+
+
+def test_opcheck(gen):
+    q, k = randn(gen, 6, 4, 64), randn(gen, 6, 2, 64)
+    pos_ids = torch.randint(0, 4096, (6,), generator=gen)
+    for op in (torch.ops.ropejit.flashinfer_rope.default, torch.ops.ropejit.flashinfer_rope_.default):
+        torch.library.opcheck(op, (q.clone(), k.clone(), pos_ids, 32, True, [8.0, 5e5, 1.0, 4.0, 8192.0]))
 
 
 def test_fake_tensor_mode_gives_shapes_and_dtypes():
