@@ -7,9 +7,10 @@ FlashInfer's RoPE family that computes the angles in the kernel (``flashinfer/ro
 
 Each call builds the ropejit spec its arguments describe (heads and head_dim from q and k,
 ``interleave`` → layout, ``rope_scale`` → linear scaling, the llama 3.1 arguments → rope_type
-``llama3``) and runs the registered torch ops ``ropejit::apply_rope`` / ``ropejit::apply_rope_``
-(fake implementations included: ``torch.compile(fullgraph=True)`` and CUDA graphs work). The
-``cos_sin_cache`` signatures (``apply_rope_with_cos_sin_cache``) are not here yet.
+``llama3``) and runs it through the registered torch ops ``ropejit::flashinfer_rope`` /
+``ropejit::flashinfer_rope_`` (on ``ropejit::apply_rope`` / ``apply_rope_``; fake implementations
+included: ``torch.compile(fullgraph=True)``, also with dynamic shapes, and CUDA graphs work). The
+``cos_sin_cache`` signatures (``apply_rope_with_cos_sin_cache``) are not here yet. docs/engines.md.
 """
 import functools
 import math

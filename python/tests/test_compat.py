@@ -13,7 +13,6 @@ the same smoothing); the angle is ``float(pos) · freq`` (line 615), and the pai
 (``vec_apply_llama_rope_cos_sin`` and ``_interleave``; rope_reference.py ``RotaryEmbedding``).
 """
 import math
-import zlib
 
 import numpy as np
 import pytest
@@ -21,8 +20,9 @@ import pytest
 torch = pytest.importorskip("torch", reason="torch is not installed: ropejit.compat is not tested")
 
 import ropejit  # noqa: E402
-import ropejit.torch as rope_torch  # noqa: E402
 from ropejit import compat  # noqa: E402
+# test_torch's fixtures: the session's host runtime for the ops, a generator seeded by the test's name.
+from test_torch import gen, heads as randn, host_runtime  # noqa: E402,F401
 
 DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 # Relative to max(1, |expected|), past each element's angle slack (reference()): fp32 arithmetic;
@@ -30,22 +30,6 @@ DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 TOLERANCE = {"fp32": 2e-5, "fp16": 2e-3, "bf16": 1.6e-2}
 LLAMA31_DEFAULTS = dict(rope_scale=8.0, rope_theta=5e5, low_freq_factor=1.0, high_freq_factor=4.0,
                         old_context_len=8192)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def host_runtime(runtime):
-    """The drop-ins' CPU kernels come from the session's runtime (its cache in a temporary folder)."""
-    rope_torch.set_runtime(runtime)
-
-
-@pytest.fixture
-def gen(request):
-    """A torch generator seeded by the test's name."""
-    return torch.Generator().manual_seed(zlib.crc32(request.node.nodeid.encode()))
-
-
-def randn(gen, *shape, dtype=torch.float32):
-    return torch.randn(*shape, generator=gen).to(dtype)
 
 
 # ------------------------------------------------------------------ the float64 reference
