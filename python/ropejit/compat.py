@@ -45,7 +45,8 @@ def _check_tensors(q: Any, k: Any, ids: Tuple[Tuple[str, Any], ...]) -> None:
         if t.dim() != 3:
             raise ArgumentError(f"{name}: shape {list(t.shape)} is not allowed: must be [nnz, {heads}, head_dim]")
     if q.dtype not in _DTYPE_NAMES:
-        raise ArgumentError(f"q: dtype {q.dtype} is not allowed: must be torch.float16 | torch.bfloat16 | torch.float32")
+        raise ArgumentError(f"q: dtype {q.dtype} is not allowed: "
+                            "must be torch.float16 | torch.bfloat16 | torch.float32")
     if k.dtype != q.dtype:
         raise ArgumentError(f"k: dtype {k.dtype} is not allowed: must be q's dtype {q.dtype}")
     if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
