@@ -39,10 +39,7 @@ std::vector<SpecCase> cases() {
   f.dtype = "fp32";
   f.head_dim = f.rotary_dim = 80;  // 10 lanes, padded to 16
   add("fp32 neox D80: 10 lanes in 16", f);
-  f.dtype = "fp16";
-  f.layout = "interleaved";
-  f.head_dim = 96;
-  f.rotary_dim = 48;
+  test::set_heads(f, 96, 48, "fp16", "interleaved");
   f.input = "packed_qkv";
   f.output = "padded_bhsd";
   f.positions = "varlen";

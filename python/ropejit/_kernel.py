@@ -29,8 +29,9 @@ def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positio
                                   max_blocks_per_seq)
 
 
-def _stride_field(name: str) -> str:
-    return name + ("_page_stride" if name.endswith("_cache") else "_stride")
+# Dim symbols whose sizes a call reads off the arrays it is given (dim_value's LaunchShape sizes),
+# in the order they are trusted: cu_seqlens' B + 1 before another array's B.
+_SHAPE_DIMS = ("B+1", "B", "S", "pages", "max_blocks_per_seq")
 
 
 class Kernel:
@@ -57,15 +58,9 @@ class Kernel:
         """Bytes one launch moves through memory (int32 positions)."""
         return _ropejit.bytes_moved(self.spec._spec, tokens, batch, max_seq_len)
 
-    def __call__(self, q: Any = None, k: Any = None, v: Any = None, *, qkv: Any = None, bias: Any = None,
-                 positions: Any = None, cu_seqlens: Any = None, start_pos: Any = None,
-                 seq_len: Optional[int] = None, q_out: Any = None, k_out: Any = None, v_out: Any = None,
-                 max_seq_len: Optional[int] = None, q_norm_weight: Any = None, k_norm_weight: Any = None,
-                 k_cache: Any = None, v_cache: Any = None, slot_mapping: Any = None, block_tables: Any = None,
-                 k_scale: Optional[float] = None, v_scale: Optional[float] = None, q_scale: Optional[float] = None,
-                 new_positions: Any = None, new_start_pos: Any = None, from_seq_len: Optional[int] = None,
-                 k_pe: Any = None, kv_c: Any = None, k_nope: Any = None, q_latent: Any = None,
-                 q_scale_out: Any = None, k_scale_cache: Any = None, v_scale_cache: Any = None,
+    def __call__(self, q: Any = None, k: Any = None, v: Any = None, *, seq_len: Optional[int] = None,
+                 max_seq_len: Optional[int] = None, k_scale: Optional[float] = None, v_scale: Optional[float] = None,
+                 q_scale: Optional[float] = None, from_seq_len: Optional[int] = None,
                  num_tokens: Optional[int] = None, stream: Optional[int] = None, **arrays: Any) -> Tuple[Any, ...]:
         """Applies the spec's RoPE. Arrays: torch tensors, numpy arrays (host backend), or any
         ``__dlpack__`` / array-interface object, shaped as ``spec.launch_fields()`` says (q [T, Hq, D],
@@ -89,21 +84,21 @@ class Kernel:
         v_scale_cache) [pages * page_size, Hkv] float32: each written slot's scales land there;
         with ``mla_append.absorbed_q`` q_latent [T, Hq, kv_lora_rank] (q_nope times W_UK; heads may be
         T rows apart, a transposed batched matmul's output) and q_out [T, Hq, kv_lora_rank + d].
-        ``arrays``: any other array field of ropejit_args (ARRAY_FIELDS) by its name."""
-        named = locals()  # the keyword arrays above, by name (ARRAY_FIELDS lists every array field)
+        ``arrays``: the array fields of ropejit_args (ARRAY_FIELDS) by their names, q, k and v also
+        by position."""
+        arrays.update({name: value for name, value in dict(q=q, k=k, v=v).items() if value is not None})
         for name in arrays:
             if name not in ARRAY_FIELDS:
                 raise TypeError(f"Kernel.__call__() got an unexpected keyword argument '{name}'")
-        given = {name: value for name in ARRAY_FIELDS
-                 if (value := arrays.get(name, named.get(name))) is not None}
+        given = {name: arrays[name] for name in ARRAY_FIELDS if arrays.get(name) is not None}
         views = {name: view(value, name) for name, value in given.items()}
         tokens = self._tokens(views, num_tokens)
-        batch, max_seq = self._batch_and_length(views, max_seq_len)
-        positions_type = views["positions"].dtype if "positions" in views else "int32"
-        if positions_type not in ("int32", "int64"):
-            raise ArgumentError(f"positions: element type {positions_type} is not allowed: must be int32 | int64")
-        cache_pages = views["k_cache"].shape[0] if "k_cache" in views and views["k_cache"].shape else 0
-        blocks = views["block_tables"].shape[1] if "block_tables" in views and len(views["block_tables"].shape) == 2 else 0
+        sizes = self._shape_sizes(views)
+        offset = self.spec.io["positions"] == "offset"  # one sequence
+        batch = sizes["B+1"] - 1 if "B+1" in sizes else 1 if offset else sizes.get("B", 0)
+        max_seq = int(max_seq_len or 0) or sizes.get("S", 0)
+        positions_type = self._positions_type(views)
+        cache_pages, blocks = sizes.get("pages", 0), sizes.get("max_blocks_per_seq", 0)
         fields = launch_fields(self.spec, tokens, batch, max_seq, positions_type, cache_pages, blocks)
 
         self._allocate_outputs(fields, given, views)  # allocated outputs join `given`
@@ -122,15 +117,15 @@ class Kernel:
             if name in views:
                 args[name] = views[name].ptr
                 if field["strided"] and views[name].shape and views[name].shape[0] > 1:
-                    args[_stride_field(name)] = views[name].strides[0]
-                if self._head_strided(name) and len(views[name].shape) == 3 and views[name].shape[1] > 1:
-                    args[name + "_head_stride"] = views[name].strides[1]
+                    args[field["stride_field"]] = views[name].strides[0]
+                if field["head_stride_field"] and len(views[name].shape) == 3 and views[name].shape[1] > 1:
+                    args[field["head_stride_field"]] = views[name].strides[1]
         for name in views:
             if name not in {f["name"] for f in fields}:
                 raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
         args.update({"batch": batch, "max_seq_len": max_seq, "seq_len": seq_len or 0,
                      "from_seq_len": from_seq_len or 0})
-        if "k_cache" in views:
+        if cache_pages or blocks:  # a paged cache's sizes and static scales
             args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
         if q_scale is not None:  # an FP8 q_out's scale (io.q_output_dtype); refused by name elsewhere
@@ -162,35 +157,42 @@ class Kernel:
         io = self.spec.io
         return f"input {io['input']}, output {io['output']}, positions {io['positions']}"
 
-    def _batch_and_length(self, views: Dict[str, ArrayView], max_seq_len: Optional[int]) -> Tuple[int, int]:
-        io = self.spec.io
-        batch = 0
-        if "cu_seqlens" in views and views["cu_seqlens"].shape:
-            batch = views["cu_seqlens"].shape[0] - 1
-        elif "block_tables" in views and views["block_tables"].shape:
-            batch = views["block_tables"].shape[0]
-        elif io["positions"] == "offset":
-            batch = 1
-        max_seq = int(max_seq_len or 0)
-        if io["output"] == "padded_bhsd" and "q_out" in views and len(views["q_out"].shape) == 4:
-            batch = batch or views["q_out"].shape[0]
-            max_seq = max_seq or views["q_out"].shape[2]
-        return batch, max_seq
+    def _shape_sizes(self, views: Dict[str, ArrayView]) -> Dict[str, int]:
+        """The launch sizes (_SHAPE_DIMS) the given arrays say through their dims: cu_seqlens
+        [B + 1], block_tables [B, max_blocks_per_seq], a padded q_out [B, Hq, S, D], a cache [pages, ...]."""
+        sizes: Dict[str, int] = {}
+        for symbol in _SHAPE_DIMS:
+            for field in self._fields:
+                shape = views[field["name"]].shape if field["name"] in views else ()
+                dims = field["dims"] if field["use"] != "unused" else []
+                for axis, dim in enumerate(dims):
+                    whole = axis == 0 or len(shape) == len(dims)  # later dims: only when none are merged
+                    if dim == symbol and symbol not in sizes and axis < len(shape) and whole:
+                        sizes[symbol] = shape[axis]
+        return sizes
+
+    def _positions_type(self, views: Dict[str, ArrayView]) -> str:
+        """The element type of the first given array of int32 or int64 positions (positions_type)."""
+        for field in self._fields:
+            if field["dtype"] == "int32|int64" and field["name"] in views:
+                element = views[field["name"]].dtype
+                if element not in ("int32", "int64"):
+                    raise ArgumentError(
+                        f"{field['name']}: element type {element} is not allowed: must be int32 | int64")
+                return element
+        return "int32"
 
     def _allocate_outputs(self, fields: List[Dict[str, Any]], given: Dict[str, Any],
                           views: Dict[str, ArrayView]) -> Dict[str, Any]:
-        source = {"q_out": "q", "k_out": "k", "v_out": "v", "q_scale_out": "q"}
-        if self.spec.io["input"] == "packed_qkv":
-            source = {name: "qkv" for name in source}
-        if any(f["name"] == "k_nope" and f["use"] != "unused" for f in fields):
-            source["k_out"] = "k_nope"  # k_out = [k_nope | k_pe] (mla_append concat_k): k_nope's type and device
+        """Allocates each output a launch writes whole (not a cache) that is not given, like the first
+        given array of the spec's dtype (its library and device), of the output's element type."""
+        like = next((f["name"] for f in fields if f["dtype"] == self.spec.dtype and f["name"] in given), None)
         out: Dict[str, Any] = {}
         for field in fields:
             name = field["name"]
-            if name in source and name not in given and field["use"] == "required" and source[name] in given:
-                like = given[source[name]]
+            if field["whole_output"] and name not in given and field["use"] == "required" and like is not None:
                 element = field["dtype"] if field["dtype"] != self.spec.dtype else ""  # FP8 q_out, fp32 scales
-                given[name] = empty_like(like, views[source[name]], tuple(field["shape"]), name, element)
+                given[name] = empty_like(given[like], views[like], tuple(field["shape"]), name, element)
                 views[name] = view(given[name], name)
                 out[name] = given[name]
         return out
@@ -219,7 +221,7 @@ class Kernel:
         shape = v.shape
         dense = dense_strides(shape)
         # Heads any stride apart (token- or head-major views: the library checks the two strides).
-        head_strided = self._head_strided(name) and len(shape) == 3
+        head_strided = bool(field["head_stride_field"]) and len(shape) == 3
         if head_strided and shape[1] > 1 and v.strides[1] < dense[1]:
             raise ArgumentError(f"{name}: head stride {v.strides[1]} is not allowed: must be >= {dense[1]}")
         for axis in range(1 if field["strided"] else 0, len(shape)):
@@ -234,10 +236,6 @@ class Kernel:
             raise ArgumentError(f"{name}: row stride {v.strides[0]} is not allowed: must be >= {dense[0]}")
         if field["written"] and not v.writable:
             raise ArgumentError(f"{name} is read-only, but the kernel writes it")
-
-    def _head_strided(self, name: str) -> bool:
-        """True for an array whose heads may be a wider stride apart (a field <name>_head_stride)."""
-        return any(f["name"] == name + "_head_stride" and f["use"] != "unused" for f in self._fields)
 
     def _stream(self, stream: Optional[int], views: Dict[str, ArrayView]) -> int:
         if stream is not None:

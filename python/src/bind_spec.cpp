@@ -72,8 +72,8 @@ nb::dict freqs_dict(const Spec& s, const std::string& mode) {
   return d;
 }
 
-// launch_fields at concrete sizes: each field's name, use, element type, dims and shape, and
-// whether its first dim may be strided (a stride field for it is in use).
+// launch_fields at concrete sizes: each field's name, use, element type, dims and shape, whether
+// a launch writes it (whole: an output a call may allocate), and its stride fields in use.
 nb::list fields_list(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len,
                      const std::string& positions_type, int64_t cache_pages, int64_t max_blocks_per_seq) {
   LaunchShape shape;
@@ -99,7 +99,14 @@ nb::list fields_list(const Spec& spec, int64_t tokens, int batch, int64_t max_se
     d["dims"] = dims;
     d["shape"] = f.dims.empty() ? std::vector<int64_t>{} : field_shape(f, spec, shape);
     d["written"] = f.written;
-    d["strided"] = used.count(name + "_stride") > 0 || used.count(name + "_page_stride") > 0;
+    d["whole_output"] = f.whole_output;
+    const auto in_use = [&](std::string_view field) { return !field.empty() && used.count(std::string(field)) > 0; };
+    const auto field_or_none = [&](std::string_view field) {  // None unless the spec's launches read it
+      return in_use(field) ? nb::object(nb::str(field.data(), field.size())) : nb::none();
+    };
+    d["stride_field"] = field_or_none(f.stride_field);
+    d["head_stride_field"] = field_or_none(f.head_stride_field);
+    d["strided"] = in_use(f.stride_field);
     out.append(d);
   }
   return out;

@@ -89,3 +89,24 @@ def test_array_fields_are_the_cpp_pointer_fields():
     assert named and set(named) <= set(ARRAY_FIELDS)
     with pytest.raises(TypeError, match="unexpected keyword argument 'q_strides'"):
         Kernel.__call__(Kernel.__new__(Kernel), q_strides=np.zeros(1))
+
+
+def test_kernel_code_names_no_array_field():
+    """Kernel reads every array off the C++ rows (launch_fields: dims, strides, element types,
+    which outputs it may allocate), so its code names no array field but in its positional
+    parameters q, k, v: a new array field changes nothing here (docs/tensor-rows.md)."""
+    import ast
+    import inspect
+
+    from ropejit import _arrays, _kernel
+    arrays = set(_ropejit.array_fields())
+    for module in (_kernel, _arrays):
+        tree = ast.parse(inspect.getsource(module))
+        docstrings = {id(node.value) for node in ast.walk(tree) if isinstance(node, ast.Expr)}
+        io_keys = {id(node.slice) for node in ast.walk(tree)  # spec.io["positions"]: the spec's key
+                   if isinstance(node, ast.Subscript)
+                   and getattr(node.value, "attr", getattr(node.value, "id", "")) == "io"}
+        named = sorted({node.value for node in ast.walk(tree)
+                        if isinstance(node, ast.Constant) and node.value in arrays
+                        and id(node) not in docstrings | io_keys})
+        assert not named, f"{module.__name__} names array fields {named}: read them from launch_fields"

@@ -31,6 +31,13 @@ nlohmann::json spec_json(const SpecFields& f) {
   return spec;
 }
 
+void set_heads(SpecFields& f, int head_dim, int rotary_dim, const std::string& dtype, const std::string& layout) {
+  f.head_dim = head_dim;
+  f.rotary_dim = rotary_dim;
+  f.dtype = dtype;
+  f.layout = layout;
+}
+
 Spec make_spec(const SpecFields& f) { return parse_spec(spec_json(f).dump()); }
 
 std::string spec_error(const nlohmann::json& spec) {

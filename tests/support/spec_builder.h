@@ -36,6 +36,9 @@ struct SpecFields {
   nlohmann::json from_rope;    ///< op rerotate: the rerotate.from block when not null
 };
 
+/// Sets the head shape tests vary together: head_dim, rotary_dim, element type and pair layout.
+void set_heads(SpecFields& f, int head_dim, int rotary_dim, const std::string& dtype, const std::string& layout);
+
 /// The spec JSON of the fields.
 nlohmann::json spec_json(const SpecFields& f);
 

@@ -50,6 +50,14 @@ struct LaunchField {
   /// Arrays a launch writes (outputs, caches, inputs rotated in place); a binding refuses
   /// read-only memory for them.
   bool written = false;
+  /// Outputs each launch writes whole, not read (q_out, k_out, q_scale_out; not a cache or the
+  /// scales beside one): a binding may allocate them.
+  bool whole_output = false;
+  /// Arrays whose rows (tokens, pages) may be further apart than dense: the field of that stride,
+  /// in elements ("q_stride", "k_cache_page_stride"). Else empty.
+  std::string_view stride_field;
+  /// Arrays whose heads may be any stride apart: the field of that stride ("k_nope_head_stride"). Else empty.
+  std::string_view head_stride_field;
 };
 
 /// Every ropejit_args field but struct_size, in declaration order, with how launches of `spec`

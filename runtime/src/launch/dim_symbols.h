@@ -17,13 +17,14 @@ namespace ropejit {
 struct DimSymbol {
   std::string_view symbol;
   int64_t (*value)(const Spec& spec, const LaunchShape& shape);
+  bool from_shape = false;  ///< a LaunchShape size (a buffer's rows), not the spec's
 };
 
 inline constexpr DimSymbol kDimSymbols[] = {
-    {"T", [](const Spec&, const LaunchShape& s) { return s.tokens; }},
-    {"B", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch); }},
-    {"B+1", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch) + 1; }},
-    {"S", [](const Spec&, const LaunchShape& s) { return s.max_seq_len; }},
+    {"T", [](const Spec&, const LaunchShape& s) { return s.tokens; }, true},
+    {"B", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch); }, true},
+    {"B+1", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch) + 1; }, true},
+    {"S", [](const Spec&, const LaunchShape& s) { return s.max_seq_len; }, true},
     {"Hq", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_q_heads); }},
     {"Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_kv_heads); }},
     {"Hq+2Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_q_heads) + 2 * spec.num_kv_heads; }},
@@ -41,9 +42,11 @@ inline constexpr DimSymbol kDimSymbols[] = {
        return int64_t(spec.head_dim) / kNvfp4Block;
      }},
     {"page_size", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.io.page_size); }},
-    {"slots", [](const Spec& spec, const LaunchShape& s) { return s.cache_pages * spec.io.page_size; }},  // scales
-    {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }},
-    {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }},
+    {"slots", [](const Spec& spec, const LaunchShape& s) {  // per-slot scales
+       return s.cache_pages * spec.io.page_size;
+     }, true},
+    {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }, true},
+    {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }, true},
     {"1", [](const Spec&, const LaunchShape&) { return int64_t(1); }},
     {"3", [](const Spec&, const LaunchShape&) { return int64_t(3); }},  // mrope: one stream per axis
 };

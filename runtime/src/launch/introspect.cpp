@@ -38,7 +38,7 @@ void mark(LaunchField& field, FieldUse use) { field.use = std::min(field.use, us
 std::vector<LaunchField> launch_fields(const Spec& spec) {
   std::vector<LaunchField> fields;
   for (size_t i = 0; const char* name = ropejit_struct_field("ropejit_args", i, nullptr); ++i)
-    if (std::string_view(name) != "struct_size") fields.push_back({name, FieldUse::unused, {}, {}, false});
+    if (std::string_view(name) != "struct_size") fields.push_back({name});
   mark(field_named(fields, "num_tokens"), FieldUse::required);
   mark(field_named(fields, "seq_len"), needs_seq_len(spec) ? FieldUse::required : FieldUse::optional);
   // The buffers with int32 and with int64 positions: an element type that differs is either.
@@ -51,6 +51,9 @@ std::vector<LaunchField> launch_fields(const Spec& spec) {
     LaunchField& field = field_named(fields, buffer.name);
     mark(field, buffer.use);
     field.written = field.written || buffer.is_written();
+    field.whole_output = buffer.kind == BufferKind::output && buffer.moved_rows < 0;  // a cache's scales move slots
+    if (buffer.stride) field.stride_field = buffer.stride;
+    if (buffer.head_stride) field.head_stride_field = buffer.head_stride;
     const std::string_view type = element_type(spec, buffer);
     field.dtype = type == element_type(spec, buffers_int64[b]) ? type : "int32|int64";
     for (const char* dim : buffer.dims)

@@ -7,7 +7,7 @@
 #include <string_view>
 #include <utility>
 
-#include "launch/tensor_rows.h"
+#include "launch/cache_rows.h"
 
 namespace ropejit::launch_detail {
 
@@ -16,32 +16,61 @@ namespace {
 // paged_kv: q back into q or into q_out; k and v (rotated k, copied v) into the K and V caches.
 constexpr int64_t kMaxCachePages = int64_t(1) << 40;
 
-// Stores a cache's pointer, page stride and scale, and the page count.
-void bind_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride, bool k) {
-  (k ? a.k_cache : a.v_cache) = ptr;
-  (k ? a.k_cache_page_stride : a.v_cache_page_stride) = stride;
-  (k ? a.k_scale : a.v_scale) = k ? shape.k_scale : shape.v_scale;
-  a.cache_num_pages = shape.cache_pages;
-}
-
 // q_output separate: q_out [T, Hq, D] written (in place, q's own view is rewritten).
 constexpr TensorRow kQOut[] = {
     {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output,
      [](const Spec& s) { return s.io.q_output != QOutput::inplace; }, "when the spec's io.q_output is separate",
-     {ParamSlot::out_q}},
+     {ParamSlot::out_q}, nullptr, nullptr, FieldUse::required, RowElement::q_output},
 };
 
-// cache_index slot_mapping: each token's slot [T] (page * page_size + offset, or -1), read.
-constexpr TensorRow kSlotMapping[] = {
-    {"slot_mapping", nullptr, nullptr, {"T"}, BufferKind::slot_mapping, nullptr,
+// Elements of a slot a token writes: its kv heads' rows.
+int64_t slot_elements(const Spec& s) { return s.num_kv_heads * cache_row_elements(s.io.cache_dtype, s.head_dim); }
+constexpr auto kKCache = cache_rows<false, slot_elements>();
+constexpr auto kVCache = cache_rows<true, slot_elements>();  // copy_v false: K = V, no V cache
+
+// The slot each token writes: slot_mapping [T] (page * page_size + offset, or -1), or
+// block_tables [B, max_blocks_per_seq] (each sequence's pages), read.
+constexpr TensorRow kCacheIndex[] = {
+    {"slot_mapping", nullptr, nullptr, {"T"}, BufferKind::slot_mapping,
+     [](const Spec& s) { return s.io.cache_index == CacheIndex::slot_mapping; },
      "when the spec's io.cache_index is slot_mapping ([num_tokens])", {ParamSlot::slot_mapping}, nullptr, nullptr,
      FieldUse::required, RowElement::int64},
+    {"block_tables", nullptr, nullptr, {"B", "max_blocks_per_seq"}, BufferKind::block_tables,
+     [](const Spec& s) { return s.io.cache_index == CacheIndex::block_tables; },
+     "when the spec's io.cache_index is block_tables", {ParamSlot::block_tables},
+     [](const Spec&) { return int64_t{1}; }, nullptr,  // moved: about an entry a sequence (a page's tokens share it)
+     FieldUse::required, RowElement::int32, nullptr, RowLayout::rows, {RowField{"max_blocks_per_seq"}}},
 };
 
-void bind_block_tables_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
-  a.block_tables = static_cast<const int32_t*>(ptr);
-  a.max_blocks_per_seq = shape.max_blocks_per_seq;
+// Scales the launch writes beside each cache, one slot a token: the float32 per-(slot, kv head)
+// scales (which replace k_scale / v_scale), or NVFP4's e4m3 block scales in the cache's page layout
+// (dense whatever the cache's page stride).
+template <bool kV>
+bool per_head_scales(const Spec& s) { return cache_scale_per_head(s) && (!kV || s.io.copy_v); }
+template <bool kV, bool kHnd>
+bool block_scales(const Spec& s) { return nvfp4_cache(s) && cache_form<kHnd, true, kV>(s); }
+int64_t block_scale_slot(const Spec& s) { return s.num_kv_heads * (s.head_dim / kNvfp4Block); }
+constexpr const char* kPerHeadWhy = "when the spec's io.cache_scale is per_token_head";
+constexpr const char* kBlockWhy = "when the spec's io.cache_dtype is nvfp4 (its block scales)";
+
+template <bool kV, bool kHnd>
+constexpr TensorRow block_scale_row() {
+  return {kV ? "v_scale_cache" : "k_scale_cache", nullptr, nullptr, page_dims(kHnd, "D/16"), BufferKind::output,
+          block_scales<kV, kHnd>, kBlockWhy, {kV ? ParamSlot::scale_cache_v : ParamSlot::scale_cache_k},
+          block_scale_slot, nullptr, FieldUse::required, RowElement::block_scale, nullptr, RowLayout::rows, {}, "T"};
 }
+
+template <bool kV>
+constexpr TensorRow per_head_scale_row() {  // [slots, Hkv] float32
+  return {kV ? "v_scale_cache" : "k_scale_cache", nullptr, nullptr, {"slots", "Hkv"}, BufferKind::output,
+          per_head_scales<kV>, kPerHeadWhy, {kV ? ParamSlot::scale_cache_v : ParamSlot::scale_cache_k}, nullptr,
+          nullptr, FieldUse::required, RowElement::fp32, nullptr, RowLayout::rows, {}, "T"};
+}
+
+constexpr TensorRow kCacheScales[] = {
+    per_head_scale_row<false>(), block_scale_row<false, false>(), block_scale_row<false, true>(),
+    per_head_scale_row<true>(),  block_scale_row<true, false>(),  block_scale_row<true, true>(),
+};
 
 }  // namespace
 
@@ -64,25 +93,6 @@ TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
 
 namespace ropejit::launch_detail {
 
-// One cache: present, aligned for the kernel's stores, pages at least a page apart, and its
-// bytes within int64 (pages * page stride * element size).
-TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg, const char* name,
-                     const char* stride_name, int64_t pages) {
-  const IoSpec& io = c.spec.io;
-  const int esize = cache_dtype_size(io.cache_dtype, c.spec.dtype);
-  if (c.any) check_present(cache, name, "when the spec's io.output is paged_kv");
-  // NVFP4: rows of bytes, a vector's vec / 2 of them.
-  const bool nvfp4 = io.cache_dtype == CacheDType::nvfp4;
-  check_aligned(cache, nvfp4 ? c.vec / 2 : c.vec * esize, name);
-  const int64_t page_elements = int64_t(io.page_size) * c.Hkv * cache_row_elements(io.cache_dtype, c.D);
-  const int64_t page_stride = resolve_stride(page_stride_arg, page_elements, nvfp4 ? c.vec / 2 : c.vec, stride_name);
-  int64_t bytes = 0;
-  if (__builtin_mul_overflow(pages, page_stride, &bytes) || __builtin_mul_overflow(bytes, int64_t{esize}, &bytes))
-    fail(stride_name, fmt::format("{} is not allowed: cache_num_pages {} pages of it overflow a 64-bit size",
-                                  page_stride, pages));
-  return cache_tensor(c.spec, cache, page_stride);
-}
-
 // FP8 caches need their scales (finite, > 0, with a finite float reciprocal); others have none
 // (the scales are unused there: check_unused_fields refuses one that is set). NVFP4's reciprocal
 // must be normal (scale <= 2^126): the kernel's division by a block scale is exact for it.
@@ -102,28 +112,13 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   const IoSpec& io = c.spec.io;
   if (io.q_output == QOutput::inplace) p.out[kRoleQ] = p.in[kRoleQ];
   bind_tensor_rows(c, a, p, kQOut);
-  p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
-  // copy_v false: K = V (DeepSeek-V4), the engine reads the K cache as V and there is no V cache.
-  if (io.copy_v)
-    p.out[kRoleV] = bind_cache(c, a.v_cache, a.v_cache_page_stride, "v_cache", "v_cache_page_stride", a.cache_num_pages);
+  bind_tensor_rows(c, a, p, kKCache);
+  bind_tensor_rows(c, a, p, kVCache);
   bind_cache_index(c, a, p);
-  // Scales the launch writes beside each cache: NVFP4's e4m3 block scales (bytes), or the float32
-  // per-(slot, kv head) scales (which replace k_scale / v_scale).
-  const bool nvfp4 = nvfp4_cache(c.spec);
-  if (nvfp4 || cache_scale_per_head(c.spec)) {
-    const char* why = nvfp4 ? "when the spec's io.cache_dtype is nvfp4 (its block scales)"
-                            : "when the spec's io.cache_scale is per_token_head";
-    for (int role = kRoleK; role <= (io.copy_v ? kRoleV : kRoleK); ++role) {
-      float* scales = role == kRoleK ? a.k_scale_cache : a.v_scale_cache;
-      const char* name = role == kRoleK ? "k_scale_cache" : "v_scale_cache";
-      if (c.any) check_present(scales, name, why);
-      if (!nvfp4) check_aligned(scales, 4, name);
-      p.cache_scale_out[role - kRoleK] = scales;
-    }
-    if (!nvfp4) {
-      p.cache_inv_scale[0] = p.cache_inv_scale[1] = 1.0f;
-      return a.num_tokens;
-    }
+  bind_tensor_rows(c, a, p, kCacheScales);
+  if (cache_scale_per_head(c.spec)) {  // the launch computes each slot's scales
+    p.cache_inv_scale[0] = p.cache_inv_scale[1] = 1.0f;
+    return a.num_tokens;
   }
   p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c.spec.io.cache_dtype, a.v_scale, "v_scale") : 1.0f;
@@ -131,21 +126,20 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
 }
 
 void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p) {
-  const IoSpec& io = c.spec.io;
   require(a.cache_num_pages >= (c.any ? 1 : 0) && a.cache_num_pages <= kMaxCachePages, "cache_num_pages",
           fmt::format("{} is not allowed: must be in [1, 2^40] (pages in each cache)", a.cache_num_pages));
   p.cache_pages = a.cache_num_pages;
-  if (io.cache_index == CacheIndex::slot_mapping) {
-    bind_tensor_rows(c, a, p, kSlotMapping);
-  } else {
-    if (c.any) check_present(a.block_tables, "block_tables", "when the spec's io.cache_index is block_tables");
+  bind_tensor_rows(c, a, p, kCacheIndex);
+  if (c.spec.io.cache_index == CacheIndex::block_tables) {
     require(a.max_blocks_per_seq >= (c.any ? 1 : 0) && a.max_blocks_per_seq <= kMaxPosition, "max_blocks_per_seq",
             fmt::format("{} is not allowed: must be in [1, 2^31) (block_tables is [batch, max_blocks_per_seq])",
                         a.max_blocks_per_seq));
-    check_aligned(a.block_tables, 4, "block_tables");
-    p.block_tables = a.block_tables;
     p.max_blocks_per_seq = a.max_blocks_per_seq;
   }
+}
+
+void buffers_cache_index(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
+  buffers_tensor_rows(s, shape, kCacheIndex, out);
 }
 
 // The slot each token writes (host arrays): every one -1 (slot_mapping only) or inside the
@@ -199,74 +193,10 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
       }
   }
   buffers_tensor_rows(s, shape, kQOut, out);
-  out.push_back(cache_buffer(s, shape, true));
-  if (s.io.copy_v) out.push_back(cache_buffer(s, shape, false));  // else K = V: no V cache
-  out.push_back(cache_index_buffer(s, shape));
-  if (nvfp4_cache(s) || cache_scale_per_head(s))  // the scales written beside each cache
-    for (bool k : {true, false}) {
-      if (!k && !s.io.copy_v) break;
-      if (nvfp4_cache(s)) {
-        out.push_back(block_scale_buffer(s, shape, k));
-        continue;
-      }
-      BufferDesc scales = scale_buffer(s, k ? "k_scale_cache" : "v_scale_cache", shape.cache_pages * s.io.page_size,
-                                       s.num_kv_heads,
-                                       k ? bind_to<&ropejit_args::k_scale_cache> : bind_to<&ropejit_args::v_scale_cache>,
-                                       {"slots", "Hkv"});  // [slots, Hkv] float32
-      scales.moved_rows = shape.tokens;  // one slot per token
-      out.push_back(scales);
-    }
-}
-
-// A cache's page dims in its layout, with `row` elements a head row.
-std::array<const char*, 4> page_dims(const Spec& s, const char* row) {
-  return s.io.cache_layout == CacheLayout::hnd ? std::array<const char*, 4>{"pages", "Hkv", "page_size", row}
-                                               : std::array<const char*, 4>{"pages", "page_size", "Hkv", row};
-}
-
-// An NVFP4 cache's e4m3 block scales: D / 16 bytes a head row, in the cache's page layout, dense
-// whatever the cache's page stride; one row a page.
-BufferDesc block_scale_buffer(const Spec& s, const LaunchShape& shape, bool k) {
-  const int64_t page_bytes = int64_t(s.io.page_size) * s.num_kv_heads * (s.head_dim / kNvfp4Block);
-  BufferDesc scales{k ? "k_scale_cache" : "v_scale_cache", BufferKind::output, shape.cache_pages, page_bytes,
-                    page_bytes, 1, page_bytes, false,
-                    k ? bind_to<&ropejit_args::k_scale_cache> : bind_to<&ropejit_args::v_scale_cache>,
-                    page_dims(s, "D/16")};
-  scales.fp8 = CacheDType::fp8_e4m3;
-  scales.moved_rows = shape.tokens;  // a slot's row per token: moved bytes
-  scales.moved_row_elements = s.num_kv_heads * (s.head_dim / kNvfp4Block);
-  return scales;
-}
-
-BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k) {
-  const int esize = cache_dtype_size(s.io.cache_dtype, s.dtype);
-  const int64_t row = cache_row_elements(s.io.cache_dtype, s.head_dim);
-  const int64_t page_elements = int64_t(s.io.page_size) * s.num_kv_heads * row;
-  // FP8 caches need their scale (static); others, and per-head scales, leave it 0.
-  const FieldUse scale_use =
-      !quantized_cache(s) || cache_scale_per_head(s) ? FieldUse::unused : FieldUse::required;
-  BufferDesc cache{k ? "k_cache" : "v_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
-                   esize, int64_t(s.num_kv_heads) * row, false,
-                   k ? +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, true); }
-                     : +[](Args& a, const LaunchShape& sh, void* p, int64_t st) { bind_cache_ptr(a, sh, p, st, false); },
-                   page_dims(s, s.io.cache_dtype == CacheDType::nvfp4 ? "D/2" : "D"),
-                   {BoundField{"cache_num_pages", FieldUse::required},
-                    {k ? "k_cache_page_stride" : "v_cache_page_stride", FieldUse::optional},
-                    {k ? "k_scale" : "v_scale", scale_use}}};
-  cache.moved_rows = shape.tokens;  // one slot per token
-  return cache;
-}
-
-BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape) {
-  if (s.io.cache_index == CacheIndex::slot_mapping) {
-    std::vector<BufferDesc> one;
-    buffers_tensor_rows(s, shape, kSlotMapping, one);
-    return one.at(0);
-  }
-  // moved: about one entry per sequence (a page's tokens share theirs)
-  return {"block_tables", BufferKind::block_tables, shape.batch, shape.max_blocks_per_seq, shape.max_blocks_per_seq, 4,
-          1, false, bind_block_tables_ptr, {"B", "max_blocks_per_seq"},
-          {BoundField{"max_blocks_per_seq", FieldUse::required}}};
+  buffers_tensor_rows(s, shape, kKCache, out);
+  buffers_tensor_rows(s, shape, kVCache, out);
+  buffers_cache_index(s, shape, out);
+  buffers_tensor_rows(s, shape, kCacheScales, out);
 }
 
 }  // namespace ropejit::launch_detail

@@ -71,15 +71,6 @@ struct FormContext {
   int64_t D, Hq, Hkv;
 };
 
-// Stores a buffer's pointer (and token stride) into its Args fields.
-template <auto Ptr, auto Stride = nullptr>
-void bind_to(Args& a, const LaunchShape&, void* ptr, int64_t stride) {
-  a.*Ptr = static_cast<std::remove_reference_t<decltype(a.*Ptr)>>(ptr);
-  if constexpr (!std::is_null_pointer_v<decltype(Stride)>) a.*Stride = stride;
-}
-
-using Bind = void (*)(Args&, const LaunchShape&, void*, int64_t);
-
 // Elements of one q (k) head a launch moves: the rotated part, plus the tail when it is copied.
 // paged_kv: the caches take whole k heads; q in place keeps an unchanged tail.
 inline int64_t q_moved_per_head(const Spec& spec) {
@@ -89,40 +80,16 @@ inline int64_t k_moved_per_head(const Spec& spec) {
   return rotary_tail_moves(spec) ? spec.head_dim : spec.rotary_dim;
 }
 
-// A storage-dtype buffer of `rows` dense rows, shaped `dims`; `stride`: its optional token stride field.
-inline BufferDesc data_buffer(const Spec& spec, const char* name, BufferKind kind, int64_t rows, int64_t row_elements,
-                              int64_t moved, bool token_rows, Bind bind, std::array<const char*, 4> dims,
-                              const char* stride = nullptr) {
-  return {name, kind, rows, row_elements, row_elements, dtype_size(spec.dtype), moved, token_rows, bind, dims,
-          {BoundField{stride, FieldUse::optional}}};
-}
-
-// A float32 array of per-head FP8 scales a launch writes: `rows` rows of `heads`, dense.
-inline BufferDesc scale_buffer(const Spec& spec, const char* name, int64_t rows, int64_t heads, Bind bind,
-                               std::array<const char*, 4> dims) {
-  BufferDesc b = data_buffer(spec, name, BufferKind::output, rows, heads, heads, false, bind, dims);
-  b.element_bytes = 4;
-  b.fp32 = true;
-  return b;
-}
-
 // ---------------------------------------------------------------- paged_kv (launch_args_paged.cpp)
 
 /// Binds q (in place or q_out), the two caches, the slot index and the FP8 scales; returns the rows.
 int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p);
-/// One cache: present, aligned, its page stride resolved and its byte size within int64.
-TensorRef bind_cache(const FormContext& c, void* cache, int64_t page_stride_arg, const char* name,
-                     const char* stride_name, int64_t pages);
 /// 1 / scale of an FP8 cache or q_out of `type` (the scale finite and > 0), or 1 for auto.
 float inverse_scale(CacheDType type, float scale, const char* name);
 /// cache_num_pages and the slot mapping or block tables, per the spec's io.cache_index.
 void bind_cache_index(const FormContext& c, const Args& a, KernelParams& p);
-/// The K (`k`) or V cache buffer of a launch: one slot per token moved.
-BufferDesc cache_buffer(const Spec& s, const LaunchShape& shape, bool k);
-/// An NVFP4 cache's e4m3 block scales (k_scale_cache / v_scale_cache bytes, the cache's layout).
-BufferDesc block_scale_buffer(const Spec& s, const LaunchShape& shape, bool k);
-/// The slot mapping or block tables buffer.
-BufferDesc cache_index_buffer(const Spec& s, const LaunchShape& shape);
+/// The slot mapping's or block tables' buffer.
+void buffers_cache_index(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
 /// Host arrays: every token's slot inside the caches (or -1), no slot written twice.
 void check_paged_host(const Spec& spec, const Args& a);
 

@@ -3,7 +3,7 @@
 // k_cache [pages, page_size, kv_lora_rank + d] written at each token's slot (slot mapping or
 // block tables), k_scale for an FP8 cache, the positions form's arrays; with concat_k also
 // k_nope [T, Hq, D - d] read (any head stride) and k_out [T, Hq, D] written.
-#include "launch/tensor_rows.h"
+#include "launch/cache_rows.h"
 
 namespace ropejit::launch_detail {
 
@@ -28,14 +28,24 @@ constexpr TensorRow kRows[] = {
     {"q", "q_stride", nullptr, {"T", "Hq", "D"}, BufferKind::input, q_separate, kOpWhy, {ParamSlot::in_q},
      [](const Spec& s) { return s.mla_append.absorbed_q ? q_rope_part(s) : int64_t(s.num_q_heads) * s.head_dim; }},
     {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output,
-     [](const Spec& s) { return q_separate(s) && !s.mla_append.absorbed_q; }, kQOutWhy, {ParamSlot::out_q}},
+     [](const Spec& s) { return q_separate(s) && !s.mla_append.absorbed_q; }, kQOutWhy, {ParamSlot::out_q}, nullptr,
+     nullptr, FieldUse::required, RowElement::q_output},
     {"q_out", "q_out_stride", nullptr, {"T", "Hq", "L+d"}, BufferKind::output,
-     [](const Spec& s) { return q_separate(s) && s.mla_append.absorbed_q; }, kQOutWhy, {ParamSlot::out_q}},
+     [](const Spec& s) { return q_separate(s) && s.mla_append.absorbed_q; }, kQOutWhy, {ParamSlot::out_q}, nullptr,
+     nullptr, FieldUse::required, RowElement::q_output},
     {"q_latent", "q_latent_stride", "q_latent_head_stride", {"T", "Hq", "L"}, BufferKind::input,
      [](const Spec& s) { return s.mla_append.absorbed_q; }, "when mla_append.absorbed_q is true",
      {ParamSlot::heads_in}},
     {"k_pe", "k_pe_stride", nullptr, {"T", "d"}, BufferKind::input, nullptr, kOpWhy, {ParamSlot::in_k}},
     {"kv_c", "kv_c_stride", nullptr, {"T", "L"}, BufferKind::input, nullptr, kOpWhy, {ParamSlot::in_v}},
+};
+
+// The latent cache [pages, page_size, kv_lora_rank + d]: one row a slot, written at each token's,
+// with k_scale for an FP8 cache.
+constexpr TensorRow kLatentCache[] = {
+    {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "L+d"}, BufferKind::cache, nullptr, kPagedWhy,
+     {ParamSlot::out_k}, latent_row, nullptr, FieldUse::required, RowElement::cache, nullptr, RowLayout::paged,
+     {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused, static_scale_use}}, "T"},
 };
 
 // concat_k (after the latent cache): k_nope's heads (any stride) read, k_out [T, Hq, D] written.
@@ -47,13 +57,8 @@ constexpr TensorRow kConcatRows[] = {
 };
 
 int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
-  const Spec& s = c.spec;
   bind_tensor_rows(c, a, p, kRows);
-  // The latent cache: one head of kv_lora_rank + d elements a slot (bind_cache's checks at that width).
-  FormContext row = c;
-  row.D = latent_row(s);
-  row.Hkv = 1;
-  p.out[kRoleK] = bind_cache(row, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
+  bind_tensor_rows(c, a, p, kLatentCache);
   bind_cache_index(c, a, p);
   p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   bind_tensor_rows(c, a, p, kConcatRows);
@@ -66,27 +71,12 @@ void check_host_op(const Spec& spec, const Args& a) {
   check_paged_host(spec, a);
 }
 
-void bind_latent_cache_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t stride) {
-  a.k_cache = ptr;
-  a.k_cache_page_stride = stride;
-  a.k_scale = shape.k_scale;
-  a.cache_num_pages = shape.cache_pages;
-}
-
 // The tensor rows', the latent cache (one row per token), the slot index, the positions.
 void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
   buffers_tensor_rows(s, shape, kRows, out);
-  const int64_t page_elements = int64_t(s.io.page_size) * latent_row(s);
-  const FieldUse scale_use = s.io.cache_dtype == CacheDType::auto_ ? FieldUse::unused : FieldUse::required;
-  BufferDesc cache{"k_cache", BufferKind::cache, shape.cache_pages, page_elements, page_elements,
-                   cache_dtype_size(s.io.cache_dtype, s.dtype), latent_row(s), false, bind_latent_cache_ptr,
-                   {"pages", "page_size", "L+d"},
-                   {BoundField{"cache_num_pages", FieldUse::required}, {"k_cache_page_stride", FieldUse::optional},
-                    {"k_scale", scale_use}}};
-  cache.moved_rows = shape.tokens;  // one row per token
-  out.push_back(cache);
+  buffers_tensor_rows(s, shape, kLatentCache, out);
   buffers_tensor_rows(s, shape, kConcatRows, out);
-  out.push_back(cache_index_buffer(s, shape));
+  buffers_cache_index(s, shape, out);
   buffers_positions(s, shape, out);
 }
 

@@ -1,19 +1,41 @@
 // Op rerotate's row of the launch op table (docs/ops.md "Re-rotating the KV cache"): the K
 // cache with its slot index and scale, the keys' old positions (the positions form) and new ones,
 // and the run lengths that select each rope block's frequencies.
-#include <string_view>
 #include <utility>
 
-#include "launch/launch_checks.h"
+#include "launch/cache_rows.h"
 
 namespace ropejit::launch_detail {
 
 namespace {
 
-void bind_new_positions_ptr(Args& a, const LaunchShape& shape, void* ptr, int64_t) {
-  a.new_positions = ptr;
-  a.positions_type = shape.positions_type;
+// Where the keys move, optional (null: they keep their positions), beside from_seq_len: each key's
+// new position [T] (explicit positions, int32 or int64 as the old ones), or each sequence's new
+// start [B] (varlen) or [1].
+FieldUse from_seq_len_use(const Spec& s) {
+  return needs_seq_len(s.from_rope) ? FieldUse::required : FieldUse::optional;
 }
+bool explicit_positions(const Spec& s) { return s.io.positions == PositionsForm::explicit_; }
+bool varlen_positions(const Spec& s) { return s.io.positions == PositionsForm::varlen; }
+bool one_start(const Spec& s) { return !explicit_positions(s) && !varlen_positions(s); }
+constexpr const char* kRerotateWhy = "when the spec's op is rerotate";
+constexpr RowField kFromSeqLen{"from_seq_len", FieldUse::optional, from_seq_len_use};
+
+constexpr TensorRow kNewPositions[] = {
+    {"new_positions", nullptr, nullptr, {"T"}, BufferKind::new_positions, explicit_positions, kRerotateWhy,
+     {ParamSlot::new_positions}, nullptr, nullptr, FieldUse::optional, RowElement::positions, nullptr,
+     RowLayout::rows, {kFromSeqLen}},
+    {"new_start_pos", nullptr, nullptr, {"B"}, BufferKind::new_start_pos, varlen_positions, kRerotateWhy,
+     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64, nullptr, RowLayout::rows,
+     {kFromSeqLen}},
+    {"new_start_pos", nullptr, nullptr, {"1"}, BufferKind::new_start_pos, one_start, kRerotateWhy,
+     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64, nullptr, RowLayout::rows,
+     {kFromSeqLen}},
+};
+
+// The K cache, each key's rotary part read and rewritten.
+int64_t rotary_part(const Spec& s) { return int64_t(s.num_kv_heads) * s.rotary_dim; }
+constexpr auto kKCache = cache_rows<false, rotary_part, true>();
 
 // Old position of key t and, when given, its new one (host arrays; cu_seqlens already checked).
 std::pair<int64_t, int64_t> key_positions(const Spec& spec, const Args& a, int64_t t) {
@@ -37,17 +59,11 @@ std::pair<int64_t, int64_t> key_positions(const Spec& spec, const Args& a, int64
 // and the old rope parameters' run-time choices (check_unused_fields refuses the rope-only ones).
 int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   bind_positions(c, a, p);
-  p.out[kRoleK] = bind_cache(c, a.k_cache, a.k_cache_page_stride, "k_cache", "k_cache_page_stride", a.cache_num_pages);
+  bind_tensor_rows(c, a, p, kKCache);
   bind_cache_index(c, a, p);
   p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   p.cache_scale = c.spec.io.cache_dtype == CacheDType::auto_ ? 1.0f : a.k_scale;
-  if (c.spec.io.positions == PositionsForm::explicit_) {
-    check_aligned(a.new_positions, a.positions_type == PositionsType::int64 ? 8 : 4, "new_positions");
-    p.new_positions = a.new_positions;
-  } else {
-    check_aligned(a.new_start_pos, 8, "new_start_pos");
-    p.new_start_pos = reinterpret_cast<const i64*>(a.new_start_pos);
-  }
+  bind_tensor_rows(c, a, p, kNewPositions);
   require(a.from_seq_len >= 0 && a.from_seq_len <= kMaxPosition + 1, "from_seq_len",
           fmt::format("{} is not allowed: must be 0 (not given) or in [1, 2^31]", a.from_seq_len));
   const RunLength from = run_length_choices(c.spec, c.spec.from_rope, a.from_seq_len, "from_seq_len", c.any);
@@ -85,25 +101,9 @@ void check_host_op(const Spec& spec, const Args& a) {
 // written), the slot index.
 void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
   buffers_positions(s, shape, out);
-  const BoundField from_seq_len{"from_seq_len", needs_seq_len(s.from_rope) ? FieldUse::required : FieldUse::optional};
-  if (s.io.positions == PositionsForm::explicit_) {
-    const int bytes = shape.positions_type == PositionsType::int64 ? 8 : 4;
-    BufferDesc b{"new_positions", BufferKind::new_positions, shape.tokens, 1, 1, bytes, 1, false,
-                 bind_new_positions_ptr, {"T"}, {from_seq_len}};
-    b.use = FieldUse::optional;
-    out.push_back(b);
-  } else {
-    const bool varlen = s.io.positions == PositionsForm::varlen;
-    BufferDesc b{"new_start_pos", BufferKind::new_start_pos, varlen ? shape.batch : 1, 1, 1, 8, 1, false,
-                 bind_to<&ropejit_args::new_start_pos>, {varlen ? "B" : "1"}, {from_seq_len}};
-    b.use = FieldUse::optional;
-    out.push_back(b);
-  }
-  BufferDesc cache = cache_buffer(s, shape, true);
-  cache.moved_row_elements = int64_t(s.num_kv_heads) * s.rotary_dim;  // the rotary part, read and written
-  cache.also_read = true;
-  out.push_back(cache);
-  out.push_back(cache_index_buffer(s, shape));
+  buffers_tensor_rows(s, shape, kNewPositions, out);
+  buffers_tensor_rows(s, shape, kKCache, out);
+  buffers_cache_index(s, shape, out);
 }
 
 }  // namespace

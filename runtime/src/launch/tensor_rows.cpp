@@ -9,31 +9,47 @@ namespace ropejit::launch_detail {
 
 namespace {
 
-constexpr uint8_t kTokenDim = dim_symbol_id("T");
-
-// Dim i of a row at `shape` (dims after the first are the spec's: any shape will do).
+// Dim i of a row at `shape` (the spec's dims need none: any shape will do).
 int64_t dim(const Spec& spec, const TensorRow& r, size_t i, const LaunchShape& shape = {}) {
   return kDimSymbols[r.dim_ids[i]].value(spec, shape);
 }
 
-// Elements of one token row: the product of the dims after the first.
-int64_t row_elements(const Spec& spec, const TensorRow& r) {
-  int64_t n = 1;
-  for (size_t i = 1; i < r.dim_ids.size() && r.dim_ids[i] != kNoDim; ++i) n *= dim(spec, r, i);
+size_t rank(const TensorRow& r) {
+  size_t n = 0;
+  while (n < r.dim_ids.size() && r.dim_ids[n] != kNoDim) ++n;
   return n;
 }
 
-// Elements of the whole of a one-row tensor (a weight, a bias), or of one token row.
-int64_t dense_row(const Spec& spec, const TensorRow& r) {
-  return row_elements(spec, r) * (r.dim_ids[0] == kTokenDim ? 1 : dim(spec, r, 0));
+// The dims that count a row's rows: up to its first LaunchShape dim (T, B, pages: [3, T] is 3T rows
+// of one position), none for a weight or a bias (one row of every element).
+size_t row_dims(const TensorRow& r) {
+  for (size_t i = 0; i < rank(r); ++i)
+    if (kDimSymbols[r.dim_ids[i]].from_shape) return i + 1;
+  return 0;
+}
+
+int64_t product(const Spec& spec, const TensorRow& r, size_t from, size_t to, const LaunchShape& shape) {
+  int64_t n = 1;
+  for (size_t i = from; i < to; ++i) n *= dim(spec, r, i, shape);
+  return n;
+}
+
+// Elements of one row (padded: the heads of one (sequence, position), [H, D]).
+int64_t row_elements(const Spec& spec, const TensorRow& r, const LaunchShape& shape = {}) {
+  if (r.layout == RowLayout::padded) return dim(spec, r, 1) * dim(spec, r, 3);
+  return product(spec, r, row_dims(r), rank(r), shape);
+}
+
+// Rows of the whole tensor at `shape` (padded: B * S).
+int64_t row_count(const Spec& spec, const TensorRow& r, const LaunchShape& shape) {
+  if (r.layout == RowLayout::padded) return dim(spec, r, 0, shape) * dim(spec, r, 2, shape);
+  return product(spec, r, 0, row_dims(r), shape);
 }
 
 // The innermost dim: the elements of one head (the row itself for a rank-2 tensor).
 int64_t head_width(const Spec& spec, const TensorRow& r) {
-  if (r.dim_ids[1] == kNoDim) return 1;  // [T]: one element a token
-  size_t last = 1;
-  while (last + 1 < r.dim_ids.size() && r.dim_ids[last + 1] != kNoDim) ++last;
-  return dim(spec, r, last);
+  if (rank(r) < 2) return 1;  // [T]: one element a token
+  return dim(spec, r, rank(r) - 1);
 }
 
 int64_t stride_arg(const Args& a, size_t field) { return field == kNoArgsField ? 0 : field_integer(kArgsFields[field], a); }
@@ -67,7 +83,7 @@ TensorRef bind_head_strided(const FormContext& c, const TensorRow& r, void* ptr,
 // The q, k and v inputs (or bias rows) as views into each row of one packed tensor: head offsets
 // 0, Hq, Hq + Hkv.
 void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& view, ParamSlot slot, KernelParams& p) {
-  check_span(view.ptr, dense_row(c.spec, r) * c.esize, r.name);  // the k and v parts are offsets into its row
+  check_span(view.ptr, row_elements(c.spec, r) * c.esize, r.name);  // the k and v parts are offsets into its row
   char* base = static_cast<char*>(view.ptr);
   const int64_t first[3] = {0, c.Hq, c.Hq + c.Hkv};
   for (int role = kRoleQ; role <= kRoleV; ++role) {
@@ -77,14 +93,51 @@ void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& v
   }
 }
 
-// Bytes a row's pointer is aligned to: a vector of the storage dtype, else one element.
-int element_align(const FormContext& c, RowElement element) {
+bool fp8_q_output(const Spec& spec) { return spec.io.q_output_dtype != CacheDType::auto_; }
+bool nvfp4(const Spec& spec) { return spec.io.cache_dtype == CacheDType::nvfp4; }
+
+// Bytes a row's pointer is aligned to: a vector of its element type, else one element.
+int element_align(const FormContext& c, const Args& a, RowElement element) {
   switch (element) {
-    case RowElement::storage: return c.align;
-    case RowElement::fp32: return 4;
+    case RowElement::storage:
+    case RowElement::q_output: return c.align;
+    case RowElement::fp32:
+    case RowElement::int32: return 4;
     case RowElement::int64: return 8;
+    case RowElement::positions: return a.positions_type == PositionsType::int64 ? 8 : 4;
+    case RowElement::cache:  // NVFP4: rows of bytes, a vector's vec / 2 of them
+      return nvfp4(c.spec) ? c.vec / 2 : c.vec * cache_dtype_size(c.spec.io.cache_dtype, c.spec.dtype);
+    case RowElement::block_scale: return 1;
   }
   return c.align;
+}
+
+// Bytes of one element of a row's buffer.
+int element_bytes(const Spec& spec, const LaunchShape& shape, RowElement element) {
+  switch (element) {
+    case RowElement::storage: return dtype_size(spec.dtype);
+    case RowElement::q_output: return fp8_q_output(spec) ? 1 : dtype_size(spec.dtype);
+    case RowElement::fp32:
+    case RowElement::int32: return 4;
+    case RowElement::int64: return 8;
+    case RowElement::positions: return shape.positions_type == PositionsType::int64 ? 8 : 4;
+    case RowElement::cache: return cache_dtype_size(spec.io.cache_dtype, spec.dtype);
+    case RowElement::block_scale: return 1;
+  }
+  return dtype_size(spec.dtype);
+}
+
+// A paged cache's pages: its page stride resolved (vectors of codes; NVFP4: bytes) and the
+// caches' bytes within int64 (cache_num_pages pages of it).
+TensorRef bind_paged(const FormContext& c, const Args& a, const TensorRow& r, void* ptr) {
+  const int64_t page_stride = resolve_stride(stride_arg(a, r.stride_field), row_elements(c.spec, r),
+                                             nvfp4(c.spec) ? c.vec / 2 : c.vec, r.token_stride);
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(a.cache_num_pages, page_stride, &bytes) ||
+      __builtin_mul_overflow(bytes, int64_t{cache_dtype_size(c.spec.io.cache_dtype, c.spec.dtype)}, &bytes))
+    fail(r.token_stride, fmt::format("{} is not allowed: cache_num_pages {} pages of it overflow a 64-bit size",
+                                     page_stride, a.cache_num_pages));
+  return cache_tensor(c.spec, ptr, page_stride);
 }
 
 // Stores a row's checked view where `slot` says.
@@ -103,6 +156,14 @@ void store_view(const FormContext& c, const TensorRow& r, const TensorRef& view,
     case ParamSlot::norm_q: p.norm_weight[0] = view.ptr; return;
     case ParamSlot::norm_k: p.norm_weight[1] = view.ptr; return;
     case ParamSlot::slot_mapping: p.slot_mapping = static_cast<const i64*>(view.ptr); return;
+    case ParamSlot::positions: p.positions = view.ptr; return;
+    case ParamSlot::cu_seqlens: p.cu_seqlens = static_cast<const int32_t*>(view.ptr); return;
+    case ParamSlot::start_pos: p.start_pos = static_cast<const i64*>(view.ptr); return;
+    case ParamSlot::new_positions: p.new_positions = view.ptr; return;
+    case ParamSlot::new_start_pos: p.new_start_pos = static_cast<const i64*>(view.ptr); return;
+    case ParamSlot::block_tables: p.block_tables = static_cast<const int32_t*>(view.ptr); return;
+    case ParamSlot::scale_cache_k: p.cache_scale_out[0] = static_cast<float*>(view.ptr); return;
+    case ParamSlot::scale_cache_v: p.cache_scale_out[1] = static_cast<float*>(view.ptr); return;
     case ParamSlot::in_qkv:
     case ParamSlot::bias_qkv: bind_qkv_parts(c, r, view, slot, p); return;
   }
@@ -112,7 +173,12 @@ TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
   if ((c.any || (r.needed_without_tokens && r.needed_without_tokens(c.spec))) && r.use == FieldUse::required)
     check_present(ptr, r.name, r.why);
-  check_aligned(ptr, element_align(c, r.element), r.name);
+  check_aligned(ptr, element_align(c, a, r.element), r.name);
+  if (r.layout == RowLayout::paged) return bind_paged(c, a, r, ptr);
+  if (r.layout == RowLayout::padded) {  // [B, H, S, D]: rows D apart, heads S rows, sequences H heads
+    const int64_t S = a.max_seq_len, D = head_width(c.spec, r);
+    return TensorRef{ptr, D, S * D, dim(c.spec, r, 1) * S * D};
+  }
   if (!r.token_stride) return TensorRef{ptr, row_elements(c.spec, r), head_width(c.spec, r), 0};  // dense
   const int64_t token_stride = stride_arg(a, r.stride_field);
   if (r.head_stride)
@@ -136,23 +202,54 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
                          std::vector<BufferDesc>& out) {
   for (const TensorRow* r = rows; r != rows + n; ++r) {
     if (!r->used_by(spec)) continue;
-    // Token rows, or (a weight, a bias) one row of every element.
-    const bool tokens = r->dim_ids[0] == kTokenDim;
-    const int64_t row = dense_row(spec, *r);
-    BufferDesc b = data_buffer(spec, r->name, r->kind, tokens ? dim(spec, *r, 0, shape) : 1, row,
-                               r->moved ? r->moved(spec) : row, r->token_stride != nullptr, nullptr, r->dims,
-                               r->token_stride);
-    if (r->element == RowElement::fp32) {
-      b.element_bytes = 4;
-      b.fp32 = true;
-    } else if (r->element == RowElement::int64) {
-      b.element_bytes = 8;
+    const int64_t row = row_elements(spec, *r, shape);
+    BufferDesc b{r->name, r->kind, row_count(spec, *r, shape), row, row, element_bytes(spec, shape, r->element),
+                 r->moved ? r->moved(spec) : row, r->token_stride && r->layout != RowLayout::paged, r->dims};
+    size_t bound = 0;
+    auto add = [&](const char* name, FieldUse use) { b.bound.at(bound++) = {name, use}; };
+    if (r->token_stride) add(r->token_stride, FieldUse::optional);
+    if (r->head_stride) add(r->head_stride, FieldUse::optional);
+    for (const RowField& f : r->fields)
+      if (f.name) add(f.name, f.use_of ? f.use_of(spec) : f.use);
+    if (r->element == RowElement::q_output && fp8_q_output(spec)) {  // FP8 codes of q / q_scale
+      b.fp8 = spec.io.q_output_dtype;
+      if (!q_scale_computed(spec)) add("q_scale", FieldUse::required);
     }
-    if (r->head_stride) b.bound[1] = {r->head_stride, FieldUse::optional};
+    if (r->element == RowElement::block_scale) b.fp8 = CacheDType::fp8_e4m3;
+    b.fp32 = r->element == RowElement::fp32;
+    if (r->moved_rows_id != kNoDim) b.moved_rows = kDimSymbols[r->moved_rows_id].value(spec, shape);
     if (r->written) b.written_row_elements = r->written(spec);
+    b.also_read = r->also_read;
+    b.stride = r->token_stride;
+    b.head_stride = r->head_stride;
     b.use = r->use;
     out.push_back(b);
   }
+}
+
+namespace {
+
+// The Args fields a row's buffer may bind beside its pointer, each from the launch's shape.
+struct ShapeField {
+  std::string_view name;
+  void (*store)(Args& a, const LaunchShape& shape);
+};
+constexpr ShapeField kShapeFields[] = {
+    {"max_seq_len", [](Args& a, const LaunchShape& s) { a.max_seq_len = static_cast<int>(s.max_seq_len); }},
+    {"positions_type", [](Args& a, const LaunchShape& s) { a.positions_type = s.positions_type; }},
+    {"batch", [](Args& a, const LaunchShape& s) { a.batch = s.batch; }},
+    {"max_blocks_per_seq", [](Args& a, const LaunchShape& s) { a.max_blocks_per_seq = s.max_blocks_per_seq; }},
+    {"cache_num_pages", [](Args& a, const LaunchShape& s) { a.cache_num_pages = s.cache_pages; }},
+    {"k_scale", [](Args& a, const LaunchShape& s) { a.k_scale = s.k_scale; }},
+    {"v_scale", [](Args& a, const LaunchShape& s) { a.v_scale = s.v_scale; }},
+};
+
+}  // namespace
+
+void bind_row_fields(const BufferDesc& b, const LaunchShape& shape, Args& a) {
+  for (const BoundField& f : b.bound)
+    for (const ShapeField& field : kShapeFields)
+      if (f.name && field.name == f.name) field.store(a, shape);
 }
 
 }  // namespace ropejit::launch_detail

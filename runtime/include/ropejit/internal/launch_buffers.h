@@ -49,7 +49,9 @@ struct BoundField {
   FieldUse use = FieldUse::unused;
 };
 
-/// One buffer of one launch: its size, what a launch moves of it and where it goes in Args.
+/// One buffer of one launch (a tensor row's, runtime/src/launch/tensor_rows.h): its size, what a
+/// launch moves of it and where it goes in Args (the pointer field `name`, its stride_field(), the
+/// `bound` fields).
 struct BufferDesc {
   const char* name;             ///< "q", "k", "v", "qkv", "q_out", ..., "bias", "positions", ...
   BufferKind kind;
@@ -59,35 +61,27 @@ struct BufferDesc {
   int element_bytes;
   int64_t moved_row_elements;   ///< elements of a row a launch reads or writes (the tail may stay)
   bool token_rows;              ///< rows are tokens, so a wider row stride is allowed
-  /// Stores `ptr` (and the stride, 0 when dense) and the shape fields the buffer implies; null
-  /// (a tensor row's buffer): `ptr` into the field `name`, the stride into stride_field().
-  void (*bind)(Args& args, const LaunchShape& shape, void* ptr, int64_t stride);
   /// The dense shape in the dim symbols of ropejit/introspect.h ({"T", "Hq", "D"}); null: past the rank.
   std::array<const char*, 4> dims{};
-  std::array<BoundField, 3> bound{};  ///< the other fields `bind` fills
+  std::array<BoundField, 3> bound{};  ///< the other fields bind_buffers fills: strides, shape fields, scales
   int64_t moved_rows = -1;      ///< rows a launch moves, when not all (a cache: one slot per token)
   /// inout: elements of a moved row written back, when fewer than read (packed q in place with
   /// the k and v parts only read); -1: all of moved_row_elements.
   int64_t written_row_elements = -1;
   bool also_read = false;             ///< a cache the launch reads before it rewrites it (rerotate)
   FieldUse use = FieldUse::required;  ///< the pointer: required, or optional (null allowed)
-  CacheDType fp8 = CacheDType::auto_;  ///< an FP8 q_out's element type (caches: io.cache_dtype)
+  CacheDType fp8 = CacheDType::auto_;  ///< an FP8 q_out's or block scales' element type (caches: io.cache_dtype)
   bool fp32 = false;                   ///< float32 whatever the spec's dtype (q_scale_out)
+  const char* stride = nullptr;        ///< the Args field of its row (token or page) stride, also in `bound`
+  const char* head_stride = nullptr;   ///< the Args field of its head stride (heads any stride apart), or null
 
   /// True for q, k, v / qkv and the outputs: the per-launch data (others are shared tables).
   bool is_data() const {
     return kind == BufferKind::input || kind == BufferKind::inout || kind == BufferKind::output ||
            kind == BufferKind::cache;
   }
-  /// The bound field holding the row stride (token or page stride: named *_stride), or null.
-  const char* stride_field() const {
-    constexpr std::string_view kSuffix = "_stride";
-    for (const BoundField& f : bound) {
-      const std::string_view name = f.name ? f.name : "";
-      if (name.size() > kSuffix.size() && name.substr(name.size() - kSuffix.size()) == kSuffix) return f.name;
-    }
-    return nullptr;
-  }
+  /// The bound field holding the row stride (token or page stride), or null: dense rows only.
+  const char* stride_field() const { return stride; }
   /// True when a launch reads the buffer.
   bool is_read() const { return kind != BufferKind::output && (kind != BufferKind::cache || also_read); }
   /// Elements of a moved row a launch writes (0: read only).
