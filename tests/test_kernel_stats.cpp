@@ -380,7 +380,7 @@ static void expect_non_empty_reports(const std::vector<GateRow>& rows) {
 // Kernels whose warps take every shuffle together (shape.cuh warp_wide_shuffles, the all-heads
 // kernel) are compiled so that ptxas proves each warp converged at them: a plain SHFL, no
 // BRA.DIV / BRA.CONV check with a fallback call, no MATCH check of a mask (rope.cuh
-// rope_head_kernel's block-uniform passes; docs/architecture.md §5).
+// rope_head_kernel's block-uniform passes; docs/kernel-rules.md).
 TEST(KernelStats, WholeWarpShufflesHaveNoDivergentFallback) {
   const std::optional<std::string> tool = find_disassembler();
   if (!tool) {

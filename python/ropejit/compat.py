@@ -1,0 +1,295 @@
+"""Drop-in functions with other engines' call signatures, served by ropejit kernels.
+
+FlashInfer's RoPE family that computes the angles in the kernel (``flashinfer/rope.py``)::
+
+    from ropejit.compat import apply_rope_pos_ids          # was: from flashinfer import ...
+    q_rope, k_rope = apply_rope_pos_ids(q, k, pos_ids, rotary_dim=64, rope_theta=1e4)
+
+Each call builds the ropejit spec its arguments describe (heads and head_dim from q and k,
+``interleave`` → layout, ``rope_scale`` → linear scaling, the llama 3.1 arguments → rope_type
+``llama3``) and runs it through the registered torch ops ``ropejit::flashinfer_rope`` /
+``ropejit::flashinfer_rope_`` (on ``ropejit::apply_rope`` / ``apply_rope_``; fake implementations
+included: ``torch.compile(fullgraph=True)``, also with dynamic shapes, and CUDA graphs work). The
+``cos_sin_cache`` signatures (``apply_rope_with_cos_sin_cache``) are not here yet. docs/engines.md.
+"""
+import functools
+import math
+from typing import Any, List, Optional, Tuple
+
+import torch
+
+from . import _ropejit
+from .torch import TORCH_DTYPES, op_spec_json
+
+__all__ = ["apply_rope_pos_ids", "apply_rope_pos_ids_inplace", "apply_llama31_rope_pos_ids",
+           "apply_llama31_rope_pos_ids_inplace", "apply_rope", "apply_rope_inplace", "apply_llama31_rope",
+           "apply_llama31_rope_inplace"]
+
+ArgumentError = _ropejit.ArgumentError
+
+# FlashInfer rotates any position its int32/int64 ids hold; M only sizes ropejit's optional table.
+_MAX_POSITIONS = 131072
+_DTYPE_NAMES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
+_LIMIT = 1024  # ropejit's bound on head_dim and on each head count (docs/spec.md)
+
+
+# ------------------------------------------------------------------ argument checks
+
+def _check_tensors(q: Any, k: Any, ids: Tuple[Tuple[str, Any], ...]) -> None:
+    """Raises ArgumentError naming the argument when q, k or the position tensors are not FlashInfer's
+    forms: q [nnz, Hq, D], k [nnz, Hkv, D] of one dtype and device, int32/int64 1-D ids."""
+    for name, t in (("q", q), ("k", k)) + ids:
+        if not isinstance(t, torch.Tensor):
+            raise ArgumentError(f"{name}: a {type(t).__name__} is not a torch tensor")
+    for name, t, heads in (("q", q, "num_q_heads"), ("k", k, "num_kv_heads")):
+        if t.dim() != 3:
+            raise ArgumentError(f"{name}: shape {list(t.shape)} is not allowed: must be [nnz, {heads}, head_dim]")
+    if q.dtype not in _DTYPE_NAMES:
+        raise ArgumentError(f"q: dtype {q.dtype} is not allowed: "
+                            "must be torch.float16 | torch.bfloat16 | torch.float32")
+    if k.dtype != q.dtype:
+        raise ArgumentError(f"k: dtype {k.dtype} is not allowed: must be q's dtype {q.dtype}")
+    if k.shape[0] != q.shape[0] or k.shape[2] != q.shape[2]:
+        raise ArgumentError(f"k: shape {list(k.shape)} is not allowed: must be [nnz, num_kv_heads, head_dim] "
+                            f"= [{q.shape[0]}, num_kv_heads, {q.shape[2]}] (q is {list(q.shape)})")
+    for name, t in ids:
+        if t.dtype not in (torch.int32, torch.int64):
+            raise ArgumentError(f"{name}: dtype {t.dtype} is not allowed: must be torch.int32 | torch.int64")
+        if t.dim() != 1 or (name == "pos_ids" and t.shape[0] != q.shape[0]):
+            want = f"[nnz] = [{q.shape[0]}]" if name == "pos_ids" else "one-dimensional"
+            raise ArgumentError(f"{name}: shape {list(t.shape)} is not allowed: must be {want}")
+    for name, t in (("k", k),) + ids:
+        if t.device != q.device:
+            raise ArgumentError(f"{name} is on {t.device}, but q is on {q.device}")
+
+
+def _number(name: str, value: Any, minimum: float, strict: bool = False) -> float:
+    """value as a float, or ArgumentError naming `name` when it is not a finite number >= (>) minimum."""
+    # Comparisons rather than math.isfinite: torch.compile traces them (NaN fails both).
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and -math.inf < value < math.inf
+    if not ok or (value <= minimum if strict else value < minimum):
+        raise ArgumentError(f"{name}: {value!r} is not allowed: must be a finite number {'>' if strict else '>='} "
+                            f"{minimum:g}")
+    return float(value)
+
+
+def _rotary_dim(rotary_dim: Any, head_dim: int) -> int:
+    """FlashInfer's rotary_dim (None: the whole head) checked against ropejit's bounds."""
+    if rotary_dim is None:
+        if head_dim % 2:
+            raise ArgumentError(f"rotary_dim: None (the whole head_dim {head_dim}) is not allowed: head_dim is odd; "
+                                "pass an even rotary_dim < head_dim")
+        return head_dim
+    if not isinstance(rotary_dim, int) or isinstance(rotary_dim, bool) or rotary_dim % 2 \
+            or not 2 <= rotary_dim <= head_dim:
+        raise ArgumentError(f"rotary_dim: {rotary_dim!r} is not allowed: must be an even integer in [2, head_dim "
+                            f"= {head_dim}] or None")
+    return rotary_dim
+
+
+def _rope_block(rope_scale: Any, rope_theta: Any, llama31: Optional[Tuple[Any, Any, Any]]) -> dict:
+    """The spec's rope block for FlashInfer's scalar arguments (llama31: low_freq_factor,
+    high_freq_factor, old_context_len, or None for plain RoPE)."""
+    theta = _number("rope_theta", rope_theta, 0.0, strict=True)
+    # FlashInfer multiplies each frequency by 1 / rope_scale (pos_enc.cuh): ropejit's linear `factor`,
+    # which must be >= 1.
+    scale = _number("rope_scale", rope_scale, 1.0)
+    if llama31 is None:
+        block = {"rope_type": "default"} if scale == 1.0 else {"rope_type": "linear", "factor": scale}
+    else:
+        low_freq_factor, high_freq_factor, old_context_len = llama31
+        low = _number("low_freq_factor", low_freq_factor, 0.0, strict=True)
+        high = _number("high_freq_factor", high_freq_factor, low, strict=True)  # FlashInfer divides by high - low
+        if isinstance(old_context_len, float) and old_context_len.is_integer():
+            old_context_len = int(old_context_len)  # FlashInfer passes float(old_context_len) on
+        if not isinstance(old_context_len, int) or isinstance(old_context_len, bool) or old_context_len < 1:
+            raise ArgumentError(f"old_context_len: {old_context_len!r} is not allowed: must be an integer >= 1")
+        block = {"rope_type": "llama3", "factor": scale, "low_freq_factor": low, "high_freq_factor": high,
+                 "original_max_position_embeddings": old_context_len}
+    block["rope_theta"] = theta
+    return block
+
+
+def _check_geometry(q: torch.Tensor, k: torch.Tensor, rotary_dim: Any, interleave: Any) -> None:
+    """Raises ArgumentError for heads, head_dim, rotary_dim or interleave the spec cannot take."""
+    num_q_heads, num_kv_heads, head_dim = q.shape[1], k.shape[1], q.shape[2]
+    if num_q_heads > _LIMIT or num_kv_heads > _LIMIT or head_dim > _LIMIT or head_dim < 2:
+        raise ArgumentError(f"q: {num_q_heads} heads of {head_dim} (k: {num_kv_heads} heads) is not allowed: "
+                            f"head_dim must be in [2, {_LIMIT}] and each head count in [1, {_LIMIT}]")
+    if num_kv_heads < 1 or num_q_heads % num_kv_heads != 0:
+        raise ArgumentError(f"k: {num_kv_heads} heads is not allowed: num_kv_heads must divide q's num_q_heads "
+                            f"= {num_q_heads} (ropejit's grouped-query geometry)")
+    _rotary_dim(rotary_dim, head_dim)
+    if not isinstance(interleave, bool):
+        raise ArgumentError(f"interleave: {interleave!r} is not allowed: must be True | False")
+
+
+def _rope_list(rope_scale: Any, rope_theta: Any, llama31: Optional[Tuple[Any, Any, Any]]) -> List[float]:
+    """The op's rope argument, checked: [rope_scale, rope_theta] (+ the three llama 3.1 numbers)."""
+    _rope_block(rope_scale, rope_theta, llama31)
+    return [float(x) for x in (rope_scale, rope_theta) + tuple(llama31 or ())]
+
+
+@functools.lru_cache(maxsize=256)
+def _spec_json(num_q_heads: int, num_kv_heads: int, head_dim: int, dtype: str, rotary_dim: Optional[int],
+               interleave: bool, rope: Tuple[float, ...], inplace: bool) -> str:
+    """The ropejit op's canonical spec JSON for one call's geometry and scalars (cached)."""
+    llama31 = tuple(rope[2:]) if len(rope) == 5 else None
+    spec = {"name": "flashinfer-compat", "head_dim": head_dim, "rotary_dim": _rotary_dim(rotary_dim, head_dim),
+            "num_q_heads": num_q_heads, "num_kv_heads": num_kv_heads,
+            "layout": "interleaved" if interleave else "neox", "dtype": dtype,
+            "max_position_embeddings": _MAX_POSITIONS, "rope": _rope_block(rope[0], rope[1], llama31)}
+    return op_spec_json(spec, inplace=inplace)
+
+
+def _op_spec_json(q: torch.Tensor, k: torch.Tensor, rotary_dim: Optional[int], interleave: bool,
+                  rope: List[float], inplace: bool) -> str:
+    return _spec_json(q.shape[1], k.shape[1], q.shape[2], _DTYPE_NAMES[q.dtype], rotary_dim, interleave,
+                      tuple(rope), inplace)
+
+
+# The spec depends on q's and k's head counts, which torch.compile may hold symbolic (dynamic=True):
+# these ops take FlashInfer's scalars and build the spec from the real tensors when they run.
+@torch.library.custom_op("ropejit::flashinfer_rope", mutates_args=())
+def _flashinfer_rope(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotary_dim: Optional[int],
+                     interleave: bool, rope: List[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    return torch.ops.ropejit.apply_rope(q, k, positions, _op_spec_json(q, k, rotary_dim, interleave, rope, False),
+                                        None)
+
+
+@_flashinfer_rope.register_fake
+def _flashinfer_rope_fake(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotary_dim: Optional[int],
+                          interleave: bool, rope: List[float]) -> Tuple[torch.Tensor, torch.Tensor]:
+    return q.new_empty(q.shape), k.new_empty(k.shape)
+
+
+@torch.library.custom_op("ropejit::flashinfer_rope_", mutates_args=("q", "k"))
+def _flashinfer_rope_inplace(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor, rotary_dim: Optional[int],
+                             interleave: bool, rope: List[float]) -> None:
+    torch.ops.ropejit.apply_rope_(q, k, positions, _op_spec_json(q, k, rotary_dim, interleave, rope, True), None)
+
+
+@_flashinfer_rope_inplace.register_fake
+def _flashinfer_rope_inplace_fake(q: torch.Tensor, k: torch.Tensor, positions: torch.Tensor,
+                                  rotary_dim: Optional[int], interleave: bool, rope: List[float]) -> None:
+    return None
+
+
+def _run(q: Any, k: Any, positions_of: Any, ids: Tuple[Tuple[str, Any], ...], rotary_dim: Any, interleave: Any,
+         rope: Tuple[Any, Any, Any], inplace: bool) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """Checks every argument (ArgumentError naming it), then runs the functional or in-place op at
+    the positions positions_of() gives."""
+    _check_tensors(q, k, ids)
+    _check_geometry(q, k, rotary_dim, interleave)
+    rope_list = _rope_list(*rope)
+    positions = positions_of()
+    if inplace:
+        torch.ops.ropejit.flashinfer_rope_(q, k, positions, rotary_dim, interleave, rope_list)
+        return None
+    return torch.ops.ropejit.flashinfer_rope(q, k, positions, rotary_dim, interleave, rope_list)
+
+
+def _ragged_positions(q: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor) -> torch.Tensor:
+    """Per-token positions of FlashInfer's ragged form: token t of segment b (indptr[b] <= t <
+    indptr[b + 1]) is at offsets[b] + t - indptr[b] (pos_enc.cuh, BatchQKApplyRotaryKernel)."""
+    if indptr.shape[0] != offsets.shape[0] + 1 or offsets.shape[0] < 1:
+        raise ArgumentError(f"indptr: shape {list(indptr.shape)} is not allowed: must be [batch_size + 1] = "
+                            f"[{offsets.shape[0] + 1}] (offsets is {list(offsets.shape)}; batch_size >= 1)")
+    if indptr.dtype != offsets.dtype:
+        raise ArgumentError(f"offsets: dtype {offsets.dtype} is not allowed: must be indptr's dtype {indptr.dtype}")
+    tokens = torch.arange(q.shape[0], device=q.device, dtype=indptr.dtype)
+    # searchsorted keeps the graph free of data-dependent sizes; clamp keeps tokens past indptr[-1]
+    # (FlashInfer leaves them unwritten; its docs require nnz = indptr[-1]) inside the arrays.
+    segment = torch.searchsorted(indptr[1:], tokens, right=True).clamp(max=offsets.shape[0] - 1)
+    return offsets[segment] + tokens - indptr[segment]
+
+
+# ------------------------------------------------------------------ FlashInfer: pos_ids
+
+def apply_rope_pos_ids(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor, rotary_dim: Optional[int] = None,
+                       interleave: bool = False, rope_scale: float = 1,
+                       rope_theta: float = 1e4) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashInfer's ``apply_rope_pos_ids``: returns (q_rope, k_rope), new tensors.
+
+    q ``[nnz, Hq, D]``, k ``[nnz, Hkv, D]`` (fp16, bf16 or fp32, one dtype; Hkv divides Hq),
+    pos_ids int32/int64 ``[nnz]``. The first ``rotary_dim`` (default D) elements of each head
+    rotate: pairs (i, i + rotary_dim/2), or (2i, 2i+1) when ``interleave``; frequencies
+    ``1 / rope_theta^(2i/rotary_dim) / rope_scale`` (rope_scale >= 1). Raises ArgumentError naming
+    the argument otherwise."""
+    return _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+                (rope_scale, rope_theta, None), False)
+
+
+def apply_rope_pos_ids_inplace(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor,
+                               rotary_dim: Optional[int] = None, interleave: bool = False,
+                               rope_scale: float = 1, rope_theta: float = 1e4) -> None:
+    """FlashInfer's ``apply_rope_pos_ids_inplace``: :func:`apply_rope_pos_ids` written into q and k;
+    returns None. Each token's heads must be one dense row (tokens may be strided, as q and k
+    sliced from a packed QKV tensor)."""
+    _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+         (rope_scale, rope_theta, None), True)
+
+
+def apply_llama31_rope_pos_ids(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor,
+                               rotary_dim: Optional[int] = None, interleave: bool = False, rope_scale: float = 8,
+                               rope_theta: float = 5e5, low_freq_factor: float = 1, high_freq_factor: float = 4,
+                               old_context_len: int = 8192) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashInfer's ``apply_llama31_rope_pos_ids``: :func:`apply_rope_pos_ids` with Llama 3.1's
+    frequency smoothing (ropejit rope_type ``llama3``: factor = rope_scale,
+    original_max_position_embeddings = old_context_len); returns (q_rope, k_rope).
+    high_freq_factor must exceed low_freq_factor (FlashInfer divides by their difference)."""
+    return _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+                (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len)), False)
+
+
+def apply_llama31_rope_pos_ids_inplace(q: torch.Tensor, k: torch.Tensor, pos_ids: torch.Tensor,
+                                       rotary_dim: Optional[int] = None, interleave: bool = False,
+                                       rope_scale: float = 8, rope_theta: float = 5e5, low_freq_factor: float = 1,
+                                       high_freq_factor: float = 4, old_context_len: int = 8192) -> None:
+    """FlashInfer's ``apply_llama31_rope_pos_ids_inplace``: :func:`apply_llama31_rope_pos_ids`
+    written into q and k; returns None."""
+    _run(q, k, lambda: pos_ids, (("pos_ids", pos_ids),), rotary_dim, interleave,
+         (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len)), True)
+
+
+# ------------------------------------------------------------------ FlashInfer: ragged (indptr, offsets)
+
+def _ragged(q: torch.Tensor, k: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor, rotary_dim: Any,
+            interleave: Any, rope: Tuple, inplace: bool) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    return _run(q, k, lambda: _ragged_positions(q, indptr, offsets), (("indptr", indptr), ("offsets", offsets)),
+                rotary_dim, interleave, rope, inplace)
+
+
+def apply_rope(q: torch.Tensor, k: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor,
+               rotary_dim: Optional[int] = None, interleave: bool = False, rope_scale: float = 1,
+               rope_theta: float = 1e4) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashInfer's ``apply_rope`` (ragged batch): segment b is tokens indptr[b] .. indptr[b+1] - 1
+    at positions offsets[b], offsets[b] + 1, ...; indptr ``[batch_size + 1]`` and offsets
+    ``[batch_size]`` of one int dtype, indptr[-1] = nnz. Otherwise as :func:`apply_rope_pos_ids`."""
+    return _ragged(q, k, indptr, offsets, rotary_dim, interleave, (rope_scale, rope_theta, None), False)
+
+
+def apply_rope_inplace(q: torch.Tensor, k: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor,
+                       rotary_dim: Optional[int] = None, interleave: bool = False, rope_scale: float = 1,
+                       rope_theta: float = 1e4) -> None:
+    """FlashInfer's ``apply_rope_inplace``: :func:`apply_rope` written into q and k; returns None."""
+    _ragged(q, k, indptr, offsets, rotary_dim, interleave, (rope_scale, rope_theta, None), True)
+
+
+def apply_llama31_rope(q: torch.Tensor, k: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor,
+                       rotary_dim: Optional[int] = None, interleave: bool = False, rope_scale: float = 8,
+                       rope_theta: float = 5e5, low_freq_factor: float = 1, high_freq_factor: float = 4,
+                       old_context_len: int = 8192) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashInfer's ``apply_llama31_rope``: the ragged form of :func:`apply_llama31_rope_pos_ids`."""
+    rope = (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len))
+    return _ragged(q, k, indptr, offsets, rotary_dim, interleave, rope, False)
+
+
+def apply_llama31_rope_inplace(q: torch.Tensor, k: torch.Tensor, indptr: torch.Tensor, offsets: torch.Tensor,
+                               rotary_dim: Optional[int] = None, interleave: bool = False, rope_scale: float = 8,
+                               rope_theta: float = 5e5, low_freq_factor: float = 1, high_freq_factor: float = 4,
+                               old_context_len: int = 8192) -> None:
+    """FlashInfer's ``apply_llama31_rope_inplace``: :func:`apply_llama31_rope` written into q and k;
+    returns None."""
+    rope = (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len))
+    _ragged(q, k, indptr, offsets, rotary_dim, interleave, rope, True)

@@ -1,0 +1,289 @@
+"""ropejit.compat: FlashInfer's RoPE drop-ins against a float64 reference written from FlashInfer's
+own math, their in-place forms, the ragged (indptr, offsets) form, torch.compile and errors; CPU
+tensors on the host backend.
+
+The reference follows FlashInfer's kernel (include/flashinfer/pos_enc.cuh, commit fb28d72):
+frequency j of a head is ``rope_theta^(-2·(j mod rotary_dim/2)/rotary_dim)`` (neox) or
+``rope_theta^(-2·floor(j/2)/rotary_dim)`` (interleave), a float (lines 593-597); it is then
+``(1 − s)·freq/rope_scale + s·freq`` with ``s = clamp(freq·a + b, 0, 1)``, where a = b = 0 for plain
+RoPE and ``a = old_context_len / (2π(high − low))``, ``b = −1 / (high/low − 1)`` for Llama 3.1
+(lines 600-602, 1397-1400, 1538-1539; tests/test_helpers/rope_reference.py ``apply_scaling`` is
+the same smoothing); the angle is ``float(pos) · freq`` (line 615), and the pairs are
+``(x[i], x[i + rotary_dim/2])`` or ``(x[2i], x[2i+1])`` rotated as ``(x1·cos − x2·sin, x2·cos + x1·sin)``
+(``vec_apply_llama_rope_cos_sin`` and ``_interleave``; rope_reference.py ``RotaryEmbedding``).
+"""
+import math
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed: ropejit.compat is not tested")
+
+import ropejit  # noqa: E402
+from ropejit import compat  # noqa: E402
+# test_torch's fixtures: the session's host runtime for the ops, a generator seeded by the test's name.
+from test_torch import gen, heads as randn, host_runtime  # noqa: E402,F401
+
+DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# Relative to max(1, |expected|), past each element's angle slack (reference()): fp32 arithmetic;
+# fp16 / bf16 one rounding of the output.
+TOLERANCE = {"fp32": 2e-5, "fp16": 2e-3, "bf16": 1.6e-2}
+LLAMA31_DEFAULTS = dict(rope_scale=8.0, rope_theta=5e5, low_freq_factor=1.0, high_freq_factor=4.0,
+                        old_context_len=8192)
+
+
+# ------------------------------------------------------------------ the float64 reference
+
+def reference_freqs(rotary_dim, rope_scale=1.0, rope_theta=1e4, llama31=None):
+    """FlashInfer's per-pair frequencies (float32 values, as its kernel holds them) as float64."""
+    i = np.arange(rotary_dim // 2, dtype=np.float64)
+    freq = np.float32(rope_theta) ** (-2.0 * i / rotary_dim)
+    freq = freq.astype(np.float32).astype(np.float64)
+    if llama31 is None:
+        smooth = np.zeros_like(freq)
+    else:
+        low, high, old = llama31
+        wavelen = 2 * math.pi / freq
+        smooth = np.clip((old / wavelen - low) / (high - low), 0.0, 1.0)
+    freq = (1 - smooth) * (freq / rope_scale) + smooth * freq
+    return freq.astype(np.float32)
+
+
+def reference(x, pos, rotary_dim, interleave, **rope):
+    """x [nnz, H, D] rotated at positions pos [nnz] in float64 (the tail past rotary_dim stays), and
+    each element's angle slack: |pair| · angle · 2^-22, what four float32 ulps of the frequency move it
+    (FlashInfer's __powf and 1/rope_scale, ropejit's HF order 1/theta^x and freq/factor differ so)."""
+    llama31 = None
+    if "low_freq_factor" in rope:
+        llama31 = (rope.pop("low_freq_factor"), rope.pop("high_freq_factor"), rope.pop("old_context_len"))
+    freq = reference_freqs(rotary_dim, llama31=llama31, **rope)
+    angle = (pos.numpy().astype(np.float32)[:, None] * freq[None, :]).astype(np.float64)  # float(pos) * freq
+    cos, sin = np.cos(angle)[:, None, :], np.sin(angle)[:, None, :]
+    out = x.double().numpy().copy()
+    half = rotary_dim // 2
+    even, odd = (out[..., 0:rotary_dim:2], out[..., 1:rotary_dim:2]) if interleave else \
+        (out[..., :half], out[..., half:rotary_dim])
+    slack = np.zeros_like(out)
+    pair_slack = np.hypot(even, odd) * angle[:, None, :] * 2.0 ** -22
+    if interleave:
+        slack[..., 0:rotary_dim:2] = slack[..., 1:rotary_dim:2] = pair_slack
+    else:
+        slack[..., :half] = slack[..., half:rotary_dim] = pair_slack
+    if interleave:
+        x1, x2 = out[..., 0:rotary_dim:2].copy(), out[..., 1:rotary_dim:2].copy()
+        out[..., 0:rotary_dim:2], out[..., 1:rotary_dim:2] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    else:
+        x1, x2 = out[..., :half].copy(), out[..., half:rotary_dim].copy()
+        out[..., :half], out[..., half:rotary_dim] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    return out, slack
+
+
+def assert_matches(actual, expected, dtype, what):
+    want, slack = expected
+    got = actual.double().numpy()
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    error = (np.abs(got - want) - slack) / np.maximum(1.0, np.abs(want))
+    assert error.max() <= TOLERANCE[dtype], f"{what}: error {error.max():.3g} > {TOLERANCE[dtype]} ({dtype})"
+
+
+# ------------------------------------------------------------------ the pos_ids family
+
+FAMILIES = {  # name: (out-of-place, in-place, the rope arguments passed)
+    "rope": (compat.apply_rope_pos_ids, compat.apply_rope_pos_ids_inplace, dict(rope_theta=1e4)),
+    "rope_scaled": (compat.apply_rope_pos_ids, compat.apply_rope_pos_ids_inplace,
+                    dict(rope_scale=2.5, rope_theta=5e5)),
+    "llama31": (compat.apply_llama31_rope_pos_ids, compat.apply_llama31_rope_pos_ids_inplace,
+                dict(rope_scale=8.0, rope_theta=5e5, low_freq_factor=1.0, high_freq_factor=4.0,
+                     old_context_len=2048)),
+}
+GEOMETRIES = {"h3-1_d64_r32": (3, 1, 64, 32), "h4-2_d80_full": (4, 2, 80, None), "h2-2_d64_r48": (2, 2, 64, 48)}
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("geometry", list(GEOMETRIES))
+@pytest.mark.parametrize("interleave", [False, True], ids=["neox", "interleave"])
+@pytest.mark.parametrize("family", list(FAMILIES))
+def test_pos_ids_matches_reference(gen, dtype, geometry, interleave, family):
+    functional, inplace, rope = FAMILIES[family]
+    hq, hkv, head_dim, rotary_dim = GEOMETRIES[geometry]
+    nnz = 37
+    q, k = randn(gen, nnz, hq, head_dim, dtype=DTYPES[dtype]), randn(gen, nnz, hkv, head_dim, dtype=DTYPES[dtype])
+    pos_ids = torch.randint(0, 4096, (nnz,), generator=gen, dtype=torch.int32 if hq == 3 else torch.int64)
+    q_before, k_before = q.clone(), k.clone()
+    q_rope, k_rope = functional(q, k, pos_ids, rotary_dim=rotary_dim, interleave=interleave, **rope)
+    assert torch.equal(q, q_before) and torch.equal(k, k_before), "the functional form changed its inputs"
+    assert (q_rope.dtype, k_rope.dtype) == (q.dtype, k.dtype)
+    rd = rotary_dim or head_dim
+    assert_matches(q_rope, reference(q, pos_ids, rd, interleave, **rope), dtype, "q_rope")
+    assert_matches(k_rope, reference(k, pos_ids, rd, interleave, **rope), dtype, "k_rope")
+    # In place: the same values written into q and k, None returned (as FlashInfer).
+    assert inplace(q, k, pos_ids, rotary_dim, interleave, **rope) is None
+    assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
+
+
+def test_defaults_are_flashinfers(gen):
+    q, k = randn(gen, 9, 4, 64), randn(gen, 9, 2, 64)
+    pos_ids = torch.randint(0, 100000, (9,), generator=gen)
+    for got, x in zip(compat.apply_rope_pos_ids(q, k, pos_ids), (q, k)):  # rope_scale 1, rope_theta 1e4
+        assert_matches(got, reference(x, pos_ids, 64, False, rope_theta=1e4), "fp32", "apply_rope_pos_ids")
+    explicit = compat.apply_llama31_rope_pos_ids(q, k, pos_ids, 64, False, **LLAMA31_DEFAULTS)
+    for got, want, x in zip(compat.apply_llama31_rope_pos_ids(q, k, pos_ids), explicit, (q, k)):
+        assert torch.equal(got, want)
+        assert_matches(got, reference(x, pos_ids, 64, False, **LLAMA31_DEFAULTS), "fp32", "apply_llama31")
+
+
+def test_inplace_on_slices_of_packed_qkv(gen):
+    # FlashInfer's docstring example: q and k are column slices of one [nnz, (Hq + 2 Hkv) D] tensor.
+    nnz, hq, hkv, d = 21, 4, 2, 64
+    packed = randn(gen, nnz, (hq + 2 * hkv) * d, dtype=torch.bfloat16)
+    q = packed[:, :hq * d].reshape(nnz, hq, d)
+    k = packed[:, hq * d:(hq + hkv) * d].reshape(nnz, hkv, d)
+    v_before = packed[:, (hq + hkv) * d:].clone()
+    pos_ids = torch.randint(0, 4096, (nnz,), generator=gen)
+    q_rope, k_rope = compat.apply_llama31_rope_pos_ids(q, k, pos_ids, interleave=True)
+    compat.apply_llama31_rope_pos_ids_inplace(q, k, pos_ids, interleave=True)
+    assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
+    assert torch.equal(packed[:, (hq + hkv) * d:], v_before), "v changed"
+
+
+# ------------------------------------------------------------------ the ragged form
+
+def ragged_positions(indptr, offsets):
+    """Per-token positions, segment by segment, as FlashInfer's BatchQKApplyRotaryKernel walks them."""
+    pos = []
+    for b in range(len(offsets)):
+        pos += [int(offsets[b]) + i for i in range(int(indptr[b + 1] - indptr[b]))]
+    return torch.tensor(pos)
+
+
+@pytest.mark.parametrize("family", ["rope", "llama31"])
+def test_ragged_form_rotates_segments_from_their_offsets(gen, family):
+    functional, inplace = {"rope": (compat.apply_rope, compat.apply_rope_inplace),
+                           "llama31": (compat.apply_llama31_rope, compat.apply_llama31_rope_inplace)}[family]
+    indptr = torch.tensor([0, 5, 5, 20, 37], dtype=torch.int32)  # an empty segment among them
+    offsets = torch.tensor([0, 7, 1000, 3], dtype=torch.int32)
+    q, k = randn(gen, 37, 3, 80, dtype=torch.float16), randn(gen, 37, 1, 80, dtype=torch.float16)
+    pos = ragged_positions(indptr, offsets)
+    rope = FAMILIES[family][2]
+    q_rope, k_rope = functional(q, k, indptr, offsets, rotary_dim=32, **rope)
+    assert_matches(q_rope, reference(q, pos, 32, False, **rope), "fp16", "q_rope")
+    assert_matches(k_rope, reference(k, pos, 32, False, **rope), "fp16", "k_rope")
+    assert inplace(q, k, indptr.long(), offsets.long(), 32, False, **rope) is None
+    assert torch.equal(q, q_rope) and torch.equal(k, k_rope)
+
+
+# ------------------------------------------------------------------ torch.compile and fake tensors
+
+def test_torch_compile_fullgraph_matches_eager(gen):
+    def step(q, k, pos_ids):
+        q_rope, k_rope = compat.apply_rope_pos_ids(q, k, pos_ids, rotary_dim=32, rope_theta=5e5)
+        compat.apply_llama31_rope_pos_ids_inplace(q_rope, k_rope, pos_ids, 32, True)
+        return q_rope, k_rope
+
+    q, k = randn(gen, 11, 3, 64), randn(gen, 11, 1, 64)
+    pos_ids = torch.randint(0, 4096, (11,), generator=gen)
+    compiled = torch.compile(step, fullgraph=True)  # inductor: the graph is the ops alone, no C++ to build
+    for got, want in zip(compiled(q, k, pos_ids), step(q, k, pos_ids)):
+        assert torch.equal(got, want)
+
+
+def test_torch_compile_dynamic_shapes(gen):
+    def step(q, k, indptr, offsets, pos_ids):
+        q_rope, k_rope = compat.apply_rope(q, k, indptr, offsets, interleave=True)
+        compat.apply_llama31_rope_pos_ids_inplace(q_rope, k_rope, pos_ids, rotary_dim=32)
+        return q_rope, k_rope
+
+    # dynamic=True: every dim symbolic, the head counts too (the ops build the spec when they run).
+    compiled = torch.compile(step, fullgraph=True, dynamic=True, backend="aot_eager")
+    for nnz, hq in ((13, 2), (29, 4)):
+        q, k = randn(gen, nnz, hq, 64), randn(gen, nnz, 2, 64)
+        indptr = torch.tensor([0, 4, nnz], dtype=torch.int64)
+        offsets = torch.randint(0, 500, (2,), generator=gen)
+        pos_ids = torch.randint(0, 9000, (nnz,), generator=gen)
+        for got, want in zip(compiled(q, k, indptr, offsets, pos_ids), step(q, k, indptr, offsets, pos_ids)):
+            assert torch.equal(got, want)
+
+
+def test_opcheck(gen):
+    q, k = randn(gen, 6, 4, 64), randn(gen, 6, 2, 64)
+    pos_ids = torch.randint(0, 4096, (6,), generator=gen)
+    for op in (torch.ops.ropejit.flashinfer_rope.default, torch.ops.ropejit.flashinfer_rope_.default):
+        torch.library.opcheck(op, (q.clone(), k.clone(), pos_ids, 32, True, [8.0, 5e5, 1.0, 4.0, 8192.0]))
+
+
+def test_fake_tensor_mode_gives_shapes_and_dtypes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        q, k = torch.empty(5, 4, 64, dtype=torch.bfloat16), torch.empty(5, 2, 64, dtype=torch.bfloat16)
+        q_rope, k_rope = compat.apply_llama31_rope_pos_ids(q, k, torch.zeros(5, dtype=torch.int32))
+        assert (q_rope.shape, q_rope.dtype, k_rope.shape) == (q.shape, q.dtype, k.shape)
+
+
+# ------------------------------------------------------------------ errors
+
+Q, K, POS = torch.zeros(5, 4, 64), torch.zeros(5, 2, 64), torch.zeros(5, dtype=torch.int32)
+IDX = torch.tensor([0, 5], dtype=torch.int32)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: compat.apply_rope_pos_ids(Q, K.half(), POS), r"k: dtype torch.float16 is not allowed: must be q's dtype"),
+    (lambda: compat.apply_rope_pos_ids(Q.double(), K.double(), POS), r"q: dtype torch.float64 is not allowed"),
+    (lambda: compat.apply_rope_pos_ids(Q[0], K, POS), r"q: shape \[4, 64\] is not allowed: must be \[nnz"),
+    (lambda: compat.apply_rope_pos_ids(Q, K[:3], POS), r"k: shape \[3, 2, 64\] is not allowed"),
+    (lambda: compat.apply_rope_pos_ids(Q, K[..., :32], POS), r"k: shape \[5, 2, 32\] is not allowed"),
+    (lambda: compat.apply_rope_pos_ids(Q, torch.zeros(5, 3, 64), POS),
+     r"k: 3 heads is not allowed: num_kv_heads must divide"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS.float()),
+     r"pos_ids: dtype torch.float32 is not allowed: must be torch.int32"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS[None]), r"pos_ids: shape \[1, 5\] is not allowed: must be \[nnz\]"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS[:4]), r"pos_ids: shape \[4\] is not allowed: must be \[nnz\] = \[5\]"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS, rotary_dim=33), r"rotary_dim: 33 is not allowed: must be an even"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS, rotary_dim=128), r"rotary_dim: 128 is not allowed.*head_dim = 64"),
+    (lambda: compat.apply_rope_pos_ids(Q[..., :63], K[..., :63], POS), r"rotary_dim: None .*head_dim 63\) .* odd"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS, interleave=1),
+     r"interleave: 1 is not allowed: must be True \| False"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS, rope_scale=0.5),
+     r"rope_scale: 0.5 is not allowed: must be a finite number >= 1"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS, rope_theta=0),
+     r"rope_theta: 0 is not allowed: must be a finite number > 0"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS, rope_theta=math.inf), r"rope_theta: inf is not allowed"),
+    (lambda: compat.apply_llama31_rope_pos_ids(Q, K, POS, low_freq_factor=4.0),
+     r"high_freq_factor: 4 is not allowed: must be a finite number > 4"),
+    (lambda: compat.apply_llama31_rope_pos_ids(Q, K, POS, old_context_len=0),
+     r"old_context_len: 0 is not allowed: must be an integer >= 1"),
+    (lambda: compat.apply_rope(Q, K, IDX, IDX),
+     r"indptr: shape \[2\] is not allowed: must be \[batch_size \+ 1\] = \[3\]"),
+    (lambda: compat.apply_rope(Q, K, IDX, IDX[:1].long()),
+     r"offsets: dtype torch.int64 is not allowed: must be indptr's dtype"),
+    (lambda: compat.apply_rope_pos_ids("q", K, POS), r"q: a str is not a torch tensor"),
+    (lambda: compat.apply_rope_pos_ids(Q, K.to("meta"), POS), r"k is on meta, but q is on cpu"),
+    (lambda: compat.apply_rope_pos_ids(Q, K, POS, rope_scale=math.nan), r"rope_scale: nan is not allowed"),
+])
+def test_errors_name_the_argument(call, message):
+    with pytest.raises(ropejit.ArgumentError, match=message):
+        call()
+
+
+def test_inplace_refuses_heads_that_are_not_one_row(gen):
+    q = randn(gen, 5, 4, 128)[..., :64]  # each head strided: FlashInfer's kernel takes it, ropejit's in-place op not
+    k = randn(gen, 5, 2, 64)
+    with pytest.raises(ropejit.ArgumentError, match=r"q: strides \[512, 128, 1\] are not allowed in place"):
+        compat.apply_rope_pos_ids_inplace(q, k, torch.zeros(5, dtype=torch.int32))
+    q_rope, _ = compat.apply_rope_pos_ids(q, k, torch.zeros(5, dtype=torch.int32))  # out of place: copied first
+    assert torch.equal(q_rope, q)  # position 0 rotates by nothing
+
+
+# ------------------------------------------------------------------ FlashInfer itself, where it runs
+
+def test_agrees_with_flashinfer(gen):
+    flashinfer = pytest.importorskip("flashinfer", reason="flashinfer is not installed: no side-by-side check")
+    if not torch.cuda.is_available():
+        pytest.skip("flashinfer's kernels need a CUDA GPU: no side-by-side check")
+    q, k = randn(gen, 37, 4, 128, dtype=torch.bfloat16).cuda(), randn(gen, 37, 2, 128, dtype=torch.bfloat16).cuda()
+    pos_ids = torch.randint(0, 8192, (37,), generator=gen).cuda()
+    for name, args in (("apply_rope_pos_ids", dict(rotary_dim=64, interleave=True, rope_scale=2.0)),
+                       ("apply_llama31_rope_pos_ids", dict(rotary_dim=128))):
+        for ours, theirs in zip(getattr(compat, name)(q, k, pos_ids, **args),
+                                getattr(flashinfer, name)(q, k, pos_ids, **args)):
+            torch.testing.assert_close(ours, theirs, rtol=1.6e-2, atol=1.6e-2)
