@@ -95,13 +95,14 @@ TEST(ArgsFields, TableListsTheCApiFieldsInOrder) {
 }
 
 TEST(ArgsFields, OlderStructSizesEndBeforeEachLaterGeneration) {
-  ASSERT_EQ(kArgsGenerations, 7);
+  ASSERT_EQ(kArgsGenerations, 8);
   EXPECT_EQ(kArgsOlderSizes[0], offsetof(ropejit_args, q_norm_weight));
   EXPECT_EQ(kArgsOlderSizes[1], offsetof(ropejit_args, k_cache));
   EXPECT_EQ(kArgsOlderSizes[2], offsetof(ropejit_args, new_positions));
   EXPECT_EQ(kArgsOlderSizes[3], offsetof(ropejit_args, kv_c));
   EXPECT_EQ(kArgsOlderSizes[4], offsetof(ropejit_args, k_nope));
   EXPECT_EQ(kArgsOlderSizes[5], offsetof(ropejit_args, q_scale));
+  EXPECT_EQ(kArgsOlderSizes[6], offsetof(ropejit_args, cos_sin_cache));
   for (size_t size : kArgsOlderSizes)
     EXPECT_NO_THROW(c_api::check_struct_size(size, sizeof(ropejit_args), "ropejit_args", kArgsOlderSizes.data(),
                                              kArgsOlderSizes.size()));

@@ -23,15 +23,15 @@ ARRAY_FIELDS: Tuple[str, ...] = tuple(_ropejit.array_fields())
 
 
 def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
-                  max_blocks_per_seq: int) -> List[Dict[str, Any]]:
+                  max_blocks_per_seq: int, cos_sin_rows: int = 0) -> List[Dict[str, Any]]:
     """The C++ library's list of launch arguments of `spec` at these sizes (one source of truth)."""
     return _ropejit.launch_fields(spec._spec, tokens, batch, max_seq_len, positions_type, cache_pages,
-                                  max_blocks_per_seq)
+                                  max_blocks_per_seq, cos_sin_rows)
 
 
 # Dim symbols whose sizes a call reads off the arrays it is given (dim_value's LaunchShape sizes),
 # in the order they are trusted: cu_seqlens' B + 1 before another array's B.
-_SHAPE_DIMS = ("B+1", "B", "S", "pages", "max_blocks_per_seq")
+_SHAPE_DIMS = ("B+1", "B", "S", "pages", "max_blocks_per_seq", "cos_sin_rows")
 
 
 class Kernel:
@@ -84,6 +84,9 @@ class Kernel:
         v_scale_cache) [pages * page_size, Hkv] float32: each written slot's scales land there;
         with ``mla_append.absorbed_q`` q_latent [T, Hq, kv_lora_rank] (q_nope times W_UK; heads may be
         T rows apart, a transposed batched matmul's output) and q_out [T, Hq, kv_lora_rank + d].
+        With ``io.angles`` cos_sin_cache pass the caller's cos_sin_cache [rows, rotary_dim] (each
+        row rotary_dim / 2 cos then rotary_dim / 2 sin, of ``io.cos_sin_dtype``): a token reads its
+        position's row; a position outside [0, rows) rotates to NaN.
         ``arrays``: the array fields of ropejit_args (ARRAY_FIELDS) by their names, q, k and v also
         by position."""
         arrays.update({name: value for name, value in dict(q=q, k=k, v=v).items() if value is not None})
@@ -99,7 +102,8 @@ class Kernel:
         max_seq = int(max_seq_len or 0) or sizes.get("S", 0)
         positions_type = self._positions_type(views)
         cache_pages, blocks = sizes.get("pages", 0), sizes.get("max_blocks_per_seq", 0)
-        fields = launch_fields(self.spec, tokens, batch, max_seq, positions_type, cache_pages, blocks)
+        cos_sin_rows = sizes.get("cos_sin_rows", 0)  # io.angles cos_sin_cache: the caller's cache rows
+        fields = launch_fields(self.spec, tokens, batch, max_seq, positions_type, cache_pages, blocks, cos_sin_rows)
 
         self._allocate_outputs(fields, given, views)  # allocated outputs join `given`
         args: Dict[str, Any] = {"num_tokens": tokens, "positions_type": positions_type}
@@ -128,6 +132,8 @@ class Kernel:
         if cache_pages or blocks:  # a paged cache's sizes and static scales
             args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
                          "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
+        if cos_sin_rows:  # bound beside cos_sin_cache, read off its first dim
+            args["cos_sin_cache_rows"] = cos_sin_rows
         if q_scale is not None:  # an FP8 q_out's scale (io.q_output_dtype); refused by name elsewhere
             args["q_scale"] = float(q_scale)
         try:

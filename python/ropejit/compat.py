@@ -9,8 +9,13 @@ Each call builds the ropejit spec its arguments describe (heads and head_dim fro
 ``interleave`` → layout, ``rope_scale`` → linear scaling, the llama 3.1 arguments → rope_type
 ``llama3``) and runs it through the registered torch ops ``ropejit::flashinfer_rope`` /
 ``ropejit::flashinfer_rope_`` (on ``ropejit::apply_rope`` / ``apply_rope_``; fake implementations
-included: ``torch.compile(fullgraph=True)``, also with dynamic shapes, and CUDA graphs work). The
-``cos_sin_cache`` signatures (``apply_rope_with_cos_sin_cache``) are not here yet. docs/engines.md.
+included: ``torch.compile(fullgraph=True)``, also with dynamic shapes, and CUDA graphs work).
+
+The ``cos_sin_cache`` signatures take the engine's own cos/sin rows (its rotary class's scaling
+already in them) and gather one row per token's position (spec ``io.angles`` cos_sin_cache): vLLM's
+``rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)`` (in place, key may
+be None) and FlashInfer's ``apply_rope_with_cos_sin_cache`` / ``..._inplace``, on the torch ops
+``ropejit::cos_sin_cache_rope`` / ``ropejit::cos_sin_cache_rope_``. docs/engines.md.
 """
 import functools
 import math
@@ -19,11 +24,13 @@ from typing import Any, List, Optional, Tuple
 import torch
 
 from . import _ropejit
-from .torch import TORCH_DTYPES, op_spec_json
+from ._spec import Spec
+from .torch import TORCH_DTYPES, kernel_for, op_spec_json
 
 __all__ = ["apply_rope_pos_ids", "apply_rope_pos_ids_inplace", "apply_llama31_rope_pos_ids",
            "apply_llama31_rope_pos_ids_inplace", "apply_rope", "apply_rope_inplace", "apply_llama31_rope",
-           "apply_llama31_rope_inplace"]
+           "apply_llama31_rope_inplace", "rotary_embedding", "apply_rope_with_cos_sin_cache",
+           "apply_rope_with_cos_sin_cache_inplace"]
 
 ArgumentError = _ropejit.ArgumentError
 
@@ -293,3 +300,172 @@ def apply_llama31_rope_inplace(q: torch.Tensor, k: torch.Tensor, indptr: torch.T
     returns None."""
     rope = (rope_scale, rope_theta, (low_freq_factor, high_freq_factor, old_context_len))
     _ragged(q, k, indptr, offsets, rotary_dim, interleave, rope, True)
+
+
+# ------------------------------------------------------------------ cos_sin_cache: vLLM and FlashInfer
+
+def _check_cache_call(positions: Any, query: Any, key: Any, head_size: Any, cos_sin_cache: Any,
+                      is_neox: Any) -> None:
+    """Raises ArgumentError naming the argument when a cos_sin_cache call does not fit: positions
+    int32/int64 of T elements, query and key (or None) of T tokens of whole heads of head_size, one
+    dtype; cos_sin_cache [rows, rotary_dim] fp32/bf16/fp16, rotary_dim even and <= head_size."""
+    tensors = (("positions", positions), ("query", query), ("cos_sin_cache", cos_sin_cache)) + \
+        ((("key", key),) if key is not None else ())
+    for name, t in tensors:
+        if not isinstance(t, torch.Tensor):
+            raise ArgumentError(f"{name}: a {type(t).__name__} is not a torch tensor")
+    if not isinstance(head_size, int) or isinstance(head_size, bool) or not 2 <= head_size <= _LIMIT:
+        raise ArgumentError(f"head_size: {head_size!r} is not allowed: must be an integer in [2, {_LIMIT}]")
+    if not isinstance(is_neox, bool):
+        raise ArgumentError(f"is_neox: {is_neox!r} is not allowed: must be True | False")
+    if positions.dtype not in (torch.int32, torch.int64):
+        raise ArgumentError(f"positions: dtype {positions.dtype} is not allowed: must be torch.int32 | torch.int64")
+    if query.dtype not in _DTYPE_NAMES:
+        raise ArgumentError(f"query: dtype {query.dtype} is not allowed: "
+                            "must be torch.float16 | torch.bfloat16 | torch.float32")
+    if key is not None and key.dtype != query.dtype:
+        raise ArgumentError(f"key: dtype {key.dtype} is not allowed: must be query's dtype {query.dtype}")
+    if cos_sin_cache.dtype not in _DTYPE_NAMES:
+        raise ArgumentError(f"cos_sin_cache: dtype {cos_sin_cache.dtype} is not allowed: "
+                            "must be torch.float32 | torch.bfloat16 | torch.float16")
+    rotary_dim = cos_sin_cache.shape[-1] if cos_sin_cache.dim() == 2 else 0
+    if cos_sin_cache.dim() != 2 or cos_sin_cache.shape[0] < 1 or rotary_dim % 2 or not 2 <= rotary_dim <= head_size:
+        raise ArgumentError(f"cos_sin_cache: shape {list(cos_sin_cache.shape)} is not allowed: must be "
+                            f"[max_position >= 1, rotary_dim] with rotary_dim even in [2, head_size = {head_size}]")
+    lead = tuple(positions.shape)  # vLLM: positions [T] or [B, S], query and key shaped like them
+    heads = {}
+    for name, t in (("query", query), ("key", key)):
+        if t is None:
+            continue
+        rest = tuple(t.shape[len(lead):])
+        whole = rest[0] // head_size if len(rest) == 1 and rest[0] % head_size == 0 else \
+            rest[0] if len(rest) == 2 and rest[1] == head_size else 0
+        if tuple(t.shape[:len(lead)]) != lead or whole < 1:
+            raise ArgumentError(f"{name}: shape {list(t.shape)} is not allowed: must be positions' shape "
+                                f"{list(lead)} then [heads * head_size] or [heads, head_size], head_size {head_size}")
+        heads[name] = whole
+    if key is not None and heads["query"] % heads["key"]:
+        raise ArgumentError(f"key: {heads['key']} heads is not allowed: must divide query's {heads['query']} heads "
+                            "(ropejit's grouped-query geometry)")
+    for name, t in tensors[1:] + (("positions", positions),):
+        if t.device != query.device:
+            raise ArgumentError(f"{name} is on {t.device}, but query is on {query.device}")
+
+
+@functools.lru_cache(maxsize=256)
+def _cache_spec_json(num_q_heads: int, num_kv_heads: int, head_size: int, rotary_dim: int, is_neox: bool,
+                     dtype: str, cache_dtype: str, inplace: bool) -> str:
+    """The canonical spec of one cos_sin_cache call's geometry: the caller's cos/sin rows
+    (io.angles cos_sin_cache), no rope scaling of ropejit's own, q and k apart, per-token positions."""
+    spec = {"name": "cos-sin-cache-compat", "head_dim": head_size, "rotary_dim": rotary_dim,
+            "num_q_heads": num_q_heads, "num_kv_heads": num_kv_heads, "layout": "neox" if is_neox else "interleaved",
+            "dtype": dtype, "max_position_embeddings": _MAX_POSITIONS, "rope": {"rope_type": "default"},
+            "io": {"input": "separate", "output": "inplace" if inplace else "separate", "positions": "explicit",
+                   "angles": "cos_sin_cache", "cos_sin_dtype": _DTYPE_NAMES[cache_dtype]}}
+    return Spec.from_json(spec).to_json()
+
+
+def _cache_rows(t: torch.Tensor, tokens: int, head_size: int, name: str, copy_allowed: bool) -> torch.Tensor:
+    """t as [T, heads, head_size] with each token's heads one dense row; a copy only when allowed."""
+    try:
+        rows = t.view(tokens, -1, head_size)
+        if rows.stride(2) == 1 and (rows.shape[1] <= 1 or rows.stride(1) == head_size):
+            return rows
+    except RuntimeError:  # the dims do not merge without a copy
+        pass
+    if not copy_allowed:
+        raise ArgumentError(f"{name}: strides {list(t.stride())} are not allowed in place: each token's heads "
+                            "must be one dense row")
+    return t.reshape(tokens, -1, head_size).contiguous()
+
+
+def _launch_cache(positions: torch.Tensor, query: torch.Tensor, key: Optional[torch.Tensor], head_size: int,
+                  cos_sin_cache: torch.Tensor, is_neox: bool, outputs: Optional[Tuple[torch.Tensor, ...]]) -> None:
+    """One launch: in place (outputs None) or into outputs (query_out, key_out)."""
+    tokens = positions.numel()
+    if tokens == 0:
+        return
+    q = _cache_rows(query, tokens, head_size, "query", outputs is not None)
+    # No key (vLLM: cross-layer KV sharing): one scratch head, rotated and dropped.
+    k = _cache_rows(key, tokens, head_size, "key", outputs is not None) if key is not None \
+        else query.new_zeros(tokens, 1, head_size)
+    spec_json = _cache_spec_json(q.shape[1], k.shape[1], head_size, cos_sin_cache.shape[1], is_neox,
+                                 _DTYPE_NAMES[query.dtype], cos_sin_cache.dtype, outputs is None)
+    arrays = dict(positions=positions.reshape(-1).contiguous(), cos_sin_cache=cos_sin_cache.contiguous())
+    if outputs is not None:
+        arrays.update(q_out=outputs[0].view(q.shape), k_out=outputs[1].view(k.shape))
+    kernel_for(spec_json, query.device)(q, k, **arrays)
+
+
+@torch.library.custom_op("ropejit::cos_sin_cache_rope", mutates_args=())
+def _cos_sin_cache_rope(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
+                        cos_sin_cache: torch.Tensor, is_neox: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    query_out = torch.empty(query.shape, dtype=query.dtype, device=query.device)
+    key_out = torch.empty(key.shape, dtype=key.dtype, device=key.device)
+    _launch_cache(positions, query, key, head_size, cos_sin_cache, is_neox, (query_out, key_out))
+    return query_out, key_out
+
+
+@_cos_sin_cache_rope.register_fake
+def _cos_sin_cache_rope_fake(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
+                             cos_sin_cache: torch.Tensor, is_neox: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    return query.new_empty(query.shape), key.new_empty(key.shape)
+
+
+@torch.library.custom_op("ropejit::cos_sin_cache_rope_", mutates_args=("query", "key"))
+def _cos_sin_cache_rope_inplace(positions: torch.Tensor, query: torch.Tensor, key: Optional[torch.Tensor],
+                                head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
+    _launch_cache(positions, query, key, head_size, cos_sin_cache, is_neox, None)
+
+
+@_cos_sin_cache_rope_inplace.register_fake
+def _cos_sin_cache_rope_inplace_fake(positions: torch.Tensor, query: torch.Tensor, key: Optional[torch.Tensor],
+                                     head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
+    return None
+
+
+def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: Optional[torch.Tensor], head_size: int,
+                     cos_sin_cache: torch.Tensor, is_neox: bool) -> None:
+    """vLLM's ``_custom_ops.rotary_embedding``: rotates query and key (None: query only) in place;
+    returns None.
+
+    positions int32/int64 ``[T]`` (any shape of T elements: vLLM flattens them); query ``[T, Hq *
+    head_size]`` or ``[T, Hq, head_size]``, key likewise with Hkv heads (Hkv divides Hq), one dtype
+    (fp16, bf16, fp32), each token's heads one dense row (tokens may be strided: slices of a packed
+    QKV); cos_sin_cache ``[max_position, rotary_dim]`` (fp32, bf16 or fp16, any of them whatever
+    query's dtype): row p holds position p's rotary_dim / 2 cos then rotary_dim / 2 sin values. The
+    first rotary_dim elements of each head rotate, pairs (i, i + rotary_dim / 2) when ``is_neox``,
+    else (2i, 2i + 1). A position outside [0, max_position) has no row: its token's rotated
+    elements become NaN (vLLM's kernel would read past the cache). Raises ArgumentError naming the
+    argument otherwise."""
+    _check_cache_call(positions, query, key, head_size, cos_sin_cache, is_neox)
+    torch.ops.ropejit.cos_sin_cache_rope_(positions, query, key, head_size, cos_sin_cache, is_neox)
+
+
+def _flashinfer_cache(positions: Any, query: Any, key: Any, head_size: Any, cos_sin_cache: Any, is_neox: Any) -> None:
+    """FlashInfer's checks of a cos_sin_cache call: a key, and a float32 cache (rope.py raises otherwise)."""
+    if key is None:
+        raise ArgumentError("key: None is not allowed: FlashInfer's cos_sin_cache functions rotate a key tensor")
+    _check_cache_call(positions, query, key, head_size, cos_sin_cache, is_neox)
+    if cos_sin_cache.dtype != torch.float32:
+        raise ArgumentError(f"cos_sin_cache: dtype {cos_sin_cache.dtype} is not allowed: must be torch.float32 "
+                            "(FlashInfer's requirement; ropejit.compat.rotary_embedding takes bf16 / fp16 too)")
+
+
+def apply_rope_with_cos_sin_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
+                                  cos_sin_cache: torch.Tensor,
+                                  is_neox: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+    """FlashInfer's ``apply_rope_with_cos_sin_cache``: returns (query_out, key_out), new tensors of
+    query's and key's shapes. positions ``[nnz]``; query ``[nnz, Hq * head_size]``, key ``[nnz, Hkv *
+    head_size]``; cos_sin_cache float32 ``[max_seq_len, rotary_dim]``, cos in the first half, sin in
+    the second. Otherwise as :func:`rotary_embedding`."""
+    _flashinfer_cache(positions, query, key, head_size, cos_sin_cache, is_neox)
+    return torch.ops.ropejit.cos_sin_cache_rope(positions, query, key, head_size, cos_sin_cache, is_neox)
+
+
+def apply_rope_with_cos_sin_cache_inplace(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                                          head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool = True) -> None:
+    """FlashInfer's ``apply_rope_with_cos_sin_cache_inplace``: :func:`apply_rope_with_cos_sin_cache`
+    written into query and key; returns None."""
+    _flashinfer_cache(positions, query, key, head_size, cos_sin_cache, is_neox)
+    torch.ops.ropejit.cos_sin_cache_rope_(positions, query, key, head_size, cos_sin_cache, is_neox)

@@ -75,7 +75,8 @@ nb::dict freqs_dict(const Spec& s, const std::string& mode) {
 // launch_fields at concrete sizes: each field's name, use, element type, dims and shape, whether
 // a launch writes it (whole: an output a call may allocate), and its stride fields in use.
 nb::list fields_list(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len,
-                     const std::string& positions_type, int64_t cache_pages, int64_t max_blocks_per_seq) {
+                     const std::string& positions_type, int64_t cache_pages, int64_t max_blocks_per_seq,
+                     int64_t cos_sin_rows) {
   LaunchShape shape;
   shape.tokens = tokens;
   shape.batch = batch;
@@ -83,6 +84,7 @@ nb::list fields_list(const Spec& spec, int64_t tokens, int batch, int64_t max_se
   shape.positions_type = positions_type == "int64" ? PositionsType::int64 : PositionsType::int32;
   shape.cache_pages = cache_pages;
   shape.max_blocks_per_seq = max_blocks_per_seq;
+  shape.cos_sin_rows = cos_sin_rows;
   const std::vector<LaunchField> fields = launch_fields(spec);
   std::set<std::string> used;
   for (const LaunchField& f : fields)
@@ -136,7 +138,7 @@ void bind_spec(nb::module_& m) {
       .def("freqs", &freqs_dict, nb::arg("mode") = "hf_fp32");
 
   m.def("launch_fields", &fields_list, nb::arg("spec"), nb::arg("tokens"), nb::arg("batch"), nb::arg("max_seq_len"),
-        nb::arg("positions_type"), nb::arg("cache_pages"), nb::arg("max_blocks_per_seq"),
+        nb::arg("positions_type"), nb::arg("cache_pages"), nb::arg("max_blocks_per_seq"), nb::arg("cos_sin_rows") = 0,
         "Every ropejit_args field with how launches of the spec use it, at these sizes.");
   m.def("parse_spec", &parse_spec, nb::arg("json_text"), "Parses and validates spec JSON text.");
   m.def(

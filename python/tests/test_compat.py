@@ -287,3 +287,162 @@ def test_agrees_with_flashinfer(gen):
         for ours, theirs in zip(getattr(compat, name)(q, k, pos_ids, **args),
                                 getattr(flashinfer, name)(q, k, pos_ids, **args)):
             torch.testing.assert_close(ours, theirs, rtol=1.6e-2, atol=1.6e-2)
+
+
+# ------------------------------------------------------------------ cos_sin_cache: vLLM and FlashInfer
+#
+# The reference is vLLM's RotaryEmbedding.forward_native (vllm/model_executor/layers/rotary_embedding/
+# base.py, commit 04458da, lines 60-88: positions flattened, cos_sin = cos_sin_cache.index_select(0,
+# positions), cos, sin = cos_sin.chunk(2, dim=-1), query viewed [T, -1, head_size], its first rotary_dim
+# elements rotated by apply_rotary_emb_torch, the rest passed through) with apply_rotary_emb_torch's pairs
+# (common.py: neox x1, x2 = chunk(x, 2), else x[..., ::2], x[..., 1::2]; o1 = x1 cos - x2 sin, o2 = x2 cos +
+# x1 sin) in float64, the cache's values as stored (vLLM's native form rounds them to query's dtype first; its
+# CUDA kernel reads a cache it converted to query's dtype; ropejit reads the cache's own dtype). A position
+# outside the cache has no row: NaN where vLLM would index out of range.
+
+CACHE_GEOMETRIES = {"h4-2_d80_r32": (4, 2, 80, 32), "h6-3_d64_r48": (6, 3, 64, 48), "h8-1_d128_full": (8, 1, 128, 128)}
+
+
+def cache_reference(positions, x, head_size, cache, is_neox):
+    """x ([T, H * head_size] or [T, H, head_size]) rotated by the cache's rows at positions, float64, and
+    each element's pair scale |(x1, x2)| |(cos, sin)| (the size of its rounding noise)."""
+    pos = positions.reshape(-1).long().numpy()
+    table = cache.double().numpy()
+    rows, rotary_dim = table.shape
+    cos_sin = table[np.clip(pos, 0, rows - 1)]
+    cos_sin[(pos < 0) | (pos >= rows)] = np.nan  # no row
+    half = rotary_dim // 2
+    cos, sin = cos_sin[:, None, :half], cos_sin[:, None, half:]
+    out = x.double().numpy().reshape(len(pos), -1, head_size).copy()
+    pairs = (np.s_[..., 0:rotary_dim:2], np.s_[..., 1:rotary_dim:2]) if not is_neox else \
+        (np.s_[..., :half], np.s_[..., half:rotary_dim])
+    x1, x2 = out[pairs[0]].copy(), out[pairs[1]].copy()
+    out[pairs[0]], out[pairs[1]] = x1 * cos - x2 * sin, x2 * cos + x1 * sin
+    scale = np.ones_like(out)
+    scale[pairs[0]] = scale[pairs[1]] = np.maximum(1.0, np.hypot(x1, x2) * np.hypot(cos, sin))
+    return out.reshape(x.shape), scale.reshape(x.shape)
+
+
+def assert_cache_matches(actual, expected, dtype, what):
+    want, scale = expected
+    got = actual.double().numpy()
+    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
+    assert np.array_equal(np.isnan(got), np.isnan(want)), f"{what}: NaN where the reference has none, or none"
+    error = np.nan_to_num(np.abs(got - want) / scale)
+    assert error.max() <= TOLERANCE[dtype], f"{what}: error {error.max():.3g} > {TOLERANCE[dtype]} ({dtype})"
+
+
+def random_cache(gen, rows, rotary_dim, dtype):
+    """A caller's cache of any finite numbers (not unit pairs: nothing may recompute them)."""
+    return torch.randn(rows, rotary_dim, generator=gen).to(DTYPES[dtype])
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+@pytest.mark.parametrize("cache_dtype", list(DTYPES))
+@pytest.mark.parametrize("geometry", list(CACHE_GEOMETRIES))
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_vllm_rotary_embedding_matches_forward_native(gen, dtype, cache_dtype, geometry, is_neox):
+    hq, hkv, head_size, rotary_dim = CACHE_GEOMETRIES[geometry]
+    tokens, rows = 37, 301
+    query = randn(gen, tokens, hq * head_size, dtype=DTYPES[dtype])
+    key = randn(gen, tokens, hkv * head_size, dtype=DTYPES[dtype])
+    cache = random_cache(gen, rows, rotary_dim, cache_dtype)
+    positions = torch.randint(0, rows, (tokens,), generator=gen, dtype=torch.int32 if hq == 4 else torch.int64)
+    want_q = cache_reference(positions, query, head_size, cache, is_neox)
+    want_k = cache_reference(positions, key, head_size, cache, is_neox)
+    q_before, k_before = query.clone(), key.clone()
+    assert compat.rotary_embedding(positions, query, key, head_size, cache, is_neox) is None  # in place
+    assert_cache_matches(query, want_q, dtype, "query")
+    assert_cache_matches(key, want_k, dtype, "key")
+    for got, before, heads in ((query, q_before, hq), (key, k_before, hkv)):  # the tail passes through as it was
+        tail = np.s_[..., rotary_dim:]
+        assert torch.equal(got.view(tokens, heads, head_size)[tail], before.view(tokens, heads, head_size)[tail])
+
+
+def test_vllm_forms_key_none_batched_positions_and_heads_dim(gen):
+    cache = random_cache(gen, 64, 32, "fp32")
+    query = randn(gen, 2, 5, 4, 64)  # positions [B, S], query [B, S, H, head_size]
+    positions = torch.randint(0, 64, (2, 5), generator=gen)
+    want = cache_reference(positions, query, 64, cache, True)
+    compat.rotary_embedding(positions, query, None, 64, cache, True)  # no key: cross-layer KV sharing
+    assert_cache_matches(query, want, "fp32", "query without key")
+
+
+@pytest.mark.parametrize("cache_dtype", ["fp32", "bf16"])
+def test_positions_outside_the_cache_rotate_to_nan(gen, cache_dtype):
+    query, key = randn(gen, 9, 2 * 64, dtype=torch.bfloat16), randn(gen, 9, 64, dtype=torch.bfloat16)
+    cache = random_cache(gen, 10, 48, cache_dtype)
+    positions = torch.tensor([0, 9, 10, -1, 4, 1 << 20, 3, 11, 2])
+    want_q, want_k = (cache_reference(positions, x, 64, cache, True) for x in (query, key))
+    compat.rotary_embedding(positions, query, key, 64, cache, True)
+    assert_cache_matches(query, want_q, "bf16", "query")
+    assert_cache_matches(key, want_k, "bf16", "key")
+    rotated = query.view(9, 2, 64)[..., :48].isnan().all(dim=-1).all(dim=-1)
+    assert rotated.tolist() == [False, False, True, True, False, True, False, True, False]
+    assert not query.view(9, 2, 64)[..., 48:].isnan().any()  # the pass-through tail keeps its values
+
+
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_flashinfer_cos_sin_cache_pair(gen, is_neox):
+    query, key = randn(gen, 13, 4 * 80, dtype=torch.float16), randn(gen, 13, 2 * 80, dtype=torch.float16)
+    cache = random_cache(gen, 100, 64, "fp32")
+    positions = torch.randint(0, 100, (13,), generator=gen)
+    q_before, k_before = query.clone(), key.clone()
+    q_out, k_out = compat.apply_rope_with_cos_sin_cache(positions, query, key, 80, cache, is_neox)
+    assert torch.equal(query, q_before) and torch.equal(key, k_before), "the functional form changed its inputs"
+    assert (q_out.shape, k_out.shape, q_out.dtype) == (query.shape, key.shape, query.dtype)
+    assert_cache_matches(q_out, cache_reference(positions, query, 80, cache, is_neox), "fp16", "query_out")
+    assert_cache_matches(k_out, cache_reference(positions, key, 80, cache, is_neox), "fp16", "key_out")
+    assert compat.apply_rope_with_cos_sin_cache_inplace(positions, query, key, 80, cache, is_neox) is None
+    assert torch.equal(query, q_out) and torch.equal(key, k_out)
+    # Defaults as FlashInfer's: is_neox True.
+    assert all(torch.equal(a, b) for a, b in zip(
+        compat.apply_rope_with_cos_sin_cache(positions, q_before, k_before, 80, cache),
+        compat.apply_rope_with_cos_sin_cache(positions, q_before, k_before, 80, cache, True)))
+
+
+def test_cos_sin_cache_ops_opcheck_and_compile(gen):
+    query, key = randn(gen, 6, 4 * 64), randn(gen, 6, 2 * 64)
+    cache, positions = random_cache(gen, 32, 64, "fp32"), torch.randint(0, 32, (6,), generator=gen)
+    for op in (torch.ops.ropejit.cos_sin_cache_rope.default, torch.ops.ropejit.cos_sin_cache_rope_.default):
+        torch.library.opcheck(op, (positions, query.clone(), key.clone(), 64, cache, False))
+    torch.library.opcheck(torch.ops.ropejit.cos_sin_cache_rope_.default, (positions, query.clone(), None, 64, cache, True))
+    step = lambda p, q, k: compat.apply_rope_with_cos_sin_cache(p, q, k, 64, cache)  # noqa: E731
+    compiled = torch.compile(step, fullgraph=True)
+    for got, want in zip(compiled(positions, query, key), step(positions, query, key)):
+        assert torch.equal(got, want)
+
+
+CQ, CK, CPOS, CACHE = torch.zeros(5, 4 * 64), torch.zeros(5, 2 * 64), torch.zeros(5, dtype=torch.int32), torch.zeros(8, 64)
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK.half(), 64, CACHE, True), r"key: dtype torch.float16 is not allowed"),
+    (lambda: compat.rotary_embedding(CPOS.float(), CQ, CK, 64, CACHE, True), r"positions: dtype torch.float32"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 48, CACHE[:, :32], True), r"query: shape \[5, 256\] is not allowed"),
+    (lambda: compat.rotary_embedding(CPOS[:4], CQ, CK, 64, CACHE, True), r"query: shape \[5, 256\] is not allowed"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, torch.zeros(5, 3 * 64), 64, CACHE, True), r"key: 3 heads"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, CACHE[:, :33], True), r"cos_sin_cache: shape \[8, 33\]"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, torch.zeros(8, 128), True), r"rotary_dim even in \[2, head_size"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, CACHE.double(), True), r"cos_sin_cache: dtype torch.float64"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, CACHE, 1), r"is_neox: 1 is not allowed"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64.0, CACHE, True), r"head_size: 64.0 is not allowed"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, CACHE.to("meta"), True), r"cos_sin_cache is on meta"),
+    (lambda: compat.apply_rope_with_cos_sin_cache(CPOS, CQ, CK, 64, CACHE.half()),
+     r"cos_sin_cache: dtype torch.float16 is not allowed: must be torch.float32"),
+    (lambda: compat.apply_rope_with_cos_sin_cache_inplace(CPOS, CQ, None, 64, CACHE), r"key: None is not allowed"),
+])
+def test_cos_sin_cache_errors_name_the_argument(call, message):
+    with pytest.raises(ropejit.ArgumentError, match=message):
+        call()
+
+
+def test_agrees_with_vllm_and_flashinfer_cos_sin_cache(gen):
+    if not torch.cuda.is_available():
+        pytest.skip("the peers' kernels need a CUDA GPU: no side-by-side check")
+    query, key = randn(gen, 37, 4 * 128, dtype=torch.bfloat16).cuda(), randn(gen, 37, 2 * 128, dtype=torch.bfloat16).cuda()
+    cache, positions = random_cache(gen, 4096, 128, "fp32").cuda(), torch.randint(0, 4096, (37,), generator=gen).cuda()
+    ours = compat.apply_rope_with_cos_sin_cache(positions, query, key, 128, cache)
+    flashinfer = pytest.importorskip("flashinfer", reason="flashinfer is not installed: no side-by-side check")
+    for a, b in zip(ours, flashinfer.apply_rope_with_cos_sin_cache(positions, query, key, 128, cache)):
+        torch.testing.assert_close(a, b, rtol=1.6e-2, atol=1.6e-2)
