@@ -7,11 +7,13 @@
 // row rotates to NaN; and the spec's refusals of rope fields the cache leaves without effect.
 // ropejit-tier: conformance
 // ropejit-tier: unit CosSinCacheSpec
+// ropejit-tier: compile CosSinCacheCompile
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <functional>
 
+#include "ropejit/compile.h"
 #include "ropejit/config.h"
 #include "ropejit/introspect.h"
 #include "ropejit/runtime.h"
@@ -138,6 +140,21 @@ TEST_P(CosSinCache, PositionsWithoutARowRotateToNan) {
       o.cos_sin_rows = rows;
       expect_case(kernel, o, fmt::format("{} with {} cache rows", output, rows));
       ++index;
+    }
+}
+
+// NVRTC has nothing to say about the cache's kernels (no unreachable code, no spills), for every
+// io form, pairing and cache dtype of the conformance cases.
+TEST(CosSinCacheCompile, EveryIoFormCompilesCleanForSm90) {
+  int index = 0;
+  for (const char* layout : {"neox", "interleaved"})
+    for (const IoForm& form : kIoForms) {
+      SpecFields f = cache_fields(index, layout, kDtypes[(index / 3) % 3], kCacheDtypes[index % 3]);
+      form.apply(f, index++);
+      const Spec spec = ropejit::test::make_spec(f);
+      const Binary b = compile_nvrtc(generate_source(make_plan(spec, default_config(spec))), "sm_90");
+      EXPECT_EQ(b.log.find("warning"), std::string::npos) << form.name << " " << layout << "\n" << b.log;
+      EXPECT_EQ(b.spill_bytes, 0) << form.name << " " << layout << "\n" << b.log;
     }
 }
 

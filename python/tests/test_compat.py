@@ -406,14 +406,16 @@ def test_cos_sin_cache_ops_opcheck_and_compile(gen):
     cache, positions = random_cache(gen, 32, 64, "fp32"), torch.randint(0, 32, (6,), generator=gen)
     for op in (torch.ops.ropejit.cos_sin_cache_rope.default, torch.ops.ropejit.cos_sin_cache_rope_.default):
         torch.library.opcheck(op, (positions, query.clone(), key.clone(), 64, cache, False))
-    torch.library.opcheck(torch.ops.ropejit.cos_sin_cache_rope_.default, (positions, query.clone(), None, 64, cache, True))
+    without_key = (positions, query.clone(), None, 64, cache, True)
+    torch.library.opcheck(torch.ops.ropejit.cos_sin_cache_rope_.default, without_key)
     step = lambda p, q, k: compat.apply_rope_with_cos_sin_cache(p, q, k, 64, cache)  # noqa: E731
     compiled = torch.compile(step, fullgraph=True)
     for got, want in zip(compiled(positions, query, key), step(positions, query, key)):
         assert torch.equal(got, want)
 
 
-CQ, CK, CPOS, CACHE = torch.zeros(5, 4 * 64), torch.zeros(5, 2 * 64), torch.zeros(5, dtype=torch.int32), torch.zeros(8, 64)
+CQ, CK, CACHE = torch.zeros(5, 4 * 64), torch.zeros(5, 2 * 64), torch.zeros(8, 64)
+CPOS = torch.zeros(5, dtype=torch.int32)
 
 
 @pytest.mark.parametrize("call, message", [
@@ -423,7 +425,8 @@ CQ, CK, CPOS, CACHE = torch.zeros(5, 4 * 64), torch.zeros(5, 2 * 64), torch.zero
     (lambda: compat.rotary_embedding(CPOS[:4], CQ, CK, 64, CACHE, True), r"query: shape \[5, 256\] is not allowed"),
     (lambda: compat.rotary_embedding(CPOS, CQ, torch.zeros(5, 3 * 64), 64, CACHE, True), r"key: 3 heads"),
     (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, CACHE[:, :33], True), r"cos_sin_cache: shape \[8, 33\]"),
-    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, torch.zeros(8, 128), True), r"rotary_dim even in \[2, head_size"),
+    (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, torch.zeros(8, 128), True),
+     r"rotary_dim even in \[2, head_size"),
     (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, CACHE.double(), True), r"cos_sin_cache: dtype torch.float64"),
     (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64, CACHE, 1), r"is_neox: 1 is not allowed"),
     (lambda: compat.rotary_embedding(CPOS, CQ, CK, 64.0, CACHE, True), r"head_size: 64.0 is not allowed"),
@@ -440,7 +443,8 @@ def test_cos_sin_cache_errors_name_the_argument(call, message):
 def test_agrees_with_vllm_and_flashinfer_cos_sin_cache(gen):
     if not torch.cuda.is_available():
         pytest.skip("the peers' kernels need a CUDA GPU: no side-by-side check")
-    query, key = randn(gen, 37, 4 * 128, dtype=torch.bfloat16).cuda(), randn(gen, 37, 2 * 128, dtype=torch.bfloat16).cuda()
+    query = randn(gen, 37, 4 * 128, dtype=torch.bfloat16).cuda()
+    key = randn(gen, 37, 2 * 128, dtype=torch.bfloat16).cuda()
     cache, positions = random_cache(gen, 4096, 128, "fp32").cuda(), torch.randint(0, 4096, (37,), generator=gen).cuda()
     ours = compat.apply_rope_with_cos_sin_cache(positions, query, key, 128, cache)
     flashinfer = pytest.importorskip("flashinfer", reason="flashinfer is not installed: no side-by-side check")

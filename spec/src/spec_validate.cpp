@@ -354,8 +354,9 @@ void check_nvfp4(Reader& reader, const Spec& spec) {
 // included): these are the only fields of the rope block it allows, each with its one value; any
 // other rope field or the top-level angle would be ignored, so it is refused by name.
 constexpr std::pair<std::string_view, std::string_view> kCallerAnglesRope[] = {{"rope_type", "default"}};
-constexpr const char* kCallerAnglesWhy = "with io.angles cos_sin_cache (the caller's cache already holds the scaled cos "
-                                         "and sin, attention factor included: it would be ignored)";
+constexpr const char* kCallerAnglesWhy =
+    "with io.angles cos_sin_cache (the caller's cache already holds the scaled cos and sin, attention factor "
+    "included: it would be ignored)";
 
 bool caller_angles(const json& document) {
   const json* io = member(document, "io");
@@ -364,7 +365,8 @@ bool caller_angles(const json& document) {
 }
 
 void check_caller_angles_rope(const json& document, Reader& reader) {
-  if (const json* angle = member(document, "angle")) reader.not_allowed("/angle", *angle, std::string("absent ") + kCallerAnglesWhy);
+  if (const json* angle = member(document, "angle"))
+    reader.not_allowed("/angle", *angle, std::string("absent ") + kCallerAnglesWhy);
   const json* block = member(document, "rope");
   if (!block) return;  // reported as missing
   if (!block->is_object()) {

@@ -113,12 +113,15 @@ __device__ __forceinline__ void pair_cos_sin(const KernelParams& p, const float*
       sin_out = oriented_sin<T>(table_value<T>(p, position, T::kRotaryDim / 2 + pair));
       return;
     }
-    if constexpr (T::kCallerCosSin) return no_cos_sin_row(cos_out, sin_out);
   }
-  const bool covered = position_covered<T>(p, ref);
-  const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
-  cos_out = covered ? sc.cos * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
-  sin_out = covered ? oriented_sin<T>(sc.sin * attention_factor<T>(p)) : __uint_as_float(0x7fc00000u);
+  if constexpr (T::kCallerCosSin) {
+    no_cos_sin_row(cos_out, sin_out);
+  } else {
+    const bool covered = position_covered<T>(p, ref);
+    const SinCos sc = sincos_reduced(pair_angle<T>(position, pair_inv_freq<T>(p, inv_freq, inv_freq_long, pair)));
+    cos_out = covered ? sc.cos * attention_factor<T>(p) : __uint_as_float(0x7fc00000u);
+    sin_out = covered ? oriented_sin<T>(sc.sin * attention_factor<T>(p)) : __uint_as_float(0x7fc00000u);
+  }
 }
 
 template <class T>
@@ -137,14 +140,15 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       }
       return;
     }
-    if constexpr (T::kCallerCosSin) {  // no row, and nothing to compute instead
-#pragma unroll
-      for (int i = 0; i < W.pairs_per_lane; ++i) no_cos_sin_row(cos_out[i], sin_out[i]);
-      return;
-    }
   }
+  if constexpr (T::kCallerCosSin) {  // no row, and nothing to compute instead
 #pragma unroll
-  for (int i = 0; i < W.pairs_per_lane; ++i) pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first_pair + i, cos_out[i], sin_out[i]);
+    for (int i = 0; i < W.pairs_per_lane; ++i) no_cos_sin_row(cos_out[i], sin_out[i]);
+  } else {
+#pragma unroll
+    for (int i = 0; i < W.pairs_per_lane; ++i)
+      pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first_pair + i, cos_out[i], sin_out[i]);
+  }
 }
 
 // How many head groups share the sin/cos of a lane (pair_angles_split), the same lane of each

@@ -255,7 +255,8 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);
   // A row for every position, and 0-2 rows no token reads (odd sizes).
   if (caller_cos_sin(spec))
-    w.shape.cos_sin_rows = o.cos_sin_rows ? o.cos_sin_rows : std::max<int64_t>(w.seq_len, 1) + static_cast<int64_t>(rng() % 3);
+    w.shape.cos_sin_rows =
+        o.cos_sin_rows ? o.cos_sin_rows : std::max<int64_t>(w.seq_len, 1) + static_cast<int64_t>(rng() % 3);
   if (spec.io.q_output_dtype != CacheDType::auto_ && !q_scale_computed(spec))
     w.shape.q_scale = draw_fp8_scale(spec.io.q_output_dtype, rng);
   for (BufferDesc desc : launch_buffers(spec, w.shape)) {
