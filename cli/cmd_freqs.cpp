@@ -46,6 +46,11 @@ FreqsReport build_report(const FreqsOptions& options) {
   report.spec = ropejit::load_spec_file(options.spec_path);
   report.mode = ropejit::cli::enum_option<FreqMode>("--mode", options.mode).value_or(FreqMode::hf_fp32);
   report.length = options.length;
+  if (caller_cos_sin(report.spec))  // a table of ropejit's own would be none the launches use
+    throw ropejit::Error(ropejit::Status::invalid_argument,
+                         fmt::format("{}: io.angles cos_sin_cache is not allowed: its cos/sin come from the caller's "
+                                     "cache, so ropejit has no frequency table for it (must be io.angles computed)",
+                                     options.spec_path));
   if (options.length && *options.length < 1)
     throw ropejit::Error(ropejit::Status::invalid_argument,
                          fmt::format("--length: {} is not allowed: must be >= 1", *options.length));

@@ -17,7 +17,10 @@
 #include "ropejit/config.h"
 #include "ropejit/introspect.h"
 #include "ropejit/runtime.h"
+#include "support/build_paths.h"
 #include "support/conformance_fixture.h"
+#include "support/repo_paths.h"
+#include "support/run_command.h"
 #include "support/spec_builder.h"
 
 using namespace ropejit;
@@ -251,4 +254,15 @@ TEST(CosSinCacheSpec, LaunchFieldsAndBytesMoved) {
     if (field.name == "cos_sin_cache" || field.name == "cos_sin_cache_rows") EXPECT_EQ(field.use, FieldUse::unused);
   // One row of rotary_dim fp16 values a token on top of the computed form's bytes.
   EXPECT_EQ(bytes_moved(spec, 10, 0, 0) - bytes_moved(plain, 10, 0, 0), 10 * spec.rotary_dim * 2);
+}
+
+// `ropejit freqs` has no table to show for the caller's angles: it says so instead of printing
+// frequencies no launch uses.
+TEST(CosSinCacheSpec, FreqsCommandRefusesTheCallersAngles) {
+  const std::string cli = ropejit::test::cli_path();
+  if (cli.empty()) GTEST_SKIP() << "SKIPPED: built without the ropejit command";
+  const auto [rc, out] = ropejit::test::run_command(
+      cli + " freqs '" + ropejit::test::spec_path("llama-3.1-8b-cos-sin-cache") + "' 2>&1");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("io.angles cos_sin_cache is not allowed"), std::string::npos) << out;
 }
