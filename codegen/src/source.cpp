@@ -70,6 +70,9 @@ WorkShape rope_work_shape(const Spec& spec, const Config& c) {
 void rope_frequency_traits(const Plan& plan, SourceText& out) {
   // Pairs from here on have inv_freq 0 (proportional) in every table: the kernel leaves them be.
   out.line("int", "kRotatedPairs", plan.freqs.rotated_pairs);
+  // The caller's cos/sin carry their own factor (an unused float member would still be a PTX
+  // global, which the pruned standalone file lacks).
+  if (caller_cos_sin(plan.spec)) return;
   out.float_line("kAttentionFactor", plan.freqs.attention_factor);
   if (plan.spec.rope.type == RopeType::longrope)  // the long table's own factor (PhiMoE)
     out.float_line("kAttentionFactorLong", plan.freqs.attention_factor_long);

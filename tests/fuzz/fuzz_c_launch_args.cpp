@@ -168,9 +168,11 @@ char* arena() {
 }
 
 // Arrays the host-memory checks read (positions, cu_seqlens, start_pos, slot_mapping, block_tables,
-// new positions): every buffer but the data, the bias and the norm weights, so a new kind is covered.
+// new positions): every buffer but the data and the value tables (bias, norm weights, the caller's
+// cos/sin rows), so a new kind is covered.
 bool is_index_array(const ropejit::BufferDesc& b) {
-  return !b.is_data() && b.kind != ropejit::BufferKind::bias && b.kind != ropejit::BufferKind::norm_weight;
+  using K = ropejit::BufferKind;
+  return !b.is_data() && b.kind != K::bias && b.kind != K::norm_weight && b.kind != K::cos_sin_cache;
 }
 
 // A valid value for element `i` of an index array of a launch at `shape` (host mode's start).
@@ -261,6 +263,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     shape.max_blocks_per_seq = host ? in.take<uint8_t>() % 17 : in.take<uint8_t>();
     const bool fp8 = c.spec.io.cache_dtype != ropejit::CacheDType::auto_;
     shape.k_scale = shape.v_scale = fp8 ? 1.0f : 0.0f;
+    // Read only for a cos_sin_cache spec, so the other specs' corpus inputs keep their meaning.
+    if (ropejit::caller_cos_sin(c.spec)) shape.cos_sin_rows = host ? in.take<uint8_t>() : in.take<uint16_t>();
     const int64_t seq_len = in.take<int32_t>();
     const int64_t from_seq_len = in.take<int32_t>();  // op rerotate: the length the keys were written at
     std::vector<ropejit::BufferDesc> buffers;
@@ -305,10 +309,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
-  static_assert(ropejit::kArgsOlderSizes.size() == 6, "size_choice picks this header's size or an older one in 0-6");
-  args.struct_size = size_choice == 0  ? sizeof(ropejit_args)
-                     : size_choice < 7 ? ropejit::kArgsOlderSizes[size_t(size_choice - 1)]
-                                       : size_t(in.take<uint64_t>());
+  // 0: this header's size; 1-6: an older generation's; 7: raw bytes, whose top bit picks any generation.
+  constexpr size_t kOlder = ropejit::kArgsOlderSizes.size();
+  const auto older = [](uint64_t i) { return ropejit::kArgsOlderSizes[size_t(i % kOlder)]; };
+  if (size_choice == 0) {
+    args.struct_size = sizeof(ropejit_args);
+  } else if (size_choice < 7) {
+    args.struct_size = older(uint64_t(size_choice - 1));
+  } else {
+    const uint64_t raw = in.take<uint64_t>();
+    args.struct_size = (raw >> 63) ? older(raw) : size_t(raw);
+  }
 
   // ropejit_kernel_launch: the struct_size check, then the caller's bytes over the defaults.
   try {
