@@ -386,18 +386,26 @@ def reference_rotary(rotary: torch.nn.Module) -> torch.nn.Module:
 _ANGLE_ULPS = 8 * 2.0 ** -24
 
 
+def rotary_call(rotary: torch.nn.Module, key: str, config: Any) -> Any:
+    """The arguments after ``(x, position_ids)`` that make the rotary module's cos for layer key
+    `key` (its layer type, for a per-layer-type module), or why there are none (a str)."""
+    if takes_layer_type(rotary):
+        types = [t for t in (getattr(config, "layer_types", None) or []) if isinstance(t, str)]
+        return (key if key != ALL else (types[0] if types else None),)
+    if key != ALL:
+        return f"{type(rotary).__name__} takes no layer_type, so the layer type of its cos is unknown"
+    return ()
+
+
 def probe(spec: Spec, spec_json: str, rotary: torch.nn.Module, key: str, config: Any, function: Any,
           form: str, width: int) -> Optional[str]:
     """None when ropejit (`spec_json`: heads of `width`, the spec's head counts) gives what HF's
     `function` gives for layer `key` on a few positions (in fp32: the math is the same in every
     dtype, bf16 rounding would hide small differences); else what differs. The tolerance is 1e-4
     plus what float32 angles allow at each position."""
-    call: Tuple[Any, ...] = ()
-    if takes_layer_type(rotary):
-        types = [t for t in (getattr(config, "layer_types", None) or []) if isinstance(t, str)]
-        call = (key if key != ALL else (types[0] if types else None),)
-    elif key != ALL:
-        return f"{type(rotary).__name__} takes no layer_type, so the layer type of its cos is unknown"
+    call = rotary_call(rotary, key, config)
+    if isinstance(call, str):
+        return call
     device = device_of(rotary)
     last = max(spec.max_position_embeddings - 1, 1)
     positions = [0, 1, 2, 3, 17, 100 % last, last // 2, last]

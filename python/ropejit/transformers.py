@@ -29,9 +29,11 @@ import torch
 
 from . import _ropejit
 from . import torch as ropejit_torch
-from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decline_reason, heads_of, is_mrope,
-                            kernel_positions, layer_key, layer_specs, misfit, module_specs, mrope_candidates,
-                            one_stream, probe, rotate, rotate_form, takes_layer_type, text_rotary_modules, widths)
+from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decline_reason, device_of, heads_of,
+                            is_mrope, kernel_positions, layer_key, layer_specs, misfit, module_specs,
+                            mrope_candidates, one_stream, probe, rotary_call, rotate, rotate_form, takes_layer_type,
+                            text_rotary_modules, widths)
+from ._patch_cos_sin import CosSinRoute, cos_sin_misfit, probe_cos_sin, rotate_cos_sin
 from ._spec import Spec
 
 __all__ = ["patch", "unpatch", "apply_rotary_pos_emb", "RopePatch"]
@@ -50,7 +52,9 @@ class RopePatch:
     layer type, with the first reason for a fallback per layer type. Multimodal layer types run
     the spec's mrope positions (``[3, B, S]``); ``text_positions_only`` names those whose rotary
     mixes position streams in a way no mrope spec matched, with why: ropejit runs them where the
-    rows are equal (text tokens) and HF runs the others."""
+    rows are equal (text tokens) and HF runs the others. ``hf_angles`` names the layer types
+    whose rope config ropejit cannot express itself (with why) that ropejit's kernel rotates from
+    HF's own cos and sin (the cos/sin route: ``patch(model, hf_angles=True)``, the default)."""
 
     spec: Optional[Spec]
     reason: Optional[str] = None
@@ -65,6 +69,7 @@ class RopePatch:
     fallback_calls_by_type: Dict[str, int] = field(default_factory=dict)
     fallback_reasons: Dict[str, str] = field(default_factory=dict)
     text_positions_only: Dict[str, str] = field(default_factory=dict)
+    hf_angles: Dict[str, str] = field(default_factory=dict)
     _hooks: List[Any] = field(default_factory=list, repr=False)
     _replaced: List[Tuple[str, str]] = field(default_factory=list, repr=False)
     # (function, layer type) → the head widths the probe passed (the head; the rotated slice)
@@ -72,6 +77,8 @@ class RopePatch:
     _spec_json: Dict[Tuple[Any, ...], str] = field(default_factory=dict, repr=False)
     # id(rotary module) → {layer key: spec key} for modules with a rope block of their own
     _module_keys: Dict[int, Dict[str, str]] = field(default_factory=dict, repr=False)
+    # (function, layer type) of the cos/sin route → the route the probe found and its head widths
+    _routes: Dict[Tuple[str, str], Tuple[CosSinRoute, List[int]]] = field(default_factory=dict, repr=False)
 
     def spec_json(self, dtype: torch.dtype, layer: str = ALL, q_heads: Optional[int] = None,
                   k_heads: Optional[int] = None, width: Optional[int] = None) -> Optional[str]:
@@ -149,7 +156,8 @@ def _token_slice(view: torch.Tensor, base: torch.Tensor) -> Optional[int]:
 
 # ------------------------------------------------------------------ the rotation
 
-def _rotate_recorded(function: str, form: str, q: Any, k: Any, cos: Any, unsqueeze_dim: int) -> Optional[Any]:
+def _rotate_recorded(function: str, form: str, q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int
+                     ) -> Optional[Any]:
     """ropejit's result for HF function `function` ("module.name") of `form` when a patched
     rotary module made `cos`; None where HF's function must run."""
     global unknown_position_calls
@@ -158,6 +166,14 @@ def _rotate_recorded(function: str, form: str, q: Any, k: Any, cos: Any, unsquee
         unknown_position_calls += 1
         return None
     position_ids, state, layer = recalled
+    route = state._routes.get((function, layer))
+    if route is not None:  # HF's own cos and sin: nothing of the positions is needed
+        if form != "one" and k is None:
+            fallback: Optional[str] = f"{function} called with q alone (k None): the probe checked it with q and k"
+        else:
+            fallback = cos_sin_misfit(q, None if form == "one" else k, cos, sin, unsqueeze_dim, route[1])
+        state._count(layer, fallback)
+        return None if fallback is not None else rotate_cos_sin(form, q, k, cos, sin, route[0], unsqueeze_dim)
     spec = state.specs.get(layer)
     allowed = state._widths.get((function, layer))
     if spec is None:
@@ -231,7 +247,7 @@ def _replacement(original: Callable, module_name: str, form: str) -> Callable:
         except TypeError:
             return original(*args, **kwargs)
         rotated = _rotate_recorded(function, form, arguments.get("x" if form == "one" else "q"), arguments.get("k"),
-                                   arguments.get("cos"), arguments.get("unsqueeze_dim", 1))
+                                   arguments.get("cos"), arguments.get("sin"), arguments.get("unsqueeze_dim", 1))
         return rotated if rotated is not None else original(*args, **kwargs)
 
     ropejit_apply_rotary_pos_emb.ropejit_original = original  # type: ignore[attr-defined]
@@ -270,7 +286,7 @@ def _text_config(model: torch.nn.Module) -> Any:
 
 
 def _plan(model: torch.nn.Module, state: RopePatch, rotary_modules: List[torch.nn.Module],
-          functions: List[Tuple[str, str, str]], verify: bool) -> None:
+          functions: List[Tuple[str, str, str]], verify: bool, hf_angles: bool) -> None:
     """Fills state.specs, state.declined and state.functions (state.reason where nothing can be
     patched)."""
     config = _text_config(model)
@@ -283,6 +299,7 @@ def _plan(model: torch.nn.Module, state: RopePatch, rotary_modules: List[torch.n
         return
     state.specs, state.declined = layer_specs(config, dtype)
     main = list(state.specs)
+    text_keys = set(state.specs) | set(state.declined)
     own_specs, own_declined, state._module_keys = module_specs(rotary_modules, config, state.specs, dtype)
     state.specs.update(own_specs)
     state.declined.update(own_declined)
@@ -315,8 +332,73 @@ def _plan(model: torch.nn.Module, state: RopePatch, rotary_modules: List[torch.n
         else:
             state.declined[key] = "; ".join(refused + mismatches)
             del state.specs[key]
-    if not state.specs:
+    if hf_angles:
+        for key in list(state.declined):
+            serving = [m for m in rotary_modules if (key in state._module_keys[id(m)].values()
+                                                     if id(m) in state._module_keys else key in text_keys)]
+            _plan_cos_sin(state, key, serving, config, functions)
+    if not state.specs and not state.hf_angles:
         state.reason = decline_reason(state.declined)
+
+
+def _plan_cos_sin(state: RopePatch, key: str, rotary_modules: List[torch.nn.Module], config: Any,
+                  functions: List[Tuple[str, str, str]]) -> None:
+    """The cos/sin route for declined layer type `key`: for each HF apply function, the route on
+    which ropejit's kernel gives HF's result from the rotary modules' own cos and sin (every module
+    serving the key agreeing); the key moves from ``declined`` to ``hf_angles`` where one does."""
+    if not rotary_modules or not functions:
+        return
+    misses: List[str] = []
+    for module_name, name, form in functions:
+        function = f"{module_name}.{name}"
+        agreed: Optional[Dict[int, CosSinRoute]] = None  # head width -> the route every module agrees on
+        for rotary in rotary_modules:
+            config_of = getattr(rotary, "config", config)
+            try:
+                make_cos_sin, positions, rotary_dim = _rotary_cos_sin(rotary, key, config_of)
+                head_dim = _head_dim(config_of) or rotary_dim
+                widths = sorted({head_dim, rotary_dim}) if head_dim >= rotary_dim else [rotary_dim]
+                routes = {w: probe_cos_sin(_original(module_name, name), form, make_cos_sin, positions, w,
+                                           device_of(rotary)) for w in widths}
+            except (_ropejit.Error, ValueError, NotImplementedError, RuntimeError, TypeError, IndexError) as e:
+                routes = {0: (None, f"the cos/sin probe of {function} failed: {type(e).__name__}: {e}")}
+            misses += [why for route, why in routes.values() if route is None]
+            found = {w: route for w, (route, _) in routes.items() if route is not None}
+            agreed = found if agreed is None else {w: r for w, r in agreed.items() if found.get(w) == r}
+        if agreed:
+            route = next(iter(agreed.values()))
+            state._routes[(function, key)] = (route, [w for w, r in agreed.items() if r == route])
+            state.functions.setdefault(function, []).append(key)
+    if any(function_key == key for _, function_key in state._routes):
+        state.hf_angles[key] = state.declined.pop(key)
+    elif misses:
+        state.declined[key] += "; " + "; ".join(dict.fromkeys(misses))
+
+
+def _head_dim(config: Any) -> Optional[int]:
+    """The config's head width (head_dim, else hidden_size / num_attention_heads), None if it has neither."""
+    head_dim = getattr(config, "head_dim", None)
+    if isinstance(head_dim, int) and head_dim > 0:
+        return head_dim
+    hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
+    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else None
+
+
+def _rotary_cos_sin(rotary: torch.nn.Module, key: str, config: Any) -> Tuple[Callable, List[int], int]:
+    """(position_ids -> the module's float32 cos, sin for layer type `key`; the probe's positions;
+    the module's rotary width)."""
+    call = rotary_call(rotary, key, config)
+    if isinstance(call, str):
+        raise ValueError(call)
+    device = device_of(rotary)
+    last = max((getattr(config, "max_position_embeddings", None) or 4096) - 1, 1)
+
+    def make_cos_sin(position_ids: torch.Tensor) -> Tuple[torch.Tensor, ...]:
+        return tuple(rotary(torch.zeros(1, 1, 1, device=device), position_ids, *call))
+
+    with torch.no_grad():
+        cos = make_cos_sin(torch.zeros(1, 1, dtype=torch.long, device=device))[0]
+    return make_cos_sin, [0, 1, 2, 3, 17, 100 % last, last // 2, last], int(cos.shape[-1])
 
 
 def _serves(state: RopePatch, rotary: torch.nn.Module, key: str, main: List[str]) -> bool:
@@ -375,7 +457,7 @@ def _probe_all(state: RopePatch, key: str, width: int, rotary_modules: List[torc
     return None
 
 
-def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False) -> RopePatch:
+def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, hf_angles: bool = True) -> RopePatch:
     """Runs the model's RoPE through ropejit; returns the patch state (also ``model._ropejit_patch``).
 
     Hooks every text ``*RotaryEmbedding`` submodule so its forward remembers the ``position_ids``
@@ -393,20 +475,25 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False) 
     then runs the config's float32 frequencies (what ``from_pretrained(dtype=...)`` keeps), and
     ``state.note`` and a RuntimeWarning say so once.
 
-    HF's original function keeps running where ropejit cannot do the same: for a layer type whose
-    config ropejit cannot express (or ``dynamic`` / ``longrope`` rope, whose HF frequencies follow
-    the sequence length) or whose probe disagrees with every function (``state.declined`` says
-    why per layer type; ``state.reason`` when that is every layer), for a cos whose positions are
-    unknown, or where the shapes and dtype do not fit the spec (``state.fallback_reasons``). A
-    RuntimeWarning names the layer types HF keeps; with `strict` a ``ropejit.Error`` is raised
-    instead and nothing is patched.
+    A layer type whose config ropejit cannot express (a rope_type it does not know; ``dynamic`` /
+    ``longrope`` rope, whose HF frequencies follow the sequence length) takes the cos/sin route
+    with `hf_angles` (the default): HF's rotary module computes cos and sin as always and ropejit's
+    kernel rotates q and k from them (``io.angles: cos_sin_cache``, each token its own row; a probe
+    on the module's own cos and sin finds the pairing that gives HF's result, per apply function);
+    ``state.hf_angles`` names those layer types and why ropejit's own angles could not serve.
+
+    HF's original function keeps running where ropejit cannot do the same: for a layer type that
+    neither route serves (``state.declined`` says why per layer type; ``state.reason`` when that
+    is every layer), for a cos whose positions are unknown, or where the shapes and dtype do not
+    fit (``state.fallback_reasons``). A RuntimeWarning names the layer types HF keeps; with
+    `strict` a ``ropejit.Error`` is raised instead and nothing is patched.
     """
     if getattr(model, _ATTRIBUTE, None) is not None:
         return getattr(model, _ATTRIBUTE)
     state = RopePatch(spec=None)
     rotary_modules = text_rotary_modules(model, _text_config(model))
     functions = _hf_functions(model)
-    _plan(model, state, rotary_modules, functions, verify)
+    _plan(model, state, rotary_modules, functions, verify, hf_angles)
     name = type(model).__name__
     if state.reason is not None or (strict and state.declined):
         state.specs, state.functions = {}, {}
@@ -423,7 +510,7 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False) 
         warnings.warn(f"ropejit: {name} keeps HF's RoPE for multimodal positions (rows that differ) of "
                       f"{decline_reason(state.text_positions_only)}", RuntimeWarning, 2)
     state.spec = state.specs.get(ALL)
-    keys = list(state.specs) + list(state.declined)
+    keys = list(state.specs) + list(state.declined) + list(state.hf_angles)
     typed = {id(m) for m in rotary_modules if takes_layer_type(m)}  # forward(x, position_ids, layer_type)
 
     def remember_positions(module: torch.nn.Module, args: Tuple[Any, ...], kwargs: Dict[str, Any],
@@ -437,8 +524,11 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False) 
         own = state._module_keys.get(id(module), {})
         layer = layer_key(layer_type, list(own) or keys)
         layer = own.get(layer, layer) if layer is not None else None
-        # An argument the spec knows nothing of may change HF's cos: leave those calls to HF.
-        if isinstance(position_ids, torch.Tensor) and not extra and layer and isinstance(output, tuple) and output:
+        # An argument the spec knows nothing of may change HF's cos: leave those calls to HF (the
+        # cos/sin route reads HF's cos itself, whatever made it).
+        if extra and layer not in state.hf_angles:
+            return
+        if isinstance(position_ids, torch.Tensor) and layer and isinstance(output, tuple) and output:
             spec = state.specs.get(layer)
             if spec is not None and not is_mrope(spec):  # text tokens of a multimodal model: equal rows
                 position_ids = one_stream(position_ids)

@@ -16,3 +16,19 @@ def runtime(tmp_path_factory):
 def rng(request):
     """A fresh generator per test, seeded by the test's name (reproducible, different per test)."""
     return np.random.default_rng(zlib.crc32(request.node.nodeid.encode()))
+
+
+@pytest.fixture
+def patched():
+    """ropejit.transformers.patch() for the test, unpatched afterwards even when the test fails."""
+    import ropejit.transformers as rope_hf  # torch and transformers: only the tests that use it need them
+
+    models = []
+
+    def do_patch(model, **kwargs):
+        models.append(model)
+        return rope_hf.patch(model, **kwargs)
+
+    yield do_patch
+    for model in models:
+        rope_hf.unpatch(model)

@@ -53,20 +53,6 @@ def kernel_calls(monkeypatch):
     return seen
 
 
-@pytest.fixture
-def patched():
-    """patch() for the test, unpatched afterwards even when the test fails."""
-    models = []
-
-    def do_patch(model, **kwargs):
-        models.append(model)
-        return rope_hf.patch(model, **kwargs)
-
-    yield do_patch
-    for model in models:
-        rope_hf.unpatch(model)
-
-
 def logits(model, input_ids):
     with torch.no_grad():
         return model(input_ids).logits
@@ -147,14 +133,15 @@ def test_unknown_positions_fall_back_to_hf(kernel_calls, patched):
 
 
 def test_configs_ropejit_does_not_follow_keep_hf(patched):
+    """Without HF's own cos and sin (hf_angles=False; test_transformers_cos_sin.py has the default)."""
     model = tiny_model("llama", rope={"rope_type": "dynamic", "rope_theta": 10000.0, "factor": 2.0})
     original = modeling_llama.apply_rotary_pos_emb
     with pytest.warns(RuntimeWarning, match=r"keeps HF's RoPE: rope_type dynamic"):
-        state = patched(model)
+        state = patched(model, hf_angles=False)
     assert state.spec is None and modeling_llama.apply_rotary_pos_emb is original
     rope_hf.unpatch(model)
     with pytest.raises(ropejit.Error, match=r"rope_type dynamic: HF's frequencies follow the sequence length"):
-        rope_hf.patch(model, strict=True)
+        rope_hf.patch(model, strict=True, hf_angles=False)
     assert not hasattr(model, "_ropejit_patch")
 
 
@@ -270,10 +257,10 @@ def test_a_layer_type_ropejit_does_not_follow_keeps_hf(kernel_calls, patched):
     input_ids = torch.randint(0, 128, (1, 30), generator=torch.Generator().manual_seed(10))
     hf = logits(model, input_ids)
     with pytest.raises(ropejit.Error, match=r"full_attention: rope_type dynamic"):
-        rope_hf.patch(model, strict=True)
+        rope_hf.patch(model, strict=True, hf_angles=False)
     assert not hasattr(model, "_ropejit_patch")
     with pytest.warns(RuntimeWarning, match=r"keeps HF's RoPE for full_attention: rope_type dynamic"):
-        state = patched(model)
+        state = patched(model, hf_angles=False)
     kernel_calls.clear()
     ours = logits(model, input_ids)
     assert state.reason is None and list(state.specs) == ["sliding_attention"]

@@ -1,0 +1,127 @@
+"""HF's own cos and sin as the kernel's angles (``io.angles: cos_sin_cache``): the transformers
+patch's route for layer types whose rope config ropejit cannot express itself (a rope_type it does
+not know, dynamic or longrope frequencies that follow the sequence length). HF's rotary module
+computes cos and sin as it always does; ropejit's kernel reads them per token and rotates q and k
+in one pass (in float32, rounded once, where HF's formula rounds each product in the model's
+dtype). Which pairing HF's apply function uses is not guessed: a probe on the model's own rotary
+module finds the one that gives HF's result, or the layer type keeps HF's function."""
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Sequence, Tuple
+
+import torch
+
+from . import compat  # noqa: F401 - registers torch.ops.ropejit.cos_sin_cache_rope
+
+_DTYPES = (torch.float32, torch.float16, torch.bfloat16)
+
+
+@dataclass(frozen=True)
+class CosSinRoute:
+    """How one HF apply function's cos/sin become ropejit's cos_sin_cache rows: the kernel's
+    pairing (``"neox"``: (i, i + d/2), ``"interleaved"``: (2i, 2i + 1)) and the columns of HF's
+    cos that hold one value per pair (``"half"``: the first d/2, as ``cat(freqs, freqs)`` makes;
+    ``"even"``: every other one, as ``repeat_interleave(freqs, 2)`` makes)."""
+
+    layout: str
+    columns: str
+
+
+# The routes to probe for each apply form, the common first: Llama's rotate_half on cat(freqs, freqs);
+# Cohere's interleaved pairs on repeat_interleave(freqs, 2); GLM's interleaved pairs on the first
+# half of cat(freqs, freqs); rotate_half on repeat_interleave'd values. "interleave": DeepSeek's
+# apply_rotary_pos_emb_interleave (q arrives with interleaved pairs, cos is cat(freqs, freqs)).
+_ANY = (CosSinRoute("neox", "half"), CosSinRoute("interleaved", "even"), CosSinRoute("interleaved", "half"),
+        CosSinRoute("neox", "even"))
+ROUTES = {"qk": _ANY, "one": _ANY, "interleave": (CosSinRoute("interleaved", "half"),)}
+
+
+def cos_sin_misfit(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int, widths: Sequence[int]) -> Optional[str]:
+    """Why an apply call's tensors cannot take the cos/sin route (HF's function runs), or None. k
+    None: the one-tensor form. cos and sin ``[B or 1, S, rotary_dim]``, one of the kernel's dtypes,
+    on q's device."""
+    tensors = {"q": q, "cos": cos, "sin": sin} if k is None else {"q": q, "k": k, "cos": cos, "sin": sin}
+    for name, t in tensors.items():
+        if not isinstance(t, torch.Tensor):
+            return f"{name} is a {type(t).__name__}, not a tensor"
+    if unsqueeze_dim not in (1, 2):
+        return f"unsqueeze_dim {unsqueeze_dim} (ropejit takes 1 or 2)"
+    tokens_axis = 2 if unsqueeze_dim == 1 else 1
+    for name, t in (("q", q), ("k", k)):
+        if t is None:
+            continue
+        if t.dim() != 4 or t.shape[-1] not in widths or min(t.shape) == 0:
+            return f"{name} of shape {list(t.shape)}: ropejit rotates heads of {' or '.join(map(str, widths))}"
+        if t.shape[0] != q.shape[0] or t.shape[tokens_axis] != q.shape[tokens_axis] or t.dtype != q.dtype \
+                or t.shape[-1] != q.shape[-1]:
+            return f"{name} of shape {list(t.shape)} and {t.dtype} does not pair with q {list(q.shape)} {q.dtype}"
+    if q.dtype not in _DTYPES or cos.dtype not in _DTYPES:
+        return f"q of {q.dtype}, cos of {cos.dtype} (ropejit runs fp32, fp16, bf16)"
+    if k is not None and q.shape[3 - tokens_axis] % k.shape[3 - tokens_axis]:
+        return f"k's {k.shape[3 - tokens_axis]} heads do not divide q's {q.shape[3 - tokens_axis]}"
+    rotary_dim = cos.shape[-1] if cos.dim() == 3 else 0
+    if cos.dim() != 3 or sin.shape != cos.shape or sin.dtype != cos.dtype or cos.shape[1] != q.shape[tokens_axis] \
+            or cos.shape[0] not in (1, q.shape[0]) or rotary_dim % 2 or not 2 <= rotary_dim <= q.shape[-1]:
+        return (f"cos of shape {list(cos.shape)}, sin {list(sin.shape)} {sin.dtype} for q of shape "
+                f"{list(q.shape)}: the cos/sin route takes [B or 1, S, even rotary_dim <= head_dim] for both")
+    if q.device.type not in ("cpu", "cuda") or any(t.device != q.device for t in tensors.values()):
+        return "q, k, cos and sin are not on one cpu or cuda device"
+    return None
+
+
+def cos_sin_rows(cos: torch.Tensor, sin: torch.Tensor, route: CosSinRoute) -> torch.Tensor:
+    """HF's cos, sin ``[B', S, d]`` as the kernel's cache ``[B' * S, d]``: each row d / 2 cos values,
+    then d / 2 sin values, one per pair."""
+    half = cos.shape[-1] // 2
+
+    def per_pair(t: torch.Tensor) -> torch.Tensor:
+        return t[..., :half] if route.columns == "half" else t[..., 0::2]
+
+    return torch.cat((per_pair(cos), per_pair(sin)), -1).reshape(-1, 2 * half)
+
+
+def rotate_cos_sin(form: str, q: torch.Tensor, k: Optional[torch.Tensor], cos: torch.Tensor, sin: torch.Tensor,
+                   route: CosSinRoute, unsqueeze_dim: int) -> Any:
+    """What HF's apply function of `form` returns for q, k, cos, sin, computed by the kernel from
+    HF's cos and sin: each token reads its own row (positions 0 .. B' * S - 1, B' = cos.shape[0])."""
+    if form == "one":
+        k = q.narrow(1 if unsqueeze_dim == 1 else 2, 0, 1)  # the op rotates a key: one head, dropped
+    assert k is not None
+    if unsqueeze_dim == 1:  # the kernel wants tokens first: [B, S, H, D]
+        q, k = q.transpose(1, 2), k.transpose(1, 2)
+    batch, seq = q.shape[0], q.shape[1]
+    rows = cos_sin_rows(cos, sin, route)
+    positions = torch.arange(rows.shape[0], device=q.device).view(cos.shape[0], seq).expand(batch, seq).reshape(-1)
+    q_out, k_out = torch.ops.ropejit.cos_sin_cache_rope(positions, q, k, q.shape[-1], rows, route.layout == "neox")
+    if unsqueeze_dim == 1:
+        q_out, k_out = q_out.transpose(1, 2), k_out.transpose(1, 2)
+    if form == "one":
+        return q_out
+    if form == "interleave":  # HF returns each head's pairs' first elements, then their second ones
+        return tuple(t.unflatten(-1, (t.shape[-1] // 2, 2)).transpose(-1, -2).flatten(-2) for t in (q_out, k_out))
+    return q_out, k_out
+
+
+def probe_cos_sin(function: Callable, form: str, make_cos_sin: Callable[[torch.Tensor], Tuple[torch.Tensor, ...]],
+                  positions: Sequence[int], width: int, device: torch.device) -> Tuple[Optional[CosSinRoute], str]:
+    """The route whose kernel result equals HF's `function` on the rotary module's own cos and sin
+    (`make_cos_sin(position_ids)`) for heads of `width`, in float32 (relative 1e-5: the same cos and
+    sin, one rounding apart); (None, what differed) when no route does."""
+    generator = torch.Generator().manual_seed(0)
+    q = torch.randn(1, 2, len(positions), width, generator=generator).to(device)
+    k = torch.randn(1, 1, len(positions), width, generator=generator).to(device)
+    with torch.no_grad():
+        cos, sin = make_cos_sin(torch.tensor([list(positions)], device=device))
+        want = (function(q, cos, sin), function(k, cos, sin)) if form == "one" else function(q, k, cos, sin)
+        misses = []
+        for route in ROUTES[form]:
+            why = cos_sin_misfit(q, None if form == "one" else k, cos, sin, 1, (width,))
+            if why is not None:
+                return None, why
+            got = (rotate_cos_sin(form, q, None, cos, sin, route, 1), rotate_cos_sin(form, k, None, cos, sin, route, 1)) \
+                if form == "one" else rotate_cos_sin(form, q, k, cos, sin, route, 1)
+            error = max(((g.double() - w.double()).abs().max() / w.double().abs().max().clamp(min=1.0)).item()
+                        if g.shape == w.shape else float("inf") for g, w in zip(got, want))
+            if error <= 1e-5:
+                return route, ""
+            misses.append(f"{route.layout} pairs from the {route.columns} columns differ by {error:.3g}")
+    return None, f"HF's cos and sin through the kernel: {'; '.join(misses)} on heads of {width}"
