@@ -15,10 +15,18 @@ The ``cos_sin_cache`` signatures take the engine's own cos/sin rows (its rotary 
 already in them) and gather one row per token's position (spec ``io.angles`` cos_sin_cache): vLLM's
 ``rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)`` (in place, key may
 be None) and FlashInfer's ``apply_rope_with_cos_sin_cache`` / ``..._inplace``, on the torch ops
-``ropejit::cos_sin_cache_rope`` / ``ropejit::cos_sin_cache_rope_``. docs/engines.md.
+``ropejit::cos_sin_cache_rope`` / ``ropejit::cos_sin_cache_rope_``; also SGLang's
+``sgl_kernel.apply_rope_with_cos_sin_cache_inplace`` and vLLM's older
+``batched_rotary_embedding``. The namespaces ``flashinfer``, ``vllm_ops`` and ``sgl_kernel`` hold
+each peer's functions under its own names, so an engine swaps a module alias and nothing else::
+
+    from ropejit.compat import vllm_ops as ops      # was: from vllm import _custom_ops as ops
+
+docs/engines.md.
 """
 import functools
 import math
+import types
 from typing import Any, List, Optional, Tuple
 
 import torch
@@ -30,7 +38,8 @@ from .torch import TORCH_DTYPES, kernel_for, op_spec_json
 __all__ = ["apply_rope_pos_ids", "apply_rope_pos_ids_inplace", "apply_llama31_rope_pos_ids",
            "apply_llama31_rope_pos_ids_inplace", "apply_rope", "apply_rope_inplace", "apply_llama31_rope",
            "apply_llama31_rope_inplace", "rotary_embedding", "apply_rope_with_cos_sin_cache",
-           "apply_rope_with_cos_sin_cache_inplace"]
+           "apply_rope_with_cos_sin_cache_inplace", "batched_rotary_embedding",
+           "sgl_apply_rope_with_cos_sin_cache_inplace", "flashinfer", "vllm_ops", "sgl_kernel"]
 
 ArgumentError = _ropejit.ArgumentError
 
@@ -452,20 +461,84 @@ def _flashinfer_cache(positions: Any, query: Any, key: Any, head_size: Any, cos_
                             "(FlashInfer's requirement; ropejit.compat.rotary_embedding takes bf16 / fp16 too)")
 
 
+def _check_backend(backend: Any) -> None:
+    """FlashInfer's kernel choice: ropejit runs its own kernel for either, with the same results."""
+    if backend not in ("cuda", "cute-dsl"):
+        raise ArgumentError(f"backend: {backend!r} is not allowed: must be 'cuda' | 'cute-dsl'")
+
+
 def apply_rope_with_cos_sin_cache(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
-                                  cos_sin_cache: torch.Tensor,
-                                  is_neox: bool = True) -> Tuple[torch.Tensor, torch.Tensor]:
+                                  cos_sin_cache: torch.Tensor, is_neox: bool = True,
+                                  backend: str = "cuda") -> Tuple[torch.Tensor, torch.Tensor]:
     """FlashInfer's ``apply_rope_with_cos_sin_cache``: returns (query_out, key_out), new tensors of
     query's and key's shapes. positions ``[nnz]``; query ``[nnz, Hq * head_size]``, key ``[nnz, Hkv *
     head_size]``; cos_sin_cache float32 ``[max_seq_len, rotary_dim]``, cos in the first half, sin in
-    the second. Otherwise as :func:`rotary_embedding`."""
+    the second; `backend` (FlashInfer's kernel choice) checked, then ropejit's kernel runs.
+    Otherwise as :func:`rotary_embedding`."""
+    _check_backend(backend)
     _flashinfer_cache(positions, query, key, head_size, cos_sin_cache, is_neox)
     return torch.ops.ropejit.cos_sin_cache_rope(positions, query, key, head_size, cos_sin_cache, is_neox)
 
 
 def apply_rope_with_cos_sin_cache_inplace(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
-                                          head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool = True) -> None:
+                                          head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool = True,
+                                          backend: str = "cuda") -> None:
     """FlashInfer's ``apply_rope_with_cos_sin_cache_inplace``: :func:`apply_rope_with_cos_sin_cache`
     written into query and key; returns None."""
+    _check_backend(backend)
     _flashinfer_cache(positions, query, key, head_size, cos_sin_cache, is_neox)
     torch.ops.ropejit.cos_sin_cache_rope_(positions, query, key, head_size, cos_sin_cache, is_neox)
+
+
+def sgl_apply_rope_with_cos_sin_cache_inplace(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                                              head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool = True,
+                                              fused_set_kv_buffer_arg: Any = None,
+                                              enable_pdl: Optional[bool] = None) -> None:
+    """SGLang's ``sgl_kernel.apply_rope_with_cos_sin_cache_inplace``: FlashInfer's in-place function
+    (float32 cache, key required). `enable_pdl` is a launch hint (ropejit's kernel decides its own
+    programmatic dependent launch; any value is accepted). `fused_set_kv_buffer_arg` must be None:
+    ropejit fuses the KV write through a spec with ``io.output: paged_kv``, not through this
+    signature (ArgumentError otherwise)."""
+    if fused_set_kv_buffer_arg is not None:
+        raise ArgumentError("fused_set_kv_buffer_arg: a value is not allowed: must be None (ropejit fuses the KV "
+                            "cache write through a spec with io.output paged_kv, not through this signature)")
+    if enable_pdl is not None and not isinstance(enable_pdl, bool):
+        raise ArgumentError(f"enable_pdl: {enable_pdl!r} is not allowed: must be None | True | False")
+    apply_rope_with_cos_sin_cache_inplace(positions, query, key, head_size, cos_sin_cache, is_neox)
+
+
+def batched_rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: Optional[torch.Tensor],
+                             head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool, rot_dim: int,
+                             cos_sin_cache_offsets: torch.Tensor) -> None:
+    """vLLM's ``batched_rotary_embedding`` (multi-LoRA caches stacked in one table; vLLM removed it
+    in vllm#24789, 2025): token t reads row ``positions[t] + cos_sin_cache_offsets[t]``. `rot_dim`
+    must be the cache's width; cos_sin_cache_offsets int64 (or int32) with one entry per token. The
+    offsets are added in torch before the kernel (one elementwise op); otherwise as
+    :func:`rotary_embedding`."""
+    if not isinstance(cos_sin_cache_offsets, torch.Tensor) or cos_sin_cache_offsets.dtype not in (torch.int32,
+                                                                                                  torch.int64):
+        raise ArgumentError(f"cos_sin_cache_offsets: {getattr(cos_sin_cache_offsets, 'dtype', cos_sin_cache_offsets)!r}"
+                            " is not allowed: must be an int32 | int64 torch tensor")
+    _check_cache_call(positions, query, key, head_size, cos_sin_cache, is_neox)
+    if cos_sin_cache_offsets.numel() != positions.numel() or cos_sin_cache_offsets.device != positions.device:
+        raise ArgumentError(f"cos_sin_cache_offsets: shape {list(cos_sin_cache_offsets.shape)} on "
+                            f"{cos_sin_cache_offsets.device} is not allowed: must be one entry per position "
+                            f"({positions.numel()}) on {positions.device}")
+    if rot_dim != cos_sin_cache.shape[-1] or isinstance(rot_dim, bool):
+        raise ArgumentError(f"rot_dim: {rot_dim!r} is not allowed: must be cos_sin_cache's width "
+                            f"{cos_sin_cache.shape[-1]}")
+    shifted = positions.reshape(-1).long() + cos_sin_cache_offsets.reshape(-1).long()
+    torch.ops.ropejit.cos_sin_cache_rope_(shifted, query, key, head_size, cos_sin_cache, is_neox)
+
+
+# Each peer's functions under its own names: ``from ropejit.compat import vllm_ops as ops``.
+flashinfer = types.SimpleNamespace(
+    apply_rope_pos_ids=apply_rope_pos_ids, apply_rope_pos_ids_inplace=apply_rope_pos_ids_inplace,
+    apply_llama31_rope_pos_ids=apply_llama31_rope_pos_ids,
+    apply_llama31_rope_pos_ids_inplace=apply_llama31_rope_pos_ids_inplace, apply_rope=apply_rope,
+    apply_rope_inplace=apply_rope_inplace, apply_llama31_rope=apply_llama31_rope,
+    apply_llama31_rope_inplace=apply_llama31_rope_inplace,
+    apply_rope_with_cos_sin_cache=apply_rope_with_cos_sin_cache,
+    apply_rope_with_cos_sin_cache_inplace=apply_rope_with_cos_sin_cache_inplace)
+vllm_ops = types.SimpleNamespace(rotary_embedding=rotary_embedding, batched_rotary_embedding=batched_rotary_embedding)
+sgl_kernel = types.SimpleNamespace(apply_rope_with_cos_sin_cache_inplace=sgl_apply_rope_with_cos_sin_cache_inplace)

@@ -440,6 +440,47 @@ def test_cos_sin_cache_errors_name_the_argument(call, message):
         call()
 
 
+def test_sglang_and_vllm_batched_forms(gen):
+    """sgl_kernel's in-place function is FlashInfer's; vLLM's batched form reads row position + offset."""
+    query, key = randn(gen, 11, 4 * 64, dtype=torch.bfloat16), randn(gen, 11, 2 * 64, dtype=torch.bfloat16)
+    cache, positions = random_cache(gen, 200, 48, "fp32"), torch.randint(0, 100, (11,), generator=gen)
+    q_sgl, k_sgl = query.clone(), key.clone()
+    compat.sgl_kernel.apply_rope_with_cos_sin_cache_inplace(positions, q_sgl, k_sgl, 64, cache, False, None, True)
+    assert all(torch.equal(a, b) for a, b in zip((q_sgl, k_sgl), compat.flashinfer.apply_rope_with_cos_sin_cache(
+        positions, query, key, 64, cache, False, backend="cute-dsl")))
+    offsets = torch.randint(0, 100, (11,), generator=gen)  # each token its LoRA's stacked cache
+    want_q, want_k = (cache_reference(positions + offsets, x, 64, cache, True) for x in (query, key))
+    compat.vllm_ops.batched_rotary_embedding(positions, query, key, 64, cache, True, 48, offsets)
+    assert_cache_matches(query, want_q, "bf16", "query")
+    assert_cache_matches(key, want_k, "bf16", "key")
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: compat.sgl_apply_rope_with_cos_sin_cache_inplace(CPOS, CQ, CK, 64, CACHE, True, object()),
+     r"fused_set_kv_buffer_arg: a value is not allowed: must be None"),
+    (lambda: compat.sgl_apply_rope_with_cos_sin_cache_inplace(CPOS, CQ, CK, 64, CACHE, True, None, 1),
+     r"enable_pdl: 1 is not allowed"),
+    (lambda: compat.apply_rope_with_cos_sin_cache(CPOS, CQ, CK, 64, CACHE, backend="triton"),
+     r"backend: 'triton' is not allowed: must be 'cuda' \| 'cute-dsl'"),
+    (lambda: compat.batched_rotary_embedding(CPOS, CQ, CK, 64, CACHE, True, 32, CPOS.long()),
+     r"rot_dim: 32 is not allowed: must be cos_sin_cache's width 64"),
+    (lambda: compat.batched_rotary_embedding(CPOS, CQ, CK, 64, CACHE, True, 64, CPOS[:3].long()),
+     r"cos_sin_cache_offsets: shape \[3\]"),
+    (lambda: compat.batched_rotary_embedding(CPOS, CQ, CK, 64, CACHE, True, 64, CPOS.float()),
+     r"cos_sin_cache_offsets: torch.float32 is not allowed"),
+])
+def test_engine_form_errors_name_the_argument(call, message):
+    with pytest.raises(ropejit.ArgumentError, match=message):
+        call()
+
+
+def test_namespaces_hold_each_peers_names():
+    assert vars(compat.vllm_ops) == {"rotary_embedding": compat.rotary_embedding,
+                                     "batched_rotary_embedding": compat.batched_rotary_embedding}
+    assert compat.sgl_kernel.apply_rope_with_cos_sin_cache_inplace is compat.sgl_apply_rope_with_cos_sin_cache_inplace
+    assert all(getattr(compat, name) is function for name, function in vars(compat.flashinfer).items())
+
+
 def test_agrees_with_vllm_and_flashinfer_cos_sin_cache(gen):
     if not torch.cuda.is_available():
         pytest.skip("the peers' kernels need a CUDA GPU: no side-by-side check")
