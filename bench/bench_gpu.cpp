@@ -40,6 +40,7 @@ constexpr Shape kShapes[] = {
     {"llama-3.1-8b", "llama-3.1-8b"},           // 32/8 heads, 128, llama3 scaling
     {"llama-3.1-8b-fp8-q", "llama-3.1-8b-fp8-q"},  // ... q_out in FP8 e4m3 (static q_scale) for FP8 attention
     {"llama-3.1-8b-nvfp4", "llama-3.1-8b-nvfp4"},  // ... k and v appended to an NVFP4 cache (Blackwell)
+    {"llama-3.1-8b-cos-sin-cache", "llama-3.1-8b-cos-sin-cache"},  // vLLM's / FlashInfer's call: the engine's cache
     {"qwen2.5-7b-fused", "qwen2.5-7b"},         // packed qkv + bias + copy v, in place
     {"qwen2.5-7b-padded", "qwen2.5-7b-padded"}, // packed qkv + bias -> padded [B, H, S, D], varlen
     {"mistral-7b", "mistral-7b-v0.1"},          // 32/8, 128, default
