@@ -144,9 +144,14 @@ bool related(const std::string& issue, const std::string& mutated) {
       {"/io/cache_dtype", "/op", "/head_dim", "/rotary_dim", "/partial_rotary_factor", "/layout", "/qk_norm",
        "/qk_norm/scope"},
       {"/io/q_scale", "/qk_norm", "/qk_norm/scope"},
+      // the caller's cos/sin (io.angles cos_sin_cache) leave the rope block rope_type default alone;
+      // computed angles need its rope_theta.
+      {"/io/angles", "/io/cos_sin_dtype", "/rope/rope_theta", "/rope/rope_type"},
   };
+  // A block erased or replaced changes every member of it a rule reads.
+  const auto changed = [&](const std::string& member) { return member == mutated || inside(member, mutated); };
   for (const auto& rule : cross_field_rules)
-    if (rule.count(issue) && rule.count(mutated)) return true;
+    if (rule.count(issue) && std::any_of(rule.begin(), rule.end(), changed)) return true;
   return false;
 }
 
