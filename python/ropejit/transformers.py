@@ -79,6 +79,11 @@ class RopePatch:
     _module_keys: Dict[int, Dict[str, str]] = field(default_factory=dict, repr=False)
     # (function, layer type) of the cos/sin route → the route the probe found and its head widths
     _routes: Dict[Tuple[str, str], Tuple[CosSinRoute, List[int]]] = field(default_factory=dict, repr=False)
+    # hf_angles on: what a route probed at the first call that needs it reads (serving modules per
+    # key, the config, the apply functions); the (function, key) pairs probed so far
+    _route_sources: Optional[Tuple[Dict[str, List[Any]], Any, List[Tuple[str, str, str]]]] = \
+        field(default=None, repr=False)
+    _probed: set = field(default_factory=set, repr=False)
 
     def spec_json(self, dtype: torch.dtype, layer: str = ALL, q_heads: Optional[int] = None,
                   k_heads: Optional[int] = None, width: Optional[int] = None) -> Optional[str]:
@@ -116,7 +121,7 @@ _ATTRIBUTE = "_ropejit_patch"
 unknown_position_calls = 0  # calls with a cos no patched rotary module made (HF's function ran)
 
 
-def _remember(cos: torch.Tensor, position_ids: torch.Tensor, state: RopePatch, layer: str = ALL) -> None:
+def _remember(cos: torch.Tensor, position_ids: Optional[torch.Tensor], state: RopePatch, layer: str = ALL) -> None:
     key = id(cos)
 
     def forget(ref: weakref.ref) -> None:
@@ -139,7 +144,8 @@ def _recalled(cos: Any) -> Optional[Tuple[torch.Tensor, RopePatch, str]]:
     start = _token_slice(cos, base)
     if start is None:
         return None
-    return entry[1][..., start:start + cos.shape[-2]], entry[2], entry[3]
+    positions = entry[1][..., start:start + cos.shape[-2]] if entry[1] is not None else None
+    return positions, entry[2], entry[3]
 
 
 def _token_slice(view: torch.Tensor, base: torch.Tensor) -> Optional[int]:
@@ -166,14 +172,6 @@ def _rotate_recorded(function: str, form: str, q: Any, k: Any, cos: Any, sin: An
         unknown_position_calls += 1
         return None
     position_ids, state, layer = recalled
-    route = state._routes.get((function, layer))
-    if route is not None:  # HF's own cos and sin: nothing of the positions is needed
-        if form != "one" and k is None:
-            fallback: Optional[str] = f"{function} called with q alone (k None): the probe checked it with q and k"
-        else:
-            fallback = cos_sin_misfit(q, None if form == "one" else k, cos, sin, unsqueeze_dim, route[1])
-        state._count(layer, fallback)
-        return None if fallback is not None else rotate_cos_sin(form, q, k, cos, sin, route[0], unsqueeze_dim)
     spec = state.specs.get(layer)
     allowed = state._widths.get((function, layer))
     if spec is None:
@@ -189,10 +187,32 @@ def _rotate_recorded(function: str, form: str, q: Any, k: Any, cos: Any, sin: An
         k_heads = 1 if form == "one" else heads_of(k, unsqueeze_dim)
         spec_json = state.spec_json(q.dtype, layer, heads_of(q, unsqueeze_dim), k_heads, q.shape[-1])
         why = None if spec_json is not None else f"dtype {q.dtype} (ropejit runs fp32, fp16, bf16)"
+    route = _route_for(state, function, layer, why) if why is not None else None
+    if route is not None:  # HF's own cos and sin: nothing of the positions is needed
+        if form != "one" and k is None:
+            why = f"{function} called with q alone (k None): the probe checked it with q and k"
+        else:
+            why = cos_sin_misfit(q, None if form == "one" else k, cos, sin, unsqueeze_dim, route[1])
+        state._count(layer, why)
+        return None if why is not None else rotate_cos_sin(form, q, k, cos, sin, route[0], unsqueeze_dim)
     state._count(layer, why)
     if why is not None or spec_json is None:
         return None
     return rotate_form(form, q, k, kernel_positions(position_ids, spec), spec_json, unsqueeze_dim)
+
+
+def _route_for(state: RopePatch, function: str, layer: str, why: str) -> Optional[Tuple[CosSinRoute, List[int]]]:
+    """The cos/sin route of (function, layer type) for a call ropejit's spec cannot run (`why`):
+    probed at the first such call (position rows that differ, a rotary argument no spec knows),
+    named in ``state.hf_angles`` once it serves; None where hf_angles is off or none matches."""
+    if (function, layer) not in state._probed and state._route_sources is not None:
+        serving, config, functions = state._route_sources
+        _plan_cos_sin(state, layer, serving.get(layer, []), config,
+                      [f for f in functions if f"{f[0]}.{f[1]}" == function])
+        state._probed.add((function, layer))
+        if (function, layer) in state._routes and layer not in state.hf_angles:
+            state.hf_angles[layer] = f"calls ropejit's spec cannot run (the first: {why})"
+    return state._routes.get((function, layer))
 
 
 def hf_apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
@@ -332,20 +352,29 @@ def _plan(model: torch.nn.Module, state: RopePatch, rotary_modules: List[torch.n
         else:
             state.declined[key] = "; ".join(refused + mismatches)
             del state.specs[key]
-    if hf_angles:
+    if hf_angles:  # layer types ropejit's own angles cannot serve; multimodal rows probe at first need
+        serving = {key: [m for m in rotary_modules if (key in state._module_keys[id(m)].values()
+                                                       if id(m) in state._module_keys else key in text_keys)]
+                   for key in set(state.declined) | set(state.specs)}
+        state._route_sources = (serving, config, functions)
         for key in list(state.declined):
-            serving = [m for m in rotary_modules if (key in state._module_keys[id(m)].values()
-                                                     if id(m) in state._module_keys else key in text_keys)]
-            _plan_cos_sin(state, key, serving, config, functions)
+            _plan_cos_sin(state, key, serving[key], config, functions)
+        for key in list(state.text_positions_only):  # known now: their multimodal rows need the route
+            for module_name, name, _ in functions:
+                _route_for(state, f"{module_name}.{name}", key, "position rows that differ, which no mrope spec "
+                           f"follows: {state.text_positions_only[key]}")
+            if key in state.hf_angles:
+                del state.text_positions_only[key]
     if not state.specs and not state.hf_angles:
         state.reason = decline_reason(state.declined)
 
 
 def _plan_cos_sin(state: RopePatch, key: str, rotary_modules: List[torch.nn.Module], config: Any,
                   functions: List[Tuple[str, str, str]]) -> None:
-    """The cos/sin route for declined layer type `key`: for each HF apply function, the route on
-    which ropejit's kernel gives HF's result from the rotary modules' own cos and sin (every module
-    serving the key agreeing); the key moves from ``declined`` to ``hf_angles`` where one does."""
+    """The cos/sin route for layer type `key`: for each HF apply function, the route on which
+    ropejit's kernel gives HF's result from the rotary modules' own cos and sin (every module
+    serving the key agreeing). A declined key moves to ``hf_angles`` where one does; a key with a
+    spec keeps it (the route serves only the calls the spec cannot: :func:`_route_for`)."""
     if not rotary_modules or not functions:
         return
     misses: List[str] = []
@@ -368,8 +397,13 @@ def _plan_cos_sin(state: RopePatch, key: str, rotary_modules: List[torch.nn.Modu
         if agreed:
             route = next(iter(agreed.values()))
             state._routes[(function, key)] = (route, [w for w, r in agreed.items() if r == route])
-            state.functions.setdefault(function, []).append(key)
-    if any(function_key == key for _, function_key in state._routes):
+            if key not in state.functions.setdefault(function, []):
+                state.functions[function].append(key)
+    state._probed.update((f"{m}.{n}", key) for m, n, _ in functions)
+    served = any(function_key == key for _, function_key in state._routes)
+    if key not in state.declined:  # a layer type with a spec: the route serves the calls it cannot
+        return
+    if served:
         state.hf_angles[key] = state.declined.pop(key)
     elif misses:
         state.declined[key] += "; " + "; ".join(dict.fromkeys(misses))
@@ -506,7 +540,7 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
         warnings.warn(f"ropejit: {name} keeps HF's RoPE for {decline_reason(state.declined)}", RuntimeWarning, 2)
     if state.note:
         warnings.warn(f"ropejit: {name}: {state.note}", RuntimeWarning, 2)
-    if state.text_positions_only:
+    if state.text_positions_only:  # no cos/sin route either (hf_angles=False, or none matched)
         warnings.warn(f"ropejit: {name} keeps HF's RoPE for multimodal positions (rows that differ) of "
                       f"{decline_reason(state.text_positions_only)}", RuntimeWarning, 2)
     state.spec = state.specs.get(ALL)
@@ -524,11 +558,14 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
         own = state._module_keys.get(id(module), {})
         layer = layer_key(layer_type, list(own) or keys)
         layer = own.get(layer, layer) if layer is not None else None
-        # An argument the spec knows nothing of may change HF's cos: leave those calls to HF (the
-        # cos/sin route reads HF's cos itself, whatever made it).
-        if extra and layer not in state.hf_angles:
-            return
-        if isinstance(position_ids, torch.Tensor) and layer and isinstance(output, tuple) and output:
+        # An argument the spec knows nothing of may change HF's cos: leave those calls to HF, or to
+        # the cos/sin route, which reads HF's cos itself (no positions remembered: no spec runs them).
+        if extra:
+            if layer not in state.hf_angles:
+                return
+            position_ids = None
+        if (position_ids is None or isinstance(position_ids, torch.Tensor)) and layer and isinstance(output, tuple) \
+                and output:
             spec = state.specs.get(layer)
             if spec is not None and not is_mrope(spec):  # text tokens of a multimodal model: equal rows
                 position_ids = one_stream(position_ids)
