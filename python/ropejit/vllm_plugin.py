@@ -42,7 +42,7 @@ def table_classes(base: type, root: Optional[type] = None) -> Tuple[List[type], 
     while pending:
         cls = pending.pop()
         pending.extend(cls.__subclasses__())
-        if cls.__module__ == __name__ or cls in found:  # this plugin's own subclasses
+        if cls.__module__ == __name__ or cls in found or (cls is root and root is not base):  # ours; the root
             continue
         own = [m for m in _METHODS if getattr(cls, m, None) is not getattr(base, m)]
         if not issubclass(cls, base):
