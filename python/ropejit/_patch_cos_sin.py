@@ -6,11 +6,13 @@ in one pass (in float32, rounded once, where HF's formula rounds each product in
 dtype). Which pairing HF's apply function uses is not guessed: a probe on the model's own rotary
 module finds the one that gives HF's result, or the layer type keeps HF's function."""
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import torch
 
+from . import _ropejit
 from . import compat  # noqa: F401 - registers torch.ops.ropejit.cos_sin_cache_rope
+from ._patch_layers import device_of, qk_misfit, rotary_call
 
 _DTYPES = (torch.float32, torch.float16, torch.bfloat16)
 
@@ -46,14 +48,9 @@ def cos_sin_misfit(q: Any, k: Any, cos: Any, sin: Any, unsqueeze_dim: int, width
     if unsqueeze_dim not in (1, 2):
         return f"unsqueeze_dim {unsqueeze_dim} (ropejit takes 1 or 2)"
     tokens_axis = 2 if unsqueeze_dim == 1 else 1
-    for name, t in (("q", q), ("k", k)):
-        if t is None:
-            continue
-        if t.dim() != 4 or t.shape[-1] not in widths or min(t.shape) == 0:
-            return f"{name} of shape {list(t.shape)}: ropejit rotates heads of {' or '.join(map(str, widths))}"
-        if t.shape[0] != q.shape[0] or t.shape[tokens_axis] != q.shape[tokens_axis] or t.dtype != q.dtype \
-                or t.shape[-1] != q.shape[-1]:
-            return f"{name} of shape {list(t.shape)} and {t.dtype} does not pair with q {list(q.shape)} {q.dtype}"
+    why = qk_misfit(q, k, unsqueeze_dim, widths)
+    if why is not None:
+        return why
     if q.dtype not in _DTYPES or cos.dtype not in _DTYPES:
         return f"q of {q.dtype}, cos of {cos.dtype} (ropejit runs fp32, fp16, bf16)"
     if k is not None and q.shape[3 - tokens_axis] % k.shape[3 - tokens_axis]:
@@ -101,22 +98,21 @@ def rotate_cos_sin(form: str, q: torch.Tensor, k: Optional[torch.Tensor], cos: t
     return q_out, k_out
 
 
-def probe_cos_sin(function: Callable, form: str, make_cos_sin: Callable[[torch.Tensor], Tuple[torch.Tensor, ...]],
-                  positions: Sequence[int], width: int, device: torch.device) -> Tuple[Optional[CosSinRoute], str]:
-    """The route whose kernel result equals HF's `function` on the rotary module's own cos and sin
-    (`make_cos_sin(position_ids)`) for heads of `width`, in float32 (relative 1e-5: the same cos and
-    sin, one rounding apart); (None, what differed) when no route does."""
+def probe_cos_sin(function: Callable, form: str, cos: torch.Tensor, sin: torch.Tensor,
+                  width: int) -> Tuple[Optional[CosSinRoute], str]:
+    """The route whose kernel result equals HF's `function` on a rotary module's own float32 `cos`
+    and `sin` ``[1, P, d]`` for heads of `width` (relative 1e-5: the same cos and sin, one rounding
+    apart); (None, what differed) when no route does."""
     generator = torch.Generator().manual_seed(0)
-    q = torch.randn(1, 2, len(positions), width, generator=generator).to(device)
-    k = torch.randn(1, 1, len(positions), width, generator=generator).to(device)
+    q = torch.randn(1, 2, cos.shape[1], width, generator=generator).to(cos.device)
+    k = torch.randn(1, 1, cos.shape[1], width, generator=generator).to(cos.device)
+    why = cos_sin_misfit(q, None if form == "one" else k, cos, sin, 1, (width,))
+    if why is not None:
+        return None, why
+    misses = []
     with torch.no_grad():
-        cos, sin = make_cos_sin(torch.tensor([list(positions)], device=device))
         want = (function(q, cos, sin), function(k, cos, sin)) if form == "one" else function(q, k, cos, sin)
-        misses = []
         for route in ROUTES[form]:
-            why = cos_sin_misfit(q, None if form == "one" else k, cos, sin, 1, (width,))
-            if why is not None:
-                return None, why
             got = (rotate_cos_sin(form, q, None, cos, sin, route, 1), rotate_cos_sin(form, k, None, cos, sin, route, 1)) \
                 if form == "one" else rotate_cos_sin(form, q, k, cos, sin, route, 1)
             error = max(((g.double() - w.double()).abs().max() / w.double().abs().max().clamp(min=1.0)).item()
@@ -125,3 +121,50 @@ def probe_cos_sin(function: Callable, form: str, make_cos_sin: Callable[[torch.T
                 return route, ""
             misses.append(f"{route.layout} pairs from the {route.columns} columns differ by {error:.3g}")
     return None, f"HF's cos and sin through the kernel: {'; '.join(misses)} on heads of {width}"
+
+
+def head_dim_of(config: Any) -> Optional[int]:
+    """The config's head width (head_dim, else hidden_size / num_attention_heads), None if it has neither."""
+    head_dim = getattr(config, "head_dim", None)
+    if isinstance(head_dim, int) and head_dim > 0:
+        return head_dim
+    hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
+    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else None
+
+
+def module_routes(function: Callable, form: str, rotary: torch.nn.Module, key: str,
+                  config: Any) -> Dict[int, Tuple[Optional[CosSinRoute], str]]:
+    """probe_cos_sin on one rotary module's cos and sin for layer key `key`, a few positions up to
+    its last, for each head width HF's function may get (the head; the rotated slice alone)."""
+    call = rotary_call(rotary, key, config)
+    if isinstance(call, str):
+        return {0: (None, call)}
+    device = device_of(rotary)
+    last = max((getattr(config, "max_position_embeddings", None) or 4096) - 1, 1)
+    position_ids = torch.tensor([[0, 1, 2, 3, 17, 100 % last, last // 2, last]], device=device)
+    with torch.no_grad():
+        cos, sin = rotary(torch.zeros(1, 1, 1, device=device), position_ids, *call)
+    rotary_dim = int(cos.shape[-1])
+    head_dim = head_dim_of(config) or rotary_dim
+    widths = sorted({head_dim, rotary_dim}) if head_dim >= rotary_dim else [rotary_dim]
+    return {w: probe_cos_sin(function, form, cos, sin, w) for w in widths}
+
+
+def agreed_route(function: Callable, name: str, form: str, rotary_modules: Sequence[torch.nn.Module], key: str,
+                 config: Any) -> Tuple[Optional[Tuple[CosSinRoute, List[int]]], List[str]]:
+    """The route (and the head widths it serves) on which every module serving layer key `key`
+    agrees with HF's `function` (`name`: its "module.function"), and what differed where not."""
+    agreed: Optional[Dict[int, CosSinRoute]] = None  # head width -> the route every module agrees on
+    misses: List[str] = []
+    for rotary in rotary_modules:
+        try:
+            routes = module_routes(function, form, rotary, key, getattr(rotary, "config", config))
+        except (_ropejit.Error, ValueError, NotImplementedError, RuntimeError, TypeError, IndexError) as e:
+            routes = {0: (None, f"the cos/sin probe of {name} failed: {type(e).__name__}: {e}")}
+        misses += [why for route, why in routes.values() if route is None]
+        found = {w: route for w, (route, _) in routes.items() if route is not None}
+        agreed = found if agreed is None else {w: r for w, r in agreed.items() if found.get(w) == r}
+    if not agreed:
+        return None, misses
+    route = next(iter(agreed.values()))
+    return (route, [w for w, r in agreed.items() if r == route]), misses

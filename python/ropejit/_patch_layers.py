@@ -129,7 +129,20 @@ def misfit(q: Any, k: Any, position_ids: Any, spec: Spec, unsqueeze_dim: int,
     if position_ids.dim() not in (2, 3):
         return f"position_ids of shape {list(position_ids.shape)}: ropejit takes [B, S] (or [3, B, S] for mrope)"
     tokens_axis = 2 if unsqueeze_dim == 1 else 1
-    allowed = tuple(allowed or (spec.head_dim,))
+    why = qk_misfit(q, k, unsqueeze_dim, tuple(allowed or (spec.head_dim,)))
+    if why is not None:
+        return why
+    if q.device.type not in ("cpu", "cuda") or position_ids.device != q.device:
+        return f"q on {q.device}, position_ids on {position_ids.device}: ropejit runs on one cpu or cuda device"
+    if position_ids.shape[-1] != q.shape[tokens_axis] or position_ids.shape[-2] not in (1, q.shape[0]):
+        return f"position_ids of shape {list(position_ids.shape)} for q of shape {list(q.shape)}"
+    return None
+
+
+def qk_misfit(q: torch.Tensor, k: Optional[torch.Tensor], unsqueeze_dim: int, allowed: Sequence[int]) -> Optional[str]:
+    """Why HF-shaped q and k (None: the one-tensor form) do not pair as one rotation's heads of a
+    width in `allowed` (rank 4, same batch, tokens, width and dtype, nothing empty), or None."""
+    tokens_axis = 2 if unsqueeze_dim == 1 else 1
     for name, t in (("q", q), ("k", k)):
         if t is None:
             continue
@@ -138,10 +151,6 @@ def misfit(q: Any, k: Any, position_ids: Any, spec: Spec, unsqueeze_dim: int,
         if (t.shape[0] != q.shape[0] or t.shape[tokens_axis] != q.shape[tokens_axis] or t.shape[-1] != q.shape[-1]
                 or t.dtype != q.dtype or min(t.shape) == 0):
             return f"{name} of shape {list(t.shape)} and {t.dtype} does not pair with q {list(q.shape)} {q.dtype}"
-    if q.device.type not in ("cpu", "cuda") or position_ids.device != q.device:
-        return f"q on {q.device}, position_ids on {position_ids.device}: ropejit runs on one cpu or cuda device"
-    if position_ids.shape[-1] != q.shape[tokens_axis] or position_ids.shape[-2] not in (1, q.shape[0]):
-        return f"position_ids of shape {list(position_ids.shape)} for q of shape {list(q.shape)}"
     return None
 
 

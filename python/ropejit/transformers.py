@@ -29,11 +29,11 @@ import torch
 
 from . import _ropejit
 from . import torch as ropejit_torch
-from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decline_reason, device_of, heads_of,
+from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decline_reason, heads_of,
                             is_mrope, kernel_positions, layer_key, layer_specs, misfit, module_specs,
-                            mrope_candidates, one_stream, probe, rotary_call, rotate, rotate_form, takes_layer_type,
+                            mrope_candidates, one_stream, probe, rotate, rotate_form, takes_layer_type,
                             text_rotary_modules, widths)
-from ._patch_cos_sin import CosSinRoute, cos_sin_misfit, probe_cos_sin, rotate_cos_sin
+from ._patch_cos_sin import CosSinRoute, agreed_route, cos_sin_misfit, rotate_cos_sin
 from ._spec import Spec
 
 __all__ = ["patch", "unpatch", "apply_rotary_pos_emb", "RopePatch"]
@@ -380,23 +380,10 @@ def _plan_cos_sin(state: RopePatch, key: str, rotary_modules: List[torch.nn.Modu
     misses: List[str] = []
     for module_name, name, form in functions:
         function = f"{module_name}.{name}"
-        agreed: Optional[Dict[int, CosSinRoute]] = None  # head width -> the route every module agrees on
-        for rotary in rotary_modules:
-            config_of = getattr(rotary, "config", config)
-            try:
-                make_cos_sin, positions, rotary_dim = _rotary_cos_sin(rotary, key, config_of)
-                head_dim = _head_dim(config_of) or rotary_dim
-                widths = sorted({head_dim, rotary_dim}) if head_dim >= rotary_dim else [rotary_dim]
-                routes = {w: probe_cos_sin(_original(module_name, name), form, make_cos_sin, positions, w,
-                                           device_of(rotary)) for w in widths}
-            except (_ropejit.Error, ValueError, NotImplementedError, RuntimeError, TypeError, IndexError) as e:
-                routes = {0: (None, f"the cos/sin probe of {function} failed: {type(e).__name__}: {e}")}
-            misses += [why for route, why in routes.values() if route is None]
-            found = {w: route for w, (route, _) in routes.items() if route is not None}
-            agreed = found if agreed is None else {w: r for w, r in agreed.items() if found.get(w) == r}
-        if agreed:
-            route = next(iter(agreed.values()))
-            state._routes[(function, key)] = (route, [w for w, r in agreed.items() if r == route])
+        found, missed = agreed_route(_original(module_name, name), function, form, rotary_modules, key, config)
+        misses += missed
+        if found is not None:
+            state._routes[(function, key)] = found
             if key not in state.functions.setdefault(function, []):
                 state.functions[function].append(key)
     state._probed.update((f"{m}.{n}", key) for m, n, _ in functions)
@@ -407,32 +394,6 @@ def _plan_cos_sin(state: RopePatch, key: str, rotary_modules: List[torch.nn.Modu
         state.hf_angles[key] = state.declined.pop(key)
     elif misses:
         state.declined[key] += "; " + "; ".join(dict.fromkeys(misses))
-
-
-def _head_dim(config: Any) -> Optional[int]:
-    """The config's head width (head_dim, else hidden_size / num_attention_heads), None if it has neither."""
-    head_dim = getattr(config, "head_dim", None)
-    if isinstance(head_dim, int) and head_dim > 0:
-        return head_dim
-    hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
-    return hidden // heads if isinstance(hidden, int) and isinstance(heads, int) and heads > 0 else None
-
-
-def _rotary_cos_sin(rotary: torch.nn.Module, key: str, config: Any) -> Tuple[Callable, List[int], int]:
-    """(position_ids -> the module's float32 cos, sin for layer type `key`; the probe's positions;
-    the module's rotary width)."""
-    call = rotary_call(rotary, key, config)
-    if isinstance(call, str):
-        raise ValueError(call)
-    device = device_of(rotary)
-    last = max((getattr(config, "max_position_embeddings", None) or 4096) - 1, 1)
-
-    def make_cos_sin(position_ids: torch.Tensor) -> Tuple[torch.Tensor, ...]:
-        return tuple(rotary(torch.zeros(1, 1, 1, device=device), position_ids, *call))
-
-    with torch.no_grad():
-        cos = make_cos_sin(torch.zeros(1, 1, dtype=torch.long, device=device))[0]
-    return make_cos_sin, [0, 1, 2, 3, 17, 100 % last, last // 2, last], int(cos.shape[-1])
 
 
 def _serves(state: RopePatch, rotary: torch.nn.Module, key: str, main: List[str]) -> bool:
