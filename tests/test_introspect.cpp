@@ -290,6 +290,29 @@ TEST(Introspect, DimValueNamesAnUnknownSymbol) {
   }
 }
 
+// Each call size is one dim row: set by its ropejit_args field, said by its dim symbol (less its
+// offset), and any other field name is refused with the allowed list.
+TEST(Introspect, CallSizesAreSetByTheirArgsFields) {
+  const Spec spec = test::make_spec({});
+  const std::vector<CallSize> sizes = call_sizes();
+  ASSERT_GE(sizes.size(), 6u);
+  LaunchShape shape;
+  int64_t value = 11;
+  std::map<std::string, int64_t> set;
+  for (const CallSize& size : sizes)
+    if (size.offset == 0) set_call_size(shape, size.args_field, set[std::string(size.args_field)] = value++);
+  for (const CallSize& size : sizes)
+    EXPECT_EQ(dim_value(size.symbol, spec, shape), set.at(std::string(size.args_field)) + size.offset) << size.symbol;
+  try {
+    set_call_size(shape, "head_dim", 4);
+    FAIL() << "accepted a field that is no call size";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), Status::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find("\"head_dim\" is not allowed: must be one of num_tokens | batch"),
+              std::string::npos) << e.what();
+  }
+}
+
 // ---------------------------------------------------------------- the C API
 
 TEST(IntrospectCApi, DescribeReportsDerivedValues) {

@@ -9,7 +9,9 @@
 
 #include <gtest/gtest.h>
 
+#include "launch/args_fields.h"  // private: kArgsFields, to set and read each call size by its field
 #include "launch/launch_args.h"  // private: launch_buffers, bind_buffers, check_launch
+#include "launch/tensor_rows.h"  // private: shape_from_args and bind_row_fields, the conversion under test
 #include "support/launch_test_util.h"
 #include "support/spec_builder.h"
 
@@ -175,6 +177,31 @@ TEST(TensorRows, PaddedOutputsAndPositionsFollowTheirRows) {
 
 // FP8 q_out is the row's element rule (the spec's q output dtype), not a patch by name: one-byte
 // codes, the static q_scale bound beside it, and the launch fields say so.
+// Args and LaunchShape convert through the dim rows alone: each call size's ropejit_args field
+// comes back as its dim symbol, and a buffer bound at that shape stores the same fields.
+TEST(TensorRows, ShapeFromArgsReadsEveryCallSize) {
+  Args a;
+  int64_t value = 5;
+  for (const CallSize& size : call_sizes())
+    if (size.offset == 0) set_field_integer(kArgsFields[args_field_index(size.args_field)], a, value++);
+  a.positions_type = PositionsType::int64;
+  const LaunchShape shape = launch_detail::shape_from_args(a);
+  const Spec spec = ropejit::test::make_spec({});
+  for (const CallSize& size : call_sizes())
+    EXPECT_EQ(dim_value(size.symbol, spec, shape),
+              field_integer(kArgsFields[args_field_index(size.args_field)], a) + size.offset) << size.symbol;
+  EXPECT_EQ(shape.positions_type, PositionsType::int64);
+  for (const CallSize& size : call_sizes()) {  // the other way: a buffer binding the field stores the shape's size
+    BufferDesc b{"q", BufferKind::input, 1, 1, 1, 2, 1, false};
+    b.bound[0] = {size.args_field.data(), FieldUse::required};
+    Args out;
+    launch_detail::bind_row_fields(b, shape, out);
+    if (size.offset == 0)
+      EXPECT_EQ(field_integer(kArgsFields[args_field_index(size.args_field)], out),
+                field_integer(kArgsFields[args_field_index(size.args_field)], a)) << size.args_field;
+  }
+}
+
 TEST(TensorRows, Fp8QOutTakesTheSpecsQOutputDtype) {
   const Spec fp8 = rope_spec({{"q_output_dtype", "fp8_e4m3"}, {"q_scale", "static"}});
   LaunchShape shape;
@@ -184,7 +211,7 @@ TEST(TensorRows, Fp8QOutTakesTheSpecsQOutputDtype) {
     if (!b.is_data()) continue;  // positions
     const bool q_out = b.name == std::string("q_out");
     EXPECT_EQ(b.element_bytes, q_out ? 1 : 2) << b.name;
-    EXPECT_EQ(b.fp8, q_out ? CacheDType::fp8_e4m3 : CacheDType::auto_) << b.name;
+    EXPECT_EQ(b.element_type, q_out ? "fp8_e4m3" : "bf16") << b.name;
     bool scale = false;
     for (const BoundField& f : b.bound) scale = scale || (f.name && f.name == std::string("q_scale"));
     EXPECT_EQ(scale, q_out) << b.name;

@@ -22,16 +22,16 @@ _ACCEPTS = {"bf16": ("bf16", "uint16"), "fp8_e4m3": ("fp8_e4m3", "uint8"), "fp8_
 ARRAY_FIELDS: Tuple[str, ...] = tuple(_ropejit.array_fields())
 
 
-def launch_fields(spec: Spec, tokens: int, batch: int, max_seq_len: int, positions_type: str, cache_pages: int,
-                  max_blocks_per_seq: int, cos_sin_rows: int = 0) -> List[Dict[str, Any]]:
-    """The C++ library's list of launch arguments of `spec` at these sizes (one source of truth)."""
-    return _ropejit.launch_fields(spec._spec, tokens, batch, max_seq_len, positions_type, cache_pages,
-                                  max_blocks_per_seq, cos_sin_rows)
+def launch_fields(spec: Spec, sizes: Dict[str, Any]) -> List[Dict[str, Any]]:
+    """The C++ library's list of launch arguments of `spec` at these sizes (one source of truth):
+    `sizes` maps the call sizes' ropejit_args fields (CALL_SIZES) and "positions_type"."""
+    return _ropejit.launch_fields(spec._spec, sizes)
 
 
-# Dim symbols whose sizes a call reads off the arrays it is given (dim_value's LaunchShape sizes),
-# in the order they are trusted: cu_seqlens' B + 1 before another array's B.
-_SHAPE_DIMS = ("B+1", "B", "S", "pages", "max_blocks_per_seq", "cos_sin_rows")
+# The sizes a call gives, (dim symbol, ropejit_args field, offset), in the order an array's dim is
+# trusted (cu_seqlens' B + 1 before another array's B): the C++ library's table, so a new size
+# read off an array needs no change here.
+CALL_SIZES: Tuple[Tuple[str, str, int], ...] = tuple(tuple(size) for size in _ropejit.call_sizes())
 
 
 class Kernel:
@@ -43,7 +43,7 @@ class Kernel:
         self._device = "cuda" if runtime.backend == "cuda" else "cpu"
         self._device_id = runtime.device
         # The spec's fields with their dim symbols (no sizes): which arrays say the token count.
-        self._fields = launch_fields(spec, 0, 0, 0, "int32", 0, 0)
+        self._fields = launch_fields(spec, {})
 
     @property
     def backend(self) -> str:
@@ -95,18 +95,17 @@ class Kernel:
                 raise TypeError(f"Kernel.__call__() got an unexpected keyword argument '{name}'")
         given = {name: arrays[name] for name in ARRAY_FIELDS if arrays.get(name) is not None}
         views = {name: view(value, name) for name, value in given.items()}
-        tokens = self._tokens(views, num_tokens)
-        sizes = self._shape_sizes(views)
-        offset = self.spec.io["positions"] == "offset"  # one sequence
-        batch = sizes["B+1"] - 1 if "B+1" in sizes else 1 if offset else sizes.get("B", 0)
-        max_seq = int(max_seq_len or 0) or sizes.get("S", 0)
+        sizes = self._call_sizes(views)
+        sizes["num_tokens"] = self._tokens(views, num_tokens)
+        if self.spec.io["positions"] == "offset":  # one sequence
+            sizes["batch"] = 1
+        if max_seq_len:
+            sizes["max_seq_len"] = int(max_seq_len)
         positions_type = self._positions_type(views)
-        cache_pages, blocks = sizes.get("pages", 0), sizes.get("max_blocks_per_seq", 0)
-        cos_sin_rows = sizes.get("cos_sin_rows", 0)  # io.angles cos_sin_cache: the caller's cache rows
-        fields = launch_fields(self.spec, tokens, batch, max_seq, positions_type, cache_pages, blocks, cos_sin_rows)
+        fields = launch_fields(self.spec, dict(sizes, positions_type=positions_type))
 
         self._allocate_outputs(fields, given, views)  # allocated outputs join `given`
-        args: Dict[str, Any] = {"num_tokens": tokens, "positions_type": positions_type}
+        args: Dict[str, Any] = dict(sizes, positions_type=positions_type)
         scales = {"k_scale": k_scale, "v_scale": v_scale, "q_scale": q_scale}
         for field in fields:
             name = field["name"]
@@ -127,15 +126,9 @@ class Kernel:
         for name in views:
             if name not in {f["name"] for f in fields}:
                 raise ArgumentError(f"{name} is not used by this spec (io {self._io_summary()}): pass None")
-        args.update({"batch": batch, "max_seq_len": max_seq, "seq_len": seq_len or 0,
-                     "from_seq_len": from_seq_len or 0})
-        if cache_pages or blocks:  # a paged cache's sizes and static scales
-            args.update({"cache_num_pages": cache_pages, "max_blocks_per_seq": blocks,
-                         "k_scale": float(k_scale or 0.0), "v_scale": float(v_scale or 0.0)})
-        if cos_sin_rows:  # bound beside cos_sin_cache, read off its first dim
-            args["cos_sin_cache_rows"] = cos_sin_rows
-        if q_scale is not None:  # an FP8 q_out's scale (io.q_output_dtype); refused by name elsewhere
-            args["q_scale"] = float(q_scale)
+        args.update({"seq_len": seq_len or 0, "from_seq_len": from_seq_len or 0})
+        # a paged cache's static scales, an FP8 q_out's: one a spec does not read is refused by name
+        args.update({name: float(value) for name, value in scales.items() if value is not None})
         try:
             self._kernel.launch(args, self._stream(stream, views))
         except ArgumentError as e:
@@ -163,18 +156,21 @@ class Kernel:
         io = self.spec.io
         return f"input {io['input']}, output {io['output']}, positions {io['positions']}"
 
-    def _shape_sizes(self, views: Dict[str, ArrayView]) -> Dict[str, int]:
-        """The launch sizes (_SHAPE_DIMS) the given arrays say through their dims: cu_seqlens
-        [B + 1], block_tables [B, max_blocks_per_seq], a padded q_out [B, Hq, S, D], a cache [pages, ...]."""
+    def _call_sizes(self, views: Dict[str, ArrayView]) -> Dict[str, int]:
+        """The call sizes (CALL_SIZES but T) the given arrays say through their dims, by their
+        ropejit_args fields: cu_seqlens [B + 1], block_tables [B, max_blocks_per_seq], a padded q_out
+        [B, Hq, S, D], a cache [pages, ...], a cos_sin_cache [rows, d]."""
         sizes: Dict[str, int] = {}
-        for symbol in _SHAPE_DIMS:
+        for symbol, args_field, offset in CALL_SIZES:
+            if symbol == "T":  # the token count: _tokens, which num_tokens may say
+                continue
             for field in self._fields:
                 shape = views[field["name"]].shape if field["name"] in views else ()
                 dims = field["dims"] if field["use"] != "unused" else []
                 for axis, dim in enumerate(dims):
                     whole = axis == 0 or len(shape) == len(dims)  # later dims: only when none are merged
-                    if dim == symbol and symbol not in sizes and axis < len(shape) and whole:
-                        sizes[symbol] = shape[axis]
+                    if dim == symbol and args_field not in sizes and axis < len(shape) and whole:
+                        sizes[args_field] = shape[axis] - offset
         return sizes
 
     def _positions_type(self, views: Dict[str, ArrayView]) -> str:

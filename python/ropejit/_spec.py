@@ -162,12 +162,15 @@ class Spec:
         return self._spec.freqs(mode)
 
     def launch_fields(self, tokens: int = 1, batch: int = 1, max_seq_len: int = 1, cache_pages: int = 1,
-                      max_blocks_per_seq: int = 1) -> List[Dict[str, Any]]:
+                      max_blocks_per_seq: int = 1, **sizes: int) -> List[Dict[str, Any]]:
         """Every launch argument of this spec: name, use (required | optional | unused), element type,
-        symbolic and concrete shape at the given sizes."""
+        symbolic and concrete shape at the given sizes. ``sizes``: any other call size by its
+        ropejit_args field (``cos_sin_cache_rows``; ropejit._kernel.CALL_SIZES lists them)."""
         from ._kernel import launch_fields
 
-        return launch_fields(self, tokens, batch, max_seq_len, "int32", cache_pages, max_blocks_per_seq)
+        return launch_fields(self, dict({"num_tokens": tokens, "batch": batch, "max_seq_len": max_seq_len,
+                                         "cache_num_pages": cache_pages, "max_blocks_per_seq": max_blocks_per_seq},
+                                        **sizes, positions_type="int32"))
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Spec) and other.hash == self.hash

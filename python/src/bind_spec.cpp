@@ -1,8 +1,10 @@
 // Spec for Python: parsed and validated by the C++ code, so every rule and message is the library's.
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
 
+#include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/string_view.h>
@@ -74,17 +76,16 @@ nb::dict freqs_dict(const Spec& s, const std::string& mode) {
 
 // launch_fields at concrete sizes: each field's name, use, element type, dims and shape, whether
 // a launch writes it (whole: an output a call may allocate), and its stride fields in use.
-nb::list fields_list(const Spec& spec, int64_t tokens, int batch, int64_t max_seq_len,
-                     const std::string& positions_type, int64_t cache_pages, int64_t max_blocks_per_seq,
-                     int64_t cos_sin_rows) {
+// `sizes`: the call sizes by their ropejit_args fields (call_sizes) and "positions_type".
+nb::list fields_list(const Spec& spec, const std::map<std::string, nb::object>& sizes) {
   LaunchShape shape;
-  shape.tokens = tokens;
-  shape.batch = batch;
-  shape.max_seq_len = max_seq_len;
-  shape.positions_type = positions_type == "int64" ? PositionsType::int64 : PositionsType::int32;
-  shape.cache_pages = cache_pages;
-  shape.max_blocks_per_seq = max_blocks_per_seq;
-  shape.cos_sin_rows = cos_sin_rows;
+  for (const auto& [field, size] : sizes) {
+    if (field == "positions_type") {
+      shape.positions_type = nb::cast<std::string>(size) == "int64" ? PositionsType::int64 : PositionsType::int32;
+      continue;
+    }
+    set_call_size(shape, field, nb::cast<int64_t>(size));
+  }
   const std::vector<LaunchField> fields = launch_fields(spec);
   std::set<std::string> used;
   for (const LaunchField& f : fields)
@@ -137,9 +138,19 @@ void bind_spec(nb::module_& m) {
       .def("pretty_json", &pretty_json)
       .def("freqs", &freqs_dict, nb::arg("mode") = "hf_fp32");
 
-  m.def("launch_fields", &fields_list, nb::arg("spec"), nb::arg("tokens"), nb::arg("batch"), nb::arg("max_seq_len"),
-        nb::arg("positions_type"), nb::arg("cache_pages"), nb::arg("max_blocks_per_seq"), nb::arg("cos_sin_rows") = 0,
-        "Every ropejit_args field with how launches of the spec use it, at these sizes.");
+  m.def("launch_fields", &fields_list, nb::arg("spec"), nb::arg("sizes"),
+        "Every ropejit_args field with how launches of the spec use it, at these sizes (a dict: the call sizes' "
+        "ropejit_args fields, call_sizes(), and positions_type).");
+  m.def(
+      "call_sizes",
+      [] {
+        nb::list out;
+        for (const CallSize& c : call_sizes())
+          out.append(nb::make_tuple(std::string(c.symbol), std::string(c.args_field), c.offset));
+        return out;
+      },
+      "The sizes a call gives: (dim symbol, ropejit_args field, offset: field = dim - offset), in the order an "
+      "array's dim is trusted.");
   m.def("parse_spec", &parse_spec, nb::arg("json_text"), "Parses and validates spec JSON text.");
   m.def(
       "spec_from_hf",

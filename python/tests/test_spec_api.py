@@ -110,3 +110,28 @@ def test_kernel_code_names_no_array_field():
                         if isinstance(node, ast.Constant) and node.value in arrays
                         and id(node) not in docstrings | io_keys})
         assert not named, f"{module.__name__} names array fields {named}: read them from launch_fields"
+    # The call sizes too come from the C++ table: the Kernel names only the three its keywords and
+    # the positions form say (num_tokens, max_seq_len; offset positions' batch of 1).
+    sizes = {field for _, field, _ in _kernel.CALL_SIZES}
+    tree = ast.parse(inspect.getsource(_kernel))
+    named = {node.value for node in ast.walk(tree) if isinstance(node, ast.Constant) and node.value in sizes}
+    assert named <= {"num_tokens", "batch", "max_seq_len"}, f"_kernel names call sizes {sorted(named)}"
+
+
+def test_launch_fields_take_any_call_size_by_its_field():
+    """A size the call gives is set by its ropejit_args field (the caller's cos_sin_cache rows),
+    read off the array's dim by a Kernel call; any other name is refused with the allowed list."""
+    spec = ropejit.Spec.from_json({"name": "cache", "head_dim": 64, "num_q_heads": 2, "num_kv_heads": 1,
+                                   "layout": "neox", "dtype": "fp32", "max_position_embeddings": 64,
+                                   "rope": {"rope_type": "default"}, "io": {"angles": "cos_sin_cache"}})
+    fields = {f["name"]: f for f in spec.launch_fields(tokens=3, cos_sin_cache_rows=7)}
+    assert fields["cos_sin_cache"]["dims"] == ["cos_sin_rows", "d"] and fields["cos_sin_cache"]["shape"] == [7, 64]
+    assert fields["cos_sin_cache_rows"]["use"] == "required"
+    with pytest.raises(ropejit.ArgumentError, match=r'call size "rows" is not allowed: must be one of num_tokens'):
+        spec.launch_fields(rows=7)
+    assert ("cos_sin_rows", "cos_sin_cache_rows", 0) in _kernel_call_sizes() and ("B+1", "batch", 1) in _kernel_call_sizes()
+
+
+def _kernel_call_sizes():
+    from ropejit import _kernel
+    return _kernel.CALL_SIZES

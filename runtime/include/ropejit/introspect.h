@@ -73,4 +73,18 @@ int64_t dim_value(std::string_view symbol, const Spec& spec, const LaunchShape& 
 /// The dense shape of `field` with `spec` at `shape`: dim_value of each of its dims.
 std::vector<int64_t> field_shape(const LaunchField& field, const Spec& spec, const LaunchShape& shape);
 
+/// A size the call gives (a LaunchShape size): the dim symbol an array's dim says it by, and the
+/// ropejit_args field that holds it, `dim - offset` ("B+1" is batch + 1). In the order an array's
+/// dim is trusted: cu_seqlens' B + 1 before another array's B.
+struct CallSize {
+  std::string_view symbol;      ///< "T", "B+1", "B", "S", "pages", "max_blocks_per_seq", "cos_sin_rows"
+  std::string_view args_field;  ///< "num_tokens", "batch", ...
+  int offset = 0;
+};
+/// Every call size, from the one table of dim symbols.
+std::vector<CallSize> call_sizes();
+/// Stores the size held by ropejit_args field `args_field` into `shape`; Error(invalid_argument)
+/// naming the allowed fields for any other name.
+void set_call_size(LaunchShape& shape, std::string_view args_field, int64_t size);
+
 }  // namespace ropejit

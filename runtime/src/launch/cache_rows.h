@@ -34,7 +34,7 @@ template <bool kV, bool kHnd, bool kNvfp4, int64_t (*kMoved)(const Spec&), bool 
 constexpr TensorRow cache_row() {
   return {kV ? "v_cache" : "k_cache", kV ? "v_cache_page_stride" : "k_cache_page_stride", nullptr,
           page_dims(kHnd, kNvfp4 ? "D/2" : "D"), BufferKind::cache, cache_form<kHnd, kNvfp4, kV>, kPagedWhy,
-          {kV ? ParamSlot::out_v : ParamSlot::out_k}, kMoved, nullptr, FieldUse::required, RowElement::cache,
+          {kV ? ParamSlot::out_v : ParamSlot::out_k}, kMoved, nullptr, FieldUse::required, &element::cache,
           nullptr, RowLayout::paged,
           {RowField{"cache_num_pages"}, RowField{kV ? "v_scale" : "k_scale", FieldUse::unused, static_scale_use}},
           "T", kAlsoRead};

@@ -13,18 +13,26 @@
 
 namespace ropejit {
 
-/// One dim symbol of BufferDesc::dims and the number it stands for.
+/// One dim symbol of BufferDesc::dims and the number it stands for. A size the call gives (a
+/// LaunchShape member) names its ropejit_args field too: Args and LaunchShape convert through
+/// these rows (shape_from_args, bind_row_fields), and Python reads an array's dim into that field.
 struct DimSymbol {
   std::string_view symbol;
   int64_t (*value)(const Spec& spec, const LaunchShape& shape);
   bool from_shape = false;  ///< a LaunchShape size (a buffer's rows), not the spec's
+  const char* args_field = nullptr;  ///< the ropejit_args field holding the size, value - args_offset
+  int args_offset = 0;               ///< "B+1": batch is the dim less one
+  void (*load)(LaunchShape& shape, int64_t size) = nullptr;  ///< stores the field's size (offset 0 rows)
 };
 
 inline constexpr DimSymbol kDimSymbols[] = {
-    {"T", [](const Spec&, const LaunchShape& s) { return s.tokens; }, true},
-    {"B", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch); }, true},
-    {"B+1", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch) + 1; }, true},
-    {"S", [](const Spec&, const LaunchShape& s) { return s.max_seq_len; }, true},
+    {"T", [](const Spec&, const LaunchShape& s) { return s.tokens; }, true, "num_tokens", 0,
+     [](LaunchShape& s, int64_t n) { s.tokens = n; }},
+    {"B+1", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch) + 1; }, true, "batch", 1},
+    {"B", [](const Spec&, const LaunchShape& s) { return int64_t(s.batch); }, true, "batch", 0,
+     [](LaunchShape& s, int64_t n) { s.batch = static_cast<int>(n); }},
+    {"S", [](const Spec&, const LaunchShape& s) { return s.max_seq_len; }, true, "max_seq_len", 0,
+     [](LaunchShape& s, int64_t n) { s.max_seq_len = n; }},
     {"Hq", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_q_heads); }},
     {"Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_kv_heads); }},
     {"Hq+2Hkv", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.num_q_heads) + 2 * spec.num_kv_heads; }},
@@ -45,9 +53,12 @@ inline constexpr DimSymbol kDimSymbols[] = {
     {"slots", [](const Spec& spec, const LaunchShape& s) {  // per-slot scales
        return s.cache_pages * spec.io.page_size;
      }, true},
-    {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }, true},
-    {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }, true},
-    {"cos_sin_rows", [](const Spec&, const LaunchShape& s) { return s.cos_sin_rows; }, true},  // cos_sin_cache
+    {"pages", [](const Spec&, const LaunchShape& s) { return s.cache_pages; }, true, "cache_num_pages", 0,
+     [](LaunchShape& s, int64_t n) { s.cache_pages = n; }},
+    {"max_blocks_per_seq", [](const Spec&, const LaunchShape& s) { return s.max_blocks_per_seq; }, true,
+     "max_blocks_per_seq", 0, [](LaunchShape& s, int64_t n) { s.max_blocks_per_seq = n; }},
+    {"cos_sin_rows", [](const Spec&, const LaunchShape& s) { return s.cos_sin_rows; }, true,  // cos_sin_cache
+     "cos_sin_cache_rows", 0, [](LaunchShape& s, int64_t n) { s.cos_sin_rows = n; }},
     {"1", [](const Spec&, const LaunchShape&) { return int64_t(1); }},
     {"3", [](const Spec&, const LaunchShape&) { return int64_t(3); }},  // mrope: one stream per axis
 };
@@ -58,6 +69,13 @@ constexpr size_t dim_symbol_id(std::string_view symbol) {
   for (size_t i = 0; i < std::size(kDimSymbols); ++i)
     if (kDimSymbols[i].symbol == symbol) return i;
   throw Error(Status::internal, "unknown dim symbol " + std::string(symbol));
+}
+
+/// The dim row that stores ropejit_args field `name` (offset 0), or null: not a call size.
+constexpr const DimSymbol* size_field_row(std::string_view name) {
+  for (const DimSymbol& row : kDimSymbols)
+    if (row.load && row.args_field == name) return &row;
+  return nullptr;
 }
 
 }  // namespace ropejit

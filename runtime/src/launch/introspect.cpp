@@ -15,16 +15,6 @@ namespace ropejit {
 
 namespace {
 
-/// Element type of a buffer: the storage dtype, a cache's FP8 type, or an integer index array's.
-std::string_view element_type(const Spec& spec, const BufferDesc& b) {
-  if (b.kind == BufferKind::cache && spec.io.cache_dtype != CacheDType::auto_) return to_string(spec.io.cache_dtype);
-  if (b.fp8 != CacheDType::auto_) return to_string(b.fp8);  // FP8 q_out
-  if (b.fp32) return to_string(DType::fp32);                 // q_scale_out
-  if (b.kind == BufferKind::cos_sin_cache) return to_string(spec.io.cos_sin_dtype);
-  if (b.is_data() || b.kind == BufferKind::bias || b.kind == BufferKind::norm_weight) return to_string(spec.dtype);
-  return b.element_bytes == 8 ? "int64" : "int32";
-}
-
 LaunchField& field_named(std::vector<LaunchField>& fields, std::string_view name) {
   for (LaunchField& f : fields)
     if (f.name == name) return f;
@@ -39,7 +29,7 @@ void mark(LaunchField& field, FieldUse use) { field.use = std::min(field.use, us
 std::vector<LaunchField> launch_fields(const Spec& spec) {
   std::vector<LaunchField> fields;
   for (size_t i = 0; const char* name = ropejit_struct_field("ropejit_args", i, nullptr); ++i)
-    if (std::string_view(name) != "struct_size") fields.push_back({name});
+    if (std::string_view(name) != "struct_size") fields.emplace_back().name = name;
   mark(field_named(fields, "num_tokens"), FieldUse::required);
   mark(field_named(fields, "seq_len"), needs_seq_len(spec) ? FieldUse::required : FieldUse::optional);
   // The buffers with int32 and with int64 positions: an element type that differs is either.
@@ -55,8 +45,8 @@ std::vector<LaunchField> launch_fields(const Spec& spec) {
     field.whole_output = buffer.kind == BufferKind::output && buffer.moved_rows < 0;  // a cache's scales move slots
     if (buffer.stride) field.stride_field = buffer.stride;
     if (buffer.head_stride) field.head_stride_field = buffer.head_stride;
-    const std::string_view type = element_type(spec, buffer);
-    field.dtype = type == element_type(spec, buffers_int64[b]) ? type : "int32|int64";
+    const std::string_view type = buffer.element_type;
+    field.dtype = type == buffers_int64[b].element_type ? type : "int32|int64";
     for (const char* dim : buffer.dims)
       if (dim) field.dims.emplace_back(dim);
     for (const BoundField& bound : buffer.bound)
@@ -78,6 +68,22 @@ std::vector<int64_t> field_shape(const LaunchField& field, const Spec& spec, con
   std::vector<int64_t> sizes;
   for (std::string_view dim : field.dims) sizes.push_back(dim_value(dim, spec, shape));
   return sizes;
+}
+
+std::vector<CallSize> call_sizes() {
+  std::vector<CallSize> sizes;
+  for (const DimSymbol& row : kDimSymbols)
+    if (row.args_field) sizes.push_back({row.symbol, row.args_field, row.args_offset});
+  return sizes;
+}
+
+void set_call_size(LaunchShape& shape, std::string_view args_field, int64_t size) {
+  if (const DimSymbol* row = size_field_row(args_field)) return row->load(shape, size);
+  std::vector<std::string_view> allowed;
+  for (const DimSymbol& row : kDimSymbols)
+    if (row.load) allowed.push_back(row.args_field);
+  throw Error(Status::invalid_argument, fmt::format("call size \"{}\" is not allowed: must be one of {}", args_field,
+                                                    fmt::join(allowed, " | ")));
 }
 
 }  // namespace ropejit

@@ -40,7 +40,7 @@ constexpr TensorRow kInputSeparate[] = {
 constexpr TensorRow kOutputSeparate[] = {
     {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output, nullptr,
      "when the spec's io.output is not inplace", {ParamSlot::out_q}, q_moved, nullptr, FieldUse::required,
-     RowElement::q_output},
+     &element::q_output},
     {"k_out", "k_out_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::output, nullptr,
      "when the spec's io.output is not inplace", {ParamSlot::out_k}, k_moved},
     {"v_out", "v_out_stride", nullptr, {"T", "Hkv", "D"}, BufferKind::output, copies_v, kCopyVWhy,
@@ -78,12 +78,12 @@ bool no_tokens_needed(const Spec&) { return true; }
 constexpr TensorRow kOutputPadded[] = {
     {"q_out", nullptr, nullptr, {"B", "Hq", "S", "D"}, BufferKind::output, nullptr,
      "when the spec's io.output is not inplace", {ParamSlot::out_q}, q_moved, nullptr, FieldUse::required,
-     RowElement::q_output, no_tokens_needed, RowLayout::padded, {RowField{"max_seq_len"}}},
+     &element::q_output, no_tokens_needed, RowLayout::padded, {RowField{"max_seq_len"}}},
     {"k_out", nullptr, nullptr, {"B", "Hkv", "S", "D"}, BufferKind::output, nullptr,
      "when the spec's io.output is not inplace", {ParamSlot::out_k}, k_moved, nullptr, FieldUse::required,
-     RowElement::storage, no_tokens_needed, RowLayout::padded, {RowField{"max_seq_len"}}},
+     &element::storage, no_tokens_needed, RowLayout::padded, {RowField{"max_seq_len"}}},
     {"v_out", nullptr, nullptr, {"B", "Hkv", "S", "D"}, BufferKind::output, copies_v, kCopyVWhy, {ParamSlot::out_v},
-     nullptr, nullptr, FieldUse::required, RowElement::storage, no_tokens_needed, RowLayout::padded,
+     nullptr, nullptr, FieldUse::required, &element::storage, no_tokens_needed, RowLayout::padded,
      {RowField{"max_seq_len"}}},
 };
 
@@ -123,7 +123,7 @@ void buffers_output_padded(const Spec& s, const LaunchShape& shape, std::vector<
 constexpr TensorRow kBias[] = {
     {"bias", nullptr, nullptr, {"Hq+2Hkv", "D"}, BufferKind::bias, [](const Spec& s) { return s.io.qkv_bias; },
      "when the spec's io.qkv_bias is true", {ParamSlot::bias_qkv}, nullptr, nullptr, FieldUse::required,
-     RowElement::storage, [](const Spec& s) { return s.io.output == OutputForm::padded_bhsd; }},
+     &element::storage, [](const Spec& s) { return s.io.output == OutputForm::padded_bhsd; }},
 };
 
 void buffers_bias(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out) {
@@ -194,18 +194,22 @@ constexpr TensorRow kQScaleOut[] = {
     {"q_scale_out", nullptr, nullptr, {"T", "Hq"}, BufferKind::output,
      [](const Spec& s) { return q_scale_computed(s) && q_scale_per_head(s); },
      "when the spec's io.q_scale is per_token_head", {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required,
-     RowElement::fp32},
+     &element::fp32},
     {"q_scale_out", nullptr, nullptr, {"T"}, BufferKind::output,
      [](const Spec& s) { return q_scale_computed(s) && !q_scale_per_head(s); }, "when the spec's io.q_scale is per_token",
-     {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required, RowElement::fp32},
+     {ParamSlot::q_scale_out}, nullptr, nullptr, FieldUse::required, &element::fp32},
 };
 
 // The caller's cos_sin_cache (io.angles cos_sin_cache): [rows, rotary_dim] in io.cos_sin_dtype,
 // one row read per token, its row count bound beside it.
+constexpr RowElement kCosSinElement{[](const Spec& s, PositionsType) { return to_string(s.io.cos_sin_dtype); },
+                                    [](const Spec& s, PositionsType) { return dtype_size(s.io.cos_sin_dtype); },
+                                    [](const FormContext& c, PositionsType) { return dtype_size(c.spec.io.cos_sin_dtype); }};
 constexpr TensorRow kCosSinCache[] = {
-    {"cos_sin_cache", nullptr, nullptr, {"cos_sin_rows", "d"}, BufferKind::cos_sin_cache, caller_cos_sin,
-     "when the spec's io.angles is cos_sin_cache", {ParamSlot::cos_sin_cache}, nullptr, nullptr, FieldUse::required,
-     RowElement::cos_sin, nullptr, RowLayout::rows, {RowField{"cos_sin_cache_rows"}}, "T"},
+    {"cos_sin_cache", nullptr, nullptr, {"cos_sin_rows", "d"}, BufferKind::table, caller_cos_sin,
+     "when the spec's io.angles is cos_sin_cache", {}, nullptr, nullptr, FieldUse::required, &kCosSinElement,
+     nullptr, RowLayout::rows, {RowField{"cos_sin_cache_rows"}}, "T", false,
+     [](const TensorRef& view, KernelParams& p) { p.cos_sin_table = view.ptr; }},
 };
 
 void bind_cos_sin_cache(const FormContext& c, const Args& a, KernelParams& p) {

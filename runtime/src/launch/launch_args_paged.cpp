@@ -20,7 +20,7 @@ constexpr int64_t kMaxCachePages = int64_t(1) << 40;
 constexpr TensorRow kQOut[] = {
     {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output,
      [](const Spec& s) { return s.io.q_output != QOutput::inplace; }, "when the spec's io.q_output is separate",
-     {ParamSlot::out_q}, nullptr, nullptr, FieldUse::required, RowElement::q_output},
+     {ParamSlot::out_q}, nullptr, nullptr, FieldUse::required, &element::q_output},
 };
 
 // Elements of a slot a token writes: its kv heads' rows.
@@ -34,12 +34,12 @@ constexpr TensorRow kCacheIndex[] = {
     {"slot_mapping", nullptr, nullptr, {"T"}, BufferKind::slot_mapping,
      [](const Spec& s) { return s.io.cache_index == CacheIndex::slot_mapping; },
      "when the spec's io.cache_index is slot_mapping ([num_tokens])", {ParamSlot::slot_mapping}, nullptr, nullptr,
-     FieldUse::required, RowElement::int64},
+     FieldUse::required, &element::int64},
     {"block_tables", nullptr, nullptr, {"B", "max_blocks_per_seq"}, BufferKind::block_tables,
      [](const Spec& s) { return s.io.cache_index == CacheIndex::block_tables; },
      "when the spec's io.cache_index is block_tables", {ParamSlot::block_tables},
      [](const Spec&) { return int64_t{1}; }, nullptr,  // moved: about an entry a sequence (a page's tokens share it)
-     FieldUse::required, RowElement::int32, nullptr, RowLayout::rows, {RowField{"max_blocks_per_seq"}}},
+     FieldUse::required, &element::int32, nullptr, RowLayout::rows, {RowField{"max_blocks_per_seq"}}},
 };
 
 // Scales the launch writes beside each cache, one slot a token: the float32 per-(slot, kv head)
@@ -57,14 +57,14 @@ template <bool kV, bool kHnd>
 constexpr TensorRow block_scale_row() {
   return {kV ? "v_scale_cache" : "k_scale_cache", nullptr, nullptr, page_dims(kHnd, "D/16"), BufferKind::output,
           block_scales<kV, kHnd>, kBlockWhy, {kV ? ParamSlot::scale_cache_v : ParamSlot::scale_cache_k},
-          block_scale_slot, nullptr, FieldUse::required, RowElement::block_scale, nullptr, RowLayout::rows, {}, "T"};
+          block_scale_slot, nullptr, FieldUse::required, &element::block_scale, nullptr, RowLayout::rows, {}, "T"};
 }
 
 template <bool kV>
 constexpr TensorRow per_head_scale_row() {  // [slots, Hkv] float32
   return {kV ? "v_scale_cache" : "k_scale_cache", nullptr, nullptr, {"slots", "Hkv"}, BufferKind::output,
           per_head_scales<kV>, kPerHeadWhy, {kV ? ParamSlot::scale_cache_v : ParamSlot::scale_cache_k}, nullptr,
-          nullptr, FieldUse::required, RowElement::fp32, nullptr, RowLayout::rows, {}, "T"};
+          nullptr, FieldUse::required, &element::fp32, nullptr, RowLayout::rows, {}, "T"};
 }
 
 constexpr TensorRow kCacheScales[] = {

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "launch/launch_checks.h"
+#include "launch/tensor_rows.h"
 
 namespace ropejit::launch_detail {
 
@@ -65,14 +66,7 @@ bool same_role_view(const Extent& a, const Extent& b) {
 
 void check_no_overlap(const Spec& spec, const Args& a) {
   if (a.num_tokens == 0) return;
-  LaunchShape shape;
-  shape.tokens = a.num_tokens;
-  shape.batch = a.batch;
-  shape.max_seq_len = a.max_seq_len;
-  shape.positions_type = a.positions_type;
-  shape.cache_pages = a.cache_num_pages;
-  shape.max_blocks_per_seq = a.max_blocks_per_seq;
-  shape.cos_sin_rows = a.cos_sin_cache_rows;
+  const LaunchShape shape = shape_from_args(a);
   std::vector<Extent> extents;
   for (const BufferDesc& b : launch_buffers(spec, shape)) {
     const ArgView view = arg_view(a, b);

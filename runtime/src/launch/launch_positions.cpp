@@ -22,19 +22,19 @@ constexpr const char* kVarlenWhy = "when the spec's io.positions is varlen";
 constexpr TensorRow kPositionsRows[] = {
     {"positions", nullptr, nullptr, {"T"}, BufferKind::positions, positions_are<PositionsForm::explicit_>,
      "when the spec's io.positions is explicit", {ParamSlot::positions}, nullptr, nullptr, FieldUse::required,
-     RowElement::positions, nullptr, RowLayout::rows, {RowField{"positions_type", FieldUse::optional}}},
+     &element::positions, nullptr, RowLayout::rows, {RowField{"positions_type", FieldUse::optional}}},
     {"positions", nullptr, nullptr, {"3", "T"}, BufferKind::positions, positions_are<PositionsForm::mrope>,
      "when the spec's io.positions is mrope ([3, num_tokens])", {ParamSlot::positions}, nullptr, nullptr,
-     FieldUse::required, RowElement::positions, nullptr, RowLayout::rows,
+     FieldUse::required, &element::positions, nullptr, RowLayout::rows,
      {RowField{"positions_type", FieldUse::optional}}},
     {"cu_seqlens", nullptr, nullptr, {"B+1"}, BufferKind::cu_seqlens, positions_are<PositionsForm::varlen>,
-     kVarlenWhy, {ParamSlot::cu_seqlens}, nullptr, nullptr, FieldUse::required, RowElement::int32, always,
+     kVarlenWhy, {ParamSlot::cu_seqlens}, nullptr, nullptr, FieldUse::required, &element::int32, always,
      RowLayout::rows, {RowField{"batch"}}},
     {"start_pos", nullptr, nullptr, {"B"}, BufferKind::start_pos, positions_are<PositionsForm::varlen>, kVarlenWhy,
-     {ParamSlot::start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64},
+     {ParamSlot::start_pos}, nullptr, nullptr, FieldUse::optional, &element::int64},
     {"start_pos", nullptr, nullptr, {"1"}, BufferKind::start_pos, positions_are<PositionsForm::offset>,
      "when the spec's io.positions is offset", {ParamSlot::start_pos}, nullptr, nullptr, FieldUse::optional,
-     RowElement::int64},
+     &element::int64},
 };
 
 void check_varlen_host(const Spec& spec, const Args& a) {

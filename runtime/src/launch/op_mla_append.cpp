@@ -29,10 +29,10 @@ constexpr TensorRow kRows[] = {
      [](const Spec& s) { return s.mla_append.absorbed_q ? q_rope_part(s) : int64_t(s.num_q_heads) * s.head_dim; }},
     {"q_out", "q_out_stride", nullptr, {"T", "Hq", "D"}, BufferKind::output,
      [](const Spec& s) { return q_separate(s) && !s.mla_append.absorbed_q; }, kQOutWhy, {ParamSlot::out_q}, nullptr,
-     nullptr, FieldUse::required, RowElement::q_output},
+     nullptr, FieldUse::required, &element::q_output},
     {"q_out", "q_out_stride", nullptr, {"T", "Hq", "L+d"}, BufferKind::output,
      [](const Spec& s) { return q_separate(s) && s.mla_append.absorbed_q; }, kQOutWhy, {ParamSlot::out_q}, nullptr,
-     nullptr, FieldUse::required, RowElement::q_output},
+     nullptr, FieldUse::required, &element::q_output},
     {"q_latent", "q_latent_stride", "q_latent_head_stride", {"T", "Hq", "L"}, BufferKind::input,
      [](const Spec& s) { return s.mla_append.absorbed_q; }, "when mla_append.absorbed_q is true",
      {ParamSlot::heads_in}},
@@ -44,7 +44,7 @@ constexpr TensorRow kRows[] = {
 // with k_scale for an FP8 cache.
 constexpr TensorRow kLatentCache[] = {
     {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "L+d"}, BufferKind::cache, nullptr, kPagedWhy,
-     {ParamSlot::out_k}, latent_row, nullptr, FieldUse::required, RowElement::cache, nullptr, RowLayout::paged,
+     {ParamSlot::out_k}, latent_row, nullptr, FieldUse::required, &element::cache, nullptr, RowLayout::paged,
      {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused, static_scale_use}}, "T"},
 };
 

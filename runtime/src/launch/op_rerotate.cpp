@@ -23,13 +23,13 @@ constexpr RowField kFromSeqLen{"from_seq_len", FieldUse::optional, from_seq_len_
 
 constexpr TensorRow kNewPositions[] = {
     {"new_positions", nullptr, nullptr, {"T"}, BufferKind::new_positions, explicit_positions, kRerotateWhy,
-     {ParamSlot::new_positions}, nullptr, nullptr, FieldUse::optional, RowElement::positions, nullptr,
+     {ParamSlot::new_positions}, nullptr, nullptr, FieldUse::optional, &element::positions, nullptr,
      RowLayout::rows, {kFromSeqLen}},
     {"new_start_pos", nullptr, nullptr, {"B"}, BufferKind::new_start_pos, varlen_positions, kRerotateWhy,
-     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64, nullptr, RowLayout::rows,
+     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, &element::int64, nullptr, RowLayout::rows,
      {kFromSeqLen}},
     {"new_start_pos", nullptr, nullptr, {"1"}, BufferKind::new_start_pos, one_start, kRerotateWhy,
-     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, RowElement::int64, nullptr, RowLayout::rows,
+     {ParamSlot::new_start_pos}, nullptr, nullptr, FieldUse::optional, &element::int64, nullptr, RowLayout::rows,
      {kFromSeqLen}},
 };
 

@@ -93,42 +93,6 @@ void bind_qkv_parts(const FormContext& c, const TensorRow& r, const TensorRef& v
   }
 }
 
-bool fp8_q_output(const Spec& spec) { return spec.io.q_output_dtype != CacheDType::auto_; }
-bool nvfp4(const Spec& spec) { return spec.io.cache_dtype == CacheDType::nvfp4; }
-
-// Bytes a row's pointer is aligned to: a vector of its element type, else one element.
-int element_align(const FormContext& c, const Args& a, RowElement element) {
-  switch (element) {
-    case RowElement::storage:
-    case RowElement::q_output: return c.align;
-    case RowElement::fp32:
-    case RowElement::int32: return 4;
-    case RowElement::int64: return 8;
-    case RowElement::positions: return a.positions_type == PositionsType::int64 ? 8 : 4;
-    case RowElement::cache:  // NVFP4: rows of bytes, a vector's vec / 2 of them
-      return nvfp4(c.spec) ? c.vec / 2 : c.vec * cache_dtype_size(c.spec.io.cache_dtype, c.spec.dtype);
-    case RowElement::block_scale: return 1;
-    case RowElement::cos_sin: return dtype_size(c.spec.io.cos_sin_dtype);
-  }
-  return c.align;
-}
-
-// Bytes of one element of a row's buffer.
-int element_bytes(const Spec& spec, const LaunchShape& shape, RowElement element) {
-  switch (element) {
-    case RowElement::storage: return dtype_size(spec.dtype);
-    case RowElement::q_output: return fp8_q_output(spec) ? 1 : dtype_size(spec.dtype);
-    case RowElement::fp32:
-    case RowElement::int32: return 4;
-    case RowElement::int64: return 8;
-    case RowElement::positions: return shape.positions_type == PositionsType::int64 ? 8 : 4;
-    case RowElement::cache: return cache_dtype_size(spec.io.cache_dtype, spec.dtype);
-    case RowElement::block_scale: return 1;
-    case RowElement::cos_sin: return dtype_size(spec.io.cos_sin_dtype);
-  }
-  return dtype_size(spec.dtype);
-}
-
 // A paged cache's pages: its page stride resolved (vectors of codes; NVFP4: bytes) and the
 // caches' bytes within int64 (cache_num_pages pages of it).
 TensorRef bind_paged(const FormContext& c, const Args& a, const TensorRow& r, void* ptr) {
@@ -166,7 +130,6 @@ void store_view(const FormContext& c, const TensorRow& r, const TensorRef& view,
     case ParamSlot::block_tables: p.block_tables = static_cast<const int32_t*>(view.ptr); return;
     case ParamSlot::scale_cache_k: p.cache_scale_out[0] = static_cast<float*>(view.ptr); return;
     case ParamSlot::scale_cache_v: p.cache_scale_out[1] = static_cast<float*>(view.ptr); return;
-    case ParamSlot::cos_sin_cache: p.cos_sin_table = view.ptr; return;
     case ParamSlot::in_qkv:
     case ParamSlot::bias_qkv: bind_qkv_parts(c, r, view, slot, p); return;
   }
@@ -176,7 +139,7 @@ TensorRef bind_row(const FormContext& c, const Args& a, const TensorRow& r) {
   void* ptr = const_cast<void*>(field_pointer(kArgsFields[r.ptr_field], a));
   if ((c.any || (r.needed_without_tokens && r.needed_without_tokens(c.spec))) && r.use == FieldUse::required)
     check_present(ptr, r.name, r.why);
-  check_aligned(ptr, element_align(c, a, r.element), r.name);
+  check_aligned(ptr, r.element->align(c, a.positions_type), r.name);
   if (r.layout == RowLayout::paged) return bind_paged(c, a, r, ptr);
   if (r.layout == RowLayout::padded) {  // [B, H, S, D]: rows D apart, heads S rows, sequences H heads
     const int64_t S = a.max_seq_len, D = head_width(c.spec, r);
@@ -198,6 +161,7 @@ void bind_tensor_rows(const FormContext& c, const Args& a, KernelParams& p, cons
     if (!r->used_by(c.spec)) continue;
     const TensorRef view = bind_row(c, a, *r);
     for (ParamSlot slot : r->slots) store_view(c, *r, view, slot, p);
+    if (r->store) r->store(view, p);
   }
 }
 
@@ -206,7 +170,7 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
   for (const TensorRow* r = rows; r != rows + n; ++r) {
     if (!r->used_by(spec)) continue;
     const int64_t row = row_elements(spec, *r, shape);
-    BufferDesc b{r->name, r->kind, row_count(spec, *r, shape), row, row, element_bytes(spec, shape, r->element),
+    BufferDesc b{r->name, r->kind, row_count(spec, *r, shape), row, row, r->element->bytes(spec, shape.positions_type),
                  r->moved ? r->moved(spec) : row, r->token_stride && r->layout != RowLayout::paged, r->dims};
     size_t bound = 0;
     auto add = [&](const char* name, FieldUse use) { b.bound.at(bound++) = {name, use}; };
@@ -214,12 +178,9 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
     if (r->head_stride) add(r->head_stride, FieldUse::optional);
     for (const RowField& f : r->fields)
       if (f.name) add(f.name, f.use_of ? f.use_of(spec) : f.use);
-    if (r->element == RowElement::q_output && fp8_q_output(spec)) {  // FP8 codes of q / q_scale
-      b.fp8 = spec.io.q_output_dtype;
-      if (!q_scale_computed(spec)) add("q_scale", FieldUse::required);
-    }
-    if (r->element == RowElement::block_scale) b.fp8 = CacheDType::fp8_e4m3;
-    b.fp32 = r->element == RowElement::fp32;
+    if (r->element == &element::q_output && fp8_q_output(spec) && !q_scale_computed(spec))
+      add("q_scale", FieldUse::required);  // FP8 codes of q / q_scale
+    b.element_type = r->element->type(spec, shape.positions_type);
     if (r->moved_rows_id != kNoDim) b.moved_rows = kDimSymbols[r->moved_rows_id].value(spec, shape);
     if (r->written) b.written_row_elements = r->written(spec);
     b.also_read = r->also_read;
@@ -232,28 +193,39 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
 
 namespace {
 
-// The Args fields a row's buffer may bind beside its pointer, each from the launch's shape.
+// The Args fields a row's buffer may bind beside its pointer that are not call sizes (those are
+// the dim rows' args_field): each from the launch's shape.
 struct ShapeField {
   std::string_view name;
   void (*store)(Args& a, const LaunchShape& shape);
 };
 constexpr ShapeField kShapeFields[] = {
-    {"max_seq_len", [](Args& a, const LaunchShape& s) { a.max_seq_len = static_cast<int>(s.max_seq_len); }},
     {"positions_type", [](Args& a, const LaunchShape& s) { a.positions_type = s.positions_type; }},
-    {"batch", [](Args& a, const LaunchShape& s) { a.batch = s.batch; }},
-    {"max_blocks_per_seq", [](Args& a, const LaunchShape& s) { a.max_blocks_per_seq = s.max_blocks_per_seq; }},
-    {"cache_num_pages", [](Args& a, const LaunchShape& s) { a.cache_num_pages = s.cache_pages; }},
     {"k_scale", [](Args& a, const LaunchShape& s) { a.k_scale = s.k_scale; }},
     {"v_scale", [](Args& a, const LaunchShape& s) { a.v_scale = s.v_scale; }},
-    {"cos_sin_cache_rows", [](Args& a, const LaunchShape& s) { a.cos_sin_cache_rows = s.cos_sin_rows; }},
 };
 
 }  // namespace
 
 void bind_row_fields(const BufferDesc& b, const LaunchShape& shape, Args& a) {
-  for (const BoundField& f : b.bound)
+  static const Spec kAnySpec{};  // a call size's value reads the shape only
+  for (const BoundField& f : b.bound) {
+    if (!f.name) continue;
+    if (const DimSymbol* size = size_field_row(f.name)) {
+      set_field_integer(kArgsFields[args_field_index(f.name)], a, size->value(kAnySpec, shape));
+      continue;
+    }
     for (const ShapeField& field : kShapeFields)
-      if (f.name && field.name == f.name) field.store(a, shape);
+      if (field.name == f.name) field.store(a, shape);
+  }
+}
+
+LaunchShape shape_from_args(const Args& a) {
+  LaunchShape shape;
+  for (const DimSymbol& row : kDimSymbols)
+    if (row.load) row.load(shape, field_integer(kArgsFields[args_field_index(row.args_field)], a));
+  shape.positions_type = a.positions_type;
+  return shape;
 }
 
 }  // namespace ropejit::launch_detail

@@ -18,20 +18,62 @@ namespace ropejit::launch_detail {
 /// three views of its rows, Hq, Hkv and Hkv heads).
 enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k,
                        in_qkv, bias_qkv, slot_mapping, positions, cu_seqlens, start_pos, new_positions, new_start_pos,
-                       block_tables, scale_cache_k, scale_cache_v, cos_sin_cache };
+                       block_tables, scale_cache_k, scale_cache_v };
 
-/// A tensor row's element type.
-enum class RowElement {
-  storage,    ///< the spec's dtype, accessed by vectors (aligned to a vector, strides a multiple of it)
-  fp32,       ///< float32 scales, accessed one by one (aligned to 4), dense
-  int64,      ///< int64 indices, accessed one by one (aligned to 8), dense
-  int32,      ///< int32 indices (cu_seqlens, block_tables), aligned to 4, dense
-  positions,  ///< int32 or int64 positions, as Args::positions_type (LaunchShape::positions_type) says
-  q_output,   ///< the spec's q output dtype: storage, or FP8 codes (io.q_output_dtype) of q / q_scale
-  cache,      ///< the spec's io.cache_dtype (NVFP4: bytes of two codes), vectors like the storage dtype
-  block_scale,  ///< NVFP4 e4m3 block scales (bytes), written one by one
-  cos_sin,      ///< the caller's cos_sin_cache: io.cos_sin_dtype, read one by one
+/// A tensor row's element type: its name in launch_fields (BufferDesc::element_type), its bytes,
+/// and the bytes its pointer is aligned to (a vector of it, or one element). A row with an element
+/// type of its own declares its RowElement beside it.
+struct RowElement {
+  std::string_view (*type)(const Spec& spec, PositionsType positions);
+  int (*bytes)(const Spec& spec, PositionsType positions);
+  int (*align)(const FormContext& c, PositionsType positions);
 };
+
+/// True when q_out holds FP8 codes of q / q_scale (io.q_output_dtype).
+inline bool fp8_q_output(const Spec& spec) { return spec.io.q_output_dtype != CacheDType::auto_; }
+/// True for an NVFP4 cache: rows of bytes, two codes each.
+inline bool nvfp4(const Spec& spec) { return spec.io.cache_dtype == CacheDType::nvfp4; }
+
+/// The element types rows share.
+namespace element {
+/// The spec's dtype, accessed by vectors (aligned to a vector, strides a multiple of it).
+inline constexpr RowElement storage{[](const Spec& s, PositionsType) { return to_string(s.dtype); },
+                                    [](const Spec& s, PositionsType) { return dtype_size(s.dtype); },
+                                    [](const FormContext& c, PositionsType) { return c.align; }};
+/// float32 scales, int64 and int32 indices: accessed one by one (aligned to one), dense.
+inline constexpr RowElement fp32{[](const Spec&, PositionsType) { return std::string_view("fp32"); },
+                                 [](const Spec&, PositionsType) { return 4; },
+                                 [](const FormContext&, PositionsType) { return 4; }};
+inline constexpr RowElement int64{[](const Spec&, PositionsType) { return std::string_view("int64"); },
+                                  [](const Spec&, PositionsType) { return 8; },
+                                  [](const FormContext&, PositionsType) { return 8; }};
+inline constexpr RowElement int32{[](const Spec&, PositionsType) { return std::string_view("int32"); },
+                                  [](const Spec&, PositionsType) { return 4; },
+                                  [](const FormContext&, PositionsType) { return 4; }};
+/// int32 or int64 positions, as Args::positions_type (LaunchShape::positions_type) says.
+inline constexpr RowElement positions{
+    [](const Spec&, PositionsType p) { return std::string_view(p == PositionsType::int64 ? "int64" : "int32"); },
+    [](const Spec&, PositionsType p) { return p == PositionsType::int64 ? 8 : 4; },
+    [](const FormContext&, PositionsType p) { return p == PositionsType::int64 ? 8 : 4; }};
+/// The spec's q output dtype: storage, or FP8 codes (io.q_output_dtype) of q / q_scale.
+inline constexpr RowElement q_output{
+    [](const Spec& s, PositionsType) { return fp8_q_output(s) ? to_string(s.io.q_output_dtype) : to_string(s.dtype); },
+    [](const Spec& s, PositionsType) { return fp8_q_output(s) ? 1 : dtype_size(s.dtype); },
+    [](const FormContext& c, PositionsType) { return c.align; }};
+/// The spec's io.cache_dtype (NVFP4: bytes of two codes), vectors like the storage dtype.
+inline constexpr RowElement cache{
+    [](const Spec& s, PositionsType) {
+      return s.io.cache_dtype != CacheDType::auto_ ? to_string(s.io.cache_dtype) : to_string(s.dtype);
+    },
+    [](const Spec& s, PositionsType) { return cache_dtype_size(s.io.cache_dtype, s.dtype); },
+    [](const FormContext& c, PositionsType) {
+      return nvfp4(c.spec) ? c.vec / 2 : c.vec * cache_dtype_size(c.spec.io.cache_dtype, c.spec.dtype);
+    }};
+/// NVFP4 e4m3 block scales (bytes), written one by one.
+inline constexpr RowElement block_scale{[](const Spec&, PositionsType) { return to_string(CacheDType::fp8_e4m3); },
+                                        [](const Spec&, PositionsType) { return 1; },
+                                        [](const FormContext&, PositionsType) { return 1; }};
+}  // namespace element
 
 /// How a row's elements map to the kernel's rows.
 enum class RowLayout {
@@ -80,12 +122,14 @@ struct TensorRow {
   int64_t (*moved)(const Spec&) = nullptr;    ///< elements of a row a launch reads; null: the whole row
   int64_t (*written)(const Spec&) = nullptr;  ///< inout: elements of a row written back; null: moved
   FieldUse use = FieldUse::required;          ///< the pointer: required (with tokens) or optional
-  RowElement element = RowElement::storage;
+  const RowElement* element = &element::storage;
   bool (*needed_without_tokens)(const Spec&) = nullptr;  ///< required even when no token arrives (padding)
   RowLayout layout = RowLayout::rows;
   std::array<RowField, 2> fields{};  ///< Args fields bound beside it (max_seq_len, batch, cache_num_pages, ...)
   const char* moved_rows = nullptr;   ///< dim symbol of the rows a launch moves ("T": a slot a token); null: all
   bool also_read = false;             ///< a cache the launch reads before it rewrites it (rerotate)
+  /// Where its view goes when no ParamSlot says (a row that is the only one to fill its member).
+  void (*store)(const TensorRef& view, KernelParams& p) = nullptr;
   // The fields' indices in kArgsFields, resolved where the row is declared (a typo or a field of
   // the wrong type fails to compile).
   size_t ptr_field = typed_field_id(name, ArgsFieldKind::pointer);
@@ -109,6 +153,8 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Tenso
 /// Stores into `a` the shape fields and scales a buffer's RowFields name, from `shape` (the
 /// harness's binding of a buffer beside its pointer and strides).
 void bind_row_fields(const BufferDesc& b, const LaunchShape& shape, Args& a);
+/// The launch's shape as `a` gives it: each call size from its ropejit_args field (kDimSymbols).
+LaunchShape shape_from_args(const Args& a);
 
 /// bind_tensor_rows over a whole table (a C array or a std::array).
 template <class Rows>

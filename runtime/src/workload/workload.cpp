@@ -220,8 +220,9 @@ std::string contents(const Spec& spec, const WorkloadOptions& o, const HostWorkl
       if (w.shape.positions_type == PositionsType::int64) return raw_bytes(w.new_positions);
       return raw_bytes(std::vector<int32_t>(w.new_positions.begin(), w.new_positions.end()));
     case BufferKind::new_start_pos: return raw_bytes(w.new_start_pos);
-    case BufferKind::cos_sin_cache:  // the caller's own numbers: any finite values, not unit pairs
-      return random_values(spec.io.cos_sin_dtype, b.rows * b.row_stride, o.distinct_elements, 1.0, rng);
+    case BufferKind::table:  // the caller's own numbers (a cos/sin cache: any finite values, not unit pairs)
+      return random_values(*enum_from_string<DType>(b.element_type), b.rows * b.row_stride, o.distinct_elements,
+                           1.0, rng);
   }
   return {};
 }

@@ -40,7 +40,7 @@ enum class BufferKind {
   block_tables,  ///< paged_kv: each sequence's pages
   new_positions, ///< rerotate, explicit positions: each key's new position
   new_start_pos, ///< rerotate, varlen / offset: each sequence's new start
-  cos_sin_cache, ///< io.angles cos_sin_cache: the caller's cos/sin rows, one read per token
+  table,         ///< a caller's value table read by index (io.angles cos_sin_cache): any finite values
 };
 
 /// An Args field a buffer's binder fills beside the pointer (a stride, a size, a scale), and
@@ -71,8 +71,8 @@ struct BufferDesc {
   int64_t written_row_elements = -1;
   bool also_read = false;             ///< a cache the launch reads before it rewrites it (rerotate)
   FieldUse use = FieldUse::required;  ///< the pointer: required, or optional (null allowed)
-  CacheDType fp8 = CacheDType::auto_;  ///< an FP8 q_out's or block scales' element type (caches: io.cache_dtype)
-  bool fp32 = false;                   ///< float32 whatever the spec's dtype (q_scale_out)
+  /// Its element type as launch_fields names it ("bf16", "fp8_e4m3", "int64", "nvfp4"; a static literal).
+  std::string_view element_type{};
   const char* stride = nullptr;        ///< the Args field of its row (token or page) stride, also in `bound`
   const char* head_stride = nullptr;   ///< the Args field of its head stride (heads any stride apart), or null
 
