@@ -14,7 +14,8 @@ included: ``torch.compile(fullgraph=True)``, also with dynamic shapes, and CUDA 
 The ``cos_sin_cache`` signatures take the engine's own cos/sin rows (its rotary class's scaling
 already in them) and gather one row per token's position (spec ``io.angles`` cos_sin_cache): vLLM's
 ``rotary_embedding(positions, query, key, head_size, cos_sin_cache, is_neox)`` (in place, key may
-be None) and FlashInfer's ``apply_rope_with_cos_sin_cache`` / ``..._inplace``, on the torch ops
+be None; :func:`rotary_embedding_out` into new tensors) and FlashInfer's
+``apply_rope_with_cos_sin_cache`` / ``..._inplace``, on the torch ops
 ``ropejit::cos_sin_cache_rope`` / ``ropejit::cos_sin_cache_rope_``; also SGLang's
 ``sgl_kernel.apply_rope_with_cos_sin_cache_inplace`` and vLLM's older
 ``batched_rotary_embedding``. The namespaces ``flashinfer``, ``vllm_ops`` and ``sgl_kernel`` hold
@@ -37,8 +38,8 @@ from .torch import TORCH_DTYPES, kernel_for, op_spec_json
 
 __all__ = ["apply_rope_pos_ids", "apply_rope_pos_ids_inplace", "apply_llama31_rope_pos_ids",
            "apply_llama31_rope_pos_ids_inplace", "apply_rope", "apply_rope_inplace", "apply_llama31_rope",
-           "apply_llama31_rope_inplace", "rotary_embedding", "apply_rope_with_cos_sin_cache",
-           "apply_rope_with_cos_sin_cache_inplace", "batched_rotary_embedding",
+           "apply_llama31_rope_inplace", "rotary_embedding", "rotary_embedding_out",
+           "apply_rope_with_cos_sin_cache", "apply_rope_with_cos_sin_cache_inplace", "batched_rotary_embedding",
            "sgl_apply_rope_with_cos_sin_cache_inplace", "flashinfer", "vllm_ops", "sgl_kernel"]
 
 ArgumentError = _ropejit.ArgumentError
@@ -449,6 +450,17 @@ def rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: Optional
     argument otherwise."""
     _check_cache_call(positions, query, key, head_size, cos_sin_cache, is_neox)
     torch.ops.ropejit.cos_sin_cache_rope_(positions, query, key, head_size, cos_sin_cache, is_neox)
+
+
+def rotary_embedding_out(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
+                         cos_sin_cache: torch.Tensor, is_neox: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    """:func:`rotary_embedding` into new tensors (query_out, key_out) of query's and key's shapes; query
+    and key stay as they are and may have any strides (heads sliced out of wider rows, as MLA's q_pe):
+    vLLM's out-of-place forwards (DeepSeek YaRN's ``forward_native``). A key is required."""
+    if key is None:
+        raise ArgumentError("key: None is not allowed: rotary_embedding_out returns a rotated key")
+    _check_cache_call(positions, query, key, head_size, cos_sin_cache, is_neox)
+    return torch.ops.ropejit.cos_sin_cache_rope(positions, query, key, head_size, cos_sin_cache, is_neox)
 
 
 def _flashinfer_cache(positions: Any, query: Any, key: Any, head_size: Any, cos_sin_cache: Any, is_neox: Any) -> None:

@@ -368,6 +368,17 @@ def test_vllm_forms_key_none_batched_positions_and_heads_dim(gen):
     assert_cache_matches(query, want, "fp32", "query without key")
 
 
+def test_rotary_embedding_out_takes_strided_heads_and_leaves_them(gen):
+    """The out-of-place form (vLLM's DeepSeek YaRN forward_native on MLA's q_pe, each head's last 64)."""
+    cache, wide, key = random_cache(gen, 64, 32, "fp32"), randn(gen, 9, 4, 96), randn(gen, 9, 1, 64)
+    q_pe, positions = wide[..., 32:], torch.randint(0, 64, (9,), generator=gen)
+    wide_before, key_before = wide.clone(), key.clone()
+    got_q, got_k = compat.rotary_embedding_out(positions, q_pe, key, 64, cache, False)
+    assert torch.equal(wide, wide_before) and torch.equal(key, key_before)
+    assert_cache_matches(got_q, cache_reference(positions, q_pe, 64, cache, False), "fp32", "query")
+    assert_cache_matches(got_k, cache_reference(positions, key, 64, cache, False), "fp32", "key")
+
+
 @pytest.mark.parametrize("cache_dtype", ["fp32", "bf16"])
 def test_positions_outside_the_cache_rotate_to_nan(gen, cache_dtype):
     query, key = randn(gen, 9, 2 * 64, dtype=torch.bfloat16), randn(gen, 9, 64, dtype=torch.bfloat16)
@@ -434,6 +445,7 @@ CPOS = torch.zeros(5, dtype=torch.int32)
     (lambda: compat.apply_rope_with_cos_sin_cache(CPOS, CQ, CK, 64, CACHE.half()),
      r"cos_sin_cache: dtype torch.float16 is not allowed: must be torch.float32"),
     (lambda: compat.apply_rope_with_cos_sin_cache_inplace(CPOS, CQ, None, 64, CACHE), r"key: None is not allowed"),
+    (lambda: compat.rotary_embedding_out(CPOS, CQ, None, 64, CACHE, True), r"key: None is not allowed"),
 ])
 def test_cos_sin_cache_errors_name_the_argument(call, message):
     with pytest.raises(ropejit.ArgumentError, match=message):

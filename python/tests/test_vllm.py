@@ -8,11 +8,16 @@ wheel with CUDA dependencies; without it every test here prints SKIPPED with the
 - the vLLM plugin (ropejit.vllm_plugin, entry point ``vllm.general_plugins``): off without
   ROPEJIT_VLLM=1; with it, get_rope builds ropejit's subclass of each of those classes, its
   ``forward_cuda`` / ``forward_cpu`` give ``forward_native``'s result in place, and a call ropejit
-  refuses runs vLLM's own method with the reason logged; classes with forwards of their own (MRoPE,
-  Phi-3 LongRoPE, DeepSeek YaRN) stay vLLM's.
+  refuses runs vLLM's own method with the reason logged; classes with forwards of their own (MRoPE
+  variants, DeepSeek V4, Fourier, vision) stay vLLM's;
+- the classes served in a form of their own, against their own ``forward_native`` with the kernel's
+  launches counted: Phi-3 LongRoPE (long and short factors, partial rotary, offsets, its forward
+  following vLLM's op switch), DeepSeek YaRN (mscale, offsets, MLA's strided q_pe, out of place),
+  MRoPE with text-only positions (multimodal [3, T] positions run vLLM's method).
 
 Run here with vLLM 0.33.0 on the host backend (see the issue note for the command)."""
 import logging
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,8 +27,9 @@ vllm_rope = pytest.importorskip("vllm.model_executor.layers.rotary_embedding",
 
 import ropejit.torch as rope_torch  # noqa: E402
 from ropejit import compat, vllm_plugin  # noqa: E402
-from vllm.config import DeviceConfig, VllmConfig, set_current_vllm_config  # noqa: E402
-from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding  # noqa: E402
+from vllm.config import CompilationConfig, DeviceConfig, VllmConfig, set_current_vllm_config  # noqa: E402
+from vllm.model_executor.layers.rotary_embedding import phi3_long_rope_scaled_rope  # noqa: E402
+from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding, RotaryEmbeddingBase  # noqa: E402
 
 TABLE_FORMS = {
     "default": {"rope_type": "default", "rope_theta": 10000.0},
@@ -37,10 +43,12 @@ TABLE_FORMS = {
                "high_freq_factor": 4.0, "original_max_position_embeddings": 128},
     "proportional": {"rope_type": "proportional", "rope_theta": 1e6, "partial_rotary_factor": 0.25},
 }
-# vLLM's rotary classes with forwards of their own (multi-stream positions, a long/short cache switch,
-# DeepSeek's own rotation): the plugin leaves them to vLLM.
-OWN_FORWARDS = ("MRotaryEmbedding", "Phi3LongRoPEScaledRotaryEmbedding", "DeepseekScalingRotaryEmbedding",
-                "DualChunkRotaryEmbedding", "FourierRotaryEmbedding")
+# The rotary classes whose forwards the plugin serves, each with its subclasses that only build another cache.
+SERVED_BASES = (RotaryEmbedding, vllm_rope.MRotaryEmbedding, vllm_rope.DeepseekScalingRotaryEmbedding)
+# vLLM's rotary classes with forwards of their own (interleaved or Bailing sections, DeepSeek V4's
+# last-dims rotation, chunked attention, Fourier terms, vision): the plugin leaves them to vLLM.
+OWN_FORWARDS = ("MRotaryEmbeddingInterleaved", "BailingMRotaryEmbedding", "DeepseekV4ScalingRotaryEmbedding",
+                "DualChunkRotaryEmbedding", "FourierRotaryEmbedding", "Llama4VisionRotaryEmbedding")
 
 
 @pytest.fixture(autouse=True)
@@ -73,7 +81,7 @@ def assert_close(got, want, dtype):
 @pytest.mark.parametrize("form", list(TABLE_FORMS))
 def test_compat_matches_each_table_class_forward_native(form, is_neox):
     rope = build(TABLE_FORMS[form], is_neox)
-    assert isinstance(rope, RotaryEmbedding) and type(rope) in vllm_plugin.table_classes(RotaryEmbedding)[0]
+    assert vllm_plugin.table_classes(SERVED_BASES, RotaryEmbeddingBase)[0][type(rope)] is RotaryEmbedding
     positions, query, key = inputs()
     want_q, want_k = rope.forward_native(positions, query.clone(), key.clone())
     compat.rotary_embedding(positions, query, key, rope.head_size, rope.cos_sin_cache, rope.is_neox_style)
@@ -84,8 +92,8 @@ def test_compat_matches_each_table_class_forward_native(form, is_neox):
 @pytest.mark.parametrize("name", OWN_FORWARDS)
 def test_classes_with_forwards_of_their_own_are_left_to_vllm(name):
     cls = getattr(vllm_rope, name)
-    table, others = vllm_plugin.table_classes(RotaryEmbedding, vllm_rope.base.RotaryEmbeddingBase)
-    assert cls not in table and (name in others or not issubclass(cls, vllm_rope.base.RotaryEmbeddingBase))
+    table, others = vllm_plugin.table_classes(SERVED_BASES, RotaryEmbeddingBase)
+    assert cls not in table and (name in others or not issubclass(cls, RotaryEmbeddingBase))
 
 
 def test_the_plugin_is_off_without_its_variable(monkeypatch, caplog):
@@ -101,7 +109,7 @@ def test_the_plugin_swaps_the_table_classes(form, monkeypatch):
     monkeypatch.setenv(vllm_plugin.ENV, "1")
     vllm_plugin.register()
     assert {"RotaryEmbedding", "Llama3RotaryEmbedding", "YaRNScalingRotaryEmbedding"} <= set(vllm_plugin.registered)
-    assert "MRotaryEmbedding" in vllm_plugin.kept
+    assert {"MRotaryEmbeddingInterleaved", "DeepseekV4ScalingRotaryEmbedding"} <= set(vllm_plugin.kept)
     rope = build(TABLE_FORMS[form], dtype=torch.bfloat16)
     assert type(rope).__name__.startswith("Ropejit") and type(rope).__module__ == "ropejit.vllm_plugin"
     assert type(rope).name == "rotary_embedding"  # enabled and disabled by vLLM's own op name
@@ -146,3 +154,146 @@ def test_vllms_plugin_loader_runs_the_entry_point(monkeypatch):
     vllm.plugins.load_general_plugins()
     assert "RotaryEmbedding" in vllm_plugin.registered
     assert type(build(TABLE_FORMS["llama3"])).__name__ == "RopejitLlama3RotaryEmbedding"
+
+
+# ------------------------------------------------------------------ classes served in a form of their own
+
+@pytest.fixture
+def launches(monkeypatch):
+    """The positions of each ropejit kernel launch through compat's cos_sin_cache ops."""
+    seen = []
+    real = compat.kernel_for
+
+    def spy(spec_json, device):
+        kernel = real(spec_json, device)
+        return lambda q, k, **arrays: seen.append(arrays["positions"].clone()) or kernel(q, k, **arrays)
+
+    monkeypatch.setattr(compat, "kernel_for", spy)
+    return seen
+
+
+@pytest.fixture
+def plugin(monkeypatch):
+    """ropejit's plugin registered (vllm_context unregisters it)."""
+    monkeypatch.setenv(vllm_plugin.ENV, "1")
+    vllm_plugin.register()
+
+
+def spread(tokens, below, top, seed):
+    """`tokens` random positions in [0, top), some below `below` and some at or above it."""
+    positions = torch.randint(0, top, (tokens,), generator=torch.Generator().manual_seed(seed))
+    positions[:2] = torch.tensor([below - 1, below])
+    return positions
+
+
+def compare(method, native, positions, query, key, dtype, *offsets, inplace=True):
+    """`method`'s result equals `native`'s (vLLM's forward) on fresh copies; in place where vLLM's kernel
+    writes in place, else query and key untouched."""
+    want_q, want_k = native(positions, query.clone(), key.clone(), *offsets)
+    q, k = query.clone(), key.clone()
+    got_q, got_k = method(positions, q, k, *offsets)
+    assert (got_q is q and got_k is k) if inplace else (torch.equal(q, query) and torch.equal(k, key))
+    assert_close(got_q, want_q.to(dtype), dtype)
+    assert_close(got_k, want_k.to(dtype), dtype)
+
+
+PHI3 = {"full": (96, {}), "partial": (64, {"partial_rotary_factor": 0.75})}  # head_size, Phi-4-mini's 3/4
+
+
+def build_phi3(monkeypatch, form, max_model_len, dtype):
+    """Phi-3 LongRoPE through get_rope: original context 256 of 1024; long factors where vLLM's
+    max_model_len exceeds the original (vLLM reads it from the model config)."""
+    head_size, extra = PHI3[form]
+    half = int(head_size * extra.get("partial_rotary_factor", 1.0)) // 2
+    params = {"rope_type": "longrope", "rope_theta": 10000.0, "original_max_position_embeddings": 256,
+              "short_factor": [1.0 + 0.05 * i for i in range(half)],
+              "long_factor": [1.5 + 0.3 * i for i in range(half)], **extra}
+    monkeypatch.setattr(phi3_long_rope_scaled_rope, "get_current_vllm_config",
+                        lambda: SimpleNamespace(model_config=SimpleNamespace(max_model_len=max_model_len)))
+    return vllm_rope.get_rope(head_size=head_size, max_position=1024, rope_parameters=params, dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("form", list(PHI3))
+@pytest.mark.parametrize("max_model_len", [1024, 256], ids=["long", "short"])
+def test_phi3_longrope_reads_the_row_its_forward_reads(form, max_model_len, dtype, monkeypatch, plugin, launches):
+    rope = build_phi3(monkeypatch, form, max_model_len, dtype)
+    assert type(rope).__name__ == "RopejitPhi3LongRoPEScaledRotaryEmbedding"
+    assert rope.use_long_rope == (max_model_len > 256)
+    assert rope.short_mscale != 1.0 and rope.rotary_dim == 2 * len(rope.short_factor)  # the mscale is in the cache
+    shift = 256 if rope.use_long_rope else 0
+    gen = torch.Generator().manual_seed(max_model_len)
+    positions = spread(37, 256, 1024 - shift, max_model_len)
+    query = torch.randn(37, 4 * rope.head_size, generator=gen).to(dtype)
+    key = torch.randn(37, 2 * rope.head_size, generator=gen).to(dtype)
+    offsets = torch.randint(0, 4, (37,), generator=gen)
+    for method in (rope.forward_cuda, rope.forward_cpu):
+        compare(method, rope.forward_native, positions, query, key, dtype)
+        compare(method, rope.forward_native, positions, query, key, dtype, offsets)
+    assert [p.tolist() for p in launches] == [(positions + shift).tolist(), (positions + shift + offsets).tolist()] * 2
+    assert vllm_plugin._fallbacks_logged == {}
+
+
+def test_phi3_longrope_forward_follows_vllms_rotary_op_switch(monkeypatch, plugin, launches):
+    positions, query, key = inputs()
+    for custom_ops, runs in ((["none"], 0), (["none", "+rotary_embedding"], 1)):
+        config = VllmConfig(device_config=DeviceConfig(device="cpu"),
+                            compilation_config=CompilationConfig(custom_ops=custom_ops))
+        monkeypatch.setattr(vllm_rope, "_ROPE_DICT", {})  # a new module, built under this config
+        with set_current_vllm_config(config):
+            rope = build_phi3(monkeypatch, "partial", 1024, torch.float32)
+        launches.clear()
+        compare(rope.forward, rope.forward_native, positions, query, key, torch.float32, inplace=bool(runs))
+        assert rope.ropejit_enabled == bool(runs) and len(launches) == runs
+
+
+def test_phi3_longrope_refuses_gptj_pairs_and_unregister_restores_vllms(monkeypatch, plugin):
+    with pytest.raises(ValueError, match="only supports neox_style"):  # vLLM's own rule: no GPT-J case to serve
+        vllm_rope.get_rope(64, 1024, is_neox_style=False, rope_parameters={
+            "rope_type": "longrope", "original_max_position_embeddings": 256, "short_factor": [1.0] * 32,
+            "long_factor": [2.0] * 32})
+    vllm_plugin.unregister()
+    assert vllm_rope.Phi3LongRoPEScaledRotaryEmbedding is phi3_long_rope_scaled_rope.Phi3LongRoPEScaledRotaryEmbedding
+
+
+DEEPSEEK = {"rope_type": "deepseek_yarn", "rope_theta": 10000.0, "factor": 4.0, "original_max_position_embeddings": 128,
+            "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 0.0}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+@pytest.mark.parametrize("partial", [False, True], ids=["full", "partial"])
+def test_deepseek_yarn_on_mlas_strided_q_pe(partial, is_neox, dtype, plugin, launches):
+    params = dict(DEEPSEEK, partial_rotary_factor=0.5) if partial else DEEPSEEK
+    rope = vllm_rope.get_rope(64, 512, is_neox_style=is_neox, rope_parameters=params, dtype=dtype)
+    assert type(rope).__name__ == "RopejitDeepseekScalingRotaryEmbedding" and rope.mscale > 1.1
+    gen = torch.Generator().manual_seed(7)
+    positions, offsets = spread(29, 128, 500, 7), torch.randint(0, 12, (29,), generator=gen)
+    q_pe = torch.randn(29, 8, 128 + 64, generator=gen).to(dtype)[..., 128:]  # MLA: each head's last 64
+    k_pe = torch.randn(29, 1, 64, generator=gen).to(dtype)
+    for method in (rope.forward_cuda, rope.forward_cpu):
+        compare(method, rope.forward_native, positions, q_pe, k_pe, dtype, inplace=False)
+        compare(method, rope.forward_native, positions, q_pe, k_pe, dtype, offsets, inplace=False)
+    assert [p.tolist() for p in launches] == [positions.tolist(), (positions + offsets).tolist()] * 2
+    assert vllm_plugin._fallbacks_logged == {}
+
+
+MROPE = {"mrope": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 8, 8]},
+         "mrope-yarn": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 128,
+                        "mrope_section": [16, 8, 8]}}
+
+
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+@pytest.mark.parametrize("form", list(MROPE))
+def test_mrope_text_positions_are_the_table_form(form, is_neox, plugin, launches, caplog):
+    rope = build(MROPE[form], is_neox, dtype=torch.bfloat16)
+    assert type(rope).__name__ == "RopejitMRotaryEmbedding"
+    positions, query, key = inputs(torch.bfloat16)
+    for method in (rope.forward_cuda, rope.forward_cpu):
+        compare(method, rope.forward_native, positions, query, key, torch.bfloat16)
+    assert [p.tolist() for p in launches] == [positions.tolist()] * 2
+    sections = torch.randint(0, 512, (3, 23), generator=torch.Generator().manual_seed(3))  # T/H/W: vLLM's
+    with caplog.at_level(logging.WARNING, logger="ropejit.vllm_plugin"):
+        compare(rope.forward_cpu, rope.forward_native, sections, query, key, torch.bfloat16, inplace=False)
+    assert len(launches) == 2 and "RopejitMRotaryEmbedding runs vLLM's kernel" in caplog.text
+    assert "multimodal [3, T] positions" in caplog.text
