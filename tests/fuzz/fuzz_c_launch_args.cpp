@@ -168,11 +168,11 @@ char* arena() {
 }
 
 // Arrays the host-memory checks read (positions, cu_seqlens, start_pos, slot_mapping, block_tables,
-// new positions): every buffer but the data and the value tables (bias, norm weights, the caller's
+// new positions): every buffer but the data and the value tables (bias, norm weights, a caller's
 // cos/sin rows), so a new kind is covered.
 bool is_index_array(const ropejit::BufferDesc& b) {
   using K = ropejit::BufferKind;
-  return !b.is_data() && b.kind != K::bias && b.kind != K::norm_weight && b.kind != K::cos_sin_cache;
+  return !b.is_data() && b.kind != K::bias && b.kind != K::norm_weight && b.kind != K::table;
 }
 
 // A valid value for element `i` of an index array of a launch at `shape` (host mode's start).
