@@ -3,8 +3,9 @@
 // checked against the float64 reference on fresh random inputs, a fresh random cache (any finite
 // numbers: nothing may assume unit pairs or recompute them) and poisoned outputs: pairing x
 // partial rotary x GQA x cache dtype x io forms (separate, in place, packed qkv with bias, padded,
-// QK-norm, paged KV append, FP8 q_out), odd token counts and cache sizes; a position without a
-// row rotates to NaN; and the spec's refusals of rope fields the cache leaves without effect.
+// QK-norm, paged KV append, FP8 q_out, MRoPE's three streams), odd token counts and cache sizes; a
+// position without a row rotates to NaN; and the spec's refusals of rope fields the cache leaves
+// without effect.
 // ropejit-tier: conformance
 // ropejit-tier: unit CosSinCacheSpec
 // ropejit-tier: compile CosSinCacheCompile
@@ -42,6 +43,16 @@ SpecFields cache_fields(int index, const char* layout, const char* dtype, const 
   f.rope = {{"rope_type", "default"}};
   f.io_extra = {{"angles", "cos_sin_cache"}, {"cos_sin_dtype", cache_dtype}};
   return f;
+}
+
+// Three position streams over the rotary pairs: Qwen2-VL's sections (temporal first, the rest split)
+// or Qwen3-VL's interleaved ones; in place or into separate outputs.
+void mrope(SpecFields& f, int index, bool interleaved) {
+  const int half = f.rotary_dim / 2;
+  f.positions = "mrope";
+  f.mrope_section = {half - 2 * (half / 3), half / 3, half / 3};
+  f.mrope_interleaved = interleaved;
+  if (index % 2) f.output = "separate";
 }
 
 // One io form of a case: the fields it sets on top of cache_fields.
@@ -83,6 +94,9 @@ const IoForm kIoForms[] = {
        f.io_extra.update({{"q_output_dtype", index % 2 ? "fp8_e5m2" : "fp8_e4m3"},
                           {"q_scale", index % 3 ? "static" : "per_token_head"}});
      }},
+    // vLLM's MRotaryEmbedding: positions [3, T], each pair reads its section's stream's row.
+    {"mrope", [](SpecFields& f, int index) { mrope(f, index, false); }},
+    {"mrope_interleaved", [](SpecFields& f, int index) { mrope(f, index, true); }},
 };
 
 const char* const kCacheDtypes[] = {"fp32", "bf16", "fp16"};
@@ -114,7 +128,7 @@ TEST_P(CosSinCache, EveryIoFormPairingAndCacheDtype) {
       }
       ++index;
     }
-  EXPECT_EQ(index, 14);
+  EXPECT_EQ(index, 18);
 }
 
 // Every vector width and heads per thread of one GQA shape: each lane map reads its pairs' row.
@@ -209,11 +223,6 @@ TEST(CosSinCacheSpec, RefusesFieldsTheCacheIgnores) {
       {"angle", [](nlohmann::json& s) { s["angle"] = "exact"; }, {"/angle", "exact", "ignored"}},
       {"no rope_type", [](nlohmann::json& s) { s["rope"] = nlohmann::json::object(); },
        {"/rope/rope_type", "missing"}},
-      {"mrope", [](nlohmann::json& s) {
-         s["io"]["positions"] = "mrope";
-         s["io"]["mrope_section"] = {16, 24, 24};
-       },
-       {"/io/positions", "mrope", "cos_sin_cache", "not there yet"}},
       {"other op", [](nlohmann::json& s) { s["op"] = "inverse_rope"; },
        {"/io/angles", "cos_sin_cache", "op is inverse_rope", "op rope so far"}},
       {"dtype", [](nlohmann::json& s) { s["io"]["cos_sin_dtype"] = "fp64"; }, {"/io/cos_sin_dtype", "fp64", "bf16"}},

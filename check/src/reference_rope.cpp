@@ -258,17 +258,15 @@ const OutputFormDestination& output_form_destination(OutputForm form) {
 
 // ---------------------------------------------------------------- the math
 
-/// The caller's cos/sin of each pair at token t's position (io.angles cos_sin_cache), widened
-/// from the cache's dtype; NaN for a position the cache has no row for.
-void caller_cos_sin_row(const Spec& spec, const RefProblem& problem, int64_t position, std::vector<double>& cos,
-                        std::vector<double>& sin) {
+/// The caller's cos/sin of pair `pair` at `position` (io.angles cos_sin_cache; mrope: the pair's
+/// stream's position), widened from the cache's dtype; NaN for a position the cache has no row for.
+void caller_pair_cos_sin(const Spec& spec, const RefProblem& problem, int64_t position, int pair, double& cos,
+                         double& sin) {
   if (!problem.cos_sin_cache) bad_problem("io.angles cos_sin_cache needs problem.cos_sin_cache");
   const int64_t d = spec.rotary_dim, half = d / 2;
   const bool has_row = position >= 0 && position < problem.cos_sin_rows;
-  for (int64_t i = 0; i < half; ++i) {
-    cos[i] = has_row ? load_value(spec.io.cos_sin_dtype, problem.cos_sin_cache, position * d + i) : std::nan("");
-    sin[i] = has_row ? load_value(spec.io.cos_sin_dtype, problem.cos_sin_cache, position * d + half + i) : std::nan("");
-  }
+  cos = has_row ? load_value(spec.io.cos_sin_dtype, problem.cos_sin_cache, position * d + pair) : std::nan("");
+  sin = has_row ? load_value(spec.io.cos_sin_dtype, problem.cos_sin_cache, position * d + half + pair) : std::nan("");
 }
 
 /// Expected outputs of a rope launch (see reference_outputs).
@@ -333,8 +331,8 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
   row.scale.resize(static_cast<size_t>(D));
   row.inv_freq_slack.resize(static_cast<size_t>(D));
   for (int64_t t = 0; t < T; ++t) {
-    if (caller_cos_sin(spec)) caller_cos_sin_row(spec, problem, out.token_positions[t], cos_row, sin_row);
     for (int i = 0; i < pairs; ++i) {
+      if (caller_cos_sin(spec)) caller_pair_cos_sin(spec, problem, position_of(t, i), i, cos_row[i], sin_row[i]);
       const double position = static_cast<double>(position_of(t, i));
       angle[i] = reference_angle(spec, position_of(t, i), out.freqs.inv_freq[i]);
       angle_slack[i] = position * out.freqs.inv_freq[i] * float_ulp +

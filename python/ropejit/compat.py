@@ -38,7 +38,7 @@ from .torch import TORCH_DTYPES, kernel_for, op_spec_json
 
 __all__ = ["apply_rope_pos_ids", "apply_rope_pos_ids_inplace", "apply_llama31_rope_pos_ids",
            "apply_llama31_rope_pos_ids_inplace", "apply_rope", "apply_rope_inplace", "apply_llama31_rope",
-           "apply_llama31_rope_inplace", "rotary_embedding", "rotary_embedding_out",
+           "apply_llama31_rope_inplace", "rotary_embedding", "rotary_embedding_out", "mrope_rotary_embedding",
            "apply_rope_with_cos_sin_cache", "apply_rope_with_cos_sin_cache_inplace", "batched_rotary_embedding",
            "sgl_apply_rope_with_cos_sin_cache_inplace", "flashinfer", "vllm_ops", "sgl_kernel"]
 
@@ -364,14 +364,17 @@ def _check_cache_call(positions: Any, query: Any, key: Any, head_size: Any, cos_
 
 @functools.lru_cache(maxsize=256)
 def _cache_spec_json(num_q_heads: int, num_kv_heads: int, head_size: int, rotary_dim: int, is_neox: bool,
-                     dtype: str, cache_dtype: str, inplace: bool) -> str:
+                     dtype: str, cache_dtype: str, inplace: bool, mrope: Optional[Tuple[Tuple[int, ...], bool]]) -> str:
     """The canonical spec of one cos_sin_cache call's geometry: the caller's cos/sin rows
-    (io.angles cos_sin_cache), no rope scaling of ropejit's own, q and k apart, per-token positions."""
+    (io.angles cos_sin_cache), no rope scaling of ropejit's own, q and k apart, per-token positions
+    (mrope: (section, interleaved), positions [3, T], each pair reading its stream's row)."""
+    io = {"input": "separate", "output": "inplace" if inplace else "separate", "positions": "explicit",
+          "angles": "cos_sin_cache", "cos_sin_dtype": _DTYPE_NAMES[cache_dtype]}
+    if mrope:
+        io.update(positions="mrope", mrope_section=list(mrope[0]), mrope_interleaved=mrope[1])
     spec = {"name": "cos-sin-cache-compat", "head_dim": head_size, "rotary_dim": rotary_dim,
             "num_q_heads": num_q_heads, "num_kv_heads": num_kv_heads, "layout": "neox" if is_neox else "interleaved",
-            "dtype": dtype, "max_position_embeddings": _MAX_POSITIONS, "rope": {"rope_type": "default"},
-            "io": {"input": "separate", "output": "inplace" if inplace else "separate", "positions": "explicit",
-                   "angles": "cos_sin_cache", "cos_sin_dtype": _DTYPE_NAMES[cache_dtype]}}
+            "dtype": dtype, "max_position_embeddings": _MAX_POSITIONS, "rope": {"rope_type": "default"}, "io": io}
     return Spec.from_json(spec).to_json()
 
 
@@ -390,9 +393,10 @@ def _cache_rows(t: torch.Tensor, tokens: int, head_size: int, name: str, copy_al
 
 
 def _launch_cache(positions: torch.Tensor, query: torch.Tensor, key: Optional[torch.Tensor], head_size: int,
-                  cos_sin_cache: torch.Tensor, is_neox: bool, outputs: Optional[Tuple[torch.Tensor, ...]]) -> None:
-    """One launch: in place (outputs None) or into outputs (query_out, key_out)."""
-    tokens = positions.numel()
+                  cos_sin_cache: torch.Tensor, is_neox: bool, outputs: Optional[Tuple[torch.Tensor, ...]],
+                  mrope: Optional[Tuple[Tuple[int, ...], bool]] = None) -> None:
+    """One launch: in place (outputs None) or into outputs (query_out, key_out); mrope: positions [3, T]."""
+    tokens = positions.shape[-1] if mrope else positions.numel()
     if tokens == 0:
         return
     q = _cache_rows(query, tokens, head_size, "query", outputs is not None)
@@ -400,7 +404,7 @@ def _launch_cache(positions: torch.Tensor, query: torch.Tensor, key: Optional[to
     k = _cache_rows(key, tokens, head_size, "key", outputs is not None) if key is not None \
         else query.new_zeros(tokens, 1, head_size)
     spec_json = _cache_spec_json(q.shape[1], k.shape[1], head_size, cos_sin_cache.shape[1], is_neox,
-                                 _DTYPE_NAMES[query.dtype], cos_sin_cache.dtype, outputs is None)
+                                 _DTYPE_NAMES[query.dtype], cos_sin_cache.dtype, outputs is None, mrope)
     arrays = dict(positions=positions.reshape(-1).contiguous(), cos_sin_cache=cos_sin_cache.contiguous())
     if outputs is not None:
         arrays.update(q_out=outputs[0].view(q.shape), k_out=outputs[1].view(k.shape))
@@ -461,6 +465,43 @@ def rotary_embedding_out(positions: torch.Tensor, query: torch.Tensor, key: torc
         raise ArgumentError("key: None is not allowed: rotary_embedding_out returns a rotated key")
     _check_cache_call(positions, query, key, head_size, cos_sin_cache, is_neox)
     return torch.ops.ropejit.cos_sin_cache_rope(positions, query, key, head_size, cos_sin_cache, is_neox)
+
+
+@torch.library.custom_op("ropejit::mrope_cos_sin_cache_rope_", mutates_args=("query", "key"))
+def _mrope_cos_sin_cache_rope_inplace(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
+                                      cos_sin_cache: torch.Tensor, is_neox: bool, mrope_section: List[int],
+                                      mrope_interleaved: bool) -> None:
+    _launch_cache(positions, query, key, head_size, cos_sin_cache, is_neox, None,
+                  (tuple(mrope_section), mrope_interleaved))
+
+
+@_mrope_cos_sin_cache_rope_inplace.register_fake
+def _mrope_cos_sin_cache_rope_inplace_fake(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor,
+                                           head_size: int, cos_sin_cache: torch.Tensor, is_neox: bool,
+                                           mrope_section: List[int], mrope_interleaved: bool) -> None:
+    return None
+
+
+def mrope_rotary_embedding(positions: torch.Tensor, query: torch.Tensor, key: torch.Tensor, head_size: int,
+                           cos_sin_cache: torch.Tensor, is_neox: bool, mrope_section: List[int],
+                           mrope_interleaved: bool = False) -> None:
+    """vLLM's ``MRotaryEmbedding`` on multimodal positions, in place: as :func:`rotary_embedding`
+    with positions ``[3, T]`` (temporal, height, width), rotary pair i reading the row of its
+    section's stream: ``mrope_section`` [t, h, w] pairs summing to rotary_dim / 2, contiguous
+    sections (Qwen2-VL) or, with ``mrope_interleaved``, Qwen3-VL's T/H/W interleaving."""
+    if not isinstance(positions, torch.Tensor) or positions.dim() != 2 or positions.shape[0] != 3:
+        shape = list(positions.shape) if isinstance(positions, torch.Tensor) else type(positions).__name__
+        raise ArgumentError(f"positions: {shape} is not allowed: must be [3, T] (temporal, height, width)")
+    if key is None:
+        raise ArgumentError("key: None is not allowed: MRoPE rotates a key tensor (vLLM's forwards require one)")
+    _check_cache_call(positions[0], query, key, head_size, cos_sin_cache, is_neox)
+    half = cos_sin_cache.shape[1] // 2
+    if (not isinstance(mrope_section, (list, tuple)) or len(mrope_section) != 3 or sum(mrope_section) != half
+            or not all(isinstance(n, int) and n >= 1 for n in mrope_section)):
+        raise ArgumentError(f"mrope_section: {mrope_section!r} is not allowed: must be 3 integers >= 1 summing to "
+                            f"rotary_dim / 2 = {half}")
+    torch.ops.ropejit.mrope_cos_sin_cache_rope_(positions, query, key, head_size, cos_sin_cache, is_neox,
+                                                list(mrope_section), bool(mrope_interleaved))
 
 
 def _flashinfer_cache(positions: Any, query: Any, key: Any, head_size: Any, cos_sin_cache: Any, is_neox: Any) -> None:

@@ -14,8 +14,8 @@ per position gets an out-of-tree subclass (``CustomOp.register_oot``) whose ``fo
   linear, NTK, dynamic NTK, YaRN, Gemma 4...): in place, as vLLM's ``rotary_embedding`` kernel;
 - ``DeepseekScalingRotaryEmbedding`` (DeepSeek YaRN, its mscale in the cache): positions plus
   offsets, out of place as its ``forward_native`` (MLA passes q_pe, heads strided in wider rows);
-- ``MRotaryEmbedding`` with text-only positions ``[T]`` (RotaryEmbedding's math on its cache);
-  multimodal ``[3, T]`` positions run vLLM's method;
+- ``MRotaryEmbedding``: text-only positions ``[T]`` (RotaryEmbedding's math on its cache) and
+  multimodal ``[3, T]`` positions (each pair its T/H/W section's row, contiguous or interleaved);
 - ``Phi3LongRoPEScaledRotaryEmbedding`` (a plain ``nn.Module``, no custom op): get_rope builds
   ropejit's subclass, which reads the long/short cache at the row Phi-3's forward reads, where
   vLLM's ``rotary_embedding`` op is enabled.
@@ -84,16 +84,23 @@ def _table(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> T
     return query, key
 
 
-def _text_mrope(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> Tuple[Any, Any]:
-    """MRoPE with positions [T] (text only): its forward_native is RotaryEmbedding's on its cache."""
-    if positions.dim() != 1:
-        _refuse("positions", f"shape {list(positions.shape)}: multimodal [3, T] positions mix T/H/W sections "
-                "(vLLM's MRoPE kernel)")
+def _mrope(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> Tuple[Any, Any]:
+    """MRoPE: positions [T] (text only) are RotaryEmbedding's math on its cache; positions [3, T]
+    read each pair's T/H/W section's row (its mrope_section, contiguous or interleaved)."""
+    from . import compat
+
     if key is None:
         _refuse("key", "None: vLLM's MRoPE forwards require a key")
     if offsets is not None:  # vLLM's MRoPE forwards take and ignore them: its method decides
         _refuse("offsets", "vLLM's MRoPE forwards ignore them")
-    return _table(module, positions, query, key, None)
+    if positions.dim() == 1:
+        return _table(module, positions, query, key, None)
+    if not module.mrope_section:
+        _refuse("positions", f"shape {list(positions.shape)} without an mrope_section on the module")
+    cache = module._match_cos_sin_cache_dtype(query)
+    compat.mrope_rotary_embedding(positions, query, key, module.head_size, cache, module.is_neox_style,
+                                  list(module.mrope_section), bool(getattr(module, "mrope_interleaved", False)))
+    return query, key
 
 
 def _deepseek(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> Tuple[Any, Any]:
@@ -213,7 +220,7 @@ def register() -> None:
     except ImportError as e:
         logger.warning("ropejit: vLLM's rotary classes did not import (%s): vLLM keeps its own", e)
         return
-    forms = {RotaryEmbedding: _table, MRotaryEmbedding: _text_mrope, DeepseekScalingRotaryEmbedding: _deepseek}
+    forms = {RotaryEmbedding: _table, MRotaryEmbedding: _mrope, DeepseekScalingRotaryEmbedding: _deepseek}
     classes, others = table_classes(tuple(forms), RotaryEmbeddingBase)
     kept.update(others)
     for cls, base in classes.items():

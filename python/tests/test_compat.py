@@ -13,6 +13,7 @@ the same smoothing); the angle is ``float(pos) · freq`` (line 615), and the pai
 (``vec_apply_llama_rope_cos_sin`` and ``_interleave``; rope_reference.py ``RotaryEmbedding``).
 """
 import math
+import re
 
 import numpy as np
 import pytest
@@ -303,16 +304,29 @@ def test_agrees_with_flashinfer(gen):
 CACHE_GEOMETRIES = {"h4-2_d80_r32": (4, 2, 80, 32), "h6-3_d64_r48": (6, 3, 64, 48), "h8-1_d128_full": (8, 1, 128, 128)}
 
 
-def cache_reference(positions, x, head_size, cache, is_neox):
+def pair_streams(half, section, interleaved):
+    """The position stream (0 temporal, 1 height, 2 width) of each rotary pair, as vLLM's MRoPE
+    picks it: contiguous sections (torch.cat of the split), or interleaved (apply_interleaved_rope)."""
+    j = np.arange(half)
+    if interleaved:
+        return np.where((j % 3 == 1) & (j < 3 * section[1]), 1, np.where((j % 3 == 2) & (j < 3 * section[2]), 2, 0))
+    return np.repeat([0, 1, 2], section)
+
+
+def cache_reference(positions, x, head_size, cache, is_neox, section=None, interleaved=False):
     """x ([T, H * head_size] or [T, H, head_size]) rotated by the cache's rows at positions, float64, and
-    each element's pair scale |(x1, x2)| |(cos, sin)| (the size of its rounding noise)."""
-    pos = positions.reshape(-1).long().numpy()
+    each element's pair scale |(x1, x2)| |(cos, sin)| (the size of its rounding noise). With an MRoPE
+    `section`, positions are [3, T] and pair j reads the row of its stream's position."""
     table = cache.double().numpy()
     rows, rotary_dim = table.shape
-    cos_sin = table[np.clip(pos, 0, rows - 1)]
-    cos_sin[(pos < 0) | (pos >= rows)] = np.nan  # no row
     half = rotary_dim // 2
-    cos, sin = cos_sin[:, None, :half], cos_sin[:, None, half:]
+    pos = positions.long().numpy().reshape(3 if section else 1, -1)
+    pos = pos[pair_streams(half, section, interleaved)].T if section else np.repeat(pos.T, half, axis=1)  # [T, half]
+    pairs_of = np.arange(half)
+    cos = table[np.clip(pos, 0, rows - 1), pairs_of]
+    sin = table[np.clip(pos, 0, rows - 1), half + pairs_of]
+    cos[(pos < 0) | (pos >= rows)] = sin[(pos < 0) | (pos >= rows)] = np.nan  # no row
+    cos, sin = cos[:, None, :], sin[:, None, :]
     out = x.double().numpy().reshape(len(pos), -1, head_size).copy()
     pairs = (np.s_[..., 0:rotary_dim:2], np.s_[..., 1:rotary_dim:2]) if not is_neox else \
         (np.s_[..., :half], np.s_[..., half:rotary_dim])
@@ -377,6 +391,48 @@ def test_rotary_embedding_out_takes_strided_heads_and_leaves_them(gen):
     assert torch.equal(wide, wide_before) and torch.equal(key, key_before)
     assert_cache_matches(got_q, cache_reference(positions, q_pe, 64, cache, False), "fp32", "query")
     assert_cache_matches(got_k, cache_reference(positions, key, 64, cache, False), "fp32", "key")
+
+
+@pytest.mark.parametrize("interleaved", [False, True], ids=["sections", "interleaved"])
+@pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
+def test_mrope_rotary_embedding_reads_each_pairs_stream(gen, is_neox, interleaved):
+    """vLLM's MRotaryEmbedding on [3, T] positions: pair j rotates by the row of its T/H/W stream's
+    position (Qwen2-VL's contiguous sections, Qwen3-VL's interleaving), partial rotary, GQA, bf16."""
+    hq, hkv, head_size, rotary_dim = CACHE_GEOMETRIES["h6-3_d64_r48"]
+    section = [10, 7, 7] if interleaved else [12, 6, 6]
+    tokens, rows = 41, 257
+    query = randn(gen, tokens, hq * head_size, dtype=torch.bfloat16)
+    key = randn(gen, tokens, hkv, head_size, dtype=torch.bfloat16)
+    cache = random_cache(gen, rows, rotary_dim, "fp32")
+    streams = torch.randint(0, rows + 3, (3, tokens), generator=gen)  # a few past the cache: NaN there
+    want_q = cache_reference(streams, query, head_size, cache, is_neox, section, interleaved)
+    want_k = cache_reference(streams, key, head_size, cache, is_neox, section, interleaved)
+    assert compat.mrope_rotary_embedding(streams, query, key, head_size, cache, is_neox, section, interleaved) is None
+    assert_cache_matches(query, want_q, "bf16", "query")
+    assert_cache_matches(key, want_k, "bf16", "key")
+    # The same positions in all three streams are the text form.
+    flat = streams[0]
+    q1 = randn(gen, tokens, hq * head_size)
+    q2 = q1.clone()
+    compat.mrope_rotary_embedding(flat.expand(3, -1), q1, key.float().clone(), head_size, cache, is_neox, section)
+    compat.rotary_embedding(flat, q2, key.float().clone(), head_size, cache, is_neox)
+    assert torch.equal(torch.nan_to_num(q1), torch.nan_to_num(q2))
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda c, q, k: compat.mrope_rotary_embedding(torch.zeros(7, dtype=torch.long), q, k, 64, c, True, [12, 6, 6]),
+     "positions: [7] is not allowed: must be [3, T]"),
+    (lambda c, q, k: compat.mrope_rotary_embedding(torch.zeros(3, 7, dtype=torch.long), q, k, 64, c, True, [12, 6, 5]),
+     "mrope_section: [12, 6, 5] is not allowed: must be 3 integers >= 1 summing to rotary_dim / 2 = 24"),
+    (lambda c, q, k: compat.mrope_rotary_embedding(torch.zeros(3, 7, dtype=torch.long), q, None, 64, c, True, [12, 6, 6]),
+     "key: None is not allowed"),
+])
+def test_mrope_errors_name_the_argument(gen, call, message):
+    cache, query, key = random_cache(gen, 16, 48, "fp32"), randn(gen, 7, 6 * 64), randn(gen, 7, 3 * 64)
+    before = query.clone()
+    with pytest.raises(compat.ArgumentError, match=re.escape(message)):
+        call(cache, query, key)
+    assert torch.equal(query, before)
 
 
 @pytest.mark.parametrize("cache_dtype", ["fp32", "bf16"])

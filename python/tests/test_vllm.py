@@ -13,10 +13,12 @@ wheel with CUDA dependencies; without it every test here prints SKIPPED with the
 - the classes served in a form of their own, against their own ``forward_native`` with the kernel's
   launches counted: Phi-3 LongRoPE (long and short factors, partial rotary, offsets, its forward
   following vLLM's op switch), DeepSeek YaRN (mscale, offsets, MLA's strided q_pe, out of place),
-  MRoPE with text-only positions (multimodal [3, T] positions run vLLM's method).
+  MRoPE with text-only positions [T] and multimodal [3, T] positions (contiguous and interleaved
+  sections).
 
 Run here with vLLM 0.33.0 on the host backend (see the issue note for the command)."""
 import logging
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -280,20 +282,41 @@ def test_deepseek_yarn_on_mlas_strided_q_pe(partial, is_neox, dtype, plugin, lau
 
 MROPE = {"mrope": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [16, 8, 8]},
          "mrope-yarn": {"rope_type": "yarn", "rope_theta": 1e6, "factor": 4.0, "original_max_position_embeddings": 128,
-                        "mrope_section": [16, 8, 8]}}
+                        "mrope_section": [16, 8, 8]},
+         "mrope-interleaved": {"rope_type": "default", "rope_theta": 5e6, "mrope_section": [12, 10, 10],
+                               "mrope_interleaved": True}}  # Qwen3-VL's T/H/W interleaving
 
 
 @pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
 @pytest.mark.parametrize("form", list(MROPE))
-def test_mrope_text_positions_are_the_table_form(form, is_neox, plugin, launches, caplog):
+def test_mrope_text_and_multimodal_positions(form, is_neox, plugin, launches, caplog):
     rope = build(MROPE[form], is_neox, dtype=torch.bfloat16)
     assert type(rope).__name__ == "RopejitMRotaryEmbedding"
+    assert rope.mrope_interleaved == MROPE[form].get("mrope_interleaved", False)
     positions, query, key = inputs(torch.bfloat16)
+    streams = torch.randint(0, 512, (3, 23), generator=torch.Generator().manual_seed(3))  # T/H/W, as vLLM's runner
+    streams[1:, :5] = streams[0, :5]  # text tokens: one position in all three streams
     for method in (rope.forward_cuda, rope.forward_cpu):
         compare(method, rope.forward_native, positions, query, key, torch.bfloat16)
-    assert [p.tolist() for p in launches] == [positions.tolist()] * 2
-    sections = torch.randint(0, 512, (3, 23), generator=torch.Generator().manual_seed(3))  # T/H/W: vLLM's
-    with caplog.at_level(logging.WARNING, logger="ropejit.vllm_plugin"):
-        compare(rope.forward_cpu, rope.forward_native, sections, query, key, torch.bfloat16, inplace=False)
-    assert len(launches) == 2 and "RopejitMRotaryEmbedding runs vLLM's kernel" in caplog.text
-    assert "multimodal [3, T] positions" in caplog.text
+        compare(method, rope.forward_native, streams, query, key, torch.bfloat16)
+    assert [p.tolist() for p in launches] == [positions.tolist(), streams.reshape(-1).tolist()] * 2
+    assert vllm_plugin._fallbacks_logged == {}
+    with caplog.at_level(logging.WARNING, logger="ropejit.vllm_plugin"):  # offsets: vLLM's method decides
+        compare(rope.forward_cpu, rope.forward_native, streams, query, key, torch.bfloat16, torch.ones(23, dtype=torch.long),
+                inplace=False)
+    assert len(launches) == 4 and "RopejitMRotaryEmbedding runs vLLM's kernel" in caplog.text
+    assert "offsets" in caplog.text
+
+
+def test_mrope_compat_refuses_what_does_not_fit():
+    positions, query, key = inputs()
+    cache = build(MROPE["mrope"]).cos_sin_cache
+    streams = positions.expand(3, -1)
+    for bad, says in ((dict(positions=positions), "must be [3, T]"), (dict(key=None), "key: None"),
+                      (dict(mrope_section=[16, 8, 9]), "summing to rotary_dim / 2 = 32"),
+                      (dict(mrope_section=[32, 0, 0]), "integers >= 1")):
+        args = dict(positions=streams, query=query.clone(), key=key.clone(), head_size=64, cos_sin_cache=cache,
+                    is_neox=True, mrope_section=[16, 8, 8])
+        args.update(bad)
+        with pytest.raises(compat.ArgumentError, match=re.escape(says)):
+            compat.mrope_rotary_embedding(**args)

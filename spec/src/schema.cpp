@@ -133,7 +133,7 @@ ordered_json io_schema() {
   properties["angles"] = enum_schema<AnglesSource>(
       "where cos/sin come from: computed from the rope block (default) or the caller's cos_sin_cache "
       "[cos_sin_cache_rows, rotary_dim] gathered by position (rope block {\"rope_type\": \"default\"} only; op rope; "
-      "no mrope; a position outside the cache rotates to NaN)");
+      "mrope: each pair reads its stream's row; a position outside the cache rotates to NaN)");
   properties["cos_sin_dtype"] = enum_schema<DType>("angles cos_sin_cache: the cache's element type (default fp32)");
   properties["v_scale_layout"] = enum_schema<BlockScaleLayout>(
       "NVFP4 cache: V's block scales within a page and head: linear (default, as K's) or interleave4 (TensorRT-LLM's "

@@ -144,8 +144,8 @@ void read_q_quantization(const json& block, const std::string& base, OpKind op, 
                        "separate): FP8 q cannot overwrite q in place");
 }
 
-// io.angles and io.cos_sin_dtype: the caller's cos_sin_cache serves every angle of a position, for
-// the ops whose launches take it (OpFacts::caller_cos_sin); mrope's per-pair streams not yet.
+// io.angles and io.cos_sin_dtype: the caller's cos_sin_cache serves every angle of a position (mrope:
+// each pair reads its own stream's row), for the ops whose launches take it (OpFacts::caller_cos_sin).
 void read_angles(const json& block, const std::string& base, OpKind op, IoSpec& io, Reader& reader) {
   const json* angles = member(block, "angles");
   if (angles) io.angles = reader.enumeration<AnglesSource>(*angles, base + "/angles").value_or(io.angles);
@@ -159,10 +159,6 @@ void read_angles(const json& block, const std::string& base, OpKind op, IoSpec& 
     reader.not_allowed(base + "/angles", *angles,
                        fmt::format("\"computed\" when op is {} (a caller's cos_sin_cache: {} so far)", to_string(op),
                                    ops_taking(&OpFacts::caller_cos_sin)));
-  if (io.positions == PositionsForm::mrope)
-    reader.not_allowed(base + "/positions", std::string("mrope"),
-                       "explicit, varlen or offset with io.angles cos_sin_cache (a cache row per position stream "
-                       "and pair is not there yet)");
 }
 
 }  // namespace
