@@ -158,6 +158,15 @@ TEST_P(CosSinCache, PositionsWithoutARowRotateToNan) {
       expect_case(kernel, o, fmt::format("{} with {} cache rows", output, rows));
       ++index;
     }
+  for (bool interleaved : {false, true}) {  // mrope: only the pairs whose stream has no row are NaN
+    SpecFields f = cache_fields(interleaved ? 0 : 2, "neox", "bf16", "fp32");
+    mrope(f, 1, interleaved);
+    check::CaseOptions o;
+    o.tokens = 57;
+    o.max_position = 200;
+    o.cos_sin_rows = 97;
+    expect_case(runtime().get(ropejit::test::make_spec(f)), o, fmt::format("mrope interleaved {}", interleaved));
+  }
 }
 
 // NVRTC has nothing to say about the cache's kernels (no unreachable code, no spills), for every

@@ -475,6 +475,9 @@ def test_cos_sin_cache_ops_opcheck_and_compile(gen):
         torch.library.opcheck(op, (positions, query.clone(), key.clone(), 64, cache, False))
     without_key = (positions, query.clone(), None, 64, cache, True)
     torch.library.opcheck(torch.ops.ropejit.cos_sin_cache_rope_.default, without_key)
+    streams = torch.randint(0, 32, (3, 6), generator=gen)
+    torch.library.opcheck(torch.ops.ropejit.mrope_cos_sin_cache_rope_.default,
+                          (streams, query.clone(), key.clone(), 64, cache, True, [16, 8, 8], False))
     step = lambda p, q, k: compat.apply_rope_with_cos_sin_cache(p, q, k, 64, cache)  # noqa: E731
     compiled = torch.compile(step, fullgraph=True)
     for got, want in zip(compiled(positions, query, key), step(positions, query, key)):

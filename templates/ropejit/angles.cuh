@@ -141,10 +141,10 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       return;
     }
   }
-  if constexpr (T::kCallerCosSin) {  // no row, and nothing to compute instead
+  if constexpr (T::kCallerCosSin && !T::kPositionsMrope) {  // no row, and nothing to compute instead
 #pragma unroll
     for (int i = 0; i < W.pairs_per_lane; ++i) no_cos_sin_row(cos_out[i], sin_out[i]);
-  } else {
+  } else {  // per pair: computed, or (mrope) the row of each pair's stream
 #pragma unroll
     for (int i = 0; i < W.pairs_per_lane; ++i)
       pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first_pair + i, cos_out[i], sin_out[i]);
