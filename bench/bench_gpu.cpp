@@ -48,6 +48,7 @@ constexpr Shape kShapes[] = {
     {"gpt-neox-20b", "gpt-neox-20b"},           // partial: 24 of 96
     {"gemma-2", "gemma-2-2b"},                  // head_dim 256
     {"qwen2.5-vl-7b-mrope", "qwen2.5-vl-7b"},   // [3, T] mrope positions + packed qkv + bias
+    {"qwen2.5-vl-7b-mrope-cos-sin-cache", "qwen2.5-vl-7b-mrope-cos-sin-cache"},  // vLLM's MRoPE: a row per pair's stream
     {"qwen3-8b-qknorm", "qwen3-8b"},            // per-head RMSNorm of q and k, then RoPE
     {"gemma-3-12b-qknorm", "gemma-3-12b"},      // head_dim 256, (1 + w) norm, linear x8
     {"olmo-2-7b-allnorm", "olmo-2-7b"},         // RMSNorm over all 32 q heads (and 32 k heads), then RoPE
