@@ -20,23 +20,42 @@ per position gets an out-of-tree subclass (``CustomOp.register_oot``) whose ``fo
   ropejit's subclass, which reads the long/short cache at the row Phi-3's forward reads, where
   vLLM's ``rotary_embedding`` op is enabled.
 
-Classes with forwards of their own (MRoPE variants, DeepSeek V4, dual chunk, Fourier, vision) keep
-vLLM's, named in the log. A call ropejit refuses (an ``ArgumentError``: a dtype, a head layout, a
-form the class computes otherwise) runs vLLM's own method, the reason logged once per class. vLLM
-calls ``forward_cuda`` only where its custom op is enabled (``--enforce-eager``, or ``custom_ops``
-with ``+rotary_embedding``); with Inductor compiling ``forward_native`` the rotary stays in vLLM's
+Classes with forwards of their own get forms of their own (:mod:`ropejit._vllm_forms`), through
+the same registration: openPangu's interleaved MRoPE (it computes in ``forward``: its subclass's
+``forward`` follows vLLM's op switch as Phi-3's), Bailing and Ernie 4.5 VL MRoPE (per-token tables
+from their own cos/sin selection), DeepSeek V4 (last dims, ``inverse``), dual chunk attention (five
+query rotations), Fourier RoPE (its coefficients' cos/sin), Llama 4 vision (its complex cache). A
+class no form covers (a future vLLM's) keeps vLLM's, named in the log (``kept``).
+
+A call ropejit refuses (an ``ArgumentError``: a dtype, a head layout, a form the class computes
+otherwise) runs vLLM's own method, the reason logged once per class. vLLM calls ``forward_cuda``
+only where its custom op is enabled (``--enforce-eager``, or ``custom_ops`` with
+``+rotary_embedding``); with Inductor compiling ``forward_native`` the rotary stays in vLLM's
 graph, as vLLM decides for every custom op.
 """
+import importlib
 import logging
 import os
-from typing import Any, Callable, Dict, List, NoReturn, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Sequence, Tuple
 
 logger = logging.getLogger("ropejit.vllm_plugin")
 
 ENV = "ROPEJIT_VLLM"  # "1": swap; anything else: vLLM keeps its own rotary kernel
+_ROPE_PACKAGE = "vllm.model_executor.layers.rotary_embedding"
 # A subclass overriding any of these computes its own way; inheriting all, only its cache differs.
 _METHODS = ("forward", "forward_static", "forward_native", "forward_cuda", "forward_cpu")
 _PHI3 = "Phi3LongRoPEScaledRotaryEmbedding"
+# vLLM's classes with forwards of their own that ropejit serves: the module under vLLM's
+# rotary_embedding package, the form (ropejit._vllm_forms), whether the class computes in `forward`.
+_OWN_FORMS = {
+    "MRotaryEmbeddingInterleaved": ("mrope_interleaved", "mrope_interleaved", True),
+    "BailingMRotaryEmbedding": ("bailing_mrope", "bailing", False),
+    "Ernie4_5_VLRotaryEmbedding": ("ernie45_vl_rope", "ernie", False),
+    "DeepseekV4ScalingRotaryEmbedding": ("deepseek_scaling_rope", "deepseek_v4", False),
+    "DualChunkRotaryEmbedding": ("dual_chunk_rope", "dual_chunk", False),
+    "FourierRotaryEmbedding": ("fope", "fourier", False),
+    "Llama4VisionRotaryEmbedding": ("llama4_vision_rope", "llama4_vision", False),
+}
 _fallbacks_logged: Dict[str, str] = {}
 _replaced: Dict[str, type] = {}  # get_rope's names this process re-pointed, with vLLM's class
 registered: List[str] = []  # the vLLM class names this process swapped (for tests and logs)
@@ -65,134 +84,65 @@ def table_classes(bases: Sequence[type], root: type) -> Tuple[Dict[type, type], 
     return found, others
 
 
-def _refuse(name: str, why: str) -> NoReturn:
-    """Raises the ArgumentError that sends a call to vLLM's own method, `why` logged."""
-    from . import compat
-
-    raise compat.ArgumentError(f"{name}: {why}")
-
-
-def _table(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> Tuple[Any, Any]:
-    """RotaryEmbedding's form: in place on the module's cache as vLLM's kernel reads it (query's
-    dtype and device)."""
-    from . import compat
-
-    if offsets is not None:
-        _refuse("offsets", f"{type(module).__name__}'s forwards take none")
-    cache = module._match_cos_sin_cache_dtype(query)
-    compat.rotary_embedding(positions, query, key, module.head_size, cache, module.is_neox_style)
-    return query, key
-
-
-def _mrope(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> Tuple[Any, Any]:
-    """MRoPE: positions [T] (text only) are RotaryEmbedding's math on its cache; positions [3, T]
-    read each pair's T/H/W section's row (its mrope_section, contiguous or interleaved)."""
-    from . import compat
-
-    if key is None:
-        _refuse("key", "None: vLLM's MRoPE forwards require a key")
-    if offsets is not None:  # vLLM's MRoPE forwards take and ignore them: its method decides
-        _refuse("offsets", "vLLM's MRoPE forwards ignore them")
-    if positions.dim() == 1:
-        return _table(module, positions, query, key, None)
-    if not module.mrope_section:
-        _refuse("positions", f"shape {list(positions.shape)} without an mrope_section on the module")
-    cache = module._match_cos_sin_cache_dtype(query)
-    compat.mrope_rotary_embedding(positions, query, key, module.head_size, cache, module.is_neox_style,
-                                  list(module.mrope_section), bool(getattr(module, "mrope_interleaved", False)))
-    return query, key
-
-
-def _deepseek(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> Tuple[Any, Any]:
-    """DeepSeek YaRN: its cache as it is (mscale in it), row position + offset, into new tensors as
-    its forward_native (the head width is query's last dimension, which forward_native slices)."""
-    from . import compat
-
-    if key is None:
-        _refuse("key", "None: DeepSeek YaRN's forward_native requires a key")
-    if positions.dim() != 1 or query.dim() != 3 or key.dim() != 3:
-        _refuse("query", f"shape {list(query.shape)} with positions {list(positions.shape)}: DeepSeek YaRN's "
-                "forward_native broadcasts one row per token over [T, heads, head_size] only")
-    rows = positions if offsets is None else positions + offsets
-    return compat.rotary_embedding_out(rows, query, key, query.shape[-1], module.cos_sin_cache, module.is_neox_style)
-
-
-def _long_short(module: Any, positions: Any, query: Any, key: Any, offsets: Any) -> Tuple[Any, Any]:
-    """Phi-3 LongRoPE: its concatenated short-then-long cache (mscale in it) at the row its forward
-    reads: past the original_max_position_embeddings short rows when max_model_len chose the long
-    factors, plus offsets; NeoX pairs (the class refuses GPT-J), in place."""
-    from . import compat
-    import torch
-
-    cache = module.long_short_cos_sin_cache
-    if key is None:
-        _refuse("key", "None: Phi-3 LongRoPE's forward requires a key")
-    if positions.dim() != 1 or query.dim() != 2 or key.dim() != 2:
-        _refuse("query", f"shape {list(query.shape)} with positions {list(positions.shape)}: Phi-3 LongRoPE's "
-                "forward rotates [T, heads * head_size] at positions [T] only")
-    if torch.promote_types(cache.dtype, query.dtype) != query.dtype:  # vLLM's result would be the wider dtype
-        _refuse("query", f"dtype {query.dtype} with a {cache.dtype} cache: Phi-3 LongRoPE's forward returns "
-                f"{torch.promote_types(cache.dtype, query.dtype)}")
-    rows = positions + module.original_max_position_embeddings if module.use_long_rope else positions
-    rows = rows if offsets is None else rows + offsets
-    compat.rotary_embedding(rows, query, key, module.head_size, cache, True)
-    return query, key
-
-
-def _rotate(module: Any, form: Callable, vllm_method: Callable, positions: Any, query: Any, key: Any,
-            offsets: Any) -> Any:
+def _rotate(module: Any, form: Callable, vllm_method: Callable, *args: Any, **kwargs: Any) -> Any:
     """ropejit's kernel in the class's `form`; vLLM's method (with the same arguments) where ropejit
     refuses, the reason logged once per class."""
     from . import compat
 
     try:
-        return form(module, positions, query, key, offsets)
+        return form(module, *args, **kwargs)
     except compat.ArgumentError as e:
         name = type(module).__name__
         if name not in _fallbacks_logged:
             _fallbacks_logged[name] = str(e)
             logger.warning("ropejit: %s runs vLLM's kernel for a call ropejit refuses: %s", name, e)
-        return vllm_method(module, positions, query, key, *(() if offsets is None else (offsets,)))
+        return vllm_method(module, *args, **kwargs)
 
 
-def _ropejit_class(base: type, form: Callable) -> type:
-    """The out-of-tree subclass of one vLLM rotary class, rotating in `form`."""
+def _ropejit_class(base: type, form: Callable, own_forward: bool = False) -> type:
+    """The out-of-tree subclass of one vLLM rotary class, rotating in `form`; `own_forward`: the
+    class computes in its ``forward`` (what ropejit refuses runs that)."""
 
-    def forward_cuda(self: Any, positions: Any, query: Any, key: Optional[Any] = None,
-                     offsets: Optional[Any] = None) -> Any:
-        return _rotate(self, form, getattr(base, "forward_cuda", base.forward), positions, query, key, offsets)
+    # vLLM's method looked up at each call: what vLLM (or a test) has patched onto it by then.
+    def forward_cuda(self: Any, *args: Any, **kwargs: Any) -> Any:
+        vllm_method = base.forward if own_forward else getattr(base, "forward_cuda", base.forward)
+        return _rotate(self, form, vllm_method, *args, **kwargs)
 
-    def forward_cpu(self: Any, positions: Any, query: Any, key: Optional[Any] = None,
-                    offsets: Optional[Any] = None) -> Any:
-        return _rotate(self, form, getattr(base, "forward_cpu", base.forward), positions, query, key, offsets)
+    def forward_cpu(self: Any, *args: Any, **kwargs: Any) -> Any:
+        vllm_method = base.forward if own_forward else getattr(base, "forward_cpu", base.forward)
+        return _rotate(self, form, vllm_method, *args, **kwargs)
 
     doc = f"vLLM's {base.__name__} with ropejit's kernel (ropejit.vllm_plugin)."
     return type(f"Ropejit{base.__name__}", (base,), {"forward_cuda": forward_cuda, "forward_cpu": forward_cpu,
                                                      "__doc__": doc, "__module__": __name__})
 
 
-def _module_class(base: type, op: type) -> type:
-    """ropejit's subclass of a rotary ``nn.Module`` that is no custom op (Phi-3 LongRoPE): its
-    ``forward`` runs ropejit where vLLM's op `op` is enabled when built (as CustomOp dispatches),
-    else vLLM's forward, kept as ``forward_native``."""
-    cls = _ropejit_class(base, _long_short)
+def _module_class(base: type, form: Callable, op: type) -> type:
+    """ropejit's subclass of a rotary class that computes in its ``forward`` (Phi-3 LongRoPE, a
+    plain ``nn.Module``; openPangu's interleaved MRoPE): its ``forward`` runs ropejit where vLLM's
+    op `op` is enabled when built (as CustomOp dispatches), else vLLM's forward (also
+    ``forward_native`` where the class has none)."""
+    cls = _ropejit_class(base, form, own_forward=True)
 
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
         base.__init__(self, *args, **kwargs)
         self.ropejit_enabled = op.enabled()
 
-    def forward(self: Any, positions: Any, query: Any, key: Optional[Any] = None, offsets: Optional[Any] = None) -> Any:
+    def forward(self: Any, *args: Any, **kwargs: Any) -> Any:
         if self.ropejit_enabled:
-            return self.forward_cuda(positions, query, key, offsets)
-        return base.forward(self, positions, query, key, offsets)
+            return self.forward_cuda(*args, **kwargs)
+        return base.forward(self, *args, **kwargs)
 
-    cls.__init__, cls.forward, cls.forward_native = __init__, forward, base.forward
+    cls.__init__, cls.forward = __init__, forward
+    if not hasattr(base, "forward_native"):
+        cls.forward_native = base.forward
     return cls
 
 
 def _swap_phi3(op: type) -> None:
     """Points get_rope's Phi-3 LongRoPE at ropejit's subclass (vLLM looks it up by name when it
     builds one; no custom-op registry holds it)."""
+    from . import _vllm_forms as forms
     import vllm.model_executor.layers.rotary_embedding as rope
     from vllm.model_executor.layers.rotary_embedding.phi3_long_rope_scaled_rope import \
         Phi3LongRoPEScaledRotaryEmbedding as vllm_class
@@ -202,8 +152,22 @@ def _swap_phi3(op: type) -> None:
         kept[_PHI3] = f"get_rope builds {getattr(current, '__name__', current)}, not vLLM's class"
         return
     _replaced[_PHI3] = vllm_class
-    setattr(rope, _PHI3, _module_class(vllm_class, op))
+    setattr(rope, _PHI3, _module_class(vllm_class, forms.long_short, op))
     registered.append(_PHI3)
+
+
+def _register_oot(cls: type, subclass: type, custom_op: type, oot: Dict[str, type]) -> bool:
+    """Registers `subclass` for vLLM's `cls` (once per process); False where another plugin holds it."""
+    name = cls.__name__
+    if name in registered:
+        return True
+    if name in oot:
+        kept[name] = f"another plugin registered {oot[name].__name__} for it"
+        return False
+    custom_op.register_oot(subclass, name=name)  # keyed by the class name CustomOp.__new__ looks up
+    subclass.name = cls.name  # but enabled as vLLM's op: "+rotary_embedding" in custom_ops
+    registered.append(name)
+    return True
 
 
 def register() -> None:
@@ -220,20 +184,22 @@ def register() -> None:
     except ImportError as e:
         logger.warning("ropejit: vLLM's rotary classes did not import (%s): vLLM keeps its own", e)
         return
-    forms = {RotaryEmbedding: _table, MRotaryEmbedding: _mrope, DeepseekScalingRotaryEmbedding: _deepseek}
-    classes, others = table_classes(tuple(forms), RotaryEmbeddingBase)
+    from . import _vllm_forms as forms
+
+    bases = {RotaryEmbedding: forms.table, MRotaryEmbedding: forms.mrope,
+             DeepseekScalingRotaryEmbedding: forms.deepseek}
+    classes, others = table_classes(tuple(bases), RotaryEmbeddingBase)
     kept.update(others)
     for cls, base in classes.items():
-        name = cls.__name__
-        if name in registered:
+        _register_oot(cls, _ropejit_class(cls, bases[base]), CustomOp, op_registry_oot)
+    for name, (module, form, own_forward) in _OWN_FORMS.items():
+        cls = getattr(importlib.import_module(f"{_ROPE_PACKAGE}.{module}"), name, None)
+        if cls is None:  # not in this vLLM
             continue
-        if name in op_registry_oot:
-            kept[name] = f"another plugin registered {op_registry_oot[name].__name__} for it"
-            continue
-        subclass = _ropejit_class(cls, forms[base])
-        CustomOp.register_oot(subclass, name=name)  # keyed by the class name CustomOp.__new__ looks up
-        subclass.name = cls.name  # but enabled as vLLM's op: "+rotary_embedding" in custom_ops
-        registered.append(name)
+        form = getattr(forms, form)
+        subclass = _module_class(cls, form, cls) if own_forward else _ropejit_class(cls, form)
+        if _register_oot(cls, subclass, CustomOp, op_registry_oot):
+            kept.pop(name, None)
     if _PHI3 not in registered:
         _swap_phi3(RotaryEmbeddingBase)
     logger.info("ropejit: runs vLLM's %s; vLLM keeps %s", ", ".join(registered),

@@ -8,8 +8,9 @@ wheel with CUDA dependencies; without it every test here prints SKIPPED with the
 - the vLLM plugin (ropejit.vllm_plugin, entry point ``vllm.general_plugins``): off without
   ROPEJIT_VLLM=1; with it, get_rope builds ropejit's subclass of each of those classes, its
   ``forward_cuda`` / ``forward_cpu`` give ``forward_native``'s result in place, and a call ropejit
-  refuses runs vLLM's own method with the reason logged; classes with forwards of their own (MRoPE
-  variants, DeepSeek V4, Fourier, vision) stay vLLM's;
+  refuses runs vLLM's own method with the reason logged; table_classes leaves out the classes with
+  forwards of their own (MRoPE variants, DeepSeek V4, dual chunk, Fourier, vision), which the
+  plugin serves in forms of their own (test_vllm_classes.py);
 - the classes served in a form of their own, against their own ``forward_native`` with the kernel's
   launches counted: Phi-3 LongRoPE (long and short factors, partial rotary, offsets, its forward
   following vLLM's op switch), DeepSeek YaRN (mscale, offsets, MLA's strided q_pe, out of place),
@@ -27,11 +28,11 @@ torch = pytest.importorskip("torch", reason="torch is not installed: vLLM's clas
 vllm_rope = pytest.importorskip("vllm.model_executor.layers.rotary_embedding",
                                 reason="vLLM is not installed: its rotary classes are not compared")
 
-import ropejit.torch as rope_torch  # noqa: E402
 from ropejit import compat, vllm_plugin  # noqa: E402
 from vllm.config import CompilationConfig, DeviceConfig, VllmConfig, set_current_vllm_config  # noqa: E402
 from vllm.model_executor.layers.rotary_embedding import phi3_long_rope_scaled_rope  # noqa: E402
 from vllm.model_executor.layers.rotary_embedding.base import RotaryEmbedding, RotaryEmbeddingBase  # noqa: E402
+from vllm_support import assert_close, compare, launches, plugin, spread, vllm_context  # noqa: E402,F401
 
 TABLE_FORMS = {
     "default": {"rope_type": "default", "rope_theta": 10000.0},
@@ -48,19 +49,9 @@ TABLE_FORMS = {
 # The rotary classes whose forwards the plugin serves, each with its subclasses that only build another cache.
 SERVED_BASES = (RotaryEmbedding, vllm_rope.MRotaryEmbedding, vllm_rope.DeepseekScalingRotaryEmbedding)
 # vLLM's rotary classes with forwards of their own (interleaved or Bailing sections, DeepSeek V4's
-# last-dims rotation, chunked attention, Fourier terms, vision): the plugin leaves them to vLLM.
+# last-dims rotation, chunked attention, Fourier terms, vision): not table classes; forms of their own.
 OWN_FORWARDS = ("MRotaryEmbeddingInterleaved", "BailingMRotaryEmbedding", "DeepseekV4ScalingRotaryEmbedding",
                 "DualChunkRotaryEmbedding", "FourierRotaryEmbedding", "Llama4VisionRotaryEmbedding")
-
-
-@pytest.fixture(autouse=True)
-def vllm_context(runtime, monkeypatch):
-    """A CPU vLLM config (CustomOps need one), ropejit's host runtime, a fresh get_rope cache."""
-    rope_torch.set_runtime(runtime)
-    monkeypatch.setattr(vllm_rope, "_ROPE_DICT", {})
-    with set_current_vllm_config(VllmConfig(device_config=DeviceConfig(device="cpu"))):
-        yield
-    vllm_plugin.unregister()
 
 
 def build(params, is_neox=True, dtype=torch.float32):
@@ -72,11 +63,6 @@ def inputs(dtype=torch.float32, seed=0):
     gen = torch.Generator().manual_seed(seed)
     positions = torch.randint(0, 512, (23,), generator=gen)
     return positions, torch.randn(23, 4 * 64, generator=gen).to(dtype), torch.randn(23, 2 * 64, generator=gen).to(dtype)
-
-
-def assert_close(got, want, dtype):
-    tol = {torch.float32: 2e-6, torch.bfloat16: 1.6e-2}[dtype]
-    torch.testing.assert_close(got, want, rtol=tol, atol=tol * want.abs().max().item())
 
 
 @pytest.mark.parametrize("is_neox", [True, False], ids=["neox", "gptj"])
@@ -92,7 +78,7 @@ def test_compat_matches_each_table_class_forward_native(form, is_neox):
 
 
 @pytest.mark.parametrize("name", OWN_FORWARDS)
-def test_classes_with_forwards_of_their_own_are_left_to_vllm(name):
+def test_classes_with_forwards_of_their_own_are_no_table_classes(name):
     cls = getattr(vllm_rope, name)
     table, others = vllm_plugin.table_classes(SERVED_BASES, RotaryEmbeddingBase)
     assert cls not in table and (name in others or not issubclass(cls, RotaryEmbeddingBase))
@@ -111,7 +97,7 @@ def test_the_plugin_swaps_the_table_classes(form, monkeypatch):
     monkeypatch.setenv(vllm_plugin.ENV, "1")
     vllm_plugin.register()
     assert {"RotaryEmbedding", "Llama3RotaryEmbedding", "YaRNScalingRotaryEmbedding"} <= set(vllm_plugin.registered)
-    assert {"MRotaryEmbeddingInterleaved", "DeepseekV4ScalingRotaryEmbedding"} <= set(vllm_plugin.kept)
+    assert set(OWN_FORWARDS) <= set(vllm_plugin.registered) and vllm_plugin.kept == {}  # test_vllm_classes.py
     rope = build(TABLE_FORMS[form], dtype=torch.bfloat16)
     assert type(rope).__name__.startswith("Ropejit") and type(rope).__module__ == "ropejit.vllm_plugin"
     assert type(rope).name == "rotary_embedding"  # enabled and disabled by vLLM's own op name
@@ -159,45 +145,6 @@ def test_vllms_plugin_loader_runs_the_entry_point(monkeypatch):
 
 
 # ------------------------------------------------------------------ classes served in a form of their own
-
-@pytest.fixture
-def launches(monkeypatch):
-    """The positions of each ropejit kernel launch through compat's cos_sin_cache ops."""
-    seen = []
-    real = compat.kernel_for
-
-    def spy(spec_json, device):
-        kernel = real(spec_json, device)
-        return lambda q, k, **arrays: seen.append(arrays["positions"].clone()) or kernel(q, k, **arrays)
-
-    monkeypatch.setattr(compat, "kernel_for", spy)
-    return seen
-
-
-@pytest.fixture
-def plugin(monkeypatch):
-    """ropejit's plugin registered (vllm_context unregisters it)."""
-    monkeypatch.setenv(vllm_plugin.ENV, "1")
-    vllm_plugin.register()
-
-
-def spread(tokens, below, top, seed):
-    """`tokens` random positions in [0, top), some below `below` and some at or above it."""
-    positions = torch.randint(0, top, (tokens,), generator=torch.Generator().manual_seed(seed))
-    positions[:2] = torch.tensor([below - 1, below])
-    return positions
-
-
-def compare(method, native, positions, query, key, dtype, *offsets, inplace=True):
-    """`method`'s result equals `native`'s (vLLM's forward) on fresh copies; in place where vLLM's kernel
-    writes in place, else query and key untouched."""
-    want_q, want_k = native(positions, query.clone(), key.clone(), *offsets)
-    q, k = query.clone(), key.clone()
-    got_q, got_k = method(positions, q, k, *offsets)
-    assert (got_q is q and got_k is k) if inplace else (torch.equal(q, query) and torch.equal(k, key))
-    assert_close(got_q, want_q.to(dtype), dtype)
-    assert_close(got_k, want_k.to(dtype), dtype)
-
 
 PHI3 = {"full": (96, {}), "partial": (64, {"partial_rotary_factor": 0.75})}  # head_size, Phi-4-mini's 3/4
 
