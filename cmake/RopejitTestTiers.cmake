@@ -12,7 +12,8 @@
 # The tiers, once: each becomes a ctest label. unit is every suite no other tier's filter takes.
 set(ROPEJIT_TEST_TIERS unit compile conformance gpu)
 list(JOIN ROPEJIT_TEST_TIERS ", " ROPEJIT_TEST_TIER_NAMES)
-# The tiers the sanitizer tier runs whole (scripts/sanitize.sh's -L); another tier's suites join it by `+sanitize`.
+# The tiers the sanitizer tier runs whole (tests/CMakeLists.txt writes scripts/sanitize.sh's -L from
+# it); another tier's suites join it by `+sanitize`.
 set(ROPEJIT_SANITIZED_TIERS unit conformance)
 
 # Sets ROPEJIT_TIER_<tier> (a gtest filter) for every tier from the declarations in `sources`, and

@@ -26,10 +26,11 @@ jobs="${ROPEJIT_TEST_JOBS:-$(nproc)}"
 # peers and gpu-check scripts, an installed-package build load the ASan library uninstrumented.
 start=$SECONDS
 status=0
-# The unit and conformance tiers (ROPEJIT_SANITIZED_TIERS in cmake/RopejitTestTiers.cmake), and
+# The tiers of ROPEJIT_SANITIZED_TIERS (cmake/RopejitTestTiers.cmake: unit and conformance), and
 # the suites of other tiers whose work is instrumented code (the JIT, fibers and their ASan
 # annotations, the NVRTC loader), declared where they are defined: `// ropejit-tier:
-# compile+sanitize` labels them `sanitize`.
-ctest --preset sanitize -L '^(unit|conformance|sanitize)$' -LE uninstrumented_consumer -j "$jobs" "$@" || status=$?
+# compile+sanitize` labels them `sanitize`. The configure writes the label pattern.
+labels=$(cat "$repo/build-asan/sanitize_labels.txt")
+ctest --preset sanitize -L "$labels" -LE uninstrumented_consumer -j "$jobs" "$@" || status=$?
 echo "sanitize: tests took $((SECONDS - start)) s"
 exit $status
