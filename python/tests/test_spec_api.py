@@ -129,9 +129,5 @@ def test_launch_fields_take_any_call_size_by_its_field():
     assert fields["cos_sin_cache_rows"]["use"] == "required"
     with pytest.raises(ropejit.ArgumentError, match=r'call size "rows" is not allowed: must be one of num_tokens'):
         spec.launch_fields(rows=7)
-    assert ("cos_sin_rows", "cos_sin_cache_rows", 0) in _kernel_call_sizes() and ("B+1", "batch", 1) in _kernel_call_sizes()
-
-
-def _kernel_call_sizes():
     from ropejit import _kernel
-    return _kernel.CALL_SIZES
+    assert ("cos_sin_rows", "cos_sin_cache_rows", 0) in _kernel.CALL_SIZES and ("B+1", "batch", 1) in _kernel.CALL_SIZES

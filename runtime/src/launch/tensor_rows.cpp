@@ -2,6 +2,8 @@
 #include "launch/tensor_rows.h"
 
 #include <algorithm>
+#include <array>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -221,9 +223,15 @@ void bind_row_fields(const BufferDesc& b, const LaunchShape& shape, Args& a) {
 }
 
 LaunchShape shape_from_args(const Args& a) {
+  // Each dim row's ropejit_args field, resolved at compile time (this runs on every launch's check).
+  static constexpr auto kFields = [] {
+    std::array<size_t, std::size(kDimSymbols)> ids{};
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = args_field_id(kDimSymbols[i].args_field);
+    return ids;
+  }();
   LaunchShape shape;
-  for (const DimSymbol& row : kDimSymbols)
-    if (row.load) row.load(shape, field_integer(kArgsFields[args_field_index(row.args_field)], a));
+  for (size_t i = 0; i < kFields.size(); ++i)
+    if (kDimSymbols[i].load) kDimSymbols[i].load(shape, field_integer(kArgsFields[kFields[i]], a));
   shape.positions_type = a.positions_type;
   return shape;
 }
