@@ -42,7 +42,7 @@ const AxesFamily kFamilies[] = {
     {"flux", {128, 128, 24, 24}, "interleaved",
      {{"pairs", {8, 28, 28}}, {"theta", {10000, 10000, 10000}}}},
     {"flux2", {128, 128, 6, 6}, "interleaved", {{"pairs", {16, 16, 16, 16}}, {"theta", {2000, 2000, 2000, 2000}}}},
-    {"wan", {128, 128, 5, 5}, "interleaved", {{"pairs", {22, 21, 21}}, {"theta", {10000, 10000, 10000}}}},
+    {"wan", {128, 128, 40, 40}, "interleaved", {{"pairs", {22, 21, 21}}, {"theta", {10000, 10000, 10000}}}},
     {"hunyuan-video", {128, 128, 4, 4}, "interleaved", {{"pairs", {8, 28, 28}}, {"theta", {256, 256, 256}}}},
     {"qwen2-vl-vision", {80, 80, 16, 16}, "neox", {{"pairs", {20, 20}}}},
     {"pixtral", {64, 64, 16, 16}, "neox", {{"pairs", {16, 16}}, {"frequencies", "global_alternate"}}},
