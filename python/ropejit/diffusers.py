@@ -1,0 +1,421 @@
+"""Run a diffusers transformer's RoPE through ropejit: ``patch(pipe_or_transformer)`` / ``unpatch``.
+
+A diffusers transformer computes its rotary cos and sin once per forward in one rotary module
+(Flux's ``pos_embed``, Wan's ``rope``) and hands them to every attention processor, which
+rotates q and k with them. ``patch`` hooks that module to remember the integer position of each
+token on each axis (keyed by the cos tensor's identity, held weakly): Flux's ``ids`` (float64
+holding integers), Wan's frame / row / column grid of the latent. The rotation then runs
+ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffusers`, the ``axes``
+positions form) instead of the cos/sin arithmetic:
+
+- Flux: diffusers' ``apply_rotary_emb``, as imported into ``transformer_flux``, is replaced;
+- Wan: its processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped for a
+  subclass whose self-attention runs the same steps with ropejit's rotation.
+
+    import ropejit.diffusers
+    state = ropejit.diffusers.patch(pipe)          # or pipe.transformer
+    image = pipe(prompt).images[0]
+    print(state.kernel_calls, state.fallback_reasons)
+    ropejit.diffusers.unpatch(pipe)
+
+Wherever ropejit cannot serve a call (a cos no hooked module made, float or negative positions,
+a dtype or shape the spec does not fit) diffusers' own code runs it and ``fallback_reasons``
+counts why. QK-norm stays the model's: it normalizes q and k before the rotation, as before.
+"""
+import sys
+import warnings
+import weakref
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+import torch
+
+from . import _ropejit
+from . import torch as ropejit_torch
+from ._diffusers_specs import family_of
+from ._spec import Spec
+
+__all__ = ["patch", "unpatch", "DiffusersRopePatch"]
+
+_DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_ATTRIBUTE = "_ropejit_patch"
+_FLUX_MODULE = "diffusers.models.transformers.transformer_flux"
+_WAN_MODULE = "diffusers.models.transformers.transformer_wan"
+
+
+@dataclass(eq=False)
+class DiffusersRopePatch:
+    """What ``patch`` did to one transformer: its ``spec`` (``Spec.from_diffusers``), ``family``,
+    ``reason`` when ropejit runs nothing (a refused family, one without a patch route, or a probe
+    that disagreed), what was replaced (``functions``: "module.name"; ``processors``: how many
+    attention processors were swapped), and how many rotations ran ropejit's kernel or fell back
+    to diffusers' code, with the count per reason (``fallback_reasons``). ``note`` says what
+    ropejit leaves to the model (its QK-norm)."""
+
+    spec: Optional[Spec]
+    family: Optional[str] = None
+    reason: Optional[str] = None
+    note: Optional[str] = None
+    kernel_calls: int = 0
+    fallback_calls: int = 0
+    fallback_reasons: Dict[str, int] = field(default_factory=dict)
+    functions: List[str] = field(default_factory=list)
+    processors: int = 0
+    _hooks: List[Any] = field(default_factory=list, repr=False)
+    _replaced: List[Tuple[str, str]] = field(default_factory=list, repr=False)
+    _swapped: List[Tuple[Any, Any]] = field(default_factory=list, repr=False)
+    _spec_json: Dict[Tuple[Any, ...], str] = field(default_factory=dict, repr=False)
+
+    def spec_json(self, dtype: torch.dtype, q_heads: int, k_heads: int) -> Optional[str]:
+        """The op's spec JSON for q and k of `dtype` with these head counts; None for a dtype
+        ropejit has no kernel for."""
+        if self.spec is None or dtype not in _DTYPE_NAMES:
+            return None
+        key = (dtype, q_heads, k_heads)
+        if key not in self._spec_json:
+            spec = dict(self.spec.to_dict(), dtype=_DTYPE_NAMES[dtype], num_q_heads=q_heads, num_kv_heads=k_heads)
+            self._spec_json[key] = ropejit_torch.op_spec_json(spec)
+        return self._spec_json[key]
+
+    def _count(self, fallback: Optional[str] = None) -> None:
+        if fallback is None:
+            self.kernel_calls += 1
+        else:
+            self.fallback_calls += 1
+            self.fallback_reasons[fallback] = self.fallback_reasons.get(fallback, 0) + 1
+
+
+# ------------------------------------------------------------------ positions by cos
+
+# id(cos) → (weakref to cos, positions [A, 1, S] int64 or the reason there are none, patch state)
+_positions_by_cos: Dict[int, Tuple[weakref.ref, Any, DiffusersRopePatch]] = {}
+# (module name, function name) → (diffusers' original, ropejit's replacement, patched models using it)
+_replaced: Dict[Tuple[str, str], Tuple[Callable, Callable, int]] = {}
+unknown_cos_calls = 0  # rotations with a cos no patched rotary module made (diffusers' code ran)
+
+
+def _remember(cos: Any, positions: Any, state: DiffusersRopePatch) -> None:
+    if not isinstance(cos, torch.Tensor):
+        return
+    key = id(cos)
+
+    def forget(ref: weakref.ref) -> None:
+        if _positions_by_cos.get(key, (None,))[0] is ref:
+            del _positions_by_cos[key]
+
+    _positions_by_cos[key] = (weakref.ref(cos, forget), positions, state)
+
+
+def _recalled(freqs: Any) -> Optional[Tuple[Any, DiffusersRopePatch]]:
+    """(positions or why none, state) of a (cos, sin) pair a patched rotary module made."""
+    if not isinstance(freqs, (tuple, list)) or len(freqs) != 2:
+        return None
+    entry = _positions_by_cos.get(id(freqs[0]))
+    if entry is None or entry[0]() is not freqs[0]:
+        return None
+    return entry[1], entry[2]
+
+
+def _integer_positions(ids: torch.Tensor, axes: int) -> Any:
+    """Flux's ids [S, A] (floats holding integers) as positions [A, 1, S] int64, or why not."""
+    if ids.dim() != 2 or ids.shape[-1] != axes:
+        return f"ids of shape {list(ids.shape)} (the spec has {axes} axes: [S, {axes}])"
+    if ids.is_floating_point():
+        if not bool(torch.equal(ids, ids.round())):  # one device sync per forward on CUDA
+            return "fractional positions (ropejit's axes positions are integers)"
+    if ids.numel() and not bool((ids >= 0).all() and (ids < 2 ** 31).all()):
+        return "positions outside [0, 2^31)"
+    return ids.to(torch.int64).t().unsqueeze(1).contiguous()
+
+
+def _axes_of(state: DiffusersRopePatch) -> int:
+    return len(state.spec.io["axes"]["pairs"]) if state.spec is not None else 0
+
+
+def _flux_hook(state: DiffusersRopePatch) -> Callable:
+    def hook(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], output: Any) -> None:
+        ids = args[0] if args else kwargs.get("ids")
+        if isinstance(output, (tuple, list)) and isinstance(ids, torch.Tensor):
+            _remember(output[0], _integer_positions(ids, _axes_of(state)), state)
+    return hook
+
+
+def _wan_hook(state: DiffusersRopePatch) -> Callable:
+    def hook(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], output: Any) -> None:
+        hidden = args[0] if args else kwargs.get("hidden_states")
+        if not isinstance(output, (tuple, list)) or not isinstance(hidden, torch.Tensor) or hidden.dim() != 5:
+            return
+        _remember(output[0], _grid_positions(hidden, module.patch_size), state)
+    return hook
+
+
+def _grid_positions(hidden: torch.Tensor, patch_size: Any) -> torch.Tensor:
+    """Wan's token positions [3, 1, S]: frame, row, column of each patch of the latent
+    [B, C, F, H, W], frame-major (WanRotaryPosEmbed.forward's order)."""
+    sizes = [n // p for n, p in zip(hidden.shape[2:], patch_size)]
+    grids = torch.meshgrid(*[torch.arange(n, device=hidden.device) for n in sizes], indexing="ij")
+    return torch.stack([g.reshape(-1) for g in grids]).unsqueeze(1)
+
+
+# ------------------------------------------------------------------ the rotation
+
+def _rotate(state: DiffusersRopePatch, positions: Any, q: torch.Tensor, k: Optional[torch.Tensor]
+            ) -> Tuple[Optional[Tuple[torch.Tensor, torch.Tensor]], Optional[str]]:
+    """ropejit's rotation of q and k ([B, S, H, D]; k None: q alone) at positions [A, 1, S];
+    (None, why) where diffusers' code must run instead."""
+    if isinstance(positions, str):
+        return None, positions
+    if positions is None:
+        return None, "no positions"
+    if q.dim() != 4 or q.shape[-1] != state.spec.head_dim:
+        return None, f"q of shape {list(q.shape)} (the spec needs [B, S, H, {state.spec.head_dim}])"
+    if q.shape[1] != positions.shape[-1]:
+        return None, f"{q.shape[1]} tokens, but the rotary module made {positions.shape[-1]}"
+    if k is not None and (k.dim() != 4 or k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1] or k.dtype != q.dtype):
+        return None, f"k of shape {list(k.shape)} and {k.dtype} beside q of {list(q.shape)} and {q.dtype}"
+    if positions.device != q.device:
+        return None, f"positions on {positions.device}, q on {q.device}"
+    # q alone (diffusers rotates q and k in two calls): one head of q stands in for k.
+    k_in = k if k is not None else q[:, :, :1, :]
+    spec_json = state.spec_json(q.dtype, q.shape[2], k_in.shape[2])
+    if spec_json is None:
+        return None, f"dtype {q.dtype} (ropejit runs fp32, fp16, bf16)"
+    return ropejit_torch.apply_rope(q, k_in, positions, spec=spec_json), None
+
+
+def _flux_apply(original: Callable) -> Callable:
+    """diffusers' ``apply_rotary_emb`` with ropejit's rotation where a hooked module made the cos."""
+
+    def apply_rotary_emb(x: torch.Tensor, freqs_cis: Any, use_real: bool = True, use_real_unbind_dim: int = -1,
+                         sequence_dim: int = 2) -> torch.Tensor:
+        global unknown_cos_calls
+        recalled = _recalled(freqs_cis) if use_real else None
+        if recalled is None:
+            unknown_cos_calls += 1
+            return original(x, freqs_cis, use_real, use_real_unbind_dim, sequence_dim)
+        positions, state = recalled
+        why: Optional[str] = None
+        if use_real_unbind_dim != -1:
+            why = f"use_real_unbind_dim={use_real_unbind_dim} (the spec's pairs are interleaved: -1)"
+        elif sequence_dim not in (1, 2) or x.dim() != 4:
+            why = f"x of shape {list(x.shape)} with sequence_dim={sequence_dim}"
+        if why is None:
+            q = x if sequence_dim == 1 else x.transpose(1, 2)  # [B, S, H, D]
+            out, why = _rotate(state, positions, q, None)
+        state._count(why)
+        if why is not None:
+            return original(x, freqs_cis, use_real, use_real_unbind_dim, sequence_dim)
+        return out[0] if sequence_dim == 1 else out[0].transpose(1, 2)
+
+    apply_rotary_emb.__wrapped__ = original  # type: ignore[attr-defined]
+    return apply_rotary_emb
+
+
+def _wan_processor_class() -> type:
+    """A WanAttnProcessor whose self-attention (rotary_emb given) rotates with ropejit: diffusers
+    0.42.1's steps for that branch, with the inline rotation replaced."""
+    wan = sys.modules[_WAN_MODULE]
+
+    class RopejitWanAttnProcessor(wan.WanAttnProcessor):
+        def __init__(self, original: Any, state: DiffusersRopePatch) -> None:
+            self.__dict__.update(original.__dict__)  # the attention backend and parallel config set on it
+            self._ropejit_original = original
+            self._ropejit_state = state
+
+        def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: Optional[torch.Tensor] = None,
+                     attention_mask: Optional[torch.Tensor] = None, rotary_emb: Any = None, **kwargs: Any) -> torch.Tensor:
+            state = self._ropejit_state
+            recalled = _recalled(rotary_emb) if rotary_emb is not None else None
+            why: Optional[str] = None
+            if rotary_emb is None:  # cross-attention: nothing to rotate
+                return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
+            if recalled is None or recalled[1] is not state:
+                why = "a rotary_emb no patched rotary module made"
+            elif attn.add_k_proj is not None or kwargs:
+                why = "image-conditioned attention (add_k_proj) or extra arguments: the branch ropejit does not copy"
+            if why is None:
+                query, key, value = wan._get_qkv_projections(attn, hidden_states, encoder_hidden_states)
+                query = attn.norm_q(query).unflatten(2, (attn.heads, -1))
+                key = attn.norm_k(key).unflatten(2, (attn.heads, -1))
+                value = value.unflatten(2, (attn.heads, -1))
+                rotated, why = _rotate(state, recalled[0], query, key)
+            state._count(why)
+            if why is not None:
+                return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
+            query, key = rotated
+            hidden_states = wan.dispatch_attention_fn(
+                query, key, value, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
+                backend=self._attention_backend,
+                parallel_config=(self._parallel_config if encoder_hidden_states is None else None))
+            hidden_states = hidden_states.flatten(2, 3).type_as(query)
+            hidden_states = attn.to_out[0](hidden_states)
+            return attn.to_out[1](hidden_states)
+
+    return RopejitWanAttnProcessor
+
+
+# ------------------------------------------------------------------ probes
+
+def _close(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
+    scale = max(1.0, float(theirs.abs().max()))
+    return bool(torch.isfinite(ours).all()) and float((ours - theirs).abs().max()) <= 1e-5 * scale
+
+
+def _probe(state: DiffusersRopePatch, rotary: Any, kind: str, device: torch.device) -> Optional[str]:
+    """Rotates random q by diffusers' own cos/sin (the model's rotary module, fp32) and by
+    ropejit at the same positions; None where they agree, else why not."""
+    generator = torch.Generator().manual_seed(46)
+    axes = _axes_of(state)
+    if kind == "flux":  # random integer ids, as Flux's pipelines make (floats holding integers)
+        ids = torch.randint(0, 64, (7, axes), generator=generator).to(device=device, dtype=torch.float64)
+        cos, sin = rotary(ids)
+        positions = _integer_positions(ids, axes)
+    else:  # a 3 x 2 x 5 patch grid: 30 tokens
+        hidden = torch.zeros(1, 1, *[p * n for p, n in zip(rotary.patch_size, (3, 2, 5))], device=device)
+        cos, sin = rotary(hidden)
+        cos, sin = cos[0, :, 0], sin[0, :, 0]
+        positions = _grid_positions(hidden, rotary.patch_size)
+    tokens = positions.shape[-1]
+    q = torch.randn(2, tokens, 3, state.spec.head_dim, generator=generator).to(device)
+    k = torch.randn(2, tokens, 1, state.spec.head_dim, generator=generator).to(device)
+    embeddings = sys.modules["diffusers.models.embeddings"]
+    theirs = [embeddings.apply_rotary_emb(t, (cos.float(), sin.float()), sequence_dim=1) for t in (q, k)]
+    try:
+        ours, why = _rotate(state, positions, q, k)
+    except (_ropejit.Error, ValueError, NotImplementedError) as e:
+        return f"ropejit's kernel failed on the probe: {e}"
+    if why is not None:
+        return why
+    if not all(_close(o, t) for o, t in zip(ours, theirs)):
+        return "ropejit's rotation differs from diffusers' on the probe (fp32, relative 1e-5)"
+    return None
+
+
+# ------------------------------------------------------------------ patch / unpatch
+
+# family → (rotary module attribute, its hook, the route: "function" or "processor")
+_ROUTES: Dict[str, Tuple[str, Callable[[DiffusersRopePatch], Callable], str]] = {
+    "flux": ("pos_embed", _flux_hook, "function"),
+    "wan": ("rope", _wan_hook, "processor"),
+}
+
+
+def _transformers_of(target: Any) -> List[torch.nn.Module]:
+    """The transformers of a pipeline (``transformer``, and ``transformer_2`` where set), or the model."""
+    if isinstance(target, torch.nn.Module):
+        return [target]
+    found = [getattr(target, name, None) for name in ("transformer", "transformer_2")]
+    found = [m for m in found if isinstance(m, torch.nn.Module)]
+    if not found:
+        raise TypeError(f"patch: expected a diffusers transformer or a pipeline with one, not {type(target).__name__}")
+    return found
+
+
+def patch(target: Any, *, verify: bool = True, strict: bool = False) -> DiffusersRopePatch:
+    """Runs the RoPE of a diffusers transformer (or of a pipeline's ``transformer`` and
+    ``transformer_2``) through ropejit's kernel; returns the transformer's DiffusersRopePatch
+    (each patched model keeps its own as ``model._ropejit_patch``).
+
+    ``verify`` first rotates random q and k by the model's own rotary module and diffusers'
+    ``apply_rotary_emb`` and by ropejit (fp32, relative 1e-5), and patches only where they agree.
+    A family ropejit does not serve leaves the model as it is, with ``state.reason`` and a
+    ``RuntimeWarning``; ``strict=True`` raises ``ropejit.Error`` instead. Patching twice is a no-op."""
+    states = [_patch_one(model, verify, strict) for model in _transformers_of(target)]
+    return states[0]
+
+
+def _patch_one(model: torch.nn.Module, verify: bool, strict: bool) -> DiffusersRopePatch:
+    existing = getattr(model, _ATTRIBUTE, None)
+    if existing is not None:
+        return existing
+    name = type(model).__name__
+    state = DiffusersRopePatch(spec=None)
+    try:
+        _, family, _ = family_of(model)
+        state.family = family.name
+        state.spec = Spec.from_diffusers(model, dtype="fp32")
+    except (_ropejit.Error, ValueError, NotImplementedError) as e:
+        state.reason = str(e)
+    if state.reason is None and state.family not in _ROUTES:
+        state.reason = (f"{name}: ropejit has its spec but no patch route for the {state.family} family yet "
+                        f"(routes: {', '.join(sorted(_ROUTES))})")
+    route = _ROUTES.get(state.family or "")
+    rotary = getattr(model, route[0], None) if route else None
+    if state.reason is None and not isinstance(rotary, torch.nn.Module):
+        state.reason = f"{name}: no rotary module at .{route[0]}"
+    module_name = _FLUX_MODULE if state.family == "flux" else _WAN_MODULE
+    if state.reason is None and module_name not in sys.modules:
+        state.reason = f"{name}: diffusers module {module_name} is not loaded"
+    if state.reason is None and verify:
+        try:
+            device = next(model.parameters()).device
+        except StopIteration:
+            device = torch.device("cpu")
+        with torch.no_grad():
+            why = _probe(state, rotary, state.family, device)
+        if why is not None:
+            state.reason = f"{name}: {why}"
+    if state.reason is not None:
+        if strict:
+            raise _ropejit.Error(f"ropejit.diffusers.patch: {state.reason}")
+        warnings.warn(f"ropejit.diffusers.patch: diffusers keeps the RoPE of {name}: {state.reason}",
+                      RuntimeWarning, stacklevel=3)
+        return state
+    state._hooks.append(rotary.register_forward_hook(route[1](state), with_kwargs=True))
+    if route[2] == "function":
+        _replace(state, module_name, "apply_rotary_emb", _flux_apply)
+    else:
+        replacement = _wan_processor_class()
+        original_class = sys.modules[_WAN_MODULE].WanAttnProcessor
+        for module in model.modules():
+            processor = getattr(module, "processor", None)
+            if type(processor) is original_class:
+                module.processor = replacement(processor, state)
+                state._swapped.append((module, processor))
+        state.processors = len(state._swapped)
+    state.note = ("the model's QK-norm runs before the rotation, as before (ropejit rotates only); "
+                  "angles from the spec's float32 inv_freq (diffusers' are float64 for Flux and Wan)")
+    setattr(model, _ATTRIBUTE, state)
+    return state
+
+
+def _replace(state: DiffusersRopePatch, module_name: str, function: str, make: Callable[[Callable], Callable]) -> None:
+    key = (module_name, function)
+    module = sys.modules[module_name]
+    if key in _replaced:
+        original, replacement, users = _replaced[key]
+        _replaced[key] = (original, replacement, users + 1)
+    else:
+        original = getattr(module, function)
+        replacement = make(original)
+        _replaced[key] = (original, replacement, 1)
+        setattr(module, function, replacement)
+    state._replaced.append(key)
+    state.functions.append(f"{module_name}.{function}")
+
+
+def unpatch(target: Any) -> None:
+    """Undoes :func:`patch` for a transformer or a pipeline's transformers: removes the hooks,
+    puts the original processors back, and restores diffusers' functions once no patched model
+    uses them. Does nothing for a model that is not patched."""
+    for model in _transformers_of(target):
+        state: Optional[DiffusersRopePatch] = getattr(model, _ATTRIBUTE, None)
+        if state is None:
+            continue
+        for hook in state._hooks:
+            hook.remove()
+        for module, processor in state._swapped:
+            module.processor = processor
+        for key in state._replaced:
+            original, replacement, users = _replaced[key]
+            if users > 1:
+                _replaced[key] = (original, replacement, users - 1)
+                continue
+            del _replaced[key]
+            module = sys.modules.get(key[0])
+            if module is not None and getattr(module, key[1], None) is replacement:
+                setattr(module, key[1], original)
+        for cos_id in [cos_id for cos_id, entry in _positions_by_cos.items() if entry[2] is state]:
+            del _positions_by_cos[cos_id]
+        state._hooks, state._replaced, state._swapped = [], [], []
+        delattr(model, _ATTRIBUTE)
