@@ -31,6 +31,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import _ropejit
+from . import compat  # noqa: F401 - registers torch.ops.ropejit.cos_sin_cache_rope (the cos/sin route)
 from . import torch as ropejit_torch
 from ._diffusers_specs import family_of
 from ._spec import Spec
@@ -39,7 +40,6 @@ __all__ = ["patch", "unpatch", "DiffusersRopePatch"]
 
 _DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
 _ATTRIBUTE = "_ropejit_patch"
-_FLUX_MODULE = "diffusers.models.transformers.transformer_flux"
 _WAN_MODULE = "diffusers.models.transformers.transformer_wan"
 
 
@@ -48,18 +48,23 @@ class DiffusersRopePatch:
     """What ``patch`` did to one transformer: its ``spec`` (``Spec.from_diffusers``), ``family``,
     ``reason`` when ropejit runs nothing (a refused family, one without a patch route, or a probe
     that disagreed), what was replaced (``functions``: "module.name"; ``processors``: how many
-    attention processors were swapped), and how many rotations ran ropejit's kernel or fell back
-    to diffusers' code, with the count per reason (``fallback_reasons``). ``note`` says what
-    ropejit leaves to the model (its QK-norm)."""
+    attention processors were swapped), and how many rotations ran ropejit's kernel
+    (``kernel_calls``; ``cos_sin_calls`` of them from diffusers' own cos and sin, counted per reason
+    the spec's positions could not serve in ``cos_sin_reasons``) or fell back to diffusers' code
+    (``fallback_calls``, counted per reason in ``fallback_reasons``). ``note`` says what ropejit
+    leaves to the model (its QK-norm)."""
 
     spec: Optional[Spec]
     family: Optional[str] = None
     reason: Optional[str] = None
     note: Optional[str] = None
     kernel_calls: int = 0
+    cos_sin_calls: int = 0
+    cos_sin_reasons: Dict[str, int] = field(default_factory=dict)
     fallback_calls: int = 0
     fallback_reasons: Dict[str, int] = field(default_factory=dict)
     functions: List[str] = field(default_factory=list)
+    cos_sin: bool = True
     processors: int = 0
     _hooks: List[Any] = field(default_factory=list, repr=False)
     _replaced: List[Tuple[str, str]] = field(default_factory=list, repr=False)
@@ -77,9 +82,12 @@ class DiffusersRopePatch:
             self._spec_json[key] = ropejit_torch.op_spec_json(spec)
         return self._spec_json[key]
 
-    def _count(self, fallback: Optional[str] = None) -> None:
+    def _count(self, fallback: Optional[str] = None, cos_sin: Optional[str] = None) -> None:
         if fallback is None:
             self.kernel_calls += 1
+            if cos_sin is not None:
+                self.cos_sin_calls += 1
+                self.cos_sin_reasons[cos_sin] = self.cos_sin_reasons.get(cos_sin, 0) + 1
         else:
             self.fallback_calls += 1
             self.fallback_reasons[fallback] = self.fallback_reasons.get(fallback, 0) + 1
@@ -132,7 +140,8 @@ def _axes_of(state: DiffusersRopePatch) -> int:
     return len(state.spec.io["axes"]["pairs"]) if state.spec is not None else 0
 
 
-def _flux_hook(state: DiffusersRopePatch) -> Callable:
+def _ids_hook(state: DiffusersRopePatch) -> Callable:
+    """Flux's and Flux 2's pos_embed(ids): the positions are the ids."""
     def hook(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], output: Any) -> None:
         ids = args[0] if args else kwargs.get("ids")
         if isinstance(output, (tuple, list)) and isinstance(ids, torch.Tensor):
@@ -140,18 +149,26 @@ def _flux_hook(state: DiffusersRopePatch) -> Callable:
     return hook
 
 
-def _wan_hook(state: DiffusersRopePatch) -> Callable:
+def _patch_sizes(module: Any) -> Tuple[int, int, int]:
+    """(frames, rows, columns) per patch of a grid rotary module: Wan's patch_size tuple, or
+    HunyuanVideo's patch_size_t and patch_size."""
+    if hasattr(module, "patch_size_t"):
+        return (module.patch_size_t, module.patch_size, module.patch_size)
+    return tuple(module.patch_size)  # type: ignore[return-value]
+
+
+def _grid_hook(state: DiffusersRopePatch) -> Callable:
+    """Wan's and HunyuanVideo's rope(hidden_states): the positions are the latent's patch grid."""
     def hook(module: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any], output: Any) -> None:
         hidden = args[0] if args else kwargs.get("hidden_states")
-        if not isinstance(output, (tuple, list)) or not isinstance(hidden, torch.Tensor) or hidden.dim() != 5:
-            return
-        _remember(output[0], _grid_positions(hidden, module.patch_size), state)
+        if isinstance(output, (tuple, list)) and isinstance(hidden, torch.Tensor) and hidden.dim() == 5:
+            _remember(output[0], _grid_positions(hidden, _patch_sizes(module)), state)
     return hook
 
 
 def _grid_positions(hidden: torch.Tensor, patch_size: Any) -> torch.Tensor:
-    """Wan's token positions [3, 1, S]: frame, row, column of each patch of the latent
-    [B, C, F, H, W], frame-major (WanRotaryPosEmbed.forward's order)."""
+    """The token positions [3, 1, S]: frame, row, column of each patch of the latent
+    [B, C, F, H, W], frame-major (WanRotaryPosEmbed's and HunyuanVideoRotaryPosEmbed's order)."""
     sizes = [n // p for n, p in zip(hidden.shape[2:], patch_size)]
     grids = torch.meshgrid(*[torch.arange(n, device=hidden.device) for n in sizes], indexing="ij")
     return torch.stack([g.reshape(-1) for g in grids]).unsqueeze(1)
@@ -183,27 +200,108 @@ def _rotate(state: DiffusersRopePatch, positions: Any, q: torch.Tensor, k: Optio
     return ropejit_torch.apply_rope(q, k_in, positions, spec=spec_json), None
 
 
-def _flux_apply(original: Callable) -> Callable:
+# id(cos) → (weakref to cos, weakref to sin, rows [S, D] or why none): built once per cos tensor
+_rows_by_cos: Dict[int, Tuple[weakref.ref, weakref.ref, Any]] = {}
+# the patched models whose forward is running (innermost last): their rotations with a cos no hook
+# knows take the cos/sin route
+_active: List[DiffusersRopePatch] = []
+
+
+def _cos_sin_rows(freqs: Any) -> Any:
+    """diffusers' (cos, sin), each [S, D] or [1, S, 1, D] with every pair's value repeated
+    (``repeat_interleave_real``), as ropejit's cos_sin_cache rows [S, D]: D / 2 cos values, then
+    D / 2 sin values, per token; or why not. Checked and built once per cos tensor."""
+    if not isinstance(freqs, (tuple, list)) or len(freqs) != 2:
+        return f"rotary embedding of type {type(freqs).__name__} (the cos/sin route takes a (cos, sin) pair)"
+    cos, sin = freqs
+    if not isinstance(cos, torch.Tensor) or not isinstance(sin, torch.Tensor):
+        return "cos or sin is not a tensor"
+    entry = _rows_by_cos.get(id(cos))
+    if entry is not None and entry[0]() is cos and entry[1]() is sin:
+        return entry[2]
+    if cos.dim() == 4 and cos.shape[0] == 1 and cos.shape[2] == 1:  # Wan: [1, S, 1, D]
+        cos, sin = cos[0, :, 0], sin[0, :, 0]
+    if cos.dim() != 2 or sin.shape != cos.shape or cos.shape[-1] % 2 or not cos.is_floating_point() \
+            or sin.dtype != cos.dtype or sin.device != cos.device:
+        rows: Any = (f"cos of shape {list(cos.shape)} {cos.dtype}, sin {list(sin.shape)} {sin.dtype} "
+                     "(the cos/sin route takes [S, D] for both)")
+    elif not (torch.equal(cos[:, 0::2], cos[:, 1::2]) and torch.equal(sin[:, 0::2], sin[:, 1::2])):
+        rows = "cos/sin whose pairs hold two different values (not a rotation of interleaved pairs)"
+    else:
+        rows = torch.cat([cos[:, 0::2], sin[:, 0::2]], dim=-1).float().contiguous()
+    key = id(freqs[0])
+
+    def forget(ref: weakref.ref) -> None:
+        if _rows_by_cos.get(key, (None,))[0] is ref:
+            del _rows_by_cos[key]
+
+    _rows_by_cos[key] = (weakref.ref(freqs[0], forget), weakref.ref(freqs[1]), rows)
+    return rows
+
+
+def _rotate_cos_sin(freqs: Any, q: torch.Tensor, k: Optional[torch.Tensor]
+                    ) -> Tuple[Optional[Tuple[torch.Tensor, torch.Tensor]], Optional[str]]:
+    """ropejit's rotation of q and k ([B, S, H, D]; k None: q alone) from diffusers' own cos and
+    sin (``io.angles: cos_sin_cache``, each token reading its own row); (None, why) where not."""
+    rows = _cos_sin_rows(freqs)
+    if isinstance(rows, str):
+        return None, rows
+    if q.dim() != 4 or q.shape[1] != rows.shape[0] or q.shape[-1] != rows.shape[1]:
+        return None, f"q of shape {list(q.shape)} for cos/sin rows {list(rows.shape)}"
+    if q.dtype not in _DTYPE_NAMES or rows.device != q.device or q.device.type not in ("cpu", "cuda"):
+        return None, f"q of {q.dtype} on {q.device}, cos/sin on {rows.device}"
+    if k is not None and (k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1] or k.dtype != q.dtype):
+        return None, f"k of shape {list(k.shape)} and {k.dtype} beside q of {list(q.shape)} and {q.dtype}"
+    k_in = k if k is not None else q[:, :, :1, :]
+    positions = torch.arange(q.shape[1], device=q.device).repeat(q.shape[0])
+    return torch.ops.ropejit.cos_sin_cache_rope(positions, q, k_in, q.shape[-1], rows, False), None
+
+
+def _rotation(state: DiffusersRopePatch, positions: Any, freqs: Any, q: torch.Tensor,
+              k: Optional[torch.Tensor]) -> Optional[Tuple[torch.Tensor, torch.Tensor]]:
+    """ropejit's (q, k) for one rotation of a patched model: the spec at the positions a hook
+    recorded (None: unknown), else from diffusers' own cos and sin (the cos/sin route); None where
+    diffusers' code must run it. Counted in `state` with why."""
+    if positions is not None:
+        out, why = _rotate(state, positions, q, k)
+        if why is None:
+            state._count()
+            return out
+    else:
+        why = "a cos no hooked rotary module made (its positions are unknown)"
+    if state.cos_sin:
+        out, not_cos_sin = _rotate_cos_sin(freqs, q, k)
+        if not_cos_sin is None:
+            state._count(cos_sin=why)
+            return out
+        why = f"{why}; cos/sin route: {not_cos_sin}"
+    state._count(why)
+    return None
+
+
+def _apply_function(original: Callable) -> Callable:
     """diffusers' ``apply_rotary_emb`` with ropejit's rotation where a hooked module made the cos."""
 
     def apply_rotary_emb(x: torch.Tensor, freqs_cis: Any, use_real: bool = True, use_real_unbind_dim: int = -1,
                          sequence_dim: int = 2) -> torch.Tensor:
         global unknown_cos_calls
-        recalled = _recalled(freqs_cis) if use_real else None
-        if recalled is None:
+        recalled = _recalled(freqs_cis)
+        state = recalled[1] if recalled is not None else (_active[-1] if _active else None)
+        if state is None:
             unknown_cos_calls += 1
             return original(x, freqs_cis, use_real, use_real_unbind_dim, sequence_dim)
-        positions, state = recalled
         why: Optional[str] = None
-        if use_real_unbind_dim != -1:
-            why = f"use_real_unbind_dim={use_real_unbind_dim} (the spec's pairs are interleaved: -1)"
+        if not use_real or use_real_unbind_dim != -1:
+            why = (f"use_real={use_real}, use_real_unbind_dim={use_real_unbind_dim} (ropejit serves the "
+                   "interleaved pairs of use_real=True, use_real_unbind_dim=-1)")
         elif sequence_dim not in (1, 2) or x.dim() != 4:
             why = f"x of shape {list(x.shape)} with sequence_dim={sequence_dim}"
-        if why is None:
-            q = x if sequence_dim == 1 else x.transpose(1, 2)  # [B, S, H, D]
-            out, why = _rotate(state, positions, q, None)
-        state._count(why)
         if why is not None:
+            state._count(why)
+            return original(x, freqs_cis, use_real, use_real_unbind_dim, sequence_dim)
+        q = x if sequence_dim == 1 else x.transpose(1, 2)  # [B, S, H, D]
+        out = _rotation(state, recalled[0] if recalled else None, freqs_cis, q, None)
+        if out is None:
             return original(x, freqs_cis, use_real, use_real_unbind_dim, sequence_dim)
         return out[0] if sequence_dim == 1 else out[0].transpose(1, 2)
 
@@ -225,22 +323,19 @@ def _wan_processor_class() -> type:
         def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: Optional[torch.Tensor] = None,
                      attention_mask: Optional[torch.Tensor] = None, rotary_emb: Any = None, **kwargs: Any) -> torch.Tensor:
             state = self._ropejit_state
-            recalled = _recalled(rotary_emb) if rotary_emb is not None else None
-            why: Optional[str] = None
             if rotary_emb is None:  # cross-attention: nothing to rotate
                 return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
-            if recalled is None or recalled[1] is not state:
-                why = "a rotary_emb no patched rotary module made"
-            elif attn.add_k_proj is not None or kwargs:
-                why = "image-conditioned attention (add_k_proj) or extra arguments: the branch ropejit does not copy"
-            if why is None:
-                query, key, value = wan._get_qkv_projections(attn, hidden_states, encoder_hidden_states)
-                query = attn.norm_q(query).unflatten(2, (attn.heads, -1))
-                key = attn.norm_k(key).unflatten(2, (attn.heads, -1))
-                value = value.unflatten(2, (attn.heads, -1))
-                rotated, why = _rotate(state, recalled[0], query, key)
-            state._count(why)
-            if why is not None:
+            if attn.add_k_proj is not None or kwargs:
+                state._count("image-conditioned attention (add_k_proj) or extra arguments: a branch ropejit does not copy")
+                return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
+            recalled = _recalled(rotary_emb)
+            positions = recalled[0] if recalled is not None and recalled[1] is state else None
+            query, key, value = wan._get_qkv_projections(attn, hidden_states, encoder_hidden_states)
+            query = attn.norm_q(query).unflatten(2, (attn.heads, -1))
+            key = attn.norm_k(key).unflatten(2, (attn.heads, -1))
+            value = value.unflatten(2, (attn.heads, -1))
+            rotated = _rotation(state, positions, rotary_emb, query, key)
+            if rotated is None:  # diffusers' own steps, from the projections again
                 return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
             query, key = rotated
             hidden_states = wan.dispatch_attention_fn(
@@ -261,25 +356,26 @@ def _close(ours: torch.Tensor, theirs: torch.Tensor) -> bool:
     return bool(torch.isfinite(ours).all()) and float((ours - theirs).abs().max()) <= 1e-5 * scale
 
 
-def _probe(state: DiffusersRopePatch, rotary: Any, kind: str, device: torch.device) -> Optional[str]:
-    """Rotates random q by diffusers' own cos/sin (the model's rotary module, fp32) and by
-    ropejit at the same positions; None where they agree, else why not."""
+def _probe(state: DiffusersRopePatch, rotary: Any, route: "Route", device: torch.device) -> Optional[str]:
+    """Rotates random q and k by the model's own rotary module's cos/sin and diffusers'
+    ``apply_rotary_emb`` (fp32) and by ropejit at the same positions; None where they agree."""
     generator = torch.Generator().manual_seed(46)
     axes = _axes_of(state)
-    if kind == "flux":  # random integer ids, as Flux's pipelines make (floats holding integers)
+    if route.positions == "ids":  # random integer ids, as Flux's pipelines make (floats holding integers)
         ids = torch.randint(0, 64, (7, axes), generator=generator).to(device=device, dtype=torch.float64)
         cos, sin = rotary(ids)
         positions = _integer_positions(ids, axes)
     else:  # a 3 x 2 x 5 patch grid: 30 tokens
-        hidden = torch.zeros(1, 1, *[p * n for p, n in zip(rotary.patch_size, (3, 2, 5))], device=device)
+        hidden = torch.zeros(1, 1, *[p * n for p, n in zip(_patch_sizes(rotary), (3, 2, 5))], device=device)
         cos, sin = rotary(hidden)
-        cos, sin = cos[0, :, 0], sin[0, :, 0]
-        positions = _grid_positions(hidden, rotary.patch_size)
+        positions = _grid_positions(hidden, _patch_sizes(rotary))
+    cos, sin = cos.reshape(-1, cos.shape[-1]).float(), sin.reshape(-1, sin.shape[-1]).float()
     tokens = positions.shape[-1]
     q = torch.randn(2, tokens, 3, state.spec.head_dim, generator=generator).to(device)
     k = torch.randn(2, tokens, 1, state.spec.head_dim, generator=generator).to(device)
     embeddings = sys.modules["diffusers.models.embeddings"]
-    theirs = [embeddings.apply_rotary_emb(t, (cos.float(), sin.float()), sequence_dim=1) for t in (q, k)]
+    apply = _replaced.get((embeddings.__name__, "apply_rotary_emb"), (embeddings.apply_rotary_emb,))[0]
+    theirs = [apply(t, (cos, sin), sequence_dim=1) for t in (q, k)]
     try:
         ours, why = _rotate(state, positions, q, k)
     except (_ropejit.Error, ValueError, NotImplementedError) as e:
@@ -293,10 +389,26 @@ def _probe(state: DiffusersRopePatch, rotary: Any, kind: str, device: torch.devi
 
 # ------------------------------------------------------------------ patch / unpatch
 
-# family → (rotary module attribute, its hook, the route: "function" or "processor")
-_ROUTES: Dict[str, Tuple[str, Callable[[DiffusersRopePatch], Callable], str]] = {
-    "flux": ("pos_embed", _flux_hook, "function"),
-    "wan": ("rope", _wan_hook, "processor"),
+@dataclass(frozen=True)
+class Route:
+    """How ropejit reaches one family: its rotary module's attribute, where the positions come
+    from (``ids``: Flux's ids; ``grid``: the latent's patch grid), and what is replaced: the
+    ``apply_rotary_emb`` of these diffusers modules, or (``processor``) Wan's attention processors."""
+
+    rotary: str
+    positions: str
+    functions: Tuple[str, ...] = ()
+    processor: bool = False
+
+
+_TRANSFORMERS = "diffusers.models.transformers."
+_ROUTES: Dict[str, Route] = {
+    "flux": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux",)),
+    # Flux 2 concatenates its text and image cos/sin: those run the cos/sin route.
+    "flux2": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux2",)),
+    # HunyuanVideo's processor imports apply_rotary_emb from embeddings at each call.
+    "hunyuan-video": Route("rope", "grid", ("diffusers.models.embeddings",)),
+    "wan": Route("rope", "grid", processor=True),
 }
 
 
@@ -311,60 +423,81 @@ def _transformers_of(target: Any) -> List[torch.nn.Module]:
     return found
 
 
-def patch(target: Any, *, verify: bool = True, strict: bool = False) -> DiffusersRopePatch:
+def patch(target: Any, *, verify: bool = True, strict: bool = False, cos_sin: bool = True) -> DiffusersRopePatch:
     """Runs the RoPE of a diffusers transformer (or of a pipeline's ``transformer`` and
     ``transformer_2``) through ropejit's kernel; returns the transformer's DiffusersRopePatch
     (each patched model keeps its own as ``model._ropejit_patch``).
 
     ``verify`` first rotates random q and k by the model's own rotary module and diffusers'
     ``apply_rotary_emb`` and by ropejit (fp32, relative 1e-5), and patches only where they agree.
-    A family ropejit does not serve leaves the model as it is, with ``state.reason`` and a
-    ``RuntimeWarning``; ``strict=True`` raises ``ropejit.Error`` instead. Patching twice is a no-op."""
-    states = [_patch_one(model, verify, strict) for model in _transformers_of(target)]
+    ``cos_sin``: a rotation whose positions the hooks do not know (Flux 2's concatenated text and
+    image cos, fractional ids) runs ropejit's kernel from diffusers' own cos and sin
+    (``io.angles: cos_sin_cache``); False leaves those to diffusers' code. A family ropejit does
+    not serve leaves the model as it is, with ``state.reason`` and a ``RuntimeWarning``;
+    ``strict=True`` raises ``ropejit.Error`` instead. Patching twice is a no-op."""
+    states = [_patch_one(model, verify, strict, cos_sin) for model in _transformers_of(target)]
     return states[0]
 
 
-def _patch_one(model: torch.nn.Module, verify: bool, strict: bool) -> DiffusersRopePatch:
-    existing = getattr(model, _ATTRIBUTE, None)
-    if existing is not None:
-        return existing
+def _declined(model: torch.nn.Module, state: DiffusersRopePatch, verify: bool) -> Optional[str]:
+    """Why ropejit cannot patch `model` (its spec, route, rotary module, the probe), or None."""
     name = type(model).__name__
-    state = DiffusersRopePatch(spec=None)
     try:
         _, family, _ = family_of(model)
         state.family = family.name
         state.spec = Spec.from_diffusers(model, dtype="fp32")
     except (_ropejit.Error, ValueError, NotImplementedError) as e:
-        state.reason = str(e)
-    if state.reason is None and state.family not in _ROUTES:
-        state.reason = (f"{name}: ropejit has its spec but no patch route for the {state.family} family yet "
-                        f"(routes: {', '.join(sorted(_ROUTES))})")
+        return str(e)
     route = _ROUTES.get(state.family or "")
-    rotary = getattr(model, route[0], None) if route else None
-    if state.reason is None and not isinstance(rotary, torch.nn.Module):
-        state.reason = f"{name}: no rotary module at .{route[0]}"
-    module_name = _FLUX_MODULE if state.family == "flux" else _WAN_MODULE
-    if state.reason is None and module_name not in sys.modules:
-        state.reason = f"{name}: diffusers module {module_name} is not loaded"
-    if state.reason is None and verify:
+    if route is None:
+        return (f"{name}: ropejit has its spec but no patch route for the {state.family} family yet "
+                f"(routes: {', '.join(sorted(_ROUTES))})")
+    rotary = getattr(model, route.rotary, None)
+    if not isinstance(rotary, torch.nn.Module):
+        return f"{name}: no rotary module at .{route.rotary}"
+    for module_name in route.functions + ((_WAN_MODULE,) if route.processor else ()):
+        if module_name not in sys.modules:
+            return f"{name}: diffusers module {module_name} is not loaded"
+    if verify:
         try:
             device = next(model.parameters()).device
         except StopIteration:
             device = torch.device("cpu")
         with torch.no_grad():
-            why = _probe(state, rotary, state.family, device)
+            why = _probe(state, rotary, route, device)
         if why is not None:
-            state.reason = f"{name}: {why}"
+            return f"{name}: {why}"
+    return None
+
+
+def _patch_one(model: torch.nn.Module, verify: bool, strict: bool, cos_sin: bool) -> DiffusersRopePatch:
+    existing = getattr(model, _ATTRIBUTE, None)
+    if existing is not None:
+        return existing
+    state = DiffusersRopePatch(spec=None, cos_sin=cos_sin)
+    state.reason = _declined(model, state, verify)
     if state.reason is not None:
         if strict:
             raise _ropejit.Error(f"ropejit.diffusers.patch: {state.reason}")
-        warnings.warn(f"ropejit.diffusers.patch: diffusers keeps the RoPE of {name}: {state.reason}",
-                      RuntimeWarning, stacklevel=3)
+        warnings.warn(f"ropejit.diffusers.patch: diffusers keeps the RoPE of {type(model).__name__}: "
+                      f"{state.reason}", RuntimeWarning, stacklevel=3)
         return state
-    state._hooks.append(rotary.register_forward_hook(route[1](state), with_kwargs=True))
-    if route[2] == "function":
-        _replace(state, module_name, "apply_rotary_emb", _flux_apply)
-    else:
+    route = _ROUTES[state.family or ""]
+    hook = _ids_hook if route.positions == "ids" else _grid_hook
+    state._hooks.append(getattr(model, route.rotary).register_forward_hook(hook(state), with_kwargs=True))
+
+    def enter(module: Any, args: Any) -> None:
+        _active.append(state)
+
+    def leave(module: Any, args: Any, output: Any) -> None:
+        if _active and _active[-1] is state:
+            _active.pop()
+
+    state._hooks.append(model.register_forward_pre_hook(enter))
+    state._hooks.append(model.register_forward_hook(leave, always_call=True))
+    for module_name in route.functions:
+        _replace(state, module_name, "apply_rotary_emb", _apply_function)
+    if route.processor:
         replacement = _wan_processor_class()
         original_class = sys.modules[_WAN_MODULE].WanAttnProcessor
         for module in model.modules():
@@ -373,8 +506,8 @@ def _patch_one(model: torch.nn.Module, verify: bool, strict: bool) -> DiffusersR
                 module.processor = replacement(processor, state)
                 state._swapped.append((module, processor))
         state.processors = len(state._swapped)
-    state.note = ("the model's QK-norm runs before the rotation, as before (ropejit rotates only); "
-                  "angles from the spec's float32 inv_freq (diffusers' are float64 for Flux and Wan)")
+    state.note = ("the model's QK-norm runs before the rotation, as before (ropejit rotates only); angles from "
+                  "the spec's float32 inv_freq (Flux, Flux 2 and Wan compute theirs in float64)")
     setattr(model, _ATTRIBUTE, state)
     return state
 

@@ -214,56 +214,106 @@ def _tiny_wan():
     return model, inputs
 
 
+def _tiny_flux2():
+    torch.manual_seed(0)
+    model = diffusers.Flux2Transformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                              attention_head_dim=16, num_attention_heads=2, joint_attention_dim=8,
+                                              timestep_guidance_channels=8, axes_dims_rope=(4, 4, 4, 4),
+                                              rope_theta=2000, guidance_embeds=False).eval()
+    generator = torch.Generator().manual_seed(8)
+    rows, cols, text = 3, 5, 4
+    img_ids = torch.cat([torch.zeros(1, rows * cols, dtype=torch.long), _grid(rows, cols)[:, 0],
+                         torch.zeros(1, rows * cols, dtype=torch.long)]).t()
+    txt_ids = torch.zeros(text, 4, dtype=torch.long)
+    txt_ids[:, 3] = torch.arange(text)  # Flux 2: text rotates along axis l
+    inputs = dict(hidden_states=torch.randn(1, rows * cols, 4, generator=generator),
+                  encoder_hidden_states=torch.randn(1, text, 8, generator=generator), timestep=torch.tensor([0.5]),
+                  img_ids=img_ids, txt_ids=txt_ids)
+    return model, inputs
+
+
+def _tiny_hunyuan_video():
+    torch.manual_seed(0)
+    model = diffusers.HunyuanVideoTransformer3DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16, num_layers=1,
+        num_single_layers=1, num_refiner_layers=1, patch_size=2, patch_size_t=1, text_embed_dim=8,
+        pooled_projection_dim=8, rope_axes_dim=(4, 6, 6), guidance_embeds=False).eval()
+    generator = torch.Generator().manual_seed(9)
+    inputs = dict(hidden_states=torch.randn(1, 4, 3, 6, 10, generator=generator),  # 3 x 3 x 5 = 45 tokens
+                  timestep=torch.tensor([500]), encoder_hidden_states=torch.randn(1, 5, 8, generator=generator),
+                  encoder_attention_mask=torch.ones(1, 5), pooled_projections=torch.randn(1, 8, generator=generator))
+    return model, inputs
+
+
 def _run(model, inputs):
     with torch.no_grad():
         return model(**inputs, return_dict=False)[0]
 
 
+# family → (tiny model, kernel calls of one forward, of which from diffusers' cos and sin, processors swapped)
+TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call each
+        "wan": (_tiny_wan, 2, 0, 4),  # one call per block (q and k together); attn1 and attn2 swapped
+        "flux2": (_tiny_flux2, 4, 4, 0),  # its cos is text's and image's concatenated: the cos/sin route
+        "hunyuan-video": (_tiny_hunyuan_video, 4, 0, 0)}
+
+
 @needs_axes
-@pytest.mark.parametrize("tiny", [_tiny_flux, _tiny_wan], ids=["flux", "wan"])
-def test_patch_tiny_model(tiny):
+@pytest.mark.parametrize("family", sorted(TINY))
+def test_patch_tiny_model(family):
+    tiny, calls, cos_sin_calls, processors = TINY[family]
     model, inputs = tiny()
     expected = _run(model, inputs)
-    flux = tiny is _tiny_flux
-    flux_module = diffusers.models.transformers.transformer_flux
     state = ropejit.diffusers.patch(types.SimpleNamespace(transformer=model), strict=True)  # a pipeline's shape
-    assert state.reason is None and state.spec is not None
-    assert state.family == ("flux" if flux else "wan")
-    if flux:
-        assert state.functions == [f"{flux_module.__name__}.apply_rotary_emb"]
-        assert flux_module.apply_rotary_emb is not embeddings.apply_rotary_emb
-    else:
-        assert state.processors == 4  # attn1 and attn2 of two blocks (attn2 has no rotary: diffusers' code)
-    assert ropejit.diffusers.patch(model) is state  # patching twice is a no-op
-    got = _run(model, inputs)
-    # Flux: q and k of each of its two blocks, one call each; Wan: one call per block (q and k together).
-    assert state.kernel_calls == (4 if flux else 2), state
-    assert state.fallback_calls == 0, state.fallback_reasons
-    _close(got, expected)
-    assert not torch.equal(got, torch.zeros_like(got))
-
-    ropejit.diffusers.unpatch(model)
+    try:
+        assert state.reason is None and state.spec is not None and state.family == family
+        assert state.processors == processors
+        assert ropejit.diffusers.patch(model) is state  # patching twice is a no-op
+        got = _run(model, inputs)
+        assert (state.kernel_calls, state.cos_sin_calls) == (calls, cos_sin_calls), state
+        assert state.fallback_calls == 0, state.fallback_reasons
+        _close(got, expected)
+    finally:
+        ropejit.diffusers.unpatch(model)
     assert not hasattr(model, "_ropejit_patch")
-    assert flux_module.apply_rotary_emb is embeddings.apply_rotary_emb
-    processors = {type(m.processor).__name__ for m in model.modules() if hasattr(m, "processor")}
-    assert processors == ({"FluxAttnProcessor"} if flux else {"WanAttnProcessor"})
-    calls = state.kernel_calls
+    assert diffusers.models.transformers.transformer_flux.apply_rotary_emb is embeddings.apply_rotary_emb
+    assert diffusers.models.transformers.transformer_flux2.apply_rotary_emb is embeddings.apply_rotary_emb
+    assert embeddings.apply_rotary_emb.__module__ == "diffusers.models.embeddings"
+    assert not any(type(m.processor).__name__.startswith("Ropejit") for m in model.modules() if hasattr(m, "processor"))
     torch.testing.assert_close(_run(model, inputs), expected, rtol=0, atol=0)
     assert state.kernel_calls == calls
 
 
 @needs_axes
-def test_patch_falls_back_on_fractional_ids():
+def test_fractional_ids_take_the_cos_sin_route():
     model, inputs = _tiny_flux()
-    inputs["img_ids"] = inputs["img_ids"] + 0.5  # not integer positions: diffusers' code runs them
+    inputs["img_ids"] = inputs["img_ids"] + 0.5  # not integer positions: the kernel reads diffusers' cos/sin
     expected = _run(model, inputs)
-    state = ropejit.diffusers.patch(model)
+    for cos_sin in (True, False):
+        state = ropejit.diffusers.patch(model, cos_sin=cos_sin)
+        try:
+            _close(_run(model, inputs), expected)
+        finally:
+            ropejit.diffusers.unpatch(model)
+        why = "fractional positions (ropejit's axes positions are integers)"
+        if cos_sin:
+            assert (state.kernel_calls, state.cos_sin_calls, state.fallback_calls) == (4, 4, 0)
+            assert state.cos_sin_reasons == {why: 4}
+        else:
+            assert (state.kernel_calls, state.fallback_calls) == (0, 4) and state.fallback_reasons == {why: 4}
+
+
+@needs_axes
+def test_unpatched_model_beside_patched_one_keeps_diffusers():
+    patched, inputs = _tiny_flux()
+    other, _ = _tiny_flux()
+    expected = _run(other, inputs)
+    state = ropejit.diffusers.patch(patched)
     try:
-        _close(_run(model, inputs), expected)
-        assert state.kernel_calls == 0 and state.fallback_calls == 4
-        assert list(state.fallback_reasons) == ["fractional positions (ropejit's axes positions are integers)"]
+        before = ropejit.diffusers.unknown_cos_calls
+        torch.testing.assert_close(_run(other, inputs), expected, rtol=0, atol=0)  # diffusers' own code ran
+        assert ropejit.diffusers.unknown_cos_calls == before + 4 and state.kernel_calls == 0
     finally:
-        ropejit.diffusers.unpatch(model)
+        ropejit.diffusers.unpatch(patched)
 
 
 def test_patch_declines_refused_family():
