@@ -33,7 +33,7 @@ import torch
 from . import _ropejit
 from . import compat  # noqa: F401 - registers torch.ops.ropejit.cos_sin_cache_rope (the cos/sin route)
 from . import torch as ropejit_torch
-from ._diffusers_specs import family_of
+from ._diffusers_specs import DIFFUSERS_VERSION, family_of
 from ._spec import Spec
 
 __all__ = ["patch", "unpatch", "DiffusersRopePatch"]
@@ -458,6 +458,10 @@ def _declined(model: torch.nn.Module, state: DiffusersRopePatch, verify: bool) -
     for module_name in route.functions + ((_WAN_MODULE,) if route.processor else ()):
         if module_name not in sys.modules:
             return f"{name}: diffusers module {module_name} is not loaded"
+    version = getattr(sys.modules.get("diffusers"), "__version__", None)
+    if route.processor and version != DIFFUSERS_VERSION:
+        return (f"{name}: diffusers {version}: the swapped processor repeats WanAttnProcessor's self-attention "
+                f"steps as diffusers {DIFFUSERS_VERSION} has them, and only that release was read")
     if verify:
         try:
             device = next(model.parameters()).device

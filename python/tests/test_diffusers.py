@@ -316,6 +316,23 @@ def test_unpatched_model_beside_patched_one_keeps_diffusers():
         ropejit.diffusers.unpatch(patched)
 
 
+def test_cos_sin_route_matches_apply_rotary_emb():
+    """The route for rotations whose positions are unknown: diffusers' own cos and sin as the
+    kernel's cos_sin_cache rows (runs without the axes form)."""
+    generator = torch.Generator().manual_seed(10)
+    ids = torch.rand(41, 4, generator=generator, dtype=torch.float64) * 50  # fractional: no spec positions
+    cos, sin = diffusers.models.transformers.transformer_flux2.Flux2PosEmbed(2000, (16, 16, 16, 16))(ids)
+    q = torch.randn(2, 41, 3, 64, generator=generator)
+    k = torch.randn(2, 41, 1, 64, generator=generator)
+    (q_out, k_out), why = ropejit.diffusers._rotate_cos_sin((cos, sin), q, k)
+    assert why is None
+    _close(q_out, embeddings.apply_rotary_emb(q, (cos, sin), sequence_dim=1))
+    _close(k_out, embeddings.apply_rotary_emb(k, (cos, sin), sequence_dim=1))
+    # repeat_interleave_real=False (Stable Audio's form): each pair's two elements hold different values
+    halves = tuple(torch.cat([t[:, 0::2], t[:, 0::2]], -1) for t in (cos, sin))
+    assert "two different values" in ropejit.diffusers._rotate_cos_sin(halves, q, k)[1]
+
+
 def test_patch_declines_refused_family():
     class MochiTransformer3DModel(torch.nn.Module):  # stands in for diffusers' (refused by name)
         config = {"attention_head_dim": 128}
