@@ -110,7 +110,8 @@ def _cogvideox(config: Dict[str, Any], cls: str) -> Tuple[List[int], List[float]
                      "(sinusoidal or learned absolute positions)")
     if config["patch_size_t"] is None:
         raise _error(
-            "patch_size_t", f"{cls}: config patch_size_t = None (CogVideoX 1.0) is refused: its pipeline builds the rotary with "
+            "patch_size_t",
+            f"{cls}: config patch_size_t = None (CogVideoX 1.0) is refused: its pipeline builds the rotary with "
             "grid_type='linspace' over the resize-crop region, whose positions are fractional floats; ropejit's "
             "axes positions are integers (CogVideoX 1.5, patch_size_t set, uses integer 'slice' grids)")
     head_dim = config["attention_head_dim"]

@@ -1,26 +1,31 @@
 """Run a diffusers transformer's RoPE through ropejit: ``patch(pipe_or_transformer)`` / ``unpatch``.
 
 A diffusers transformer computes its rotary cos and sin once per forward in one rotary module
-(Flux's ``pos_embed``, Wan's ``rope``) and hands them to every attention processor, which
-rotates q and k with them. ``patch`` hooks that module to remember the integer position of each
-token on each axis (keyed by the cos tensor's identity, held weakly): Flux's ``ids`` (float64
-holding integers), Wan's frame / row / column grid of the latent. The rotation then runs
-ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffusers`, the ``axes``
-positions form) instead of the cos/sin arithmetic:
+(Flux's ``pos_embed``, Wan's and HunyuanVideo's ``rope``) and hands them to every attention
+processor, which rotates q and k with them. ``patch`` hooks that module to remember the integer
+position of each token on each axis (keyed by the cos tensor's identity, held weakly): Flux's
+``ids`` (float64 holding integers), the frame / row / column grid of a video latent. The rotation
+then runs ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffusers`, the
+``axes`` positions form) instead of the cos/sin arithmetic:
 
-- Flux: diffusers' ``apply_rotary_emb``, as imported into ``transformer_flux``, is replaced;
+- Flux, Flux 2: diffusers' ``apply_rotary_emb``, as imported into their modules, is replaced;
+- HunyuanVideo: its processor imports ``apply_rotary_emb`` from ``embeddings`` at each call, so
+  that one is replaced;
 - Wan: its processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped for a
   subclass whose self-attention runs the same steps with ropejit's rotation.
 
     import ropejit.diffusers
     state = ropejit.diffusers.patch(pipe)          # or pipe.transformer
     image = pipe(prompt).images[0]
-    print(state.kernel_calls, state.fallback_reasons)
+    print(state.kernel_calls, state.cos_sin_calls, state.fallback_reasons)
     ropejit.diffusers.unpatch(pipe)
 
-Wherever ropejit cannot serve a call (a cos no hooked module made, float or negative positions,
-a dtype or shape the spec does not fit) diffusers' own code runs it and ``fallback_reasons``
+A rotation whose positions no hook knows, or that the spec cannot take (Flux 2's concatenated
+text and image cos, fractional ids), runs the kernel from diffusers' own cos and sin (the
+``cos_sin_cache`` route); where neither serves (a dtype or shape they do not fit, cos/sin that
+are not a rotation of interleaved pairs) diffusers' own code runs it and ``fallback_reasons``
 counts why. QK-norm stays the model's: it normalizes q and k before the rotation, as before.
+docs/diffusers.md has the family table.
 """
 import sys
 import warnings
@@ -99,7 +104,7 @@ class DiffusersRopePatch:
 _positions_by_cos: Dict[int, Tuple[weakref.ref, Any, DiffusersRopePatch]] = {}
 # (module name, function name) → (diffusers' original, ropejit's replacement, patched models using it)
 _replaced: Dict[Tuple[str, str], Tuple[Callable, Callable, int]] = {}
-unknown_cos_calls = 0  # rotations with a cos no patched rotary module made (diffusers' code ran)
+unknown_cos_calls = 0  # rotations outside any patched model's forward with a cos no hook knows (diffusers' code ran)
 
 
 def _remember(cos: Any, positions: Any, state: DiffusersRopePatch) -> None:
@@ -188,7 +193,8 @@ def _rotate(state: DiffusersRopePatch, positions: Any, q: torch.Tensor, k: Optio
         return None, f"q of shape {list(q.shape)} (the spec needs [B, S, H, {state.spec.head_dim}])"
     if q.shape[1] != positions.shape[-1]:
         return None, f"{q.shape[1]} tokens, but the rotary module made {positions.shape[-1]}"
-    if k is not None and (k.dim() != 4 or k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1] or k.dtype != q.dtype):
+    if k is not None and (k.dim() != 4 or k.shape[:2] != q.shape[:2] or k.shape[-1] != q.shape[-1]
+                          or k.dtype != q.dtype):
         return None, f"k of shape {list(k.shape)} and {k.dtype} beside q of {list(q.shape)} and {q.dtype}"
     if positions.device != q.device:
         return None, f"positions on {positions.device}, q on {q.device}"
@@ -321,13 +327,16 @@ def _wan_processor_class() -> type:
             self._ropejit_state = state
 
         def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: Optional[torch.Tensor] = None,
-                     attention_mask: Optional[torch.Tensor] = None, rotary_emb: Any = None, **kwargs: Any) -> torch.Tensor:
+                     attention_mask: Optional[torch.Tensor] = None, rotary_emb: Any = None,
+                     **kwargs: Any) -> torch.Tensor:
             state = self._ropejit_state
+            args = (attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb)
             if rotary_emb is None:  # cross-attention: nothing to rotate
-                return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
+                return super().__call__(*args, **kwargs)
             if attn.add_k_proj is not None or kwargs:
-                state._count("image-conditioned attention (add_k_proj) or extra arguments: a branch ropejit does not copy")
-                return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
+                state._count("image-conditioned attention (add_k_proj) or extra arguments: "
+                             "a branch ropejit does not copy")
+                return super().__call__(*args, **kwargs)
             recalled = _recalled(rotary_emb)
             positions = recalled[0] if recalled is not None and recalled[1] is state else None
             query, key, value = wan._get_qkv_projections(attn, hidden_states, encoder_hidden_states)
@@ -336,7 +345,7 @@ def _wan_processor_class() -> type:
             value = value.unflatten(2, (attn.heads, -1))
             rotated = _rotation(state, positions, rotary_emb, query, key)
             if rotated is None:  # diffusers' own steps, from the projections again
-                return super().__call__(attn, hidden_states, encoder_hidden_states, attention_mask, rotary_emb, **kwargs)
+                return super().__call__(*args, **kwargs)
             query, key = rotated
             hidden_states = wan.dispatch_attention_fn(
                 query, key, value, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,

@@ -129,7 +129,8 @@ def test_flux_spec_matches_pos_embed(name, module):
     generator = torch.Generator().manual_seed(1)
     axes = len(config["axes_dims_rope"])
     ids = torch.randint(0, 96, (37, axes), generator=generator).to(torch.float64)  # Flux's ids: integer floats
-    source = diffusers.models.transformers.transformer_flux2 if "2" in module else diffusers.models.transformers.transformer_flux
+    transformers = diffusers.models.transformers
+    source = transformers.transformer_flux2 if "2" in module else transformers.transformer_flux
     pos_embed = getattr(source, module)(config.get("rope_theta", 10000), config["axes_dims_rope"])
     cos, sin = pos_embed(ids)
     q = _random_q(spec, 37, generator)
@@ -145,7 +146,8 @@ def test_wan_spec_matches_rotary_module():
     p_t, p_h, p_w = config["patch_size"]
     cos, sin = rope(torch.zeros(1, 1, 3 * p_t, 3 * p_h, 5 * p_w))  # 45 tokens
     q = _random_q(spec, 45, torch.Generator().manual_seed(2))
-    _close(_rotate(spec, q, _grid(3, 3, 5)), embeddings.apply_rotary_emb(q, (cos[0, :, 0], sin[0, :, 0]), sequence_dim=1))
+    theirs = embeddings.apply_rotary_emb(q, (cos[0, :, 0], sin[0, :, 0]), sequence_dim=1)  # cos [1, S, 1, D]
+    _close(_rotate(spec, q, _grid(3, 3, 5)), theirs)
 
 
 @needs_axes
