@@ -57,7 +57,9 @@ class DiffusersRopePatch:
     (``kernel_calls``; ``cos_sin_calls`` of them from diffusers' own cos and sin, counted per reason
     the spec's positions could not serve in ``cos_sin_reasons``) or fell back to diffusers' code
     (``fallback_calls``, counted per reason in ``fallback_reasons``). ``note`` says what ropejit
-    leaves to the model (its QK-norm)."""
+    leaves to the model (its QK-norm). ``cos_sin_only`` says why every rotation takes the cos/sin
+    route: the probe found the model's rotary module away from its config (Wan's rope tables
+    rounded by ``model.to(torch.bfloat16)``), so the spec does not serve it."""
 
     spec: Optional[Spec]
     family: Optional[str] = None
@@ -70,6 +72,7 @@ class DiffusersRopePatch:
     fallback_reasons: Dict[str, int] = field(default_factory=dict)
     functions: List[str] = field(default_factory=list)
     cos_sin: bool = True
+    cos_sin_only: Optional[str] = None
     processors: int = 0
     _hooks: List[Any] = field(default_factory=list, repr=False)
     _replaced: List[Tuple[str, str]] = field(default_factory=list, repr=False)
@@ -185,6 +188,8 @@ def _rotate(state: DiffusersRopePatch, positions: Any, q: torch.Tensor, k: Optio
             ) -> Tuple[Optional[Tuple[torch.Tensor, torch.Tensor]], Optional[str]]:
     """ropejit's rotation of q and k ([B, S, H, D]; k None: q alone) at positions [A, 1, S];
     (None, why) where diffusers' code must run instead."""
+    if state.cos_sin_only is not None:
+        return None, state.cos_sin_only
     if isinstance(positions, str):
         return None, positions
     if positions is None:
@@ -478,8 +483,14 @@ def _declined(model: torch.nn.Module, state: DiffusersRopePatch, verify: bool) -
             device = torch.device("cpu")
         with torch.no_grad():
             why = _probe(state, rotary, route, device)
-        if why is not None:
+        if why is not None and not state.cos_sin:
             return f"{name}: {why}"
+        if why is not None:  # the model's own cos and sin still serve every rotation
+            state.cos_sin_only = f"the spec does not match the model's rotary module: {why}"
+            warnings.warn(f"ropejit.diffusers.patch: {name}: ropejit rotates from the model's own cos and sin "
+                          f"(the cos/sin route), since {state.cos_sin_only} (rotary buffers cast to a lower "
+                          "precision round the model's angles; diffusers keeps them float32 in from_pretrained)",
+                          RuntimeWarning, stacklevel=4)
     return None
 
 

@@ -286,6 +286,53 @@ def test_patch_tiny_model(family):
 
 
 @needs_axes
+@pytest.mark.parametrize("family, cast", [("flux", "all"), ("wan", "all but rope"), ("wan", "all")])
+def test_patch_bf16(family, cast):
+    """bf16: the kernel rounds once where diffusers rounds its float32 product; both round to bf16.
+    ``from_pretrained(torch_dtype=torch.bfloat16)`` keeps Wan's rope in float32 (its
+    _keep_in_fp32_modules), and the spec serves it; ``model.to(torch.bfloat16)`` rounds its rope
+    tables, which the probe sees: every rotation then runs from the model's own cos and sin."""
+    model, inputs = TINY[family][0]()
+    model = model.to(torch.bfloat16)  # in place: the rope module's buffers are rounded too
+    if cast == "all but rope":  # a rope module built in float32 again, as from_pretrained keeps it
+        model.rope = type(model.rope)(model.rope.attention_head_dim, model.rope.patch_size, model.rope.max_seq_len)
+    inputs = {k: v.to(torch.bfloat16) if k in ("hidden_states", "encoder_hidden_states", "pooled_projections") else v
+              for k, v in inputs.items()}
+    expected = _run(model, inputs).float()
+    if family == "wan" and cast == "all":
+        with pytest.warns(RuntimeWarning, match="the spec does not match the model's rotary module"):
+            state = ropejit.diffusers.patch(model)
+    else:
+        state = ropejit.diffusers.patch(model, strict=True)
+    try:
+        got = _run(model, inputs).float()
+    finally:
+        ropejit.diffusers.unpatch(model)
+    calls = TINY[family][1]
+    cos_sin = calls if family == "wan" and cast == "all" else 0
+    assert (state.kernel_calls, state.cos_sin_calls, state.fallback_calls) == (calls, cos_sin, 0), state
+    assert (state.cos_sin_only is not None) == bool(cos_sin)
+    _close(got, expected, rtol=2 ** -7)
+
+
+@needs_axes
+def test_wan_copied_cos_takes_the_cos_sin_route():
+    """A hook that hands the blocks a copy of the cos (offloading, caching) hides the positions:
+    Wan's swapped processor then rotates from diffusers' cos and sin."""
+    model, inputs = _tiny_wan()
+    expected = _run(model, inputs)
+    state = ropejit.diffusers.patch(model)
+    copying = model.rope.register_forward_hook(lambda module, args, output: tuple(t.clone() for t in output))
+    try:
+        _close(_run(model, inputs), expected)
+    finally:
+        copying.remove()
+        ropejit.diffusers.unpatch(model)
+    assert (state.kernel_calls, state.cos_sin_calls, state.fallback_calls) == (2, 2, 0)
+    assert list(state.cos_sin_reasons) == ["a cos no hooked rotary module made (its positions are unknown)"]
+
+
+@needs_axes
 def test_fractional_ids_take_the_cos_sin_route():
     model, inputs = _tiny_flux()
     inputs["img_ids"] = inputs["img_ids"] + 0.5  # not integer positions: the kernel reads diffusers' cos/sin
