@@ -267,10 +267,13 @@ TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call ea
 def test_patch_tiny_model(family):
     tiny, calls, cos_sin_calls, processors = TINY[family]
     model, inputs = tiny()
+    spec = ropejit.Spec.from_diffusers(model, dtype="fp32")  # the model, its FrozenDict, a plain dict
+    assert spec == ropejit.Spec.from_diffusers(model.config, dtype="fp32")
+    assert spec == ropejit.Spec.from_diffusers(dict(model.config), dtype="fp32")
     expected = _run(model, inputs)
     state = ropejit.diffusers.patch(types.SimpleNamespace(transformer=model), strict=True)  # a pipeline's shape
     try:
-        assert state.reason is None and state.spec is not None and state.family == family
+        assert state.reason is None and state.spec == spec and state.family == family
         assert state.processors == processors
         assert ropejit.diffusers.patch(model) is state  # patching twice is a no-op
         got = _run(model, inputs)
