@@ -189,8 +189,9 @@ def family_of(config_or_model: Any, class_name: Optional[str] = None) -> Tuple[s
     config, named = _config_dict(config_or_model)
     name = class_name or named
     if not name:
-        raise _error("_class_name", "from_diffusers: the config has no _class_name: pass class_name= (one of "
-                                 + ", ".join(sorted(FAMILIES)) + ")")
+        raise _error("_class_name", "from_diffusers: the config has no _class_name (a model's own config, "
+                     "model.config, has none): pass the model itself, or class_name= (one of "
+                     + ", ".join(sorted(FAMILIES)) + ")")
     if name in REFUSED:
         raise _error("_class_name", f"{name} is refused: {REFUSED[name]}")
     family = FAMILIES.get(name)

@@ -129,7 +129,8 @@ class Spec:
     def from_diffusers(cls, config_or_model: Any, *, dtype: Optional[str] = None, name: str = "",
                        class_name: Optional[str] = None) -> "Spec":
         """The spec of a diffusers transformer's RoPE: a model instance or its config (a dict or
-        FrozenDict with ``_class_name``; ``class_name`` names the class of a config without one).
+        FrozenDict with ``_class_name``, as a ``config.json`` has; ``class_name`` names the class of a
+        config without one, such as a model's own ``model.config``).
         The family follows the class name (Flux, Flux 2, Wan, HunyuanVideo, Qwen-Image, CogVideoX
         1.5); the spec has ``io.positions = "axes"``, one integer position per axis per token.
         An unknown class or rotary configuration raises ``ropejit.SpecError`` naming it; families

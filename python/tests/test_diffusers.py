@@ -267,9 +267,12 @@ TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call ea
 def test_patch_tiny_model(family):
     tiny, calls, cos_sin_calls, processors = TINY[family]
     model, inputs = tiny()
-    spec = ropejit.Spec.from_diffusers(model, dtype="fp32")  # the model, its FrozenDict, a plain dict
-    assert spec == ropejit.Spec.from_diffusers(model.config, dtype="fp32")
-    assert spec == ropejit.Spec.from_diffusers(dict(model.config), dtype="fp32")
+    spec = ropejit.Spec.from_diffusers(model, dtype="fp32")  # the model, its FrozenDict, a config.json dict
+    name = type(model).__name__
+    assert spec == ropejit.Spec.from_diffusers(model.config, dtype="fp32", class_name=name)
+    assert spec == ropejit.Spec.from_diffusers(dict(model.config, _class_name=name), dtype="fp32")
+    with pytest.raises(ropejit.SpecError, match="no _class_name .*pass the model itself, or class_name="):
+        ropejit.Spec.from_diffusers(model.config)
     expected = _run(model, inputs)
     state = ropejit.diffusers.patch(types.SimpleNamespace(transformer=model), strict=True)  # a pipeline's shape
     try:
