@@ -1,0 +1,267 @@
+"""Vision and audio towers: ``Spec.from_hf(config, tower=...)`` and the tower side of
+``ropejit.transformers.patch``, against transformers' own rotary modules and apply functions.
+
+- The spec of every imported tower, read by an independent float64 reference of the axes form
+  (``axes_reference``: the form's documented meaning, nothing of ropejit's code), gives HF's
+  rotation on a fresh random odd grid of positions and random q and k; head dims 72, 80 and 88
+  where the family's head dim follows the config's width.
+- The kernel (``ropejit.torch.apply_rope`` with the spec) gives HF's rotation too, where the
+  installed ropejit takes the axes form (skipped, saying so, where it does not).
+- Every imported tower's rotary module and apply function patched in a small harness, and whole
+  tiny towers (Qwen2-VL, Qwen2.5-VL, Qwen3-VL, GLM-4V, Pixtral, Llama-4, Kimi-K2.5, ...) built
+  from the library's config classes: patched output equals HF's, the kernel ran, unpatch restores.
+- Refused towers are refused by name.
+"""
+import importlib
+import math
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed")
+pytest.importorskip("transformers", reason="transformers is not installed")
+
+import ropejit  # noqa: E402
+import ropejit.transformers as rt  # noqa: E402
+from ropejit import _patch_vision as pv  # noqa: E402
+from ropejit import _vision_specs as vs  # noqa: E402
+from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
+
+TOWER_TYPES = sorted(t for t in vs.TOWERS if t in CONFIG_MAPPING)
+MULTI_AXIS = [t for t in TOWER_TYPES if vs.TOWERS[t].form != "one"]
+# fp32 q and k, the same float32 angles: two codes, a few ulps of |x| apart
+TOLERANCE = 1e-5
+
+
+def tower_config(model_type, head_dim=None, heads=2, **changes):
+    """The library's default config of a tower, with `heads` heads of `head_dim` (default: the
+    config's own head width) where the width follows the head count."""
+    config = CONFIG_MAPPING[model_type]()
+    if model_type == "deepseek_ocr2_vision":
+        config = config.encoder_config
+    own, _ = vs.tower_sizes(config.to_dict())
+    head_dim = head_dim or own
+    for name in ("num_heads", "num_attention_heads"):
+        if hasattr(config, name) and isinstance(getattr(config, name), int):
+            setattr(config, name, heads)
+    if getattr(config, "head_dim", None):
+        config.head_dim = head_dim
+    width = "embed_dim" if isinstance(getattr(config, "embed_dim", None), int) else "hidden_size"
+    setattr(config, width, heads * head_dim)
+    if model_type == "llama4_vision_model":  # a small fixed grid: (image_size / patch_size)^2 + CLS
+        config.image_size, config.patch_size = 5 * config.patch_size, config.patch_size
+    for name, value in changes.items():
+        setattr(config, name, value)
+    return config
+
+
+def modeling(form):
+    short = form.apply.split(".")[0]
+    return importlib.import_module(f"transformers.models.{short}.modeling_{short}")
+
+
+def rotary_of(config, form):
+    return getattr(modeling(form), form.rotary)(config)
+
+
+def hf_positions(form, rng):
+    """A fresh random odd grid (HF's token-major [N, A]) at a random offset; [1, S] for one axis."""
+    if form.form == "one":
+        return torch.tensor(np.sort(rng.choice(4096, size=13, replace=False)))[None]
+    rows, cols = int(rng.integers(3, 8)) | 1, int(rng.integers(3, 8)) | 1
+    h, w = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
+    grid = torch.stack((h.flatten(), w.flatten()), -1) + torch.tensor(rng.integers(0, 60, size=2))
+    if form.form == "third3":
+        grid = torch.cat([torch.cat((torch.full((len(grid), 1), t), grid), -1) for t in (0, int(rng.integers(1, 9)))])
+    return grid
+
+
+def hf_rotation(form, rotary, position_ids, q, k):
+    """HF's rotary module and apply function on q, k in the kernel's [1, S, H, D] layout."""
+    kind = pv._apply_kind(form)
+    function = getattr(modeling(form), form.apply.split(".")[1])
+    function = getattr(function, "ropejit_original", function)
+    x = torch.zeros(1, 1)
+    with torch.no_grad():
+        if kind == "complex":
+            return function(q, k, rotary(x))
+        cos, sin = rotary(x, position_ids)
+        if kind == "vision":
+            return tuple(t[None] for t in function(q[0], k[0], cos, sin))
+        unsqueeze = 0 if cos.dim() == 2 else 1
+        out = function(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=unsqueeze)
+        return tuple(t.transpose(1, 2) for t in out)
+
+
+def axes_reference(spec, x, positions):
+    """x [1, S, H, D] rotated in float64 by the spec dict's axes form (its documented meaning):
+    per pair an axis and a float32 inv_freq, the float32 angle position * inv_freq, pairs neox
+    (i, i + R/2) or interleaved (2i, 2i + 1). `positions` [A, S]."""
+    axes = spec["io"]["axes"]
+    pairs, count = axes["pairs"], len(axes["pairs"])
+    thetas = axes.get("theta") or [spec["rope"]["rope_theta"]] * count
+    rotary_dim = spec["rotary_dim"]
+    axis_of, freq = [], []
+    for slot in range(rotary_dim // 2):
+        if axes["placement"] == "alternating":
+            a, j = slot % count, slot // count
+        else:
+            a = next(i for i in range(count) if slot < sum(pairs[:i + 1]))
+            j = slot - sum(pairs[:a])
+        if axes["frequencies"] == "own":
+            exponent = np.float32(2 * j) / np.float32(2 * pairs[a])
+        else:  # global_alternate: one table over rotary_dim, axis a's pair j its entry j * A + a
+            exponent = np.float32(2 * (j * count + a)) / np.float32(rotary_dim)
+        axis_of.append(a)
+        freq.append(np.float32(1.0 / math.pow(thetas[a], float(exponent))))
+    pos = positions.numpy().astype(np.float32)[axis_of]  # [pairs, S]
+    angle = (pos * np.array(freq, dtype=np.float32)[:, None]).astype(np.float64).T  # [S, pairs]
+    out = x.double().numpy().copy()
+    half = rotary_dim // 2
+    first = np.arange(half) * 2 if spec["layout"] == "interleaved" else np.arange(half)
+    second = first + 1 if spec["layout"] == "interleaved" else first + half
+    a, b = out[..., first].copy(), out[..., second].copy()
+    c, s = np.cos(angle)[None, :, None, :], np.sin(angle)[None, :, None, :]
+    out[..., first], out[..., second] = a * c - b * s, b * c + a * s
+    return torch.from_numpy(out)
+
+
+def relative_error(got, want):
+    return ((got.double() - want.double()).abs() / want.double().abs().amax(-1, keepdim=True).clamp(min=1.0)).max().item()
+
+
+def head_dims(model_type):
+    """72, 80 and 88 where the head width follows the config (the default's own otherwise)."""
+    if model_type in ("pixtral", "llama4_vision_model") or vs.TOWERS[model_type].form == "one":
+        return [None]
+    return [72, 80, 88]
+
+
+# ------------------------------------------------------------------ the import
+
+@pytest.mark.parametrize("model_type", MULTI_AXIS)
+def test_spec_reference_matches_hf(model_type):
+    form = vs.TOWERS[model_type]
+    rng = np.random.default_rng(sorted(vs.TOWERS).index(model_type))
+    for head_dim in head_dims(model_type):
+        config = tower_config(model_type, head_dim)
+        spec = vs.tower_spec_dict(config, "vision", "fp32")
+        assert spec["io"]["positions"] == "axes" and sum(spec["io"]["axes"]["pairs"]) * 2 == spec["rotary_dim"]
+        rotary = rotary_of(config, form)
+        position_ids = hf_positions(form, rng)
+        positions = pv.tower_positions(form, rotary, position_ids)
+        seq = positions.shape[1]
+        q = torch.from_numpy(rng.standard_normal((1, seq, 2, spec["head_dim"]), dtype=np.float32))
+        k = torch.from_numpy(rng.standard_normal((1, seq, 2, spec["head_dim"]), dtype=np.float32))
+        want = hf_rotation(form, rotary, position_ids, q, k)
+        for got, hf in zip((axes_reference(spec, q, positions), axes_reference(spec, k, positions)), want):
+            assert relative_error(got, hf) <= TOLERANCE, (model_type, head_dim, spec["io"])
+
+
+def test_reference_sees_a_wrong_spec():
+    """The reference test fails for a spec one field off (placement, frequencies, axis order)."""
+    form = vs.TOWERS["qwen2_vl_vision"]
+    config = tower_config("qwen2_vl_vision", 80)
+    rotary = rotary_of(config, form)
+    position_ids = hf_positions(form, np.random.default_rng(1))
+    positions = pv.tower_positions(form, rotary, position_ids)
+    q = torch.randn(1, positions.shape[1], 2, 80)
+    want = hf_rotation(form, rotary, position_ids, q, q)[0]
+    spec = vs.tower_spec_dict(config, "vision", "fp32")
+    assert relative_error(axes_reference(spec, q, positions), want) <= TOLERANCE
+    for change in ({"placement": "alternating"}, {"frequencies": "global_alternate"}):
+        wrong = dict(spec, io=dict(spec["io"], axes=dict(spec["io"]["axes"], **change)))
+        assert relative_error(axes_reference(wrong, q, positions), want) > 1e-2, change
+    assert relative_error(axes_reference(spec, q, positions.flip(0)), want) > 1e-2
+
+
+@pytest.mark.parametrize("model_type", [t for t in TOWER_TYPES if vs.TOWERS[t].form == "one"])
+def test_one_axis_spec_matches_hf(model_type, runtime):
+    """A one-axis tower's ordinary spec through the kernel against HF's rotary and apply."""
+    form = vs.TOWERS[model_type]
+    config = tower_config(model_type)
+    spec = ropejit.Spec.from_hf(config, tower="audio", dtype="fp32")
+    assert spec.io["positions"] == "explicit"
+    rng = np.random.default_rng(7)
+    position_ids = hf_positions(form, rng)
+    rotary = rotary_of(config, form)
+    q = torch.from_numpy(rng.standard_normal((1, 13, 2, spec.head_dim), dtype=np.float32))
+    k = torch.from_numpy(rng.standard_normal((1, 13, 2, spec.head_dim), dtype=np.float32))
+    op_spec = dict(spec.to_dict(), num_q_heads=2, num_kv_heads=2)
+    got = ropejit.torch.apply_rope(q, k, position_ids, spec=op_spec)
+    with torch.no_grad():
+        width = rotary(torch.zeros(1, 1), position_ids)[0].shape[-1]
+    if width < spec.head_dim:  # HF's apply takes the rotated slice alone (split off before the call)
+        want = hf_rotation(form, rotary, position_ids, q[..., :width].contiguous(), k[..., :width].contiguous())
+        got = tuple(t[..., :width] for t in got)
+    else:
+        want = hf_rotation(form, rotary, position_ids, q, k)
+    for g, w in zip(got, want):
+        assert relative_error(g, w) <= 1e-4, model_type
+
+
+def _axes_supported():
+    try:
+        ropejit.Spec.from_hf(tower_config("qwen2_vl_vision", 80), tower="vision")
+        return None
+    except ropejit.SpecError as e:
+        return str(e).splitlines()[0]
+
+
+@pytest.mark.parametrize("model_type", MULTI_AXIS)
+def test_kernel_matches_hf(model_type):
+    """The axes spec through the kernel (ropejit.torch.apply_rope) against HF, odd grids, head dims 72/80/88."""
+    missing = _axes_supported()
+    if missing:
+        pytest.skip(f"the installed ropejit does not take the axes form: {missing}")
+    form = vs.TOWERS[model_type]
+    rng = np.random.default_rng(100 + sorted(vs.TOWERS).index(model_type))
+    for head_dim in head_dims(model_type):
+        config = tower_config(model_type, head_dim, heads=3)
+        spec = ropejit.Spec.from_hf(config, tower="vision", dtype="fp32")
+        rotary = rotary_of(config, form)
+        position_ids = hf_positions(form, rng)
+        positions = pv.tower_positions(form, rotary, position_ids)
+        seq = positions.shape[1]
+        q = torch.from_numpy(rng.standard_normal((1, seq, 3, spec.head_dim), dtype=np.float32))
+        k = torch.from_numpy(rng.standard_normal((1, seq, 3, spec.head_dim), dtype=np.float32))
+        want = hf_rotation(form, rotary, position_ids, q, k)
+        got = ropejit.torch.apply_rope(q[0], k[0], positions, spec=spec)
+        for g, w in zip(got, want):
+            assert relative_error(g[None], w) <= TOLERANCE, (model_type, head_dim)
+
+
+@pytest.mark.parametrize("model_type", sorted(vs.REFUSED))
+def test_refused_towers_are_named(model_type):
+    if model_type not in CONFIG_MAPPING:
+        pytest.skip(f"{model_type} is not a model_type of this transformers")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = CONFIG_MAPPING[model_type]()
+    with pytest.raises(ropejit.Error, match=model_type):
+        ropejit.Spec.from_hf(config, tower="vision")
+
+
+def test_unknown_tower_and_bad_options_are_refused():
+    config = tower_config("qwen2_vl_vision").to_dict()
+    with pytest.raises(ropejit.SpecError, match="'qwen9_vision'"):
+        ropejit.Spec.from_hf(dict(config, model_type="qwen9_vision"), tower="vision")
+    with pytest.raises(ropejit.SpecError, match="tower: 'video'"):
+        ropejit.Spec.from_hf(config, tower="video")
+    with pytest.raises(ropejit.SpecError, match="rope_type: 'yarn'"):
+        vs.tower_spec_dict(dict(config, rope_parameters={"rope_type": "yarn", "rope_theta": 1e4}))
+    with pytest.raises(ropejit.SpecError, match="head_dim: 78"):
+        vs.tower_spec_dict(dict(config, embed_dim=156))
+    with pytest.raises(ropejit.SpecError, match="layer_type"):
+        ropejit.Spec.from_hf(config, tower="vision", layer_type="full_attention")
+
+
+def test_composite_configs_find_their_tower():
+    for model_type, tower in (("qwen2_vl", "qwen2_vl_vision"), ("mistral3", "pixtral"), ("llama4", "llama4_vision_model"),
+                              ("qwen2_5_omni", "qwen2_5_omni_vision_encoder"), ("kimi_k25", "kimi_k25_vision")):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            config = CONFIG_MAPPING[model_type]()
+        assert vs.tower_spec_dict(config, "vision")["name"] == f"{tower}-vision"
