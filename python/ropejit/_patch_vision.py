@@ -48,7 +48,9 @@ class TowerPatch:
     """What the patch does for one tower's rotary module: its config's model_type, the rotary
     class, the route (``"axes"``, ``"cos_sin"`` or ``"hf"``) and why, the spec the axes route runs,
     the apply functions replaced (``"module.function"``), and the calls that ran ropejit's kernel or
-    fell back to HF's function, with the first reason for a fallback."""
+    fell back to HF's function, with the first reason for a fallback. A call whose cos the rotary
+    module did not make (MLCD prepends a learned CLS angle to it) takes HF's cos and sin through the
+    kernel on any route but "hf" (``cos_sin_calls`` counts them among ``kernel_calls``)."""
 
     model_type: str
     rotary: str
@@ -59,6 +61,8 @@ class TowerPatch:
     kernel_calls: int = 0
     fallback_calls: int = 0
     fallback_reason: Optional[str] = None
+    #: kernel calls on a cos the rotary module did not make (MLCD prepends a learned CLS angle): HF's cos and sin
+    cos_sin_calls: int = 0
     _form: Optional[TowerForm] = field(default=None, repr=False)
     _cos_sin: Optional[CosSinRoute] = field(default=None, repr=False)
     _spec_json: Dict[Tuple[Any, ...], str] = field(default_factory=dict, repr=False)
@@ -89,6 +93,8 @@ class TowerPatch:
 _by_cos: Dict[int, Tuple[weakref.ref, Optional[torch.Tensor], TowerPatch, Any, str]] = {}
 # (module name, function) -> (the function replaced, the replacement, users)
 _installed: Dict[Tuple[str, str], Tuple[Callable, Callable, int]] = {}
+# "module.function" -> (tower, state, key) of each patched tower using it (the cos/sin route's pairing is the function's)
+_users: Dict[str, List[Tuple[TowerPatch, Any, str]]] = {}
 unknown_calls = 0  # calls of a replaced function with a cos no patched tower made (the inner function ran)
 
 
@@ -220,9 +226,9 @@ def _back(kind: str, out: torch.Tensor, like: torch.Tensor, unsqueeze_dim: int) 
 
 
 def rotate(tower: TowerPatch, kind: str, q: Any, k: Any, cos: Any, sin: Any, positions: Optional[torch.Tensor],
-           unsqueeze_dim: int = 1) -> Tuple[Optional[Tuple[torch.Tensor, torch.Tensor]], str]:
-    """(q, k) as the tower's HF apply function returns them, computed by the kernel on the tower's
-    route; (None, why) where HF's function must run."""
+           unsqueeze_dim: int = 1, route: Optional[str] = None) -> Tuple[Optional[Tuple[torch.Tensor, torch.Tensor]], str]:
+    """(q, k) as the tower's HF apply function returns them, computed by the kernel on `route`
+    (default: the tower's); (None, why) where HF's function must run."""
     q4, why = _tokens_first(kind, q, unsqueeze_dim)
     k4, why_k = _tokens_first(kind, k, unsqueeze_dim)
     if q4 is None or k4 is None:
@@ -231,7 +237,7 @@ def rotate(tower: TowerPatch, kind: str, q: Any, k: Any, cos: Any, sin: Any, pos
             or q4.shape[-1] != k4.shape[-1] or q4.device.type not in ("cpu", "cuda") or k4.device != q4.device:
         return None, f"q {list(q.shape)} {q.dtype}, k {list(k.shape)} {k.dtype}: no kernel call fits"
     batch, seq = q4.shape[:2]
-    if tower.route == "axes":
+    if (route or tower.route) == "axes":
         if positions is None or positions.shape[-1] != seq or positions.device != q4.device:
             return None, f"positions {None if positions is None else list(positions.shape)} for {seq} tokens"
         if q4.shape[-1] not in (tower.spec.head_dim, tower.spec.rotary_dim):
@@ -243,6 +249,8 @@ def rotate(tower: TowerPatch, kind: str, q: Any, k: Any, cos: Any, sin: Any, pos
         spec_json = tower.spec_json(q4.dtype, q4.shape[2], k4.shape[2], q4.shape[-1])
         q_out, k_out = ropejit_torch.apply_rope(q4, k4, kernel_positions, spec=spec_json)
     else:
+        if tower._cos_sin is None:
+            return None, "HF's cos and sin through the kernel disagreed with HF on the probe"
         cos3, sin3, why = _cos_sin_rows(kind, cos, sin, seq)
         if cos3 is None:
             return None, why
@@ -291,8 +299,15 @@ def _replacement(inner: Callable, original: Callable, kind: str, function: str) 
         q, k, cos = (bound.get(n) for n in names)
         recalled = _recalled(cos)
         if recalled is None:
-            unknown_calls += 1
-            return inner(*args, **kwargs)
+            users = [user for user in _users.get(function, []) if user[0]._cos_sin is not None]
+            if not users:
+                unknown_calls += 1
+                return inner(*args, **kwargs)
+            tower, state, key = users[-1]
+            out, why = rotate(tower, kind, q, k, cos, bound.get("sin"), None, bound.get("unsqueeze_dim", 1), "cos_sin")
+            tower.count(state, key, why if out is None else None)
+            tower.cos_sin_calls += out is not None
+            return out if out is not None else inner(*args, **kwargs)
         positions, tower, state, key = recalled
         if tower.route == "hf":
             tower.count(state, key, tower.why)
@@ -373,29 +388,36 @@ def plan_tower(rotary: torch.nn.Module, function: Optional[Callable], verify: bo
                                                     else "audio", "fp32"))
     except (_ropejit.Error, ValueError) as e:
         misses.append(f"ropejit's spec: {str(e).splitlines()[0]}")
-    routes = (["axes"] if tower.spec is not None else []) + (["cos_sin"] if hf_angles else [])
-    for route in routes:
+    passed: Dict[str, bool] = {}
+    for route in (["axes"] if tower.spec is not None else []) + (["cos_sin"] if hf_angles else []):
         tower.route = route
         try:
             miss = _probe(tower, rotary, function) if verify else None
         except (_ropejit.Error, ValueError, RuntimeError, TypeError, IndexError) as e:
             miss = f"the probe failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
-        if miss is None:
-            tower.why = ("ropejit's spec from the integer positions the rotary module gets" if route == "axes" else
-                         "HF's cos and sin through the kernel: " + "; ".join(misses))
-            return tower
-        misses.append(f"{route}: {miss}")
-    tower.route, tower.why = "hf", "; ".join(misses) or "hf_angles=False and no spec"
+        passed[route] = miss is None
+        if miss is not None:
+            misses.append(f"{route}: {miss}")
+    if not passed.get("cos_sin"):
+        tower._cos_sin = None  # no call takes HF's cos and sin then, not even one the rotary did not make
+    if passed.get("axes"):
+        tower.route, tower.why = "axes", "ropejit's spec from the integer positions the rotary module gets"
+    elif passed.get("cos_sin"):
+        tower.route, tower.why = "cos_sin", "HF's cos and sin through the kernel: " + "; ".join(misses)
+    else:
+        tower.route, tower.why = "hf", "; ".join(misses) or "hf_angles=False and no spec"
     return tower
 
 
 # ------------------------------------------------------------------ patch / unpatch
 
 def patch_towers(model: torch.nn.Module, state: Any, text_config: Any, verify: bool = True,
-                 hf_angles: bool = True) -> None:
+                 hf_angles: bool = True) -> List[torch.nn.Module]:
     """Plans a route for each tower rotary module of `model` and installs the hooks and apply
-    functions; fills ``state.towers`` (key: ``"<model_type> (<RotaryClass>)"``)."""
-    for rotary in tower_modules(model, text_config):
+    functions; fills ``state.towers`` (key: ``"<model_type> (<RotaryClass>)"``). Returns the
+    tower rotary modules (the text patch leaves them alone)."""
+    modules = tower_modules(model, text_config)
+    for rotary in modules:
         model_type, form, _ = _form_of(rotary)
         module_name = _module_name(form.apply.split(".")[0]) if form is not None else ""
         function_name = form.apply.split(".")[1] if form is not None else ""
@@ -415,6 +437,8 @@ def patch_towers(model: torch.nn.Module, state: Any, text_config: Any, verify: b
                 _follow_permutation(owner, state)
         _install(module_name, function_name, _apply_kind(form), state)
         tower.functions.append(f"{module_name}.{function_name}")
+        _users.setdefault(f"{module_name}.{function_name}", []).append((tower, state, key))
+    return modules
 
 
 def _hook(tower: TowerPatch, state: Any, key: str) -> Callable:
@@ -487,4 +511,8 @@ def unpatch_towers(state: Any) -> None:
         vars(owner).pop("permute_input_for_window_attn", None)
     for ident in [i for i, entry in _by_cos.items() if entry[3] is state]:
         del _by_cos[ident]
+    for function in list(_users):
+        _users[function] = [user for user in _users[function] if user[1] is not state]
+        if not _users[function]:
+            del _users[function]
     state._tower_installed, state._tower_owners = [], []

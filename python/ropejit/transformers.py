@@ -495,8 +495,8 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
         return getattr(model, _ATTRIBUTE)
     state = RopePatch(spec=None)
     # the towers first: the text patch's replacement of a function both use then wraps the towers'
-    patch_towers(model, state, _text_config(model), verify, hf_angles)
-    rotary_modules = text_rotary_modules(model, _text_config(model))
+    towers = patch_towers(model, state, _text_config(model), verify, hf_angles)
+    rotary_modules = [m for m in text_rotary_modules(model, _text_config(model)) if not any(m is t for t in towers)]
     functions = _hf_functions(model)
     _plan(model, state, rotary_modules, functions, verify, hf_angles)
     name = type(model).__name__
@@ -506,17 +506,19 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
         for hook in state._hooks:
             hook.remove()
         raise _ropejit.Error(f"ropejit.transformers.patch: towers: {decline_reason(towers_kept)}")
+    if towers_kept:
+        warnings.warn(f"ropejit: {name} keeps HF's RoPE for towers {decline_reason(towers_kept)}", RuntimeWarning, 2)
     if state.reason is not None or (strict and state.declined):
         state.specs, state.functions = {}, {}
+        if not rotary_modules and state.towers:  # a tower-only model: nothing of the text to say
+            state.reason = None
+            setattr(model, _ATTRIBUTE, state)
+            return state
         if strict:
             unpatch_towers(state)
             for hook in state._hooks:
                 hook.remove()
             raise _ropejit.Error(f"ropejit.transformers.patch: {state.reason or decline_reason(state.declined)}")
-        if not rotary_modules and len(towers_kept) < len(state.towers):  # a tower-only model, patched
-            state.reason = None
-            setattr(model, _ATTRIBUTE, state)
-            return state
         warnings.warn(f"ropejit: {name} keeps HF's RoPE: {state.reason}", RuntimeWarning, 2)
         setattr(model, _ATTRIBUTE, state)
         return state
@@ -555,8 +557,6 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
                 position_ids = one_stream(position_ids)
             _remember(output[0], position_ids, state, layer)
 
-    if towers_kept:
-        warnings.warn(f"ropejit: {name} keeps HF's RoPE for towers {decline_reason(towers_kept)}", RuntimeWarning, 2)
     state._hooks += [m.register_forward_hook(remember_positions, with_kwargs=True) for m in rotary_modules]
     for module_name, function_name, form in functions:
         if f"{module_name}.{function_name}" not in state.functions:

@@ -265,3 +265,110 @@ def test_composite_configs_find_their_tower():
             warnings.simplefilter("ignore")
             config = CONFIG_MAPPING[model_type]()
         assert vs.tower_spec_dict(config, "vision")["name"] == f"{tower}-vision"
+
+
+# ------------------------------------------------------------------ the patch: a harness per tower
+
+class Harness(torch.nn.Module):
+    """A tower's own rotary module and apply function, called as its attention calls them (the
+    function looked up in the modeling module at each call): what the patch must find and replace."""
+
+    def __init__(self, config, form):
+        super().__init__()
+        self.form = form
+        self.rotary = rotary_of(config, form)
+
+    def forward(self, q, k, position_ids):
+        function = getattr(modeling(self.form), self.form.apply.split(".")[1])
+        if self.form.rows is None:
+            return function(q, k, self.rotary(q))
+        cos, sin = self.rotary(q, position_ids)
+        kind = pv._apply_kind(self.form)
+        if kind == "vision":
+            return function(q, k, cos, sin)
+        return function(q, k, cos, sin, unsqueeze_dim=0 if cos.dim() == 2 else 1)
+
+
+def harness_inputs(form, config, rng):
+    position_ids = hf_positions(form, rng)
+    seq = len(position_ids) if form.rows is not None and form.form != "one" else position_ids.shape[-1]
+    if form.rows is None:
+        seq = len(vs.llama4_positions(config)[0])
+    head_dim, _ = vs.tower_sizes(config.to_dict())
+    kind = pv._apply_kind(form)
+    shape = {"vision": (seq, 3, head_dim), "complex": (1, seq, 3, head_dim)}.get(kind)
+    if kind == "llama":
+        shape = (1, 3, seq, head_dim)
+    with torch.no_grad():
+        width = head_dim if form.form != "one" else Harness(config, form).rotary(torch.zeros(1), position_ids)[0].shape[-1]
+    shape = shape[:-1] + (width,)
+    q = torch.from_numpy(rng.standard_normal(shape, dtype=np.float32))
+    k = torch.from_numpy(rng.standard_normal(shape, dtype=np.float32))
+    return q, k, position_ids
+
+
+@pytest.mark.parametrize("model_type", TOWER_TYPES)
+def test_patch_harness(model_type, patched):
+    """Every imported tower: its rotary module and apply function, patched, give HF's result; the
+    kernel ran; unpatch puts HF's function back."""
+    form = vs.TOWERS[model_type]
+    config = tower_config(model_type, 88 if model_type in MULTI_AXIS and head_dims(model_type) != [None] else None)
+    model = Harness(config, form).eval()
+    rng = np.random.default_rng(500 + sorted(vs.TOWERS).index(model_type))
+    q, k, position_ids = harness_inputs(form, config, rng)
+    function_name = form.apply.split(".")[1]
+    original = getattr(modeling(form), function_name)
+    with torch.no_grad():
+        want = model(q, k, position_ids)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        state = patched(model)
+    (tower,) = state.towers.values()
+    assert tower.route in ("axes", "cos_sin"), tower.why
+    assert getattr(modeling(form), function_name) is not original
+    with torch.no_grad():
+        got = model(q, k, position_ids)
+    assert tower.kernel_calls == 1 and tower.fallback_calls == 0, tower.fallback_reason
+    for g, w in zip(got, want):
+        assert relative_error(g, w) <= TOLERANCE
+    rt.unpatch(model)
+    assert getattr(modeling(form), function_name) is original
+    with torch.no_grad():
+        again = model(q, k, position_ids)
+    assert tower.kernel_calls == 1 and all(torch.equal(a, w) for a, w in zip(again, want))
+
+
+def test_patch_declines_a_wrong_route(patched, monkeypatch):
+    """The probe is what keeps a tower from a wrong rotation: a form with the axes swapped makes
+    the axes route disagree, and the cos/sin route (HF's own cos) is taken."""
+    form = vs.TOWERS["qwen2_vl_vision"]
+    monkeypatch.setitem(vs.TOWERS, "qwen2_vl_vision", vs.TowerForm("half2", "contiguous", "neox", (1, 0), form.rotary,
+                                                                    form.apply))
+    model = Harness(tower_config("qwen2_vl_vision", 80), form).eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        state = patched(model)
+    (tower,) = state.towers.values()
+    if _axes_supported() is None:
+        assert tower.route == "cos_sin" and "axes: ropejit's q differs" in tower.why, tower.why
+    else:
+        assert tower.route == "cos_sin", tower.why
+
+
+def test_strict_names_a_refused_tower():
+    gemma = CONFIG_MAPPING["gemma4_vision"]()
+    modeling_gemma = importlib.import_module("transformers.models.gemma4.modeling_gemma4")
+    model = torch.nn.Module()
+    model.rotary = modeling_gemma.Gemma4VisionRotaryEmbedding(gemma)
+    with pytest.raises(ropejit.Error, match="gemma4_vision"):
+        rt.patch(model, strict=True)
+    assert getattr(model, "_ropejit_patch", None) is None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        state = rt.patch(model)
+    try:
+        (tower,) = state.towers.values()
+        assert tower.route == "hf" and "separate rotate_half" in tower.why
+        assert any("gemma4_vision" in str(w.message) for w in caught)
+    finally:
+        rt.unpatch(model)
