@@ -372,3 +372,104 @@ def test_strict_names_a_refused_tower():
         assert any("gemma4_vision" in str(w.message) for w in caught)
     finally:
         rt.unpatch(model)
+
+
+# ------------------------------------------------------------------ the patch: whole tiny towers
+
+# Small sizes of the towers' configs (set only where the config has the field; the type kept)
+SMALL = {"depth": 2, "num_hidden_layers": 2, "intermediate_size": 64, "out_hidden_size": 32, "patch_size": 2,
+         "temporal_patch_size": 1, "patch_temporal": 1, "mlp_ratio": 2, "num_position_embeddings": 64,
+         "deepstack_visual_indexes": [1], "fullatt_block_indexes": [1], "window_size": 8, "vision_output_dim": 32,
+         "projector_input_dim": 32, "projector_output_dim": 32, "adapter_out_dim": 32, "moe_intermediate_size": 32,
+         "merge_size": 1, "merge_kernel_size": (1, 1), "spatial_merge_size": 1, "num_key_value_heads": 2}
+# Towers whose merger needs an even grid (spatial_merge_size 2), and Llama-4's pixel shuffle an even side
+EVEN_GRID = {"dots3_note_vision_encoder"}
+
+
+def tiny_tower(model_type, head_dim):
+    """The library's tower model built from its own config class, tiny (2 layers, 2 heads of
+    `head_dim`), fp32, random weights; and HF-shaped inputs: two images of odd patch grids
+    (3 x 5 and 5 x 7: 50 patches) where the tower takes grid_thw."""
+    from transformers import PreTrainedModel
+
+    form = vs.TOWERS[model_type]
+    config = tower_config(model_type, head_dim, heads=2)
+    for name, value in SMALL.items():
+        old = getattr(config, name, None)
+        if old is not None:
+            setattr(config, name, type(old)(value) if isinstance(old, (int, float, tuple)) else value)
+    if hasattr(config, "embed_dim") and hasattr(config, "hidden_size"):  # Qwen2-VL: hidden_size is the merger's output
+        config.hidden_size = 32
+    if hasattr(config, "adapter_in_dim"):
+        config.adapter_in_dim = config.hidden_size
+    if model_type == "lfm3_vl_vision":  # its first two layers are convolutions by default
+        config.layer_types = ["conv", "full_attention"]
+    if model_type in EVEN_GRID:
+        config.spatial_merge_size = 2
+    if model_type == "llama4_vision_model":  # 6 x 6 patches (the pixel shuffle halves an even side) + CLS
+        config.image_size = 6 * config.patch_size
+        config.intermediate_size = int(config.hidden_size / config.pixel_shuffle_ratio ** 2)  # the adapter's input
+    elif getattr(config, "image_size", None):  # a tower fed whole images: 7 x 7 patches
+        config.image_size = 7 * config.patch_size
+    module = modeling(form)
+    classes = [c for c in vars(module).values() if isinstance(c, type) and issubclass(c, PreTrainedModel)
+               and c.__module__ == module.__name__ and isinstance(config, c.config_class) and "PreTrained" not in c.__name__]
+    torch.manual_seed(sorted(vs.TOWERS).index(model_type))
+    model = classes[-1](config).eval()
+    return model, tower_inputs(model, config, model_type in EVEN_GRID)
+
+
+def tower_inputs(model, config, even):
+    import inspect
+
+    params = list(inspect.signature(model.forward).parameters)
+    patch, channels = config.patch_size, getattr(config, "in_channels", None) or getattr(config, "num_channels", 3)
+    generator = torch.Generator().manual_seed(3)
+    grid_name = next((n for n in params if n.endswith("grid_thw")), None)
+    if grid_name:
+        grid = torch.tensor([[1, 4, 6], [1, 2, 4]] if even else [[1, 3, 5], [1, 5, 7]])
+        patches = int(grid.prod(-1).sum())
+        for shape in ((patches, channels * patch * patch), (patches, channels, patch, patch),
+                      (1, patches, channels, patch, patch)):
+            kwargs = {params[0]: torch.randn(*shape, generator=generator), grid_name: grid}
+            if "merge_sizes" in params:
+                kwargs["merge_sizes"] = torch.ones(len(grid), dtype=torch.int64)
+            try:
+                with torch.no_grad():
+                    model(**kwargs)
+                return kwargs
+            except (RuntimeError, ValueError):
+                continue
+        raise AssertionError(f"no patch layout runs {type(model).__name__}")
+    if "image_sizes" in params:
+        return {"pixel_values": torch.randn(2, channels, 5 * patch, 7 * patch, generator=generator),
+                "image_sizes": torch.tensor([[5 * patch, 7 * patch], [3 * patch, 5 * patch]])}
+    return {"pixel_values": torch.randn(1, channels, config.image_size, config.image_size, generator=generator)}
+
+
+def hidden(out):
+    return out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+
+
+@pytest.mark.parametrize("model_type", MULTI_AXIS)
+def test_tiny_tower_patched(model_type, patched):
+    """A whole tiny tower: patched output equals HF's (fp32), every rotation ran the kernel, unpatch restores."""
+    for head_dim in head_dims(model_type):
+        model, kwargs = tiny_tower(model_type, head_dim)
+        with torch.no_grad():
+            want = hidden(model(**kwargs))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            state = patched(model)
+        (tower,) = state.towers.values()
+        assert tower.route in ("axes", "cos_sin"), tower.why
+        with torch.no_grad():
+            got = hidden(model(**kwargs))
+        assert tower.kernel_calls > 0 and tower.fallback_calls == 0, (tower.fallback_reason, head_dim)
+        assert state.kernel_calls_by_type[next(iter(state.towers))] == tower.kernel_calls
+        assert relative_error(got, want) <= 1e-5, (model_type, head_dim)
+        calls = tower.kernel_calls
+        rt.unpatch(model)
+        with torch.no_grad():
+            again = hidden(model(**kwargs))
+        assert tower.kernel_calls == calls and torch.equal(again, want)
