@@ -44,6 +44,10 @@ std::vector<Spec> every_spec_and_io_form() {
                 const int half = (j.contains("rotary_dim") ? j["rotary_dim"].get<int>() : j["head_dim"].get<int>()) / 2;
                 j["io"]["mrope_section"] = {half - 2 * (half / 4), half / 4, half / 4};
               }
+              if (positions.value == PositionsForm::axes) {  // two axes over the spec's own rotary_dim
+                const int half = (j.contains("rotary_dim") ? j["rotary_dim"].get<int>() : j["head_dim"].get<int>()) / 2;
+                j["io"]["axes"] = {{"pairs", {half - half / 2, half / 2}}};
+              }
               try {
                 out.push_back(parse_spec(j.dump()));
               } catch (const SpecError&) {
@@ -75,6 +79,7 @@ int64_t documented_bytes(const Spec& spec, int64_t tokens, int batch, int64_t S)
     case PositionsForm::varlen: bytes += (batch + 1) * 4 + batch * 8; break;
     case PositionsForm::offset: bytes += 8; break;  // start_pos[0]
     case PositionsForm::mrope: bytes += 3 * tokens * 4; break;  // [3, T] int32
+    case PositionsForm::axes: bytes += static_cast<int64_t>(spec.io.axes.pairs.size()) * tokens * 4; break;  // [A, T]
   }
   return bytes;
 }

@@ -172,6 +172,45 @@ void compute_proportional(const Spec& spec, Arith r, RefFreqs& out) {
 
 }  // namespace
 
+std::vector<int> axes_pair_order(const AxesSpec& axes, bool axis_of_pair) {
+  std::vector<int> out;
+  const int count = static_cast<int>(axes.pairs.size());
+  if (axes.placement == AxisPlacement::contiguous) {  // torch.cat of the axes' columns
+    for (int a = 0; a < count; ++a)
+      for (int j = 0; j < axes.pairs[a]; ++j) out.push_back(axis_of_pair ? a : j);
+  } else {  // torch.stack([axis 0, axis 1, ...], -1).flatten(): column j of every axis in turn
+    for (int j = 0; j < axes.pairs.at(0); ++j)
+      for (int a = 0; a < count; ++a) out.push_back(axis_of_pair ? a : j);
+  }
+  return out;
+}
+
+namespace {
+
+/// io.axes: each axis's table as the libraries build it (its own default table over 2 pairs_a dims
+/// with its theta; or, global_alternate, Pixtral's freqs[a::A] of one table over rotary_dim), laid
+/// out by the placement.
+std::vector<double> axes_inv_freq(const Spec& spec, Arith r) {
+  const AxesSpec& axes = spec.io.axes;
+  const int count = static_cast<int>(axes.pairs.size());
+  std::vector<std::vector<double>> tables(static_cast<size_t>(count));
+  const std::vector<double> global = default_inv_freq(spec.rope.theta, spec.rotary_dim, r);
+  for (int a = 0; a < count; ++a) {
+    if (axes.frequencies == AxisFrequencies::global_alternate) {
+      for (size_t k = static_cast<size_t>(a); k < global.size(); k += static_cast<size_t>(count)) tables[a].push_back(global[k]);
+    } else {
+      if (axes.theta.size() != axes.pairs.size()) throw std::invalid_argument("reference_freqs: io.axes needs a theta per axis");
+      tables[a] = default_inv_freq(axes.theta[a], 2 * axes.pairs[a], r);
+    }
+  }
+  const std::vector<int> axis = axes_pair_order(axes, true), index = axes_pair_order(axes, false);
+  std::vector<double> inv_freq;
+  for (size_t k = 0; k < axis.size(); ++k) inv_freq.push_back(tables.at(axis[k]).at(index[k]));
+  return inv_freq;
+}
+
+}  // namespace
+
 RefFreqs reference_freqs(const Spec& spec, int64_t run_length, bool hf_fp32) {
   const Arith r{hf_fp32};
   const RopeParams& p = spec.rope;
@@ -181,7 +220,8 @@ RefFreqs reference_freqs(const Spec& spec, int64_t run_length, bool hf_fp32) {
   out.base = p.theta;
   switch (p.type) {
     case RopeType::default_:
-      out.inv_freq = default_inv_freq(p.theta, d, r);
+      out.inv_freq = spec.io.positions == PositionsForm::axes && spec.io.angles == AnglesSource::computed
+                         ? axes_inv_freq(spec, r) : default_inv_freq(p.theta, d, r);
       break;
     case RopeType::linear: {
       const double factor = require(p.factor, "factor", p.type);

@@ -16,10 +16,12 @@ namespace {
 /// (apply_multimodal_rotary_pos_emb): cos/sin of width rotary_dim (the d/2 frequencies twice)
 /// split into chunks of mrope_section * 2, chunk i taken from stream i % 3. Qwen3-VL
 /// (apply_interleaved_mrope): the temporal stream's frequencies, with slice(1, 3 h, 3) taken
-/// from height and slice(2, 3 w, 3) from width. Every other form: stream 0 throughout.
+/// from height and slice(2, 3 w, 3) from width. io.axes: each pair's axis (axes_pair_order). Every
+/// other form: stream 0 throughout.
 std::vector<int> pair_streams(const Spec& spec) {
   const int half = spec.rotary_dim / 2;
   std::vector<int> stream(static_cast<size_t>(half), 0);
+  if (spec.io.positions == PositionsForm::axes) return axes_pair_order(spec.io.axes, /*axis_of_pair=*/true);
   if (spec.io.positions != PositionsForm::mrope) return stream;
   const std::vector<int>& section = spec.io.mrope_section;
   if (section.size() != 3) bad_problem("mrope needs io.mrope_section of 3 counts");
@@ -282,13 +284,14 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
   RefOutputs out;
   out.token_positions = token_positions(spec, problem, seqs);
   const std::vector<int> streams = pair_streams(spec);
-  // Position of token t for pair i: its stream's entry of the [3, T] array (mrope), else the token's.
+  // Position of token t for pair i: its stream's entry of the [3, T] / [A, T] array (mrope, axes),
+  // else the token's.
+  const bool streamed = spec.io.positions == PositionsForm::mrope || spec.io.positions == PositionsForm::axes;
   auto position_of = [&](int64_t t, int i) {
-    return spec.io.positions == PositionsForm::mrope ? problem.positions[static_cast<size_t>(streams[i] * T + t)]
-                                                     : out.token_positions[t];
+    return streamed ? problem.positions[static_cast<size_t>(streams[i] * T + t)] : out.token_positions[t];
   };
   int64_t max_position = -1;
-  for (int64_t p : spec.io.positions == PositionsForm::mrope ? problem.positions : out.token_positions)
+  for (int64_t p : streamed ? problem.positions : out.token_positions)
     max_position = std::max(max_position, p);
   out.run_length = problem.run_length > 0 ? problem.run_length : max_position + 1;
   out.freqs = reference_freqs(spec, out.run_length, /*hf_fp32=*/true);

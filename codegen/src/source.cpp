@@ -217,6 +217,15 @@ Source generate_source(const Plan& plan) {
     line("int", "kMropeWidth", s.io.mrope_section.at(2));
     line("bool", "kMropeInterleaved", s.io.mrope_interleaved);
   }
+  if (per_pair_positions(s)) line("int", "kPositionStreams", position_streams(s));  // rows.cuh locate_row
+  if (s.io.positions == PositionsForm::axes) {  // which axis each pair takes (rows.cuh axis_stream)
+    line("bool", "kAxesAlternating", s.io.axes.placement == AxisPlacement::alternating);
+    int end = 0;  // contiguous: the first pair past axes 0, 1, 2 (past the pairs when there is no such axis)
+    for (int a = 0; a < kMaxAxes - 1; ++a) {
+      end += a < position_streams(s) ? s.io.axes.pairs[a] : 0;
+      text.line("int", fmt::format("kAxisEnd{}", a).c_str(), a < position_streams(s) ? end : s.rotary_dim);
+    }
+  }
   if (paged_kv(s)) {  // k and v into a paged cache (rope.cuh locate_cache_slot, cache_head)
     t += fmt::format("  typedef {} CacheStorage;\n", fp8_storage_tag(s, s.io.cache_dtype));
     line("int", "kPageSize", s.io.page_size);

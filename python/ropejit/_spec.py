@@ -138,6 +138,21 @@ class Spec:
                 specs[key] = cls.from_hf(source, layer_type=entry or None, op=op, **options)
         return specs, layers
 
+    @classmethod
+    def from_diffusers(cls, config_or_model: Any, *, dtype: Optional[str] = None, name: str = "",
+                       class_name: Optional[str] = None) -> "Spec":
+        """The spec of a diffusers transformer's RoPE: a model instance or its config (a dict or
+        FrozenDict with ``_class_name``, as a ``config.json`` has; ``class_name`` names the class of a
+        config without one, such as a model's own ``model.config``).
+        The family follows the class name (Flux, Flux 2, Wan, HunyuanVideo, Qwen-Image, CogVideoX
+        1.5); the spec has ``io.positions = "axes"``, one integer position per axis per token.
+        An unknown class or rotary configuration raises ``ropejit.SpecError`` naming it; families
+        no spec expresses (LTX-Video, Mochi, ...) are refused by name with the reason
+        (docs/diffusers.md)."""
+        from ._diffusers_specs import spec_dict
+
+        return cls.from_json(spec_dict(config_or_model, dtype=dtype, name=name, class_name=class_name))
+
     def validate(self) -> "Spec":
         """Validates again (a Spec is valid once built); returns self."""
         _ropejit.parse_spec(self._spec.canonical_json())

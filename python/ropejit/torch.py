@@ -12,7 +12,8 @@ captured by CUDA graphs. CPU tensors run on the host backend, CUDA tensors on th
 
 A spec with multimodal positions (``io.positions = "mrope"``, Qwen2-VL's and Qwen3-VL's
 sections) takes three position streams: ``[3, T]``, or ``[3, B, S]`` / ``[3, 1, S]`` (HF's
-``position_ids`` of those models).
+``position_ids`` of those models); one with ``io.positions = "axes"`` (vision towers, diffusion
+transformers) one row per axis: ``[A, T]``, ``[A, B, S]`` or ``[A, 1, S]``.
 """
 import atexit
 import functools
@@ -104,12 +105,14 @@ def _normalized(spec_json: str, output: str) -> str:
         raise ArgumentError("spec: qk_norm is set, but apply_rope only rotates: normalize q and k first and "
                             "drop qk_norm from the spec")
     io = spec.get("io", {})
-    # The op's own io form: q and k apart, per-token positions (three streams for mrope); the
+    # The op's own io form: q and k apart, per-token positions (three streams for mrope, one per
+    # axis for axes); the
     # rope math stays the spec's.
-    mrope = {name: io[name] for name in ("mrope_section", "mrope_interleaved") if name in io} \
-        if io.get("positions") == "mrope" else {}
+    streamed = io.get("positions") in ("mrope", "axes")
+    streams = {name: io[name] for name in ("mrope_section", "mrope_interleaved", "axes") if name in io} \
+        if streamed else {}
     spec["io"] = dict({"input": "separate", "output": output, "qkv_bias": False, "copy_v": False,
-                       "positions": "mrope" if mrope else "explicit"}, **mrope)
+                       "positions": io["positions"] if streamed else "explicit"}, **streams)
     return Spec.from_json(spec).to_json()
 
 
@@ -188,12 +191,15 @@ def _dense_rows(rows: torch.Tensor) -> bool:
 
 
 def _streams(spec: Spec) -> int:
-    """The position streams per token the kernel reads: 3 for mrope, else 0 (positions [T])."""
+    """The position streams per token the kernel reads: 3 for mrope, one per axis for axes, else 0
+    (positions [T])."""
+    if spec.io["positions"] == "axes":
+        return len(spec.io["axes"]["pairs"])
     return 3 if spec.io["positions"] == "mrope" else 0
 
 
 def _positions_per_token(positions: torch.Tensor, q: torch.Tensor, spec: Spec) -> torch.Tensor:
-    """positions as the kernel reads them: [T], or [3, T] stream-major for mrope."""
+    """positions as the kernel reads them: [T], or [streams, T] stream-major (mrope, axes)."""
     streams = _streams(spec)
     if streams:
         return positions.expand(streams, *q.shape[:-2]).reshape(streams, -1).contiguous()

@@ -37,6 +37,14 @@ nb::dict io_dict(const Spec& s) {
   io["positions"] = name_of(s.io.positions);
   io["mrope_section"] = s.io.mrope_section;
   io["mrope_interleaved"] = s.io.mrope_interleaved;
+  if (s.io.positions == PositionsForm::axes) {  // one position row per axis
+    nb::dict axes;
+    axes["pairs"] = s.io.axes.pairs;
+    axes["theta"] = s.io.axes.theta;
+    axes["frequencies"] = name_of(s.io.axes.frequencies);
+    axes["placement"] = name_of(s.io.axes.placement);
+    io["axes"] = axes;
+  }
   if (paged_kv(s)) {
     io["page_size"] = s.io.page_size;
     io["cache_layout"] = name_of(s.io.cache_layout);

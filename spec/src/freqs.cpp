@@ -229,6 +229,26 @@ std::vector<double> base_table(double base, int rotary_dim, std::optional<double
   return widen(inv);
 }
 
+/// io.axes: pair k's inv_freq from its axis's table: the axis's own default table over its
+/// 2 * pairs_a dims with its theta, or entry index * A + axis of the table over rotary_dim
+/// (global_alternate, Pixtral).
+template <class T>
+std::vector<double> axes_table(const Spec& spec) {
+  const AxesSpec& axes = spec.io.axes;
+  const int count = static_cast<int>(axes.pairs.size());
+  std::vector<std::vector<T>> tables;
+  if (axes.frequencies == AxisFrequencies::global_alternate) tables.push_back(default_inv_freq<T>(spec.rope.theta, spec.rotary_dim));
+  else
+    for (int a = 0; a < count; ++a) tables.push_back(default_inv_freq<T>(axes.theta.at(a), 2 * axes.pairs[a]));
+  std::vector<T> inv(spec.rotary_dim / 2);
+  for (int k = 0; k < spec.rotary_dim / 2; ++k) {
+    const PairAxis at = pair_axis(axes, k);
+    inv[k] = axes.frequencies == AxisFrequencies::global_alternate ? tables[0].at(at.index * count + at.axis)
+                                                                  : tables[at.axis].at(at.index);
+  }
+  return widen(inv);
+}
+
 template <class T>
 FreqTable compute(const Spec& spec) {
   FreqTable table;
@@ -238,7 +258,8 @@ FreqTable compute(const Spec& spec) {
   const int d = spec.rotary_dim;
   switch (rope.type) {
     case RopeType::default_:
-      table.inv_freq = base_table<T>(rope.theta, d, std::nullopt);
+      table.inv_freq = spec.io.positions == PositionsForm::axes && !caller_cos_sin(spec)
+                           ? axes_table<T>(spec) : base_table<T>(rope.theta, d, std::nullopt);
       break;
     case RopeType::linear:
       table.inv_freq = base_table<T>(rope.theta, d, rope.factor.value_or(1.0));

@@ -40,8 +40,9 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
       reader.not_allowed("/io/input", *v, fmt::format("\"separate\" or absent {}", kWhen));
     if (const json* v = member(*io, "qkv_bias"); v && spec.io.qkv_bias)
       reader.not_allowed("/io/qkv_bias", *v, fmt::format("false {}", kWhen));
-    if (spec.io.positions == PositionsForm::mrope)
-      reader.not_allowed("/io/positions", std::string("mrope"), fmt::format("explicit, varlen or offset {}", kWhen));
+    if (per_pair_positions(spec))
+      reader.not_allowed("/io/positions", std::string(to_string(spec.io.positions)),
+                         fmt::format("explicit, varlen or offset {}", kWhen));
   }
   if (const json* v = member(document, "qk_norm")) reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", kWhen));
   if (spec.mla_append.concat_k && spec.rotary_dim == spec.head_dim)

@@ -28,8 +28,8 @@ void check_rerotate_io(const json* io, const Spec& spec, Reader& reader) {
     reader.not_allowed("/io/qkv_bias", *v, fmt::format("false {} (cached keys already carry their bias)", what));
   if (const json* v = member(*io, "q_output"); v && spec.io.q_output != QOutput::inplace)
     reader.not_allowed("/io/q_output", *v, fmt::format("\"inplace\" or absent {} (no q is written)", what));
-  if (spec.io.positions == PositionsForm::mrope)
-    reader.not_allowed("/io/positions", std::string("mrope"),
+  if (per_pair_positions(spec))
+    reader.not_allowed("/io/positions", std::string(to_string(spec.io.positions)),
                        fmt::format("explicit, varlen or offset {} (one position per cached key)", what));
 }
 

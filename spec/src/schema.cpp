@@ -97,7 +97,8 @@ ordered_json io_schema() {
                            "non-inplace output or a bias)"},
                           {"type", "boolean"}};
   properties["positions"] = enum_schema<PositionsForm>(
-      "explicit per-token positions, varlen, one sequence at an offset, or multimodal [3, T] (default explicit)");
+      "explicit per-token positions, varlen, one sequence at an offset, multimodal [3, T], or [A, T] of io.axes "
+      "(default explicit)");
   properties["mrope_section"] = {
       {"description", "positions mrope: pairs rotated by the temporal, height and width streams (sum rotary_dim / 2)"},
       {"type", "array"},
@@ -107,6 +108,27 @@ ordered_json io_schema() {
   properties["mrope_interleaved"] = {
       {"description", "positions mrope: Qwen3-VL interleaving (height and width take every third pair; default false)"},
       {"type", "boolean"}};
+  properties["axes"] = {
+      {"description", "positions axes: the position axes (vision towers, diffusion transformers), each rotating its "
+                      "share of the pairs by its row of the [A, T] positions"},
+      {"type", "object"},
+      {"properties",
+       {{"pairs", {{"description", "rotary pairs per axis (sum rotary_dim / 2)"},
+                   {"type", "array"},
+                   {"items", {{"type", "integer"}, {"minimum", 1}}},
+                   {"minItems", 1},
+                   {"maxItems", kMaxAxes}}},
+        {"theta", {{"description", "frequencies own: each axis's base (default rope_theta for every axis)"},
+                   {"type", "array"},
+                   {"items", {{"type", "number"}, {"exclusiveMinimum", 0}}}}},
+        {"frequencies", enum_schema<AxisFrequencies>(
+                            "own: axis a's pair j has inv_freq theta_a^(-j / pairs_a) (default); global_alternate: "
+                            "entry j * A + a of rope_theta's table over rotary_dim (Pixtral)")},
+        {"placement", enum_schema<AxisPlacement>(
+                          "contiguous: axis 0 the first pairs_0 pairs, then axis 1, ... (default); alternating: pair "
+                          "k to axis k % A")}}},
+      {"required", ordered_json::array({"pairs"})},
+      {"additionalProperties", false}};
   properties["cache_layout"] =
       enum_schema<CacheLayout>("paged_kv: nhd [pages, page_size, Hkv, D] or hnd [pages, Hkv, page_size, D] (default nhd)");
   properties["cache_dtype"] =
@@ -158,12 +180,16 @@ ordered_json io_schema() {
       {"then", {{"required", ordered_json::array({"mrope_section"})}}},
       {"else", {{"not", {{"anyOf", ordered_json::array({{{"required", ordered_json::array({"mrope_section"})}},
                                                         {{"required", ordered_json::array({"mrope_interleaved"})}}})}}}}}};
+  ordered_json axes_needs_block{
+      {"if", {{"properties", {{"positions", {{"const", "axes"}}}}}, {"required", ordered_json::array({"positions"})}}},
+      {"then", {{"required", ordered_json::array({"axes"})}}},
+      {"else", {{"not", {{"required", ordered_json::array({"axes"})}}}}}};
   return {{"description", "how q/k/v arrive and leave"},
           {"type", "object"},
           {"properties", properties},
           {"additionalProperties", false},
-          {"allOf", ordered_json::array({padded_needs_varlen, mrope_needs_section, paged_needs_page_size,
-                                          block_tables_need_varlen})}};
+          {"allOf", ordered_json::array({padded_needs_varlen, mrope_needs_section, axes_needs_block,
+                                          paged_needs_page_size, block_tables_need_varlen})}};
 }
 
 }  // namespace

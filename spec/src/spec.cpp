@@ -139,6 +139,7 @@ ordered_json spec_to_json(const Spec& spec) {
     io["mrope_section"] = spec.io.mrope_section;
     io["mrope_interleaved"] = spec.io.mrope_interleaved;
   }
+  if (spec.io.positions == PositionsForm::axes) spec_detail::write_axes(spec, io);
   if (paged_kv(spec)) {
     io["cache_layout"] = std::string(to_string(spec.io.cache_layout));
     io["cache_dtype"] = std::string(to_string(spec.io.cache_dtype));

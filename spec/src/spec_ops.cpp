@@ -46,8 +46,9 @@ void refuse_io_of_q_inplace_op(const json& document, Reader& reader, const Spec&
       reader.not_allowed("/io/output", *v, fmt::format("\"inplace\" or absent {}", when));
     if (const json* v = member(*io, "qkv_bias"); v && spec.io.qkv_bias)
       reader.not_allowed("/io/qkv_bias", *v, fmt::format("false {}", when));
-    if (spec.io.positions == PositionsForm::mrope)
-      reader.not_allowed("/io/positions", std::string("mrope"), fmt::format("explicit, varlen or offset {}", when));
+    if (per_pair_positions(spec))
+      reader.not_allowed("/io/positions", std::string(to_string(spec.io.positions)),
+                         fmt::format("explicit, varlen or offset {}", when));
   }
   if (const json* v = member(document, "qk_norm")) reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", when));
 }

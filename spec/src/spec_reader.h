@@ -31,6 +31,12 @@ RopeParams read_rope(const json& block, Reader& reader, int rotary_dim, int64_t 
 /// type; an op whose kernel reads no v copies none.
 IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_type, OpKind op);
 
+/// io.axes (positions axes) into spec.io.axes, checked against rotary_dim and the rope block;
+/// `io_block` is the io object (null when absent). Absent theta: rope_theta for every axis.
+void read_axes(const json* io_block, Reader& reader, Spec& spec);
+/// Writes io.axes into canonical JSON's io object.
+void write_axes(const Spec& spec, nlohmann::ordered_json& io);
+
 /// The qk_norm block (present: enabled).
 QkNorm read_qk_norm(const json& block, Reader& reader);
 

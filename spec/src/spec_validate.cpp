@@ -151,7 +151,7 @@ const std::vector<std::string_view>& spec_required_keys() {
 
 const std::vector<std::string_view>& spec_io_keys() {
   static const std::vector<std::string_view> keys{"input",        "output",       "qkv_bias",    "copy_v",
-                                                  "positions",    "mrope_section", "mrope_interleaved",
+                                                  "positions",    "mrope_section", "mrope_interleaved", "axes",
                                                   "cache_layout", "cache_dtype",  "cache_index", "page_size",
                                                   "q_output",     "q_output_dtype", "q_scale", "cache_scale",
                                                   "v_scale_layout", "angles",     "cos_sin_dtype"};
@@ -488,6 +488,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
   else if (const json* v = required("rope"))
     spec.rope = read_rope(*v, reader, spec.rotary_dim, spec.max_position_embeddings, "/rope");
   spec.io = read_io(member(document, "io"), reader, spec.rotary_dim, spec.rope.type, spec.op);
+  read_axes(member(document, "io"), reader, spec);
   if (const json* v = member(document, "qk_norm")) spec.qk_norm = read_qk_norm(*v, reader);
   const bool all_norm = spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all;
   for (const auto& [key, mode] : {std::pair{"q_scale", spec.io.q_scale}, std::pair{"cache_scale", spec.io.cache_scale}})

@@ -275,7 +275,14 @@ void check_rope_frequencies(const Spec& spec, const std::string& base, Reader& r
                                  : std::string("every inv_freq a finite float32 > 0");
   const RopeParams& rope = spec.rope;
   unscaled.inv_freq.resize(static_cast<size_t>(table.rotated_pairs));  // the pairs the rope block keeps
-  if (int i = first_bad_pair(unscaled.inv_freq, table.rotated_pairs); i >= 0) {
+  const AxesSpec& axes = spec.io.axes;
+  if (int i = first_bad_pair(table.inv_freq, table.rotated_pairs);
+      i >= 0 && spec.io.positions == PositionsForm::axes && axes.frequencies == AxisFrequencies::own) {
+    const PairAxis at = pair_axis(axes, i);  // the axis whose own base gives the value
+    reader.not_allowed(fmt::format("/io/axes/theta/{}", at.axis), axes.theta.at(at.axis),
+                       fmt::format("a base giving {} (axis {}'s inv_freq[{}] = 1 / theta^({}/{}) = {})", finite,
+                                   at.axis, at.index, 2 * at.index, 2 * axes.pairs.at(at.axis), table.inv_freq[i]));
+  } else if (int i = first_bad_pair(unscaled.inv_freq, table.rotated_pairs); i >= 0) {
     reader.not_allowed(base + "/rope_theta", rope.theta,
                        fmt::format("a base giving {} (inv_freq[{}] = 1 / rope_theta^({}/{}) = {})", finite, i, 2 * i,
                                    spec.rotary_dim, unscaled.inv_freq[i]));

@@ -106,8 +106,8 @@ __device__ __forceinline__ void no_cos_sin_row(float& cos_out, float& sin_out) {
 template <class T>
 __device__ __forceinline__ void pair_cos_sin(const KernelParams& p, const float* inv_freq, const float* inv_freq_long,
                                              const RowRef& ref, int pair, float& cos_out, float& sin_out) {
-  const i64 position = pair_position<T>(ref, pair);  // mrope: the pair's own stream
-  if constexpr (T::kTableSinCos && (T::kPositionsMrope || T::kCallerCosSin)) {  // a table row per pair
+  const i64 position = pair_position<T>(ref, pair);  // mrope, axes: the pair's own stream
+  if constexpr (T::kTableSinCos && (per_pair_positions<T>() || T::kCallerCosSin)) {  // a table row per pair
     if (position >= 0 && position < p.cos_sin_table_rows) {
       cos_out = table_value<T>(p, position, pair);
       sin_out = oriented_sin<T>(table_value<T>(p, position, T::kRotaryDim / 2 + pair));
@@ -131,7 +131,7 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
                                             float (&cos_out)[rope_shape<T>().pairs_per_lane],
                                             float (&sin_out)[rope_shape<T>().pairs_per_lane]) {
   constexpr WorkShape W = rope_shape<T>();
-  if constexpr (T::kTableSinCos && !T::kPositionsMrope) {  // one table row serves every pair
+  if constexpr (T::kTableSinCos && !per_pair_positions<T>()) {  // one table row serves every pair
     if (ref.position >= 0 && ref.position < p.cos_sin_table_rows) {  // else computed, as below
 #pragma unroll
       for (int i = 0; i < W.pairs_per_lane; ++i) {
@@ -141,10 +141,10 @@ __device__ __forceinline__ void pair_angles(const KernelParams& p, const float* 
       return;
     }
   }
-  if constexpr (T::kCallerCosSin && !T::kPositionsMrope) {  // no row, and nothing to compute instead
+  if constexpr (T::kCallerCosSin && !per_pair_positions<T>()) {  // no row, and nothing to compute instead
 #pragma unroll
     for (int i = 0; i < W.pairs_per_lane; ++i) no_cos_sin_row(cos_out[i], sin_out[i]);
-  } else {  // per pair: computed, or (mrope) the row of each pair's stream
+  } else {  // per pair: computed, or (mrope, axes) the row of each pair's stream
 #pragma unroll
     for (int i = 0; i < W.pairs_per_lane; ++i)
       pair_cos_sin<T>(p, inv_freq, inv_freq_long, ref, first_pair + i, cos_out[i], sin_out[i]);

@@ -67,10 +67,10 @@ __device__ __forceinline__ int find_sequence(const int* cu_seqlens, int batch, i
 // Where one row's data comes from and goes to.
 struct RowRef {
   i64 token;     // input token index, or -1 for a padding row
-  i64 position;  // rotation position (mrope: the temporal stream's)
+  i64 position;  // rotation position (mrope, axes: the first stream's)
   i64 out_batch; // output sequence index (padded) or 0
   i64 out_row;   // output row: token (token-major) or slot within the sequence (padded)
-  i64 stream_position[3];  // mrope only: temporal, height, width positions
+  i64 stream_position[4];  // mrope, axes: each stream's position (temporal, height, width; the axes')
   int sequence;  // varlen: the token's sequence
   i64 cache_page;    // paged_kv: the page k and v go to, or -1 (not cached)
   i64 cache_offset;  // paged_kv: the slot within the page
@@ -91,12 +91,32 @@ __device__ __forceinline__ int mrope_stream(int pair) {
   }
 }
 
+// io.axes: the axis (position stream) rotating pair `pair`: consecutive runs (kAxisEnd0..2 end
+// axes 0..2), or pair k to axis k % A.
+template <class T>
+__device__ __forceinline__ int axis_stream(int pair) {
+  if constexpr (T::kAxesAlternating) return pair % T::kPositionStreams;
+  else return (pair >= T::kAxisEnd0) + (pair >= T::kAxisEnd1) + (pair >= T::kAxisEnd2);
+}
+
+// Whether each pair reads its own stream's position (mrope, axes), not the token's one.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr bool per_pair_positions() {
+  return T::kPositionsMrope || T::kPositionsAxes;
+}
+
 // The position a token's row rotates pair `pair` by.
 template <class T>
 __device__ __forceinline__ i64 pair_position(const RowRef& ref, int pair) {
-  if constexpr (T::kPositionsMrope) {
-    const int stream = mrope_stream<T>(pair);
-    return stream == 0 ? ref.stream_position[0] : (stream == 1 ? ref.stream_position[1] : ref.stream_position[2]);
+  if constexpr (per_pair_positions<T>()) {
+    int stream;
+    if constexpr (T::kPositionsMrope) stream = mrope_stream<T>(pair);
+    else stream = axis_stream<T>(pair);
+    i64 position = ref.stream_position[0];  // selects, not an indexed load: the array stays in registers
+#pragma unroll
+    for (int s = 1; s < T::kPositionStreams; ++s)
+      if (stream == s) position = ref.stream_position[s];
+    return position;
   } else {
     return ref.position;
   }
@@ -151,9 +171,9 @@ __device__ __forceinline__ RowRef locate_row(const KernelParams& p, i64 row) {
       r.position = (p.start_pos ? __ldg(p.start_pos + b) : 0) + (row - __ldg(p.cu_seqlens + b));
     } else if constexpr (T::kPositionsOffset) {
       r.position = (p.start_pos ? __ldg(p.start_pos) : 0) + row;
-    } else if constexpr (T::kPositionsMrope) {  // [3, T]: stream s of token t at s * T + t
+    } else if constexpr (per_pair_positions<T>()) {  // [A, T]: stream s of token t at s * T + t
 #pragma unroll
-      for (int stream = 0; stream < 3; ++stream) {
+      for (int stream = 0; stream < T::kPositionStreams; ++stream) {
         const i64 at = stream * p.num_tokens + row;
         r.stream_position[stream] = p.positions_are_int64 ? __ldg((const i64*)p.positions + at)
                                                           : (i64)__ldg((const int*)p.positions + at);

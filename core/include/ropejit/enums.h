@@ -44,8 +44,14 @@ enum class InputForm { separate, packed_qkv };
 enum class OutputForm { inplace, separate, padded_bhsd, paged_kv };
 /// How positions arrive: an explicit per-token array, varlen cu_seqlens + start positions,
 /// one sequence at an offset (token t at start_pos[0] + t), or multimodal [3, T] positions
-/// (temporal, height, width) whose streams rotate the sections of io.mrope_section.
-enum class PositionsForm { explicit_, varlen, offset, mrope };
+/// (temporal, height, width) whose streams rotate the sections of io.mrope_section, or
+/// [A, T] positions of io.axes (vision towers, diffusion transformers: one stream per axis).
+enum class PositionsForm { explicit_, varlen, offset, mrope, axes };
+/// io.axes: each axis's frequencies: its own table over its pairs (theta_a^(-j / pairs_a)), or
+/// every A-th entry of one table over the rotary pairs (Pixtral: axis a takes entries a, a + A, ...).
+enum class AxisFrequencies { own, global_alternate };
+/// io.axes: which pairs an axis rotates: consecutive runs, axis 0 first, or pair k to axis k % A.
+enum class AxisPlacement { contiguous, alternating };
 /// Where the cos/sin of each angle come from: computed from the rope block, or the caller's
 /// cos_sin_cache [rows, rotary_dim] (vLLM's, FlashInfer's), one row gathered per position.
 enum class AnglesSource { computed, cos_sin_cache };
@@ -103,9 +109,13 @@ inline constexpr std::array<EnumName<InputForm>, 2> kInputNames{{
 inline constexpr std::array<EnumName<OutputForm>, 4> kOutputNames{{
     {OutputForm::inplace, "inplace"}, {OutputForm::separate, "separate"},
     {OutputForm::padded_bhsd, "padded_bhsd"}, {OutputForm::paged_kv, "paged_kv"}}};
-inline constexpr std::array<EnumName<PositionsForm>, 4> kPositionsNames{{
+inline constexpr std::array<EnumName<PositionsForm>, 5> kPositionsNames{{
     {PositionsForm::explicit_, "explicit"}, {PositionsForm::varlen, "varlen"},
-    {PositionsForm::offset, "offset"}, {PositionsForm::mrope, "mrope"}}};
+    {PositionsForm::offset, "offset"}, {PositionsForm::mrope, "mrope"}, {PositionsForm::axes, "axes"}}};
+inline constexpr std::array<EnumName<AxisFrequencies>, 2> kAxisFrequenciesNames{{
+    {AxisFrequencies::own, "own"}, {AxisFrequencies::global_alternate, "global_alternate"}}};
+inline constexpr std::array<EnumName<AxisPlacement>, 2> kAxisPlacementNames{{
+    {AxisPlacement::contiguous, "contiguous"}, {AxisPlacement::alternating, "alternating"}}};
 inline constexpr std::array<EnumName<AnglesSource>, 2> kAnglesSourceNames{{
     {AnglesSource::computed, "computed"}, {AnglesSource::cos_sin_cache, "cos_sin_cache"}}};
 inline constexpr std::array<EnumName<CacheLayout>, 2> kCacheLayoutNames{{
@@ -210,6 +220,8 @@ template <> constexpr const auto& enum_table<AnglePrecision>() { return kAngleNa
 template <> constexpr const auto& enum_table<InputForm>() { return kInputNames; }
 template <> constexpr const auto& enum_table<OutputForm>() { return kOutputNames; }
 template <> constexpr const auto& enum_table<PositionsForm>() { return kPositionsNames; }
+template <> constexpr const auto& enum_table<AxisFrequencies>() { return kAxisFrequenciesNames; }
+template <> constexpr const auto& enum_table<AxisPlacement>() { return kAxisPlacementNames; }
 template <> constexpr const auto& enum_table<NormWeight>() { return kNormWeightNames; }
 template <> constexpr const auto& enum_table<NormScope>() { return kNormScopeNames; }
 template <> constexpr const auto& enum_table<CacheLayout>() { return kCacheLayoutNames; }

@@ -61,6 +61,7 @@ inline constexpr DimSymbol kDimSymbols[] = {
      "cos_sin_cache_rows", 0, [](LaunchShape& s, int64_t n) { s.cos_sin_rows = n; }},
     {"1", [](const Spec&, const LaunchShape&) { return int64_t(1); }},
     {"3", [](const Spec&, const LaunchShape&) { return int64_t(3); }},  // mrope: one stream per axis
+    {"A", [](const Spec& spec, const LaunchShape&) { return int64_t(position_streams(spec)); }},  // io.axes
 };
 
 /// The index of dim symbol `symbol` in kDimSymbols; in a constant expression an unknown symbol

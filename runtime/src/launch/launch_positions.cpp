@@ -1,5 +1,5 @@
-// The positions forms' launch arguments and buffers (docs/spec.md io.positions): explicit [T] or
-// mrope [3, T] positions (int32 or int64), varlen's cu_seqlens and start_pos, offset's start_pos;
+// The positions forms' launch arguments and buffers (docs/spec.md io.positions): explicit [T],
+// mrope [3, T] or axes [A, T] positions (int32 or int64), varlen's cu_seqlens and start_pos, offset's start_pos;
 // every op places its rows by them.
 #include <algorithm>
 
@@ -26,6 +26,10 @@ constexpr TensorRow kPositionsRows[] = {
     {"positions", nullptr, nullptr, {"3", "T"}, BufferKind::positions, positions_are<PositionsForm::mrope>,
      "when the spec's io.positions is mrope ([3, num_tokens])", {ParamSlot::positions}, nullptr, nullptr,
      FieldUse::required, &element::positions, nullptr, RowLayout::rows,
+     {RowField{"positions_type", FieldUse::optional}}},
+    {"positions", nullptr, nullptr, {"A", "T"}, BufferKind::positions, positions_are<PositionsForm::axes>,
+     "when the spec's io.positions is axes ([A, num_tokens]: one row per axis of io.axes)", {ParamSlot::positions},
+     nullptr, nullptr, FieldUse::required, &element::positions, nullptr, RowLayout::rows,
      {RowField{"positions_type", FieldUse::optional}}},
     {"cu_seqlens", nullptr, nullptr, {"B+1"}, BufferKind::cu_seqlens, positions_are<PositionsForm::varlen>,
      kVarlenWhy, {ParamSlot::cu_seqlens}, nullptr, nullptr, FieldUse::required, &element::int32, always,
@@ -68,10 +72,10 @@ void check_varlen_host(const Spec& spec, const Args& a) {
                                     a.max_seq_len, longest));
 }
 
-// Explicit [T] or mrope [3, T] positions: every entry in [0, 2^31) and below seq_len when given.
-template <int kStreams>
+// Explicit [T], mrope [3, T] or axes [A, T] positions: every entry in [0, 2^31) and below seq_len
+// when given.
 void check_positions_host(const Spec& spec, const Args& a) {
-  for (int64_t t = 0; t < kStreams * a.num_tokens; ++t) {
+  for (int64_t t = 0; t < position_streams(spec) * a.num_tokens; ++t) {
     const int64_t p = a.positions_type == PositionsType::int64
                           ? static_cast<const int64_t*>(a.positions)[t]
                           : static_cast<const int32_t*>(a.positions)[t];
@@ -98,7 +102,8 @@ void check_offset_host(const Spec& spec, const Args& a) {
 void bind_form_fields(const FormContext& c, const Args& a, KernelParams& p) {
   switch (c.spec.io.positions) {
     case PositionsForm::explicit_:
-    case PositionsForm::mrope: p.positions_are_int64 = a.positions_type == PositionsType::int64; return;
+    case PositionsForm::mrope:
+    case PositionsForm::axes: p.positions_are_int64 = a.positions_type == PositionsType::int64; return;
     case PositionsForm::varlen:
       require(a.batch >= 1, "batch", fmt::format("{} is not allowed: must be >= 1 with varlen positions", a.batch));
       p.batch = a.batch;
@@ -120,10 +125,9 @@ void bind_positions(const FormContext& c, const Args& a, KernelParams& p) {
 void check_positions_form_host(const Spec& spec, const Args& a) {
   switch (spec.io.positions) {
     case PositionsForm::explicit_:
-      if (a.num_tokens > 0) check_positions_host<1>(spec, a);
-      return;
     case PositionsForm::mrope:
-      if (a.num_tokens > 0) check_positions_host<3>(spec, a);
+    case PositionsForm::axes:
+      if (a.num_tokens > 0) check_positions_host(spec, a);
       return;
     case PositionsForm::varlen: check_varlen_host(spec, a); return;
     case PositionsForm::offset: check_offset_host(spec, a); return;

@@ -250,7 +250,8 @@ HostWorkload make_host_workload(const Spec& spec, const WorkloadOptions& o) {
     case PositionsForm::explicit_: draw_positions(o, 1, rng, w); break;
     case PositionsForm::varlen: draw_sequences(spec, o, rng, w); break;
     case PositionsForm::offset: draw_offset(o, rng, w); break;
-    case PositionsForm::mrope: draw_positions(o, 3, rng, w); break;
+    case PositionsForm::mrope:
+    case PositionsForm::axes: draw_positions(o, position_streams(spec), rng, w); break;
   }
   if (written_rope(spec)) draw_moves(spec, o, rng, w);
   if (paged_kv(spec)) draw_cache(spec, o, rng, w);

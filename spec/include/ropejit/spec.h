@@ -39,6 +39,18 @@ struct RopeParams {
   std::optional<double> long_mscale;            ///< longrope (PhiMoE): s with the long table
 };
 
+/// io.axes (positions axes): the position axes of a vision tower's or diffusion transformer's
+/// RoPE, each rotating its share of the rotary pairs by its own position stream of [A, T].
+struct AxesSpec {
+  std::vector<int> pairs;      ///< rotary pairs per axis (1 to kMaxAxes axes), summing to rotary_dim / 2
+  std::vector<double> theta;   ///< each axis's base (own frequencies); rope_theta when not given
+  AxisFrequencies frequencies = AxisFrequencies::own;   ///< each axis's table, or Pixtral's shared one
+  AxisPlacement placement = AxisPlacement::contiguous;  ///< which pairs each axis rotates
+};
+
+/// Most position axes of io.axes (Flux 2: 4).
+inline constexpr int kMaxAxes = 4;
+
 /// The `io` block: how q/k/v arrive and leave, bias, and how positions are given.
 struct IoSpec {
   InputForm input = InputForm::separate;        ///< separate q/k(/v) or packed QKV
@@ -51,6 +63,7 @@ struct IoSpec {
   /// take every third pair from pair 1 and 2 (Qwen3-VL). Empty unless positions is mrope.
   std::vector<int> mrope_section;
   bool mrope_interleaved = false;  ///< mrope: Qwen3-VL's interleaved sections
+  AxesSpec axes;                   ///< positions axes only: the axes, else empty
   /// paged_kv only (defaults elsewhere): k and v go to separate K and V caches of pages.
   CacheLayout cache_layout = CacheLayout::nhd;  ///< page memory order
   CacheDType cache_dtype = CacheDType::auto_;   ///< cache element type (fp8: scaled, saturating)
@@ -214,6 +227,19 @@ inline bool all_heads_segment(const Spec& s) { return all_heads_norm(s) || q_sca
 inline bool paged_kv(const Spec& s) { return s.io.output == OutputForm::paged_kv; }
 /// True when launches gather cos/sin from the caller's cos_sin_cache (io.angles cos_sin_cache).
 inline bool caller_cos_sin(const Spec& s) { return s.io.angles == AnglesSource::cos_sin_cache; }
+
+/// Position streams of a token the kernel reads: 3 (mrope), the axes (axes), else 1.
+int position_streams(const Spec& spec);
+/// True when each rotary pair reads the position of its own stream (mrope, axes).
+bool per_pair_positions(const Spec& spec);
+/// io.axes: the axis (its row of the [A, T] positions) of rotary pair `pair`, and the pair's index
+/// among that axis's pairs (its frequency's index in the axis's table).
+struct PairAxis {
+  int axis;
+  int index;
+};
+/// The axis of rotary pair `pair` (< the axes' total pairs) under the axes' placement.
+PairAxis pair_axis(const AxesSpec& axes, int pair);
 
 /// True when the paged cache holds FP8 or NVFP4 codes (rounded, with scales), not the spec's dtype.
 inline bool quantized_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype != CacheDType::auto_; }

@@ -62,6 +62,11 @@ struct RefFreqs {
 /// Throws std::invalid_argument when a required field is missing.
 RefFreqs reference_freqs(const Spec& spec, int64_t run_length, bool hf_fp32);
 
+/// io.axes in the order the libraries lay their per-axis columns out (torch.cat of the axes, or
+/// stack-and-flatten for alternating): each rotary pair's axis (`axis_of_pair`), or its index
+/// within its axis.
+std::vector<int> axes_pair_order(const AxesSpec& axes, bool axis_of_pair);
+
 /// Angle of pair frequency inv_freq at `position`: fp32 = float(float(position) * float(inv_freq))
 /// (HF's float32 product), exact = double(position) * inv_freq.
 double reference_angle(AnglePrecision angle, int64_t position, double inv_freq);
