@@ -247,12 +247,13 @@ def tower_spec_dict(config: Any, tower: str = "vision", dtype: Optional[str] = N
         raise _ropejit.SpecError(f"rope_parameters.rope_theta: {theta!r} of {model_type} is not allowed: "
                                  "must be a number > 0")
     pairs, frequencies = _axes(form, head_dim, model_type)
+    axes: Dict[str, Any] = {"pairs": pairs, "frequencies": frequencies, "placement": form.placement}
+    if frequencies == "own":  # global_alternate: one table, of rope_theta
+        axes["theta"] = [float(theta)] * len(pairs)
     return {"name": name or f"{model_type}-{tower}", "head_dim": head_dim, "rotary_dim": 2 * sum(pairs),
             "num_q_heads": heads, "num_kv_heads": heads, "layout": form.layout, "dtype": dtype or "bf16",
             "max_position_embeddings": MAX_POSITION, "angle": "fp32",
-            "rope": {"rope_type": "default", "rope_theta": float(theta)},
-            "io": {"positions": "axes", "axes": {"pairs": pairs, "theta": [float(theta)] * len(pairs),
-                                                 "frequencies": frequencies, "placement": form.placement}}}
+            "rope": {"rope_type": "default", "rope_theta": float(theta)}, "io": {"positions": "axes", "axes": axes}}
 
 
 def _one_axis(sub: Dict[str, Any], form: TowerForm, dtype: Optional[str], name: str, model_type: str
