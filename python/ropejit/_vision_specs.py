@@ -111,6 +111,12 @@ TOWERS: Dict[str, TowerForm] = {
     # DeepSeek-OCR2's vision encoder: a Qwen2-style decoder over the image tokens (encoder_config)
     "deepseek_ocr2_encoder": TowerForm("one", "contiguous", "neox", (0,), "DeepseekOcr2VisionRotaryEmbedding",
                                        "deepseek_ocr2.apply_rotary_pos_emb", "built from vision_config.encoder_config"),
+    "pocket_tts_audio_tokenizer_encoder": TowerForm("one", "contiguous", "neox", (0,),
+                                                    "PocketTTSAudioTokenizerRotaryEmbedding",
+                                                    "pocket_tts_audio_tokenizer.apply_rotary_pos_emb", "the encoder half"),
+    "pocket_tts_audio_tokenizer_decoder": TowerForm("one", "contiguous", "neox", (0,),
+                                                    "PocketTTSAudioTokenizerRotaryEmbedding",
+                                                    "pocket_tts_audio_tokenizer.apply_rotary_pos_emb", "the decoder half"),
     # Higgs-Audio-v2's rotary serves its (llama3-rope) decoder: the text patch runs it
     "higgs_audio_v2": TowerForm("one", "contiguous", "neox", (0,), "HiggsAudioV2RotaryEmbedding",
                                 "higgs_audio_v2.apply_rotary_pos_emb", "the decoder's llama3 rope"),
@@ -140,13 +146,32 @@ REFUSED: Dict[str, str] = {
     "seamless_m4t": "the conformer's rotary takes hidden states and returns a stacked cos/sin table its attention "
                     "applies (no apply function to stand in for)",
     "clvp": "the rotary module takes hidden states and its attention rotates a partial slice inline",
+    "clvp_encoder": "CLVP's rotary takes hidden states and its attention rotates a partial slice inline",
+    "clvp_decoder": "CLVP's rotary takes hidden states and its attention rotates a partial slice inline",
+    "sam3_vision_model": "SAM3's ViT backbone: float positions, scaled by window_size / grid in global-attention layers",
 }
+
+#: model_type -> why the config holds no tower rotary (a part of a model whose rotary lives elsewhere, or a
+#: text config of a model whose only rotary module is its vision tower's): refused by name, saying where it is.
+NO_TOWER: Dict[str, str] = {
+    "glm5_next_text": "GLM-5-Next's text decoder runs no RoPE (NoPE attention); the tower is glm5_next_vision",
+    "inkling2_text": "Inkling2's text layers take a relative position bias, no RoPE; the tower is inkling2_vision",
+    "sapiens2_head": "Sapiens2's head builds no rotary module; the backbone's (sapiens2) is refused",
+    "sam3_detr_encoder": "a part of SAM3 without a rotary module (the ViT's, sam3_vit_model, is refused)",
+    "sam3_detr_decoder": "a part of SAM3 without a rotary module (the ViT's, sam3_vit_model, is refused)",
+    "sam3_geometry_encoder": "a part of SAM3 without a rotary module (the ViT's, sam3_vit_model, is refused)",
+    "sam3_mask_decoder": "a part of SAM3 without a rotary module (the ViT's, sam3_vit_model, is refused)",
+}
+for _parent in ("sam2_video", "edgetam_video", "sam3_tracker_video"):
+    for _part in ("mask_decoder", "prompt_encoder"):
+        NO_TOWER[f"{_parent}_{_part}"] = (f"a part of {_parent} without a rotary module (the memory attention's, "
+                                          f"{_parent}, is refused)")
 
 
 # The config keys a tower's config sits under, per tower kind.
 _SUB_CONFIGS = {"vision": ("vision_config", "video_config"), "audio": ("audio_config", "audio_video_config")}
 # Tower configs whose rotary module is built from a config inside them.
-_NESTED = {"deepseek_ocr2_vision": "encoder_config"}
+_NESTED = {"deepseek_ocr2_vision": "encoder_config", "lasr_ctc": "encoder_config"}
 
 
 def _field(config: Any, name: str) -> Any:
@@ -159,6 +184,9 @@ def _tower_config(config: Any, tower: str) -> Any:
     """The tower's own config: `config` itself when it is one of :data:`TOWERS` / :data:`REFUSED`,
     else its ``<tower>_config`` (also under a ``thinker_config``, Qwen-Omni's)."""
     model_type = _field(config, "model_type")
+    if model_type in NO_TOWER:
+        raise _ropejit.SpecError(f"model_type {model_type!r}: no {tower} tower rotary in this config: "
+                                 f"{NO_TOWER[model_type]}")
     if model_type in TOWERS or model_type in REFUSED:
         return config
     if model_type in _NESTED:
