@@ -487,3 +487,33 @@ def test_tower_table_rows_are_imported_or_refused_by_name():
             assert detail.split("`")[1].rsplit("-", 1)[0] in TOWER_TYPES, (model_type, detail)
         else:
             assert f"'{model_type}'" in detail, (model_type, detail)
+
+
+def test_composite_model_patches_text_and_tower(patched):
+    """A whole Qwen2-VL model (the patch report's shrunk default): the text layers take their mrope
+    spec, the vision tower its axes spec, both give HF's output and both ran the kernel."""
+    import patch_models
+
+    from transformers import Qwen2VLConfig, Qwen2VLModel
+
+    config = patch_models.shrink(Qwen2VLConfig())
+    config.vision_config.depth = 2
+    torch.manual_seed(0)
+    model = Qwen2VLModel(config).eval()
+    vision = config.vision_config
+    grid = torch.tensor([[1, 4, 6], [1, 2, 2]])
+    pixels = torch.randn(28, vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2)
+    ids = torch.randint(0, 100, (1, 9))
+    with torch.no_grad():
+        want = model.visual(pixels, grid_thw=grid).last_hidden_state, model.language_model(input_ids=ids).last_hidden_state
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        state = patched(model)
+    with torch.no_grad():
+        got = model.visual(pixels, grid_thw=grid).last_hidden_state, model.language_model(input_ids=ids).last_hidden_state
+    (key,) = state.towers
+    assert state.towers[key].route == ("axes" if _axes_supported() is None else "cos_sin")
+    assert state.kernel_calls_by_type[key] == 2 and state.kernel_calls_by_type["all"] == 2
+    assert state.fallback_calls == 0, state.fallback_reasons
+    for g, w in zip(got, want):
+        assert ((g - w).abs().max() / w.abs().max()).item() <= 1e-5
