@@ -26,6 +26,7 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import warnings
 import weakref
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Tuple
@@ -328,11 +329,37 @@ def _rotary_output(rotary: torch.nn.Module, form: TowerForm, position_ids: torch
         return rotary(x) if form.rows is None else rotary(x, position_ids)
 
 
+def cast_buffers(rotary: torch.nn.Module) -> Optional[torch.dtype]:
+    """The dtype of the rotary module's frequency buffers when ``model.to(dtype)`` cast them
+    (``inv_freq`` not float32, Llama-4's ``freqs_ci`` no longer complex), else None."""
+    for name, buffer in rotary.named_buffers(recurse=False):
+        if name.endswith("inv_freq") and buffer.dtype != torch.float32:
+            return buffer.dtype
+        if name == "freqs_ci" and not buffer.is_complex():
+            return buffer.dtype
+    return None
+
+
+def reference_rotary(rotary: torch.nn.Module) -> torch.nn.Module:
+    """The rotary module ropejit must agree with: `rotary`, or one rebuilt from its config when
+    ``model.to(dtype)`` cast its buffers (``from_pretrained(dtype=...)`` keeps them float32: every
+    rotary init computes them in float32, and they are not in the checkpoint)."""
+    if cast_buffers(rotary) is None:
+        return rotary
+    device = next(iter(rotary.buffers()), torch.zeros(0)).device
+    return type(rotary)(rotary.config).to(device)
+
+
 def _probe(tower: TowerPatch, rotary: torch.nn.Module, function: Callable) -> Optional[str]:
     """None when the tower's route gives what HF's `function` gives on the rotary module's own
-    output for an odd grid of positions (random fp32 q, k; relative PROBE_TOLERANCE); else what differs."""
+    output for an odd grid of positions (random fp32 q, k; relative PROBE_TOLERANCE); else what
+    differs. The axes route is compared with the module rebuilt from its config where
+    ``model.to(dtype)`` cast its buffers (:func:`reference_rotary`); the cos/sin route, which reads
+    the module's own output, with the module itself."""
     form = tower._form
     kind = _apply_kind(form)
+    if tower.route == "axes":
+        rotary = reference_rotary(rotary)
     device = next(iter(rotary.buffers()), torch.zeros(0)).device
     position_ids = probe_positions(form, device)
     out = _rotary_output(rotary, form, position_ids)
@@ -384,8 +411,8 @@ def plan_tower(rotary: torch.nn.Module, function: Optional[Callable], verify: bo
     tower._cos_sin = CosSinRoute(form.layout, "even" if form.layout == "interleaved" and kind != "complex" else "half")
     misses = []
     try:
-        tower.spec = Spec.from_json(tower_spec_dict(rotary.config.to_dict(), "vision" if "audio" not in model_type
-                                                    else "audio", "fp32"))
+        kind_of_tower = "audio" if form.form == "one" else "vision"  # only the spec's name reads it
+        tower.spec = Spec.from_json(tower_spec_dict(rotary.config.to_dict(), kind_of_tower, "fp32"))
     except (_ropejit.Error, ValueError) as e:
         misses.append(f"ropejit's spec: {str(e).splitlines()[0]}")
     passed: Dict[str, bool] = {}
@@ -402,6 +429,10 @@ def plan_tower(rotary: torch.nn.Module, function: Optional[Callable], verify: bo
         tower._cos_sin = None  # no call takes HF's cos and sin then, not even one the rotary did not make
     if passed.get("axes"):
         tower.route, tower.why = "axes", "ropejit's spec from the integer positions the rotary module gets"
+        cast = cast_buffers(rotary)
+        if cast is not None:
+            tower.why += (f"; the rotary module's frequencies are {cast} (model.to(dtype) cast them): ropejit runs "
+                          "the config's float32 ones, as a model loaded with from_pretrained(dtype=...) has them")
     elif passed.get("cos_sin"):
         tower.route, tower.why = "cos_sin", "HF's cos and sin through the kernel: " + "; ".join(misses)
     else:
@@ -431,6 +462,8 @@ def patch_towers(model: torch.nn.Module, state: Any, text_config: Any, verify: b
         state.towers[key] = tower
         if tower.route == "hf":
             continue
+        if tower.route == "axes" and cast_buffers(rotary) is not None:
+            warnings.warn(f"ropejit: {key}: {tower.why.split('; ', 1)[1]}", RuntimeWarning, 3)
         state._hooks.append(rotary.register_forward_hook(_hook(tower, state, key), with_kwargs=True))
         for owner in model.modules():  # Qwen2.5-VL's tower permutes cos rows by window_index
             if rotary in owner.children() and hasattr(owner, "permute_input_for_window_attn"):

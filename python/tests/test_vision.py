@@ -517,3 +517,40 @@ def test_composite_model_patches_text_and_tower(patched):
     assert state.fallback_calls == 0, state.fallback_reasons
     for g, w in zip(got, want):
         assert ((g - w).abs().max() / w.abs().max()).item() <= 1e-5
+
+
+# towers whose HF apply rounds cos and each product in the model dtype (the kernel rounds once)
+ROUNDS_IN_DTYPE = {"pixtral", "minimax_m3_vl_vision"}
+
+
+@pytest.mark.parametrize("model_type", ["qwen2_vl_vision", "qwen2_5_vl_vision", "pixtral", "kimi_k25_vision",
+                                        "llama4_vision_model", "minimax_m3_vl_vision", "inkling2_vision"])
+def test_tiny_tower_bf16(model_type, patched):
+    """A tower cast with model.to(bfloat16): the patch runs the config's float32 frequencies (a
+    warning says so) and gives what HF gives with them, as from_pretrained(dtype=bfloat16) loads
+    the model: the same bits where HF rotates in float32, within 4 bf16 ulps where it rounds in bf16."""
+    missing = _axes_supported()
+    if missing:
+        pytest.skip(f"the float32 frequencies are the axes route's; the installed ropejit has no axes form: {missing}")
+    model, kwargs = tiny_tower(model_type, 80 if head_dims(model_type) != [None] else None)
+    model = model.to(torch.bfloat16)
+    kwargs = {name: v.to(torch.bfloat16) if v.is_floating_point() else v for name, v in kwargs.items()}
+    (rotary,) = pv.tower_modules(model, None)
+    cast = dict(rotary.named_buffers(recurse=False))
+    for name, buffer in type(rotary)(rotary.config).named_buffers(recurse=False):  # from_pretrained's buffers
+        setattr(rotary, name, buffer)
+    with torch.no_grad():
+        want = hidden(model(**kwargs)).float()
+    for name, buffer in cast.items():
+        setattr(rotary, name, buffer)
+    with pytest.warns(RuntimeWarning, match="float32 ones"):
+        state = patched(model)
+    (tower,) = state.towers.values()
+    assert tower.route == ("axes" if _axes_supported() is None else "cos_sin"), tower.why
+    with torch.no_grad():
+        got = hidden(model(**kwargs)).float()
+    assert tower.kernel_calls == 2 and tower.fallback_calls == 0
+    if model_type in ROUNDS_IN_DTYPE:
+        assert 0 < relative_error(got, want) <= 4 * 2.0 ** -8
+    else:
+        assert torch.equal(got, want)
