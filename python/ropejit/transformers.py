@@ -490,6 +490,12 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
     is every layer), for a cos whose positions are unknown, or where the shapes and dtype do not
     fit (``state.fallback_reasons``). A RuntimeWarning names the layer types HF keeps; with
     `strict` a ``ropejit.Error`` is raised instead and nothing is patched.
+
+    Vision and audio towers (Qwen2-VL's vision transformer, Pixtral, Kimi's MoonViT, ...) are
+    patched too, each on the route ``state.towers`` records: ropejit's ``Spec.from_hf(config,
+    tower=...)`` from the integer positions its rotary module gets, HF's cos and sin through the
+    kernel, or HF's function (a tower ropejit refuses; `strict` raises naming it). See
+    ``ropejit._patch_vision`` and docs/vision-towers.md.
     """
     if getattr(model, _ATTRIBUTE, None) is not None:
         return getattr(model, _ATTRIBUTE)

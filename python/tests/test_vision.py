@@ -466,6 +466,8 @@ def test_tiny_tower_patched(model_type, patched):
         with torch.no_grad():
             got = hidden(model(**kwargs))
         assert tower.kernel_calls > 0 and tower.fallback_calls == 0, (tower.fallback_reason, head_dim)
+        # every cos found its positions (Qwen2.5-VL's window permutation followed); MLCD's carries a learned CLS angle
+        assert tower.cos_sin_calls == (tower.kernel_calls if model_type == "mlcd_vision_model" else 0)
         assert state.kernel_calls_by_type[next(iter(state.towers))] == tower.kernel_calls
         assert relative_error(got, want) <= 1e-5, (model_type, head_dim)
         calls = tower.kernel_calls
