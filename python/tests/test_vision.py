@@ -560,3 +560,30 @@ def test_tiny_tower_bf16(model_type, patched):
         assert 0 < relative_error(got, want) <= 4 * 2.0 ** -8
     else:
         assert torch.equal(got, want)
+
+
+@pytest.mark.parametrize("model_type", MULTI_AXIS)
+def test_patch_harness_cos_sin_route(model_type, patched, monkeypatch):
+    """The cos/sin route on every multi-axis tower (what runs where no spec serves): HF's own cos
+    and sin through the kernel, in the tower's pairing (neox halves, interleaved, Llama-4's complex
+    freqs_ci), give HF's result."""
+    def no_spec(*args, **kwargs):
+        raise ropejit.SpecError("io: the axes form is switched off by this test")
+
+    monkeypatch.setattr(pv, "tower_spec_dict", no_spec)
+    form = vs.TOWERS[model_type]
+    config = tower_config(model_type, 72 if head_dims(model_type) != [None] else None)
+    model = Harness(config, form).eval()
+    q, k, position_ids = harness_inputs(form, config, np.random.default_rng(900 + sorted(vs.TOWERS).index(model_type)))
+    with torch.no_grad():
+        want = model(q, k, position_ids)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        state = patched(model)
+    (tower,) = state.towers.values()
+    assert tower.route == "cos_sin" and "switched off by this test" in tower.why, tower.why
+    with torch.no_grad():
+        got = model(q, k, position_ids)
+    assert tower.kernel_calls == 1 and tower.fallback_calls == 0, tower.fallback_reason
+    for g, w in zip(got, want):
+        assert relative_error(g, w) <= TOLERANCE
