@@ -306,8 +306,11 @@ def text_rotary_modules(model: torch.nn.Module, text_config: Any = None) -> List
     or a copy of it (GraniteSWA's one per layer_rope_theta) where some are (an audio encoder's
     rotary, GLM-ASR's, has a config of another class), else all but the ones named for vision or
     audio towers."""
+    from ._patch_vision import tower_rotary_names  # a vision tower's class, whatever its name (MLCD's)
+
+    towers = tower_rotary_names()
     named = [m for m in model.modules() if type(m).__name__.endswith("RotaryEmbedding")
-             and not any(word in type(m).__name__ for word in NOT_TEXT)]
+             and not any(word in type(m).__name__ for word in NOT_TEXT) and type(m).__name__ not in towers]
     own = [m for m in named if text_config is not None and type(getattr(m, "config", None)) is type(text_config)]
     return own or named
 

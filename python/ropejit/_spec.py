@@ -71,7 +71,7 @@ class Spec:
     @classmethod
     def from_hf(cls, config: JsonLike, *, dtype: Optional[str] = None, layout: Optional[str] = None,
                 name: str = "", layer_type: Optional[str] = None, assume_llama: bool = False,
-                learn: bool = True, op: str = "rope") -> "Spec":
+                learn: bool = True, op: str = "rope", tower: str = "text") -> "Spec":
         """The spec of a Hugging Face config: a transformers config object, a ``config.json`` dict,
         JSON text, or a path (a model folder works too). ``dtype`` defaults to bf16, ``layout`` to
         the model type's. ``layer_type`` picks the rope block of a config whose rope parameters are
@@ -83,7 +83,20 @@ class Spec:
         transformers installed, the family's own rotary module and apply function show its
         pairing, rotary dim and frequencies: the spec is then built from them, checked against HF
         (inv_freq, attention factor, rotated dims) and marked ``learned``. Where HF only warns, the
-        warnings are in ``spec.warnings``."""
+        warnings are in ``spec.warnings``.
+
+        ``tower="vision"`` (or ``"audio"``) imports the config's vision (audio) tower instead: the
+        tower's own config or one holding it (``vision_config``). A multi-axis tower (Qwen2-VL's,
+        Pixtral's, Kimi's, ...) gets ``io.positions = "axes"``; a tower ropejit cannot express or
+        does not know is refused naming its model_type (docs/vision-towers.md). ``layout``,
+        ``layer_type``, ``assume_llama`` and ``op`` are text-only."""
+        if tower != "text":
+            if layout is not None or layer_type is not None or assume_llama or op != "rope":
+                raise _ropejit.SpecError(f"tower: {tower!r} takes no layout, layer_type, assume_llama or op "
+                                         "(the tower's rotary code fixes them)")
+            from ._vision_specs import tower_spec_dict
+
+            return cls.from_json(tower_spec_dict(config, tower, dtype, name))
         original = config
         if isinstance(config, (str, os.PathLike)) and os.path.isdir(os.fspath(config)):
             config = os.path.join(os.fspath(config), "config.json")

@@ -34,6 +34,7 @@ from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decl
                             mrope_candidates, one_stream, probe, rotate, rotate_form, takes_layer_type,
                             text_rotary_modules, widths)
 from ._patch_cos_sin import CosSinRoute, agreed_route, cos_sin_misfit, rotate_cos_sin
+from ._patch_vision import patch_towers, unpatch_towers
 from ._spec import Spec
 
 __all__ = ["patch", "unpatch", "apply_rotary_pos_emb", "RopePatch"]
@@ -54,7 +55,11 @@ class RopePatch:
     mixes position streams in a way no mrope spec matched, with why: ropejit runs them where the
     rows are equal (text tokens) and HF runs the others. ``hf_angles`` names the layer types
     whose rope config ropejit cannot express itself (with why) that ropejit's kernel rotates from
-    HF's own cos and sin (the cos/sin route: ``patch(model, hf_angles=True)``, the default)."""
+    HF's own cos and sin (the cos/sin route: ``patch(model, hf_angles=True)``, the default).
+    ``towers`` has one ``TowerPatch`` per vision or audio tower rotary module (key ``"<model_type>
+    (<RotaryClass>)"``): its route (``"axes"``: ropejit's spec from the integer positions;
+    ``"cos_sin"``: HF's cos and sin through the kernel; ``"hf"``: HF's function), why, and its
+    calls; they count in ``kernel_calls`` too, under the same key."""
 
     spec: Optional[Spec]
     reason: Optional[str] = None
@@ -70,6 +75,7 @@ class RopePatch:
     fallback_reasons: Dict[str, str] = field(default_factory=dict)
     text_positions_only: Dict[str, str] = field(default_factory=dict)
     hf_angles: Dict[str, str] = field(default_factory=dict)
+    towers: Dict[str, Any] = field(default_factory=dict)
     _hooks: List[Any] = field(default_factory=list, repr=False)
     _replaced: List[Tuple[str, str]] = field(default_factory=list, repr=False)
     # (function, layer type) → the head widths the probe passed (the head; the rotated slice)
@@ -84,6 +90,8 @@ class RopePatch:
     _route_sources: Optional[Tuple[Dict[str, List[Any]], Any, List[Tuple[str, str, str]]]] = \
         field(default=None, repr=False)
     _probed: set = field(default_factory=set, repr=False)
+    _tower_installed: List[Tuple[str, str]] = field(default_factory=list, repr=False)
+    _tower_owners: List[Any] = field(default_factory=list, repr=False)
 
     def spec_json(self, dtype: torch.dtype, layer: str = ALL, q_heads: Optional[int] = None,
                   k_heads: Optional[int] = None, width: Optional[int] = None) -> Optional[str]:
@@ -482,17 +490,40 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
     is every layer), for a cos whose positions are unknown, or where the shapes and dtype do not
     fit (``state.fallback_reasons``). A RuntimeWarning names the layer types HF keeps; with
     `strict` a ``ropejit.Error`` is raised instead and nothing is patched.
+
+    Vision and audio towers (Qwen2-VL's vision transformer, Pixtral, Kimi's MoonViT, ...) are
+    patched too, each on the route ``state.towers`` records: ropejit's ``Spec.from_hf(config,
+    tower=...)`` from the integer positions its rotary module gets, HF's cos and sin through the
+    kernel, or HF's function (a tower ropejit refuses; `strict` raises naming it). See
+    ``ropejit._patch_vision`` and docs/vision-towers.md.
     """
     if getattr(model, _ATTRIBUTE, None) is not None:
         return getattr(model, _ATTRIBUTE)
     state = RopePatch(spec=None)
-    rotary_modules = text_rotary_modules(model, _text_config(model))
+    # the towers first: the text patch's replacement of a function both use then wraps the towers'
+    towers = patch_towers(model, state, _text_config(model), verify, hf_angles)
+    rotary_modules = [m for m in text_rotary_modules(model, _text_config(model)) if not any(m is t for t in towers)]
     functions = _hf_functions(model)
     _plan(model, state, rotary_modules, functions, verify, hf_angles)
     name = type(model).__name__
+    towers_kept = {key: t.why for key, t in state.towers.items() if t.route == "hf"}
+    if strict and towers_kept:
+        unpatch_towers(state)
+        for hook in state._hooks:
+            hook.remove()
+        raise _ropejit.Error(f"ropejit.transformers.patch: towers: {decline_reason(towers_kept)}")
+    if towers_kept:
+        warnings.warn(f"ropejit: {name} keeps HF's RoPE for towers {decline_reason(towers_kept)}", RuntimeWarning, 2)
     if state.reason is not None or (strict and state.declined):
         state.specs, state.functions = {}, {}
+        if not rotary_modules and state.towers:  # a tower-only model: nothing of the text to say
+            state.reason = None
+            setattr(model, _ATTRIBUTE, state)
+            return state
         if strict:
+            unpatch_towers(state)
+            for hook in state._hooks:
+                hook.remove()
             raise _ropejit.Error(f"ropejit.transformers.patch: {state.reason or decline_reason(state.declined)}")
         warnings.warn(f"ropejit: {name} keeps HF's RoPE: {state.reason}", RuntimeWarning, 2)
         setattr(model, _ATTRIBUTE, state)
@@ -532,7 +563,7 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
                 position_ids = one_stream(position_ids)
             _remember(output[0], position_ids, state, layer)
 
-    state._hooks = [m.register_forward_hook(remember_positions, with_kwargs=True) for m in rotary_modules]
+    state._hooks += [m.register_forward_hook(remember_positions, with_kwargs=True) for m in rotary_modules]
     for module_name, function_name, form in functions:
         if f"{module_name}.{function_name}" not in state.functions:
             continue
@@ -570,5 +601,6 @@ def unpatch(model: torch.nn.Module) -> None:
             setattr(module, key[1], original)
     for cos_id in [cos_id for cos_id, entry in _positions_by_cos.items() if entry[2] is state]:
         del _positions_by_cos[cos_id]
+    unpatch_towers(state)
     state._hooks, state._replaced, state.modules = [], [], []
     delattr(model, _ATTRIBUTE)
