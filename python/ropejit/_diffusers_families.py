@@ -160,6 +160,20 @@ def _table_form(dim_key: str, heads_key: str, kv_key: str, axes_key: str, lens_k
     return axes
 
 
+def _hidream(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
+    # HiDreamImageEmbedND(theta=10000, axes_dims_rope) over 3-column ids (0, row, col), float64 2x2 matrices;
+    # the attention rotates the whole head when the dims sum to it, else the first half (query.chunk(2)).
+    head = _head(config, cls)
+    dims = config["axes_dims_rope"]
+    if not isinstance(dims, (list, tuple)) or len(dims) != 3:
+        raise _spec_error(cls, "axes_dims_rope", dims, "3 sizes (its ids have 3 columns: the class default "
+                          "(32, 32) fails in HiDreamImageEmbedND; checkpoints set (64, 32, 32))")
+    total = sum(d for d in dims if isinstance(d, int))
+    rotated = head["head_dim"] // 2 if 2 * total == head["head_dim"] else head["head_dim"]
+    pairs = _pairs_of(dims, "axes_dims_rope", cls, rotated, "attention_head_dim or half of it")
+    return _axes(head, pairs, 10000.0, "exact", 4096, rotary_dim=rotated)
+
+
 def _prx(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
     # PRXEmbedND(dim=hidden_size // num_heads, theta, axes_dim or [32, 32]): float64 2x2 rotation matrices.
     head = _split_head(config, cls, "hidden_size", "num_heads")
@@ -228,7 +242,7 @@ def _minimax_h3(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
     return _axes(head, [f, f, f], _theta(config, "rope_theta", cls), "fp32", 4096, layout="neox", rotary_dim=6 * f)
 
 
-def _qwen_form(kv_key: str = "") -> Callable[[Dict[str, Any], str], Dict[str, Any]]:
+def _qwen_form(kv_key: str = "", table: int = 4096) -> Callable[[Dict[str, Any], str], Dict[str, Any]]:
     """QwenEmbedRope's form (θ 10000, float32 table, complex multiply); rows and columns centred
     (negative positions: the spec serves the non-negative half)."""
     def axes(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
@@ -236,7 +250,7 @@ def _qwen_form(kv_key: str = "") -> Callable[[Dict[str, Any], str], Dict[str, An
             raise _spec_error(cls, "use_layer3d_rope", True, "False (QwenEmbedLayer3DRope was not read for ropejit)")
         head = _head(config, cls, kv_key=kv_key)
         pairs = _pairs_of(config["axes_dims_rope"], "axes_dims_rope", cls, head["head_dim"])
-        return _axes(head, pairs, 10000.0, "fp32", 4096)
+        return _axes(head, pairs, 10000.0, "fp32", table)
     return axes
 
 
@@ -312,7 +326,7 @@ FAMILIES: Dict[str, Family] = {
          "rope_theta": 10000}, _ids_form("rope_theta")),
     "HiDreamImageTransformer2DModel": Family(
         "hidream-image", "HiDreamImageEmbedND / rope(), transformer_hidream_image.py (2x2 matrices, float64)",
-        {"attention_head_dim": 128, "num_attention_heads": 20, "axes_dims_rope": (32, 32)}, _ids_form()),
+        {"attention_head_dim": 128, "num_attention_heads": 20, "axes_dims_rope": (32, 32)}, _hidream),
     "PRXTransformer2DModel": Family(
         "prx", "PRXEmbedND, transformer_prx.py (2x2 matrices, float64)",
         {"hidden_size": 1792, "num_heads": 28, "axes_dim": None, "theta": 10000}, _prx),
@@ -391,7 +405,7 @@ FAMILIES: Dict[str, Family] = {
                                        _FLUX, _qwen_form()),
     "QwenImage21Transformer2DModel": Family(
         "qwen-image21", "QwenImage21Rope, transformer_qwenimage21.py",
-        {"attention_head_dim": 128, "num_attention_heads": 32, "axes_dims_rope": (16, 56, 56)}, _qwen_form()),
+        {"attention_head_dim": 128, "num_attention_heads": 32, "axes_dims_rope": (16, 56, 56)}, _qwen_form(table=8192)),
     "NucleusMoEImageTransformer2DModel": Family(
         "nucleus-moe-image", "NucleusMoEEmbedRope, transformer_nucleusmoe_image.py",
         {"attention_head_dim": 128, "num_attention_heads": 16, "num_key_value_heads": None,
