@@ -242,6 +242,21 @@ def _minimax_h3(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
     return _axes(head, [f, f, f], _theta(config, "rope_theta", cls), "fp32", 4096, layout="neox", rotary_dim=6 * f)
 
 
+def _sequence_form(head_of: Callable[[Dict[str, Any], str], Dict[str, int]],
+                   rotated: Callable[[Dict[str, Any], int], int],
+                   theta_key: str = "", theta: float = 10000.0) -> Callable[[Dict[str, Any], str], Dict[str, Any]]:
+    """1-D audio DiTs: one axis (the token index), float32 θ^(-2j/R) over the first R = rotated(D)
+    dims, neox halves (rotate_half / use_real_unbind_dim=-2, cos and sin concatenated twice)."""
+    def axes(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
+        head = head_of(config, cls)
+        rotary = rotated(config, head["head_dim"])
+        if isinstance(rotary, bool) or not isinstance(rotary, int) or rotary % 2 or not 0 < rotary <= head["head_dim"]:
+            raise _spec_error(cls, "rotary width", rotary, f"an even size of at most the head, {head['head_dim']}")
+        value = _theta(config, theta_key, cls) if theta_key else theta
+        return _axes(head, [rotary // 2], value, "fp32", 1 << 20, layout="neox", rotary_dim=rotary)
+    return axes
+
+
 def _qwen_form(kv_key: str = "", table: int = 4096) -> Callable[[Dict[str, Any], str], Dict[str, Any]]:
     """QwenEmbedRope's form (θ 10000, float32 table, complex multiply); rows and columns centred
     (negative positions: the spec serves the non-negative half)."""
@@ -400,6 +415,32 @@ FAMILIES: Dict[str, Family] = {
         "minimax-h3", "MiniMaxH3RotaryPosEmbed, transformer_minimax_h3.py",
         {"attention_head_dim": 128, "num_attention_heads": 56, "rope_freq_dim": 16, "rope_theta": 10000.0},
         _minimax_h3),
+    # 1-D audio DiTs (one axis: the token index; neox halves)
+    "StableAudioDiTModel": Family(
+        "stable-audio", "get_1d_rotary_pos_embed(attention_head_dim // 2) built by pipeline_stable_audio.py, "
+        "StableAudioAttnProcessor2_0 (attention_processor.py): the first D/2 dims rotate",
+        {"attention_head_dim": 64, "num_attention_heads": 24, "num_key_value_attention_heads": 12},
+        _sequence_form(lambda c, n: _head(c, n, kv_key="num_key_value_attention_heads"), lambda c, d: d // 2)),
+    "StableAudio3DiTModel": Family(
+        "stable-audio3", "StableAudio3RotaryEmbedding(dim_heads // 2), transformer_stable_audio3.py "
+        "(differential attention: q1/k1 and q2/k2 each rotated alike)",
+        {"embed_dim": 1536, "num_heads": 24},
+        _sequence_form(lambda c, n: _split_head(c, n, "embed_dim", "num_heads"), lambda c, d: d // 2)),
+    "AceStepTransformer1DModel": Family(
+        "ace-step", "_ace_step_rotary_freqs (get_1d_rotary_pos_embed, repeat_interleave_real=False), "
+        "ace_step_transformer.py",
+        {"head_dim": 128, "num_attention_heads": 16, "num_key_value_heads": 8, "rope_theta": 1000000.0},
+        _sequence_form(lambda c, n: _head(c, n, "head_dim", kv_key="num_key_value_heads"), lambda c, d: d,
+                       "rope_theta")),
+    "LongCatAudioDiTTransformer": Family(
+        "longcat-audio", "AudioDiTRotaryEmbedding(dim_head, base=100000), transformer_longcat_audio_dit.py (its "
+        "cross-attention rotates q at the audio positions and k at the prompt's: one call each)",
+        {"dit_dim": 1536, "dit_heads": 24},
+        _sequence_form(lambda c, n: _split_head(c, n, "dit_dim", "dit_heads"), lambda c, d: d, theta=100000.0)),
+    "MiniMaxMusic3Transformer1DModel": Family(
+        "minimax-music3", "MiniMaxMusic3RotaryEmbedding(rotary_dim), transformer_minimax_music3.py",
+        {"attention_head_dim": 64, "num_attention_heads": 32, "rotary_dim": 32},
+        _sequence_form(_head, lambda c, d: c["rotary_dim"])),
     # Qwen-Image's form (centred positions)
     "QwenImageControlNetModel": Family("qwen-image-controlnet", "QwenEmbedRope, controlnets/controlnet_qwenimage.py",
                                        _FLUX, _qwen_form()),
@@ -478,14 +519,6 @@ REFUSED: Dict[str, str] = {
     "OmniGenTransformer2DModel": (
         "OmniGenSuScaledRotaryEmbedding (transformer_omnigen.py): 1-D LongRoPE (short_factor / long_factor per "
         "pair by sequence length, scaled cos/sin): rope_type is not default"),
-    "StableAudioDiTModel": (
-        "1-D partial neox RoPE (attention_processor.py StableAudioAttnProcessor2_0, rotary dim from the pipeline's "
-        "get_1d_rotary_pos_embed): a sequence rotary, outside the multi-axis import (not matched against ropejit)"),
-    "StableAudio3DiTModel": "1-D sequence RoPE (transformer_stable_audio3.py): outside the multi-axis import",
-    "AceStepTransformer1DModel": "1-D text-style RoPE, theta 1e6 (ace_step_transformer.py): outside the multi-axis import",
-    "LongCatAudioDiTTransformer": "1-D sequence RoPE (transformer_longcat_audio_dit.py): outside the multi-axis import",
-    "MiniMaxMusic3Transformer1DModel": (
-        "1-D partial RoPE, rotary_dim 32 (transformer_minimax_music3.py): outside the multi-axis import"),
     "ZImageControlNetModel": (
         "controlnet_z_image.py builds no rotary: it rotates by the freqs_cis its ZImageTransformer2DModel hands in "
         "(use that model's spec)"),

@@ -122,6 +122,7 @@ FLUX_LIKE = {  # class -> (module, rotary class, theta from the config or fixed)
 
 
 @needs_axes
+@pytest.mark.filterwarnings("ignore:`FluxPosEmbed` is deprecated:FutureWarning")  # Chroma's own import
 @pytest.mark.parametrize("name", sorted(FLUX_LIKE))
 def test_flux_like_spec_matches_pos_embed(name):
     module, rotary, theta_key = FLUX_LIKE[name]
@@ -423,3 +424,57 @@ def test_qwen_like_spec_matches_table(name):
     apply = getattr(module, "apply_rotary_emb_qwen", None) or module._apply_rotary_emb_nucleus
     q, k = _qk(spec, 33, 36)
     _check(spec, q, k, positions, *[apply(x, freqs, use_real=False) for x in (q, k)])
+
+
+def _stable_audio(config, tokens):
+    rotary = config["attention_head_dim"] // 2  # pipeline_stable_audio.py: rotary_embed_dim
+    cos, sin = embeddings.get_1d_rotary_pos_embed(rotary, tokens, use_real=True, repeat_interleave_real=False)
+
+    def apply(x):  # StableAudioAttnProcessor2_0 on [B, H, S, D]: the first `rotary` dims, neox halves
+        x = x.transpose(1, 2)
+        rotated = embeddings.apply_rotary_emb(x[..., :rotary], (cos, sin), use_real=True, use_real_unbind_dim=-2)
+        return torch.cat([rotated, x[..., rotary:]], -1).transpose(1, 2)
+    return apply
+
+
+def _stable_audio3(config, tokens):
+    module = T.transformer_stable_audio3
+    freqs = module.StableAudio3RotaryEmbedding(config["embed_dim"] // config["num_heads"] // 2)(tokens, "cpu")
+    return lambda x: module._apply_rotary_partial(x, freqs)
+
+
+def _ace_step(config, tokens):
+    cos, sin = T.ace_step_transformer._ace_step_rotary_freqs(tokens, config["head_dim"], config["rope_theta"],
+                                                             torch.device("cpu"), torch.float32)
+    return lambda x: embeddings.apply_rotary_emb(x, (cos, sin), use_real=True, use_real_unbind_dim=-2, sequence_dim=1)
+
+
+def _longcat_audio(config, tokens):
+    module = T.transformer_longcat_audio_dit
+    rope = module.AudioDiTRotaryEmbedding(config["dit_dim"] // config["dit_heads"], 2048, base=100000.0)
+    cos_sin = rope(torch.zeros(1, tokens, 1), tokens)
+    return lambda x: module._apply_rotary_emb(x, cos_sin)
+
+
+def _minimax_music3(config, tokens):
+    module = T.transformer_minimax_music3
+    cos_sin = module.MiniMaxMusic3RotaryEmbedding(config["rotary_dim"])(tokens, torch.device("cpu"))
+    return lambda x: module._apply_partial_rotary_emb(x, cos_sin)
+
+
+SEQUENCE_LIKE = {"StableAudioDiTModel": _stable_audio, "StableAudio3DiTModel": _stable_audio3,
+                 "AceStepTransformer1DModel": _ace_step, "LongCatAudioDiTTransformer": _longcat_audio,
+                 "MiniMaxMusic3Transformer1DModel": _minimax_music3}
+
+
+@needs_axes
+@pytest.mark.parametrize("name", sorted(SEQUENCE_LIKE))
+def test_sequence_spec_matches_rotary(name):
+    """1-D audio DiTs: token t at position t, neox halves over the rotated width."""
+    spec, config = _spec(name)
+    tokens = 77
+    apply = SEQUENCE_LIKE[name](config, tokens)
+    q, k = _qk(spec, tokens, 37)
+    if spec.num_kv_heads != spec.num_q_heads:  # GQA: diffusers repeats k's heads; the rotation is per head
+        assert name in ("StableAudioDiTModel", "AceStepTransformer1DModel")
+    _check(spec, q, k, torch.arange(tokens)[None], apply(q), apply(k))
