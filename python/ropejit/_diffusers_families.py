@@ -257,6 +257,31 @@ def _sequence_form(head_of: Callable[[Dict[str, Any], str], Dict[str, int]],
     return axes
 
 
+def _mrope(dim_key: str, section_key: str, kv_key: str = "") -> Callable[[Dict[str, Any], str], Dict[str, Any]]:
+    """Qwen3-VL's interleaved MRoPE (Ideogram4MRoPE, Cosmos3VLTextRotaryEmbedding): one float32 table
+    θ^(-2k/D), pair k rotated by h (k ≡ 1 mod 3, k < 3·s_h), w (k ≡ 2 mod 3, k < 3·s_w) or t;
+    neox halves. Not the axes form: ropejit's ``positions: "mrope"`` with ``mrope_interleaved``."""
+    def axes(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
+        head = _head(config, cls, dim_key, kv_key=kv_key)
+        section = config[section_key]
+        if section is None and section_key == "rope_axes_dim":  # Cosmos 3: rope_scaling's, else [24, 20, 20]
+            section = (config.get("rope_scaling") or {}).get("mrope_section", [24, 20, 20])
+        if not isinstance(section, (list, tuple)) or len(section) != 3 or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in section):
+            raise _spec_error(cls, section_key, section, "3 positive integers (t, h, w pairs)")
+        half = head["head_dim"] // 2
+        if not (3 * section[1] - 2 < half and 3 * section[2] - 1 < half):
+            raise _spec_error(cls, section_key, list(section), f"h and w sections whose interleaved pairs exist in "
+                              f"head_dim / 2 = {half} (3h - 2 and 3w - 1 below it)")
+        # every pair the h and w strides do not take is temporal: t's share is the rest of the head
+        section = [half - section[1] - section[2], section[1], section[2]]
+        result = _axes(head, [head["head_dim"] // 2], _theta(config, "rope_theta", cls), "fp32", 1 << 24,
+                       layout="neox")
+        result["io"] = {"positions": "mrope", "mrope_section": list(section), "mrope_interleaved": True}
+        return result
+    return axes
+
+
 def _qwen_form(kv_key: str = "", table: int = 4096) -> Callable[[Dict[str, Any], str], Dict[str, Any]]:
     """QwenEmbedRope's form (θ 10000, float32 table, complex multiply); rows and columns centred
     (negative positions: the spec serves the non-negative half)."""
@@ -441,6 +466,16 @@ FAMILIES: Dict[str, Family] = {
         "minimax-music3", "MiniMaxMusic3RotaryEmbedding(rotary_dim), transformer_minimax_music3.py",
         {"attention_head_dim": 64, "num_attention_heads": 32, "rotary_dim": 32},
         _sequence_form(_head, lambda c, d: c["rotary_dim"])),
+    # Qwen3-VL's interleaved MRoPE (positions "mrope", not "axes")
+    "Ideogram4Transformer2DModel": Family(
+        "ideogram4", "Ideogram4MRoPE, transformer_ideogram4.py (image positions from 65536)",
+        {"attention_head_dim": 256, "num_attention_heads": 18, "rope_theta": 5000000, "mrope_section": (24, 20, 20)},
+        _mrope("attention_head_dim", "mrope_section")),
+    "Cosmos3OmniTransformer": Family(
+        "cosmos3", "Cosmos3VLTextRotaryEmbedding, transformer_cosmos3.py (both pathways, und and gen)",
+        {"head_dim": 128, "num_attention_heads": 32, "num_key_value_heads": 8, "rope_theta": 5000000.0,
+         "rope_axes_dim": None, "rope_scaling": None},
+        _mrope("head_dim", "rope_axes_dim", "num_key_value_heads")),
     # Qwen-Image's form (centred positions)
     "QwenImageControlNetModel": Family("qwen-image-controlnet", "QwenEmbedRope, controlnets/controlnet_qwenimage.py",
                                        _FLUX, _qwen_form()),
@@ -509,13 +544,6 @@ REFUSED: Dict[str, str] = {
         "transformer_sana_wm.py: the camera (UCPE) attention rotates a half head by RoPE re-sliced to head_dim / 2 "
         "(_slice_rope_for_cam), and the output is rotated back by the conjugate (inverse_rope): no q/k rotation "
         "that a spec expresses"),
-    "Ideogram4Transformer2DModel": (
-        "Ideogram4MRoPE (transformer_ideogram4.py) is a text-style interleaved MRoPE: one global table "
-        "theta^(-2k/D) with axes assigned per pair by mrope_section (24, 20, 20), unequal sections: neither own "
-        "per-axis frequencies nor the equal-section global_alternate form"),
-    "Cosmos3OmniTransformer": (
-        "Cosmos3VLTextRotaryEmbedding (transformer_cosmos3.py) is a VL text interleaved MRoPE (global "
-        "theta^(-2k/D), apply_interleaved_mrope by rope_axes_dim) with rope_scaling: not the axes form"),
     "OmniGenTransformer2DModel": (
         "OmniGenSuScaledRotaryEmbedding (transformer_omnigen.py): 1-D LongRoPE (short_factor / long_factor per "
         "pair by sequence length, scaled cos/sin): rope_type is not default"),

@@ -70,7 +70,7 @@ def spec_dict(config_or_model: Any, *, dtype: Optional[str] = None, name: str = 
         "max_position_embeddings": axes["max"],
         "angle": axes["angle"],
         "rope": {"rope_type": "default", "rope_theta": axes["theta"][0]},
-        "io": {"positions": "axes",
-               "axes": {"pairs": axes["pairs"], "theta": axes["theta"], "frequencies": "own",
-                        "placement": "contiguous"}},
+        "io": axes.get("io") or {"positions": "axes",
+                                 "axes": {"pairs": axes["pairs"], "theta": axes["theta"], "frequencies": "own",
+                                          "placement": "contiguous"}},
     }

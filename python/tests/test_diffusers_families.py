@@ -478,3 +478,43 @@ def test_sequence_spec_matches_rotary(name):
     if spec.num_kv_heads != spec.num_q_heads:  # GQA: diffusers repeats k's heads; the rotation is per head
         assert name in ("StableAudioDiTModel", "AceStepTransformer1DModel")
     _check(spec, q, k, torch.arange(tokens)[None], apply(q), apply(k))
+
+
+@needs_axes
+@pytest.mark.parametrize("name", ["Ideogram4Transformer2DModel", "Cosmos3OmniTransformer"])
+def test_interleaved_mrope_spec_matches_rotary(name):
+    """Qwen3-VL-style interleaved MRoPE: the spec is ropejit's mrope form (not axes). Text tokens
+    carry one position on all three axes; image tokens (t, h, w), Ideogram 4's from 65536."""
+    spec, config = _spec(name)
+    io = spec.to_dict()["io"]
+    assert io["positions"] == "mrope" and io["mrope_interleaved"]
+    generator = torch.Generator().manual_seed(38)
+    text = torch.arange(9).expand(3, 9)
+    start = 65536 if name.startswith("Ideogram") else 9
+    image = _grid(1, 5, 7)[:, 0] + torch.tensor([[start], [start], [start]])
+    positions = torch.cat([text, image, torch.randint(0, 4000, (3, 7), generator=generator)], dim=1)  # 51 tokens
+    q, k = _qk(spec, 51, 39)
+    if name.startswith("Ideogram"):
+        module = T.transformer_ideogram4
+        rope = module.Ideogram4MRoPE(head_dim=config["attention_head_dim"], base=config["rope_theta"],
+                                     mrope_section=config["mrope_section"])
+        cos, sin = (t.unsqueeze(2) for t in rope(positions.t()[None]))
+    else:
+        module = T.transformer_cosmos3
+        rope = module.Cosmos3VLTextRotaryEmbedding(head_dim=config["head_dim"], rope_theta=config["rope_theta"],
+                                                   rope_axes_dim=[24, 20, 20])  # the default from rope_scaling None
+        cos, sin = (t.unsqueeze(2) for t in rope(positions[:, None], torch.device("cpu"), torch.float32))
+    theirs = [x * cos + module._rotate_half(x) * sin for x in (q, k)]
+    # Both sides compute the angle p·f in float32, an ulp apart at most (ropejit's inv_freq is correctly
+    # rounded, torch.pow's may be an ulp off): up to p·f·2^-22 rad per pair, which at Ideogram 4's image
+    # positions (65536 on) exceeds the 1e-5 of the other tests; each element is held to that bound.
+    half = spec.head_dim // 2
+    inv_freq = float(config["rope_theta"]) ** (-torch.arange(half, dtype=torch.float64) * 2 / spec.head_dim)
+    angle_error = positions.max(0).values.double()[:, None] * inv_freq * 2.0 ** -22  # [S, D/2]
+    for mine, want, x in zip(_ours(spec, q, k, positions), theirs, (q, k)):
+        magnitude = (x[..., :half].abs() + x[..., half:].abs()).double()  # each neox pair's two elements
+        bound = (angle_error[None, :, None] * magnitude).repeat(1, 1, 1, 2) + 1e-5 * float(want.abs().max())
+        excess = ((mine - want).abs().double() - bound).max()
+        assert excess <= 0, f"{name}: ropejit and diffusers differ beyond the float32 angle bound by {excess}"
+    if name.startswith("Cosmos3"):  # positions < 4000: the plain 1e-5 holds too
+        _check(spec, q, k, positions, *theirs)
