@@ -11,6 +11,7 @@ pairs in both halves, contiguous) and the head: ``head_dim``, ``heads``, ``kv_he
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Mapping
 
@@ -225,13 +226,6 @@ def _cosmos(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
     return _axes(head, pairs, thetas, "fp32", 4096, layout="neox")
 
 
-def _helios(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
-    # HeliosRotaryPosEmbed(rope_dim, rope_theta): float32 inv_freq and einsum, interleaved.
-    head = _head(config, cls)
-    pairs = _pairs_of(config["rope_dim"], "rope_dim", cls, head["head_dim"])
-    return _axes(head, pairs, _theta(config, "rope_theta", cls), "fp32", 4096)
-
-
 def _minimax_h3(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
     # MiniMaxH3RotaryPosEmbed(rope_freq_dim, rope_theta): one float32 inv_freq of rope_freq_dim pairs
     # shared by t, h and w (each axis's own θ^(-2j/d_a)), neox over the first 6·rope_freq_dim dims.
@@ -280,6 +274,32 @@ def _mrope(dim_key: str, section_key: str, kv_key: str = "") -> Callable[[Dict[s
         result["io"] = {"positions": "mrope", "mrope_section": list(section), "mrope_interleaved": True}
         return result
     return axes
+
+
+def _omnigen(config: Dict[str, Any], cls: str) -> Dict[str, Any]:
+    """OmniGenSuScaledRotaryEmbedding(hidden_size // heads, max_position_embeddings, original, rope_base,
+    rope_scaling): Phi-3's LongRoPE on one position stream (short_factor up to original_max, long_factor
+    past it, by max(position) + 1; cos and sin scaled by sqrt(1 + ln(max / original) / ln(original))),
+    float32, neox halves: ropejit's rope_type longrope with explicit positions (not the axes form)."""
+    head = _split_head(config, cls, "hidden_size", "num_attention_heads", "num_key_value_heads")
+    scaling = config["rope_scaling"]
+    half = head["head_dim"] // 2
+    if not isinstance(scaling, Mapping) or not all(
+            isinstance(scaling.get(key), (list, tuple)) and len(scaling[key]) == half
+            for key in ("short_factor", "long_factor")):
+        raise _spec_error(cls, "rope_scaling", scaling, f"a dict with short_factor and long_factor, {half} numbers "
+                          "each (the class default None fails in OmniGenSuScaledRotaryEmbedding)")
+    longest = _positive(config, "max_position_embeddings", cls)
+    original = _positive(config, "original_max_position_embeddings", cls)
+    scale = longest / original
+    attention = 1.0 if scale <= 1.0 else math.sqrt(1 + math.log(scale) / math.log(original))
+    theta = _theta(config, "rope_base", cls)
+    result = _axes(head, [half], theta, "fp32", longest, layout="neox")
+    result["rope"] = {"rope_type": "longrope", "rope_theta": theta, "short_factor": list(scaling["short_factor"]),
+                      "long_factor": list(scaling["long_factor"]), "original_max_position_embeddings": original,
+                      "attention_factor": attention}
+    result["io"] = {"positions": "explicit"}
+    return result
 
 
 def _qwen_form(kv_key: str = "", table: int = 4096) -> Callable[[Dict[str, Any], str], Dict[str, Any]]:
@@ -388,10 +408,6 @@ FAMILIES: Dict[str, Family] = {
         "wan-animate2", "rope_params / rope_apply, transformer_wan_animate_2.py (complex128; positions t * stride + "
         "offset, h + offset, w + offset, integers)",
         {"dim": 5120, "num_heads": 40}, _wan_animate2),
-    "HeliosTransformer3DModel": Family(
-        "helios", "HeliosRotaryPosEmbed, transformer_helios.py",
-        {"attention_head_dim": 128, "num_attention_heads": 40, "rope_dim": (44, 42, 42), "rope_theta": 10000.0},
-        _helios),
     # HunyuanVideo's form (get_1d_rotary_pos_embed of the patch grid)
     "HunyuanVideo15Transformer3DModel": Family(
         "hunyuan-video15", "HunyuanVideo15RotaryPosEmbed, transformer_hunyuan_video15.py",
@@ -476,6 +492,10 @@ FAMILIES: Dict[str, Family] = {
         {"head_dim": 128, "num_attention_heads": 32, "num_key_value_heads": 8, "rope_theta": 5000000.0,
          "rope_axes_dim": None, "rope_scaling": None},
         _mrope("head_dim", "rope_axes_dim", "num_key_value_heads")),
+    "OmniGenTransformer2DModel": Family(
+        "omnigen", "OmniGenSuScaledRotaryEmbedding, transformer_omnigen.py (Phi-3 LongRoPE)",
+        {"hidden_size": 3072, "num_attention_heads": 32, "num_key_value_heads": 32, "max_position_embeddings": 131072,
+         "original_max_position_embeddings": 4096, "rope_base": 10000, "rope_scaling": None}, _omnigen),
     # Qwen-Image's form (centred positions)
     "QwenImageControlNetModel": Family("qwen-image-controlnet", "QwenEmbedRope, controlnets/controlnet_qwenimage.py",
                                        _FLUX, _qwen_form()),
@@ -540,13 +560,14 @@ REFUSED: Dict[str, str] = {
     "HunyuanVideoFramepackTransformer3DModel": (
         "transformer_hunyuan_video_framepack.py _pad_rotary_emb: the 2x and 4x history tokens take avg_pool3d of "
         "their neighbours' cos and sin (_center_down_sample_3d), which is no rotation at any position"),
+    "HeliosTransformer3DModel": (
+        "transformer_helios.py forward: the mid and long history tokens take avg_pool3d of their neighbours' cos and "
+        "sin (center_down_sample_3d, kernels 2 and 4), which is no rotation at any position (the current and short "
+        "history tokens are HeliosRotaryPosEmbed's integer t, h, w grid, interleaved, float32)"),
     "SanaWMTransformer3DModel": (
         "transformer_sana_wm.py: the camera (UCPE) attention rotates a half head by RoPE re-sliced to head_dim / 2 "
         "(_slice_rope_for_cam), and the output is rotated back by the conjugate (inverse_rope): no q/k rotation "
         "that a spec expresses"),
-    "OmniGenTransformer2DModel": (
-        "OmniGenSuScaledRotaryEmbedding (transformer_omnigen.py): 1-D LongRoPE (short_factor / long_factor per "
-        "pair by sequence length, scaled cos/sin): rope_type is not default"),
     "ZImageControlNetModel": (
         "controlnet_z_image.py builds no rotary: it rotates by the freqs_cis its ZImageTransformer2DModel hands in "
         "(use that model's spec)"),

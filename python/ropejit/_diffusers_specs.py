@@ -69,7 +69,7 @@ def spec_dict(config_or_model: Any, *, dtype: Optional[str] = None, name: str = 
         "dtype": dtype or "bf16",
         "max_position_embeddings": axes["max"],
         "angle": axes["angle"],
-        "rope": {"rope_type": "default", "rope_theta": axes["theta"][0]},
+        "rope": axes.get("rope") or {"rope_type": "default", "rope_theta": axes["theta"][0]},
         "io": axes.get("io") or {"positions": "axes",
                                  "axes": {"pairs": axes["pairs"], "theta": axes["theta"], "frequencies": "own",
                                           "placement": "contiguous"}},

@@ -240,19 +240,6 @@ def test_wan_animate2_spec_matches_rope_apply():
     _check(spec, q, k, positions, *[module.rope_apply(x, grid, freqs, stride) for x in (q, k)])
 
 
-@needs_axes
-def test_helios_spec_matches_rotary_module():
-    spec, config = _spec("HeliosTransformer3DModel")
-    module = T.transformer_helios
-    rope = module.HeliosRotaryPosEmbed(rope_dim=config["rope_dim"], theta=config["rope_theta"])
-    frames = torch.tensor([[0, 3, 7]])  # history-style frame indices
-    freqs = rope(frame_indices=frames, height=3, width=5, device=torch.device("cpu")).flatten(2).transpose(1, 2)
-    q, k = _qk(spec, 45, 21)
-    positions = _grid(3, 3, 5)[:, 0]
-    positions[0] = frames[0][positions[0]]
-    _check(spec, q, k, positions, *[module.apply_rotary_emb_transposed(x, freqs) for x in (q, k)])
-
-
 GRID_LIKE = {  # class -> rotary built from (config) -> module, and the hidden_states shape for 3 x 5 x 7
     "HunyuanVideo15Transformer3DModel": lambda c: T.transformer_hunyuan_video15.HunyuanVideo15RotaryPosEmbed(
         c["patch_size"], c["patch_size_t"], c["rope_axes_dim"], c["rope_theta"]),
@@ -518,3 +505,29 @@ def test_interleaved_mrope_spec_matches_rotary(name):
         assert excess <= 0, f"{name}: ropejit and diffusers differ beyond the float32 angle bound by {excess}"
     if name.startswith("Cosmos3"):  # positions < 4000: the plain 1e-5 holds too
         _check(spec, q, k, positions, *theirs)
+
+
+@needs_axes
+@pytest.mark.parametrize("longest", [40, 5000])  # short_factor (max position + 1 <= 4096), long_factor past it
+def test_omnigen_longrope_spec_matches_rotary(longest):
+    generator = torch.Generator().manual_seed(40)
+    half = 3072 // 32 // 2
+    scaling = {"short_factor": (1 + torch.rand(half, generator=generator)).tolist(),
+               "long_factor": (1 + 4 * torch.rand(half, generator=generator)).tolist()}
+    spec, config = _spec("OmniGenTransformer2DModel", rope_scaling=scaling)
+    assert spec.to_dict()["rope"]["rope_type"] == "longrope"
+    module = T.transformer_omnigen
+    rope = module.OmniGenSuScaledRotaryEmbedding(
+        config["hidden_size"] // config["num_attention_heads"], config["max_position_embeddings"],
+        config["original_max_position_embeddings"], config["rope_base"], scaling)
+    positions = torch.randint(0, longest, (1, 43), generator=generator)
+    positions[0, 0] = longest - 1  # the table follows max(position) + 1
+    cos, sin = rope(torch.zeros(1), positions)
+    q, k = _qk(spec, 43, 41)
+    theirs = [embeddings.apply_rotary_emb(x.transpose(1, 2), (cos, sin), use_real_unbind_dim=-2).transpose(1, 2)
+              for x in (q, k)]  # OmniGen rotates [B, H, S, D]
+    ours = ropejit.torch.apply_rope(q, k, positions, spec=spec, seq_len=longest)
+    for mine, want in zip(ours, theirs):
+        _close(mine, want)
+    with pytest.raises(ropejit.SpecError, match="rope_scaling = None"):
+        ropejit.Spec.from_diffusers(_default_config("OmniGenTransformer2DModel"))
