@@ -542,8 +542,10 @@ REFUSED: Dict[str, str] = {
         "(hunyuan_transformer_2d.py takes the cos/sin): fractional float positions"),
     "HunyuanDiT2DControlNetModel": "HunyuanDiT's rotary (linspace resize-crop positions: fractional floats)",
     "LuminaNextDiT2DModel": (
-        "get_2d_rotary_pos_embed_lumina (built by pipeline_lumina.py) divides positions by linear_factor and scales "
-        "theta by ntk_factor, switching between them with the denoising timestep: float positions, a theta per step"),
+        "get_2d_rotary_pos_embed_lumina (embeddings.py, built by pipeline_lumina.py each step): h and w alternate "
+        "per pair (which the axes form has), but above the default resolution the pipeline divides positions by "
+        "linear_factor = sqrt(H·W) / 1024 (fractional) or scales theta by it (ntk_factor), switching between the "
+        "two with the denoising timestep (scaling_watershed): no one spec"),
     "Kandinsky5Transformer3DModel": (
         "transformer_kandinsky.py: Kandinsky5RoPE3D divides each axis's angles by the forward's scale_factor "
         "(float positions unless 1), and the text blocks rotate with Kandinsky5RoPE1D (one axis over the whole head): "
@@ -565,9 +567,10 @@ REFUSED: Dict[str, str] = {
         "sin (center_down_sample_3d, kernels 2 and 4), which is no rotation at any position (the current and short "
         "history tokens are HeliosRotaryPosEmbed's integer t, h, w grid, interleaved, float32)"),
     "SanaWMTransformer3DModel": (
-        "transformer_sana_wm.py: the camera (UCPE) attention rotates a half head by RoPE re-sliced to head_dim / 2 "
-        "(_slice_rope_for_cam), and the output is rotated back by the conjugate (inverse_rope): no q/k rotation "
-        "that a spec expresses"),
+        "transformer_sana_wm.py: its linear attention rotates q and k in Wan's form (float32 table), but its camera "
+        "attention (_apply_ucpe_transform) multiplies the first half of each head by per-token 4x4 ray matrices, "
+        "rotates the second half by RoPE re-sliced to head_dim / 2 (_slice_rope_for_cam), and rotates the attention "
+        "output back by the conjugate (inverse_rope): a transform of q, k and the output that no q/k spec expresses"),
     "ZImageControlNetModel": (
         "controlnet_z_image.py builds no rotary: it rotates by the freqs_cis its ZImageTransformer2DModel hands in "
         "(use that model's spec)"),
