@@ -544,8 +544,8 @@ REFUSED: Dict[str, str] = {
     "LuminaNextDiT2DModel": (
         "get_2d_rotary_pos_embed_lumina (embeddings.py, built by pipeline_lumina.py each step): h and w alternate "
         "per pair (which the axes form has), but above the default resolution the pipeline divides positions by "
-        "linear_factor = sqrt(H·W) / 1024 (fractional) or scales theta by it (ntk_factor), switching between the "
-        "two with the denoising timestep (scaling_watershed): no one spec"),
+        "scaling_factor = sqrt(H·W) / default_image_size (fractional) or scales theta by it (ntk_factor), switching "
+        "between the two with the denoising timestep (scaling_watershed): no one spec"),
     "Kandinsky5Transformer3DModel": (
         "transformer_kandinsky.py: Kandinsky5RoPE3D divides each axis's angles by the forward's scale_factor "
         "(float positions unless 1), and the text blocks rotate with Kandinsky5RoPE1D (one axis over the whole head): "
