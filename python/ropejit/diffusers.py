@@ -8,7 +8,8 @@ position of each token on each axis (keyed by the cos tensor's identity, held we
 then runs ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffusers`, the
 ``axes`` positions form) instead of the cos/sin arithmetic:
 
-- Flux, Flux 2: diffusers' ``apply_rotary_emb``, as imported into their modules, is replaced;
+- Flux, Flux 2, Chroma (Flux's processor), LongCat-Image, Ovis-Image: diffusers'
+  ``apply_rotary_emb``, as imported into their modules, is replaced;
 - HunyuanVideo: its processor imports ``apply_rotary_emb`` from ``embeddings`` at each call, so
   that one is replaced;
 - Wan: its processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped for a
@@ -423,6 +424,11 @@ _ROUTES: Dict[str, Route] = {
     # HunyuanVideo's processor imports apply_rotary_emb from embeddings at each call.
     "hunyuan-video": Route("rope", "grid", ("diffusers.models.embeddings",)),
     "wan": Route("rope", "grid", processor=True),
+    # Chroma's blocks run transformer_flux's FluxAttnProcessor; LongCat-Image's and Ovis-Image's
+    # processors call the apply_rotary_emb imported into their own modules.
+    "chroma": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux",)),
+    "longcat-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_longcat_image",)),
+    "ovis-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_ovis_image",)),
 }
 
 

@@ -250,6 +250,21 @@ def _tiny_hunyuan_video():
     return model, inputs
 
 
+def _tiny_flux_like(name, **extra):
+    """Chroma, LongCat-Image, Ovis-Image: Flux's double and single blocks, Flux's ids."""
+    torch.manual_seed(0)
+    model = getattr(diffusers, name)(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                     attention_head_dim=16, num_attention_heads=2, joint_attention_dim=8,
+                                     axes_dims_rope=(4, 6, 6), **extra).eval()
+    generator = torch.Generator().manual_seed(11)
+    rows, cols, text = 3, 5, 4
+    img_ids = torch.cat([torch.zeros(1, rows * cols, dtype=torch.long), _grid(rows, cols)[:, 0]]).t()
+    inputs = dict(hidden_states=torch.randn(1, rows * cols, 4, generator=generator),
+                  encoder_hidden_states=torch.randn(1, text, 8, generator=generator), timestep=torch.tensor([0.5]),
+                  img_ids=img_ids.to(torch.float64), txt_ids=torch.zeros(text, 3, dtype=torch.float64))
+    return model, inputs
+
+
 def _run(model, inputs):
     with torch.no_grad():
         return model(**inputs, return_dict=False)[0]
@@ -259,7 +274,11 @@ def _run(model, inputs):
 TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call each
         "wan": (_tiny_wan, 2, 0, 4),  # one call per block (q and k together); attn1 and attn2 swapped
         "flux2": (_tiny_flux2, 4, 4, 0),  # its cos is text's and image's concatenated: the cos/sin route
-        "hunyuan-video": (_tiny_hunyuan_video, 4, 0, 0)}
+        "hunyuan-video": (_tiny_hunyuan_video, 4, 0, 0),
+        "chroma": (lambda: _tiny_flux_like("ChromaTransformer2DModel", approximator_num_channels=8,
+                                           approximator_hidden_dim=16, approximator_layers=1), 4, 0, 0),
+        "longcat-image": (lambda: _tiny_flux_like("LongCatImageTransformer2DModel", pooled_projection_dim=8), 4, 0, 0),
+        "ovis-image": (lambda: _tiny_flux_like("OvisImageTransformer2DModel", out_channels=4), 4, 0, 0)}
 
 
 @needs_axes
@@ -288,6 +307,8 @@ def test_patch_tiny_model(family):
     assert not hasattr(model, "_ropejit_patch")
     assert diffusers.models.transformers.transformer_flux.apply_rotary_emb is embeddings.apply_rotary_emb
     assert diffusers.models.transformers.transformer_flux2.apply_rotary_emb is embeddings.apply_rotary_emb
+    for module in ("transformer_longcat_image", "transformer_ovis_image"):
+        assert getattr(diffusers.models.transformers, module).apply_rotary_emb is embeddings.apply_rotary_emb
     assert embeddings.apply_rotary_emb.__module__ == "diffusers.models.embeddings"
     assert not any(type(m.processor).__name__.startswith("Ropejit") for m in model.modules() if hasattr(m, "processor"))
     torch.testing.assert_close(_run(model, inputs), expected, rtol=0, atol=0)
