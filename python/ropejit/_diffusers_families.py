@@ -84,8 +84,7 @@ def _split_head(config: Dict[str, Any], cls: str, dim_key: str, heads_key: str, 
     dim, heads = _positive(config, dim_key, cls), _positive(config, heads_key, cls)
     if dim % heads:
         raise _spec_error(cls, dim_key, dim, f"a multiple of {heads_key} = {heads}")
-    head = _head({"d": dim // heads, "h": heads, "k": config.get(kv_key) if kv_key else None}, cls, "d", "h", "k")
-    return head
+    return _head(dict(config, **{"head_dim (computed)": dim // heads}), cls, "head_dim (computed)", heads_key, kv_key)
 
 
 def _axes(head: Dict[str, int], pairs: List[int], theta: Any, angle: str, max_positions: int,

@@ -531,3 +531,23 @@ def test_omnigen_longrope_spec_matches_rotary(longest):
         _close(mine, want)
     with pytest.raises(ropejit.SpecError, match="rope_scaling = None"):
         ropejit.Spec.from_diffusers(_default_config("OmniGenTransformer2DModel"))
+
+
+@pytest.mark.parametrize("name, key, value, allowed", [
+    ("Lumina2Transformer2DModel", "num_kv_heads", 5, "a divisor of num_attention_heads = 24"),
+    ("ZImageTransformer2DModel", "dim", 3841, "a multiple of n_heads = 30"),
+    ("CosmosTransformer3DModel", "rope_scale", (1, 2), "3 positive numbers"),
+    ("MiniMaxH3Transformer3DModel", "rope_freq_dim", 30, "at most attention_head_dim / 6 = 21"),
+    ("Ideogram4Transformer2DModel", "mrope_section", (24, 50, 20), "h and w sections whose interleaved pairs exist"),
+    ("CogView4Transformer2DModel", "attention_head_dim", 42, "a multiple of 4"),
+    ("Krea2Transformer2DModel", "axes_dims_rope", (32, 48, 40), "sizes summing to attention_head_dim = 128"),
+    ("HunyuanImageTransformer2DModel", "patch_size", (1, 2, 2), "2 sizes, one per rope_axes_dim axis"),
+])
+def test_config_errors_name_class_key_value_and_allowed(name, key, value, allowed):
+    with pytest.raises(ropejit.SpecError) as info:
+        ropejit.Spec.from_diffusers(dict(_default_config(name), **{key: value}))
+    message = str(info.value)
+    shown = {repr(value), repr(list(value)) if isinstance(value, tuple) else repr(value)}
+    assert message.startswith(f"{name}: config {key} = ") and any(f"= {v} is not allowed" in message for v in shown)
+    assert allowed in message, message
+    assert info.value.issues[0][0] == key
