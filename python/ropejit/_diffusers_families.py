@@ -528,11 +528,12 @@ REFUSED: Dict[str, str] = {
         "turn by different angles, which is not a rotation ropejit's layouts express"),
     "AllegroTransformer3DModel": (
         "get_3d_rotary_pos_embed_allegro / apply_rotary_emb_allegro (embeddings.py) rotate each axis's D/3 block as "
-        "its own neox halves (per-axis rotate_half), and the positions are linspace grids divided by "
-        "interpolation_scale_t/h/w (floats)"),
+        "its own neox halves (per-axis rotate_half), and the positions are integer grids divided by "
+        "interpolation_scale_t/h/w (2.2, 2.0, 2.0 by default: fractional)"),
     "EasyAnimateTransformer3DModel": (
         "EasyAnimateRotaryPosEmbed (transformer_easyanimate.py) calls get_3d_rotary_pos_embed with the default "
-        "grid_type='linspace' over a resize-crop region of a 90 x 60 base grid: fractional float positions"),
+        "grid_type='linspace' over a resize-crop region of a 90 x 60 base grid: fractional float positions unless "
+        "the latent grid is that crop region"),
     "ConsisIDTransformer3DModel": (
         "its pipeline (pipeline_consisid.py _prepare_rotary_positional_embeddings) builds get_3d_rotary_pos_embed "
         "with grid_type='linspace' over the resize-crop region (CogVideoX 1.0's form): fractional float positions"),
@@ -547,13 +548,15 @@ REFUSED: Dict[str, str] = {
         "between the two with the denoising timestep (scaling_watershed): no one spec"),
     "Kandinsky5Transformer3DModel": (
         "transformer_kandinsky.py: Kandinsky5RoPE3D divides each axis's angles by the forward's scale_factor "
-        "(float positions unless 1), and the text blocks rotate with Kandinsky5RoPE1D (one axis over the whole head): "
-        "two rotary forms in one model"),
+        "((1, 2, 2) between 480p and 854p in pipeline_kandinsky.py _get_scale_factor: half-integer positions), and "
+        "the text blocks rotate with Kandinsky5RoPE1D (one axis over the whole head): two rotary forms in one model"),
     "Kandinsky6Transformer3DModel": (
         "transformer_kandinsky6.py: Kandinsky6RoPE3D divides angles by scale_factor (config default (1.0, 2.0, 2.0): "
-        "half-integer h and w positions), text blocks rotate with Kandinsky6RoPE1D"),
+        "half-integer h and w positions); its text and audio blocks rotate with Kandinsky6RoPE1D (one axis over the "
+        "whole head, the audio one with freqs_scaling): several rotary forms in one model"),
     "Kandinsky6SRTransformer3DModel": (
-        "transformer_kandinsky6_sr.py: Kandinsky6SRRoPE3D, Kandinsky 6's form (angles divided by scale_factor)"),
+        "transformer_kandinsky6_sr.py: Kandinsky6SRRoPE3D divides angles by scale_factor (documented default "
+        "(1.0, 2.0, 2.0): half-integer h and w positions)"),
     "AnyFlowFARTransformer3DModel": (
         "AnyFlowCausalRotaryPosEmbed (transformer_anyflow_far.py) rotates compressed-frame tokens by the normalised "
         "average of K consecutive positions' unit phasors (avg_pool_complex): a half-integer position that turns by "

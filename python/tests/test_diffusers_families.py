@@ -551,3 +551,13 @@ def test_config_errors_name_class_key_value_and_allowed(name, key, value, allowe
     assert message.startswith(f"{name}: config {key} = ") and any(f"= {v} is not allowed" in message for v in shown)
     assert allowed in message, message
     assert info.value.issues[0][0] == key
+
+
+def test_docs_list_every_class():
+    """docs/diffusers.md's two tables name every row of FAMILIES and REFUSED, with the counts."""
+    import pathlib
+    text = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "diffusers.md").read_text()
+    families, refused = _diffusers_specs.FAMILIES, _diffusers_specs.REFUSED
+    missing = [name for name in list(families) + list(refused) if f"| `{name}` |" not in text]
+    assert not missing, f"docs/diffusers.md lacks rows for {missing}"
+    assert f"### Imported ({len(families)})" in text and f"### Refused by name ({len(refused)})" in text
