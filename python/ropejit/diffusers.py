@@ -8,7 +8,7 @@ position of each token on each axis (keyed by the cos tensor's identity, held we
 then runs ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffusers`, the
 ``axes`` positions form) instead of the cos/sin arithmetic:
 
-- Flux, Flux 2, Chroma (Flux's processor), LongCat-Image, Ovis-Image: diffusers'
+- Flux, Flux 2, Flux 3, Chroma (Flux's processor), LongCat-Image, Ovis-Image, Bria: diffusers'
   ``apply_rotary_emb``, as imported into their modules, is replaced;
 - HunyuanVideo: its processor imports ``apply_rotary_emb`` from ``embeddings`` at each call, so
   that one is replaced;
@@ -424,11 +424,14 @@ _ROUTES: Dict[str, Route] = {
     # HunyuanVideo's processor imports apply_rotary_emb from embeddings at each call.
     "hunyuan-video": Route("rope", "grid", ("diffusers.models.embeddings",)),
     "wan": Route("rope", "grid", processor=True),
-    # Chroma's blocks run transformer_flux's FluxAttnProcessor; LongCat-Image's and Ovis-Image's
-    # processors call the apply_rotary_emb imported into their own modules.
+    # Chroma's blocks run transformer_flux's FluxAttnProcessor; LongCat-Image's, Ovis-Image's, Bria's
+    # and Flux 3's processors call the apply_rotary_emb imported into their own modules (Flux 3's
+    # joint blocks concatenate text and image cos/sin: the cos/sin route).
     "chroma": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux",)),
     "longcat-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_longcat_image",)),
     "ovis-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_ovis_image",)),
+    "bria": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_bria",)),
+    "flux3": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux3",)),
 }
 
 

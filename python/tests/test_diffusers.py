@@ -265,6 +265,14 @@ def _tiny_flux_like(name, **extra):
     return model, inputs
 
 
+def _tiny_flux3():
+    torch.manual_seed(0)
+    model = diffusers.Flux3Transformer2DModel(in_channels=4, cond_in_channels=4, num_layers=1, num_single_layers=1,
+                                              attention_head_dim=16, num_attention_heads=2, joint_attention_dim=8,
+                                              timestep_channels=8, axes_dims_rope=(4, 4, 4, 4)).eval()
+    return model, _tiny_flux2()[1]  # Flux 2's inputs: 4-axis ids, text along axis l
+
+
 def _run(model, inputs):
     with torch.no_grad():
         return model(**inputs, return_dict=False)[0]
@@ -278,7 +286,11 @@ TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call ea
         "chroma": (lambda: _tiny_flux_like("ChromaTransformer2DModel", approximator_num_channels=8,
                                            approximator_hidden_dim=16, approximator_layers=1), 4, 0, 0),
         "longcat-image": (lambda: _tiny_flux_like("LongCatImageTransformer2DModel", pooled_projection_dim=8), 4, 0, 0),
-        "ovis-image": (lambda: _tiny_flux_like("OvisImageTransformer2DModel", out_channels=4), 4, 0, 0)}
+        "ovis-image": (lambda: _tiny_flux_like("OvisImageTransformer2DModel", out_channels=4), 4, 0, 0),
+        "bria": (lambda: _tiny_flux_like("BriaTransformer2DModel"), 4, 0, 0),
+        # Flux 3: its text and image mode blocks rotate by the hooked positions; the joint single
+        # block concatenates text and image cos, so its q and k take the cos/sin route.
+        "flux3": (_tiny_flux3, 6, 2, 0)}
 
 
 @needs_axes
@@ -307,7 +319,7 @@ def test_patch_tiny_model(family):
     assert not hasattr(model, "_ropejit_patch")
     assert diffusers.models.transformers.transformer_flux.apply_rotary_emb is embeddings.apply_rotary_emb
     assert diffusers.models.transformers.transformer_flux2.apply_rotary_emb is embeddings.apply_rotary_emb
-    for module in ("transformer_longcat_image", "transformer_ovis_image"):
+    for module in ("transformer_longcat_image", "transformer_ovis_image", "transformer_bria", "transformer_flux3"):
         assert getattr(diffusers.models.transformers, module).apply_rotary_emb is embeddings.apply_rotary_emb
     assert embeddings.apply_rotary_emb.__module__ == "diffusers.models.embeddings"
     assert not any(type(m.processor).__name__.startswith("Ropejit") for m in model.modules() if hasattr(m, "processor"))
