@@ -12,8 +12,8 @@ then runs ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffu
   ``apply_rotary_emb``, as imported into their modules, is replaced;
 - HunyuanVideo: its processor imports ``apply_rotary_emb`` from ``embeddings`` at each call, so
   that one is replaced;
-- Wan: its processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped for a
-  subclass whose self-attention runs the same steps with ropejit's rotation.
+- Wan, Wan-VACE: the processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped
+  for a subclass whose self-attention runs the same steps with ropejit's rotation.
 
     import ropejit.diffusers
     state = ropejit.diffusers.patch(pipe)          # or pipe.transformer
@@ -424,6 +424,8 @@ _ROUTES: Dict[str, Route] = {
     # HunyuanVideo's processor imports apply_rotary_emb from embeddings at each call.
     "hunyuan-video": Route("rope", "grid", ("diffusers.models.embeddings",)),
     "wan": Route("rope", "grid", processor=True),
+    # Wan-VACE's blocks (its VACE blocks too) are transformer_wan's, with WanAttnProcessor.
+    "wan-vace": Route("rope", "grid", processor=True),
     # Chroma's blocks run transformer_flux's FluxAttnProcessor; LongCat-Image's, Ovis-Image's, Bria's
     # and Flux 3's processors call the apply_rotary_emb imported into their own modules (Flux 3's
     # joint blocks concatenate text and image cos/sin: the cos/sin route).

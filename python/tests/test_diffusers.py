@@ -265,6 +265,16 @@ def _tiny_flux_like(name, **extra):
     return model, inputs
 
 
+def _tiny_wan_vace():
+    torch.manual_seed(0)
+    model = diffusers.WanVACETransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=4, out_channels=4, text_dim=8,
+        freq_dim=8, ffn_dim=16, num_layers=2, rope_max_seq_len=32, vace_layers=[0], vace_in_channels=6).eval()
+    _, inputs = _tiny_wan()
+    inputs["control_hidden_states"] = torch.randn(1, 6, 3, 6, 10, generator=torch.Generator().manual_seed(12))
+    return model, inputs
+
+
 def _tiny_flux3():
     torch.manual_seed(0)
     model = diffusers.Flux3Transformer2DModel(in_channels=4, cond_in_channels=4, num_layers=1, num_single_layers=1,
@@ -290,7 +300,8 @@ TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call ea
         "bria": (lambda: _tiny_flux_like("BriaTransformer2DModel"), 4, 0, 0),
         # Flux 3: its text and image mode blocks rotate by the hooked positions; the joint single
         # block concatenates text and image cos, so its q and k take the cos/sin route.
-        "flux3": (_tiny_flux3, 6, 2, 0)}
+        "flux3": (_tiny_flux3, 6, 2, 0),
+        "wan-vace": (_tiny_wan_vace, 3, 0, 6)}  # 2 blocks and 1 VACE block, transformer_wan's processors
 
 
 @needs_axes
