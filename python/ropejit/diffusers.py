@@ -10,8 +10,8 @@ then runs ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffu
 
 - Flux, Flux 2, Flux 3, Chroma (Flux's processor), LongCat-Image, Ovis-Image, Bria: diffusers'
   ``apply_rotary_emb``, as imported into their modules, is replaced;
-- HunyuanVideo: its processor imports ``apply_rotary_emb`` from ``embeddings`` at each call, so
-  that one is replaced;
+- HunyuanVideo and 1.5: the processor imports ``apply_rotary_emb`` from ``embeddings`` at each
+  call, so that one is replaced;
 - Wan, Wan-VACE: the processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped
   for a subclass whose self-attention runs the same steps with ropejit's rotation.
 
@@ -423,6 +423,7 @@ _ROUTES: Dict[str, Route] = {
     "flux2": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux2",)),
     # HunyuanVideo's processor imports apply_rotary_emb from embeddings at each call.
     "hunyuan-video": Route("rope", "grid", ("diffusers.models.embeddings",)),
+    "hunyuan-video15": Route("rope", "grid", ("diffusers.models.embeddings",)),  # the same import at each call
     "wan": Route("rope", "grid", processor=True),
     # Wan-VACE's blocks (its VACE blocks too) are transformer_wan's, with WanAttnProcessor.
     "wan-vace": Route("rope", "grid", processor=True),

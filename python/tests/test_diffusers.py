@@ -275,6 +275,20 @@ def _tiny_wan_vace():
     return model, inputs
 
 
+def _tiny_hunyuan_video15():
+    torch.manual_seed(0)
+    model = diffusers.HunyuanVideo15Transformer3DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16, num_layers=1, num_refiner_layers=1,
+        patch_size=1, patch_size_t=1, text_embed_dim=8, text_embed_2_dim=8, image_embed_dim=8, rope_axes_dim=(4, 6, 6),
+        task_type="t2v").eval()
+    generator = torch.Generator().manual_seed(13)
+    inputs = dict(hidden_states=torch.randn(1, 4, 3, 3, 5, generator=generator), timestep=torch.tensor([500.0]),
+                  encoder_hidden_states=torch.randn(1, 5, 8, generator=generator),
+                  encoder_attention_mask=torch.ones(1, 5), encoder_hidden_states_2=torch.randn(1, 3, 8, generator=generator),
+                  encoder_attention_mask_2=torch.ones(1, 3), image_embeds=torch.randn(1, 4, 8, generator=generator))
+    return model, inputs
+
+
 def _tiny_flux3():
     torch.manual_seed(0)
     model = diffusers.Flux3Transformer2DModel(in_channels=4, cond_in_channels=4, num_layers=1, num_single_layers=1,
@@ -301,7 +315,8 @@ TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call ea
         # Flux 3: its text and image mode blocks rotate by the hooked positions; the joint single
         # block concatenates text and image cos, so its q and k take the cos/sin route.
         "flux3": (_tiny_flux3, 6, 2, 0),
-        "wan-vace": (_tiny_wan_vace, 3, 0, 6)}  # 2 blocks and 1 VACE block, transformer_wan's processors
+        "wan-vace": (_tiny_wan_vace, 3, 0, 6),
+        "hunyuan-video15": (_tiny_hunyuan_video15, 2, 0, 0)}  # 2 blocks and 1 VACE block, transformer_wan's processors
 
 
 @needs_axes
