@@ -284,7 +284,8 @@ def _tiny_hunyuan_video15():
     generator = torch.Generator().manual_seed(13)
     inputs = dict(hidden_states=torch.randn(1, 4, 3, 3, 5, generator=generator), timestep=torch.tensor([500.0]),
                   encoder_hidden_states=torch.randn(1, 5, 8, generator=generator),
-                  encoder_attention_mask=torch.ones(1, 5), encoder_hidden_states_2=torch.randn(1, 3, 8, generator=generator),
+                  encoder_attention_mask=torch.ones(1, 5),
+                  encoder_hidden_states_2=torch.randn(1, 3, 8, generator=generator),
                   encoder_attention_mask_2=torch.ones(1, 3), image_embeds=torch.randn(1, 4, 8, generator=generator))
     return model, inputs
 
