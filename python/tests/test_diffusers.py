@@ -462,3 +462,16 @@ def test_patch_declines_refused_family():
     assert not hasattr(model, "_ropejit_patch")
     with pytest.raises(ropejit.Error, match="MochiTransformer3DModel is refused"):
         ropejit.diffusers.patch(model, strict=True)
+
+
+def test_patch_declines_spec_only_family():
+    """An imported family without a patch route keeps diffusers' code and says so."""
+    class CogView4Transformer2DModel(torch.nn.Module):  # stands in for diffusers' (spec only)
+        config = {key: value for key, value in _default_config("CogView4Transformer2DModel").items()
+                  if key != "_class_name"}
+
+    model = CogView4Transformer2DModel()
+    with pytest.warns(RuntimeWarning, match="no patch route for the cogview4 family"):
+        state = ropejit.diffusers.patch(model)
+    assert state.spec == ropejit.Spec.from_diffusers(model, dtype="fp32") and state.family == "cogview4"
+    assert not state.functions and not hasattr(model, "_ropejit_patch")
