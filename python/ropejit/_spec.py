@@ -144,11 +144,12 @@ class Spec:
         """The spec of a diffusers transformer's RoPE: a model instance or its config (a dict or
         FrozenDict with ``_class_name``, as a ``config.json`` has; ``class_name`` names the class of a
         config without one, such as a model's own ``model.config``).
-        The family follows the class name (Flux, Flux 2, Wan, HunyuanVideo, Qwen-Image, CogVideoX
-        1.5); the spec has ``io.positions = "axes"``, one integer position per axis per token.
-        An unknown class or rotary configuration raises ``ropejit.SpecError`` naming it; families
-        no spec expresses (LTX-Video, Mochi, ...) are refused by name with the reason
-        (docs/diffusers.md)."""
+        The family follows the class name (every rotating class of diffusers 0.42.1 is imported or
+        refused: ropejit/_diffusers_families.py); most specs have ``io.positions = "axes"``, one
+        integer position per axis per token (Ideogram 4 and Cosmos 3: interleaved ``mrope``;
+        OmniGen: ``longrope`` with explicit positions). An unknown class or rotary configuration
+        raises ``ropejit.SpecError`` naming it; families no spec expresses (LTX-Video, Mochi, ...)
+        are refused by name with the reason (docs/diffusers.md)."""
         from ._diffusers_specs import spec_dict
 
         return cls.from_json(spec_dict(config_or_model, dtype=dtype, name=name, class_name=class_name))

@@ -8,11 +8,12 @@ position of each token on each axis (keyed by the cos tensor's identity, held we
 then runs ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffusers`, the
 ``axes`` positions form) instead of the cos/sin arithmetic:
 
-- Flux, Flux 2: diffusers' ``apply_rotary_emb``, as imported into their modules, is replaced;
-- HunyuanVideo: its processor imports ``apply_rotary_emb`` from ``embeddings`` at each call, so
-  that one is replaced;
-- Wan: its processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped for a
-  subclass whose self-attention runs the same steps with ropejit's rotation.
+- Flux, Flux 2, Flux 3, Chroma (Flux's processor), LongCat-Image, Ovis-Image, Bria: diffusers'
+  ``apply_rotary_emb``, as imported into their modules, is replaced;
+- HunyuanVideo and 1.5: the processor imports ``apply_rotary_emb`` from ``embeddings`` at each
+  call, so that one is replaced;
+- Wan, Wan-VACE: the processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped
+  for a subclass whose self-attention runs the same steps with ropejit's rotation.
 
     import ropejit.diffusers
     state = ropejit.diffusers.patch(pipe)          # or pipe.transformer
@@ -422,7 +423,18 @@ _ROUTES: Dict[str, Route] = {
     "flux2": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux2",)),
     # HunyuanVideo's processor imports apply_rotary_emb from embeddings at each call.
     "hunyuan-video": Route("rope", "grid", ("diffusers.models.embeddings",)),
+    "hunyuan-video15": Route("rope", "grid", ("diffusers.models.embeddings",)),  # the same import at each call
     "wan": Route("rope", "grid", processor=True),
+    # Wan-VACE's blocks (its VACE blocks too) are transformer_wan's, with WanAttnProcessor.
+    "wan-vace": Route("rope", "grid", processor=True),
+    # Chroma's blocks run transformer_flux's FluxAttnProcessor; LongCat-Image's, Ovis-Image's, Bria's
+    # and Flux 3's processors call the apply_rotary_emb imported into their own modules (Flux 3's
+    # joint blocks concatenate text and image cos/sin: the cos/sin route).
+    "chroma": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux",)),
+    "longcat-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_longcat_image",)),
+    "ovis-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_ovis_image",)),
+    "bria": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_bria",)),
+    "flux3": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux3",)),
 }
 
 

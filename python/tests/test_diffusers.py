@@ -250,6 +250,54 @@ def _tiny_hunyuan_video():
     return model, inputs
 
 
+def _tiny_flux_like(name, **extra):
+    """Chroma, LongCat-Image, Ovis-Image: Flux's double and single blocks, Flux's ids."""
+    torch.manual_seed(0)
+    model = getattr(diffusers, name)(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
+                                     attention_head_dim=16, num_attention_heads=2, joint_attention_dim=8,
+                                     axes_dims_rope=(4, 6, 6), **extra).eval()
+    generator = torch.Generator().manual_seed(11)
+    rows, cols, text = 3, 5, 4
+    img_ids = torch.cat([torch.zeros(1, rows * cols, dtype=torch.long), _grid(rows, cols)[:, 0]]).t()
+    inputs = dict(hidden_states=torch.randn(1, rows * cols, 4, generator=generator),
+                  encoder_hidden_states=torch.randn(1, text, 8, generator=generator), timestep=torch.tensor([0.5]),
+                  img_ids=img_ids.to(torch.float64), txt_ids=torch.zeros(text, 3, dtype=torch.float64))
+    return model, inputs
+
+
+def _tiny_wan_vace():
+    torch.manual_seed(0)
+    model = diffusers.WanVACETransformer3DModel(
+        patch_size=(1, 2, 2), num_attention_heads=2, attention_head_dim=12, in_channels=4, out_channels=4, text_dim=8,
+        freq_dim=8, ffn_dim=16, num_layers=2, rope_max_seq_len=32, vace_layers=[0], vace_in_channels=6).eval()
+    _, inputs = _tiny_wan()
+    inputs["control_hidden_states"] = torch.randn(1, 6, 3, 6, 10, generator=torch.Generator().manual_seed(12))
+    return model, inputs
+
+
+def _tiny_hunyuan_video15():
+    torch.manual_seed(0)
+    model = diffusers.HunyuanVideo15Transformer3DModel(
+        in_channels=4, out_channels=4, num_attention_heads=2, attention_head_dim=16, num_layers=1, num_refiner_layers=1,
+        patch_size=1, patch_size_t=1, text_embed_dim=8, text_embed_2_dim=8, image_embed_dim=8, rope_axes_dim=(4, 6, 6),
+        task_type="t2v").eval()
+    generator = torch.Generator().manual_seed(13)
+    inputs = dict(hidden_states=torch.randn(1, 4, 3, 3, 5, generator=generator), timestep=torch.tensor([500.0]),
+                  encoder_hidden_states=torch.randn(1, 5, 8, generator=generator),
+                  encoder_attention_mask=torch.ones(1, 5),
+                  encoder_hidden_states_2=torch.randn(1, 3, 8, generator=generator),
+                  encoder_attention_mask_2=torch.ones(1, 3), image_embeds=torch.randn(1, 4, 8, generator=generator))
+    return model, inputs
+
+
+def _tiny_flux3():
+    torch.manual_seed(0)
+    model = diffusers.Flux3Transformer2DModel(in_channels=4, cond_in_channels=4, num_layers=1, num_single_layers=1,
+                                              attention_head_dim=16, num_attention_heads=2, joint_attention_dim=8,
+                                              timestep_channels=8, axes_dims_rope=(4, 4, 4, 4)).eval()
+    return model, _tiny_flux2()[1]  # Flux 2's inputs: 4-axis ids, text along axis l
+
+
 def _run(model, inputs):
     with torch.no_grad():
         return model(**inputs, return_dict=False)[0]
@@ -259,7 +307,17 @@ def _run(model, inputs):
 TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call each
         "wan": (_tiny_wan, 2, 0, 4),  # one call per block (q and k together); attn1 and attn2 swapped
         "flux2": (_tiny_flux2, 4, 4, 0),  # its cos is text's and image's concatenated: the cos/sin route
-        "hunyuan-video": (_tiny_hunyuan_video, 4, 0, 0)}
+        "hunyuan-video": (_tiny_hunyuan_video, 4, 0, 0),
+        "chroma": (lambda: _tiny_flux_like("ChromaTransformer2DModel", approximator_num_channels=8,
+                                           approximator_hidden_dim=16, approximator_layers=1), 4, 0, 0),
+        "longcat-image": (lambda: _tiny_flux_like("LongCatImageTransformer2DModel", pooled_projection_dim=8), 4, 0, 0),
+        "ovis-image": (lambda: _tiny_flux_like("OvisImageTransformer2DModel", out_channels=4), 4, 0, 0),
+        "bria": (lambda: _tiny_flux_like("BriaTransformer2DModel"), 4, 0, 0),
+        # Flux 3: its text and image mode blocks rotate by the hooked positions; the joint single
+        # block concatenates text and image cos, so its q and k take the cos/sin route.
+        "flux3": (_tiny_flux3, 6, 2, 0),
+        "wan-vace": (_tiny_wan_vace, 3, 0, 6),
+        "hunyuan-video15": (_tiny_hunyuan_video15, 2, 0, 0)}  # 2 blocks and 1 VACE block, transformer_wan's processors
 
 
 @needs_axes
@@ -288,6 +346,8 @@ def test_patch_tiny_model(family):
     assert not hasattr(model, "_ropejit_patch")
     assert diffusers.models.transformers.transformer_flux.apply_rotary_emb is embeddings.apply_rotary_emb
     assert diffusers.models.transformers.transformer_flux2.apply_rotary_emb is embeddings.apply_rotary_emb
+    for module in ("transformer_longcat_image", "transformer_ovis_image", "transformer_bria", "transformer_flux3"):
+        assert getattr(diffusers.models.transformers, module).apply_rotary_emb is embeddings.apply_rotary_emb
     assert embeddings.apply_rotary_emb.__module__ == "diffusers.models.embeddings"
     assert not any(type(m.processor).__name__.startswith("Ropejit") for m in model.modules() if hasattr(m, "processor"))
     torch.testing.assert_close(_run(model, inputs), expected, rtol=0, atol=0)
@@ -402,3 +462,16 @@ def test_patch_declines_refused_family():
     assert not hasattr(model, "_ropejit_patch")
     with pytest.raises(ropejit.Error, match="MochiTransformer3DModel is refused"):
         ropejit.diffusers.patch(model, strict=True)
+
+
+def test_patch_declines_spec_only_family():
+    """An imported family without a patch route keeps diffusers' code and says so."""
+    class CogView4Transformer2DModel(torch.nn.Module):  # stands in for diffusers' (spec only)
+        config = {key: value for key, value in _default_config("CogView4Transformer2DModel").items()
+                  if key != "_class_name"}
+
+    model = CogView4Transformer2DModel()
+    with pytest.warns(RuntimeWarning, match="no patch route for the cogview4 family"):
+        state = ropejit.diffusers.patch(model)
+    assert state.spec == ropejit.Spec.from_diffusers(model, dtype="fp32") and state.family == "cogview4"
+    assert not state.functions and not hasattr(model, "_ropejit_patch")
