@@ -1,8 +1,11 @@
 """The model zoo: every model_type of the installed transformers whose modeling module has a text
 rotary embedding, its default config object (the text config of composite ones) per rope layer
 type, imported with ``Spec.from_hf`` and run through the kernel on the host backend, against
-HF's own rotary module and apply function. Used by test_zoo.py and by ``python zoo.py`` (which
-prints the table; ``--variants`` adds each matching row's rope-type variants, zoo_variants.py)."""
+HF's own rotary module and apply function. Vision and audio towers (and model types with tower
+rotary classes only) are tower rows: ``Spec.from_hf(config, tower=...)`` against the tower's own
+rotary module and apply function (check_tower; docs/vision-towers.md, "In the zoo"). Used by
+test_zoo.py and by ``python zoo.py`` (which prints the table; ``--variants`` adds each matching
+text row's rope-type variants, zoo_variants.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -35,7 +38,7 @@ class Row:
     layer_type: str = "-"
     result: str = "match"       # match | refused | mismatch | excluded
     reason: str = ""
-    path: str = "table"         # table: the C++ family table; probe: learned from HF's code; tower: tower=...
+    path: str = "table"         # table: the C++ family table; probe: learned from HF's code; tower: check_tower
     compared: str = "q, k"      # what was compared with HF
     kind: str = ""              # the row's kind (layout, import path, rope block form): row_kind()
 
@@ -313,7 +316,8 @@ def check_tower(model_type: str, config: Any, runtime: ropejit.Runtime, rng: np.
         kernel = runtime.get(ropejit.Spec.from_json(launch))
 
         def rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray) -> Tuple[Any, Any]:
-            return kernel(q, k, positions=np.ascontiguousarray(positions, dtype=np.int64), seq_len=int(positions.max()) + 1)[:2]
+            positions = np.ascontiguousarray(positions, dtype=np.int64)  # HF's [N, A] columns, axis-major
+            return kernel(q, k, positions=positions, seq_len=int(positions.max()) + 1)[:2]
 
         sub = tower_support.sub_config(config, tower_type)
         error, tolerance = tower_support.tower_error(sub, form, spec_dict, rotate, rng)
