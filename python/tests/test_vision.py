@@ -28,72 +28,12 @@ import ropejit  # noqa: E402
 import ropejit.transformers as rt  # noqa: E402
 from ropejit import _patch_vision as pv  # noqa: E402
 from ropejit import _vision_specs as vs  # noqa: E402
+from tower_support import (TOLERANCE, hf_positions, hf_rotation, modeling, relative_error, rotary_of,  # noqa: E402
+                           tower_config)
 from transformers.models.auto.configuration_auto import CONFIG_MAPPING  # noqa: E402
 
 TOWER_TYPES = sorted(t for t in vs.TOWERS if t in CONFIG_MAPPING)
 MULTI_AXIS = [t for t in TOWER_TYPES if vs.TOWERS[t].form != "one"]
-# fp32 q and k, the same float32 angles: two codes, a few ulps of |x| apart
-TOLERANCE = 1e-5
-
-
-def tower_config(model_type, head_dim=None, heads=2, **changes):
-    """The library's default config of a tower, with `heads` heads of `head_dim` (default: the
-    config's own head width) where the width follows the head count."""
-    config = CONFIG_MAPPING[model_type]()
-    if model_type == "deepseek_ocr2_vision":
-        config = config.encoder_config
-    own, _ = vs.tower_sizes(config.to_dict())
-    head_dim = head_dim or own
-    for name in ("num_heads", "num_attention_heads"):
-        if hasattr(config, name) and isinstance(getattr(config, name), int):
-            setattr(config, name, heads)
-    if getattr(config, "head_dim", None):
-        config.head_dim = head_dim
-    width = "embed_dim" if isinstance(getattr(config, "embed_dim", None), int) else "hidden_size"
-    setattr(config, width, heads * head_dim)
-    if model_type == "llama4_vision_model":  # a small fixed grid: (image_size / patch_size)^2 + CLS
-        config.image_size, config.patch_size = 5 * config.patch_size, config.patch_size
-    for name, value in changes.items():
-        setattr(config, name, value)
-    return config
-
-
-def modeling(form):
-    short = form.apply.split(".")[0]
-    return importlib.import_module(f"transformers.models.{short}.modeling_{short}")
-
-
-def rotary_of(config, form):
-    return getattr(modeling(form), form.rotary)(config)
-
-
-def hf_positions(form, rng):
-    """A fresh random odd grid (HF's token-major [N, A]) at a random offset; [1, S] for one axis."""
-    if form.form == "one":
-        return torch.tensor(np.sort(rng.choice(4096, size=13, replace=False)))[None]
-    rows, cols = int(rng.integers(3, 8)) | 1, int(rng.integers(3, 8)) | 1
-    h, w = torch.meshgrid(torch.arange(rows), torch.arange(cols), indexing="ij")
-    grid = torch.stack((h.flatten(), w.flatten()), -1) + torch.tensor(rng.integers(0, 60, size=2))
-    if form.form == "third3":
-        grid = torch.cat([torch.cat((torch.full((len(grid), 1), t), grid), -1) for t in (0, int(rng.integers(1, 9)))])
-    return grid
-
-
-def hf_rotation(form, rotary, position_ids, q, k):
-    """HF's rotary module and apply function on q, k in the kernel's [1, S, H, D] layout."""
-    kind = pv._apply_kind(form)
-    function = getattr(modeling(form), form.apply.split(".")[1])
-    function = getattr(function, "ropejit_original", function)
-    x = torch.zeros(1, 1)
-    with torch.no_grad():
-        if kind == "complex":
-            return function(q, k, rotary(x))
-        cos, sin = rotary(x, position_ids)
-        if kind == "vision":
-            return tuple(t[None] for t in function(q[0], k[0], cos, sin))
-        unsqueeze = 0 if cos.dim() == 2 else 1
-        out = function(q.transpose(1, 2), k.transpose(1, 2), cos, sin, unsqueeze_dim=unsqueeze)
-        return tuple(t.transpose(1, 2) for t in out)
 
 
 def axes_reference(spec, x, positions):
@@ -127,10 +67,6 @@ def axes_reference(spec, x, positions):
     c, s = np.cos(angle)[None, :, None, :], np.sin(angle)[None, :, None, :]
     out[..., first], out[..., second] = a * c - b * s, b * c + a * s
     return torch.from_numpy(out)
-
-
-def relative_error(got, want):
-    return ((got.double() - want.double()).abs() / want.double().abs().amax(-1, keepdim=True).clamp(min=1.0)).max().item()
 
 
 def head_dims(model_type):

@@ -1,9 +1,12 @@
 """The model zoo (zoo.py): every rope family of the installed transformers, imported with
-Spec.from_hf and run through the kernel, against HF's own rotary module and apply function.
+Spec.from_hf and run through the kernel, against HF's own rotary module and apply function; the
+vision and audio towers with Spec.from_hf(config, tower=...), against the tower's rotary module
+and apply function (tower rows: docs/vision-towers.md, "In the zoo").
 
 Fails when a family recorded as matching in tests/data/zoo_expected.json stops matching, when
 any family imports wrong (a mismatch), or when a family ropejit refuses has no stated reason.
-Prints "M of N rope families match" and writes the whole table to build/zoo-table.md.
+Prints "M of N rope families match (T of U vision/audio towers)" and the rows per result, and
+writes the whole table to build/zoo-table.md.
 
 The rope-type variants (zoo_variants.py) run on one matching row per row kind (every matching
 row with ROPEJIT_ZOO_VARIANTS=all, or `python zoo.py --variants`); they fail when a run recorded
@@ -46,8 +49,46 @@ def rows(runtime):
 def test_zoo_summary(rows, capsys):
     with capsys.disabled():
         print(f"\nzoo: {zoo.summary(rows)} (table: build/zoo-table.md)")
+        print("  rows: " + ", ".join(f"{n} {result}" for result, n in zoo.counts(rows).items()))
     families = [r for r in rows if r.result != "excluded"]
     assert len(families) > 100, "the zoo found too few families: is the installed transformers complete?"
+    towers = [r for r in families if r.path == "tower"]
+    assert sum(r.result == "match" for r in towers) >= 40, "too few tower rows match: are the towers run?"
+
+
+def test_tower_rows_follow_the_tower_tables(rows):
+    """Every zoo row of a tower ropejit imports (_vision_specs.TOWERS) matches HF; one of a tower
+    it cannot express (REFUSED) is refused naming it; one of a config without a rotary module
+    (NO_TOWER) is excluded naming it."""
+    from ropejit import _vision_specs as vs
+
+    wrong = [f"{key(r)}: {r.result}: {r.reason}" for r in rows if r.family in vs.TOWERS and r.result != "match"]
+    wrong += [f"{key(r)}: {r.result}" for r in rows if r.family in vs.REFUSED
+              and (r.result != "refused" or f"'{r.family}'" not in r.reason)]
+    wrong += [f"{key(r)}: {r.result}" for r in rows if r.family in vs.NO_TOWER
+              and (r.result != "excluded" or f"'{r.family}'" not in r.reason)]
+    assert not wrong, "tower rows against the tower tables:\n" + "\n".join(wrong)
+    assert {r.family for r in rows if r.path == "tower"} >= set(vs.TOWERS) & {r.family for r in rows}
+
+
+@pytest.mark.parametrize("change", [{"rows": (1, 0)}, {"placement": "alternating"}, {"layout": "interleaved"}])
+def test_a_wrong_tower_form_is_a_mismatch(runtime, monkeypatch, change):
+    """The tower check sees a tower form one field off (axis order, placement, pairing)."""
+    import dataclasses
+    import warnings
+
+    import numpy as np
+    from ropejit import _vision_specs as vs
+    from transformers import Qwen2VLVisionConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = Qwen2VLVisionConfig()
+    rng = np.random.default_rng(46)
+    assert zoo.check_tower("qwen2_vl_vision", config, runtime, rng).result == "match"
+    monkeypatch.setitem(vs.TOWERS, "qwen2_vl_vision", dataclasses.replace(vs.TOWERS["qwen2_vl_vision"], **change))
+    row = zoo.check_tower("qwen2_vl_vision", config, runtime, rng)
+    assert row.result == "mismatch" and "differs from HF's Qwen2VLVisionRotaryEmbedding" in row.reason, row
 
 
 def test_no_family_imports_wrong(rows):
@@ -87,7 +128,7 @@ def test_variant_summary(rows, variant_rows, capsys):
         for name, counts in zoo_variants.counts(variant_rows).items():
             print(f"  {name}: " + ", ".join(f"{n} {result}" for result, n in counts.items() if n))
     ran = {(r.family, r.layer_type) for r in variant_rows}
-    kinds = {r.kind for r in rows if r.result == "match"}
+    kinds = {r.kind for r in rows if r.result == "match" and r.path != "tower"}  # towers: no rope-type variants
     covered = {r.kind for r in rows if (r.family, r.layer_type) in ran}
     assert kinds <= covered, f"row kinds without a variant run: {sorted(kinds - covered)}"
     idle = [name for name, counts in zoo_variants.counts(variant_rows).items() if not counts["match"]]

@@ -1,8 +1,11 @@
 """The model zoo: every model_type of the installed transformers whose modeling module has a text
 rotary embedding, its default config object (the text config of composite ones) per rope layer
 type, imported with ``Spec.from_hf`` and run through the kernel on the host backend, against
-HF's own rotary module and apply function. Used by test_zoo.py and by ``python zoo.py`` (which
-prints the table; ``--variants`` adds each matching row's rope-type variants, zoo_variants.py)."""
+HF's own rotary module and apply function. Vision and audio towers (and model types with tower
+rotary classes only) are tower rows: ``Spec.from_hf(config, tower=...)`` against the tower's own
+rotary module and apply function (check_tower; docs/vision-towers.md, "In the zoo"). Used by
+test_zoo.py and by ``python zoo.py`` (which prints the table; ``--variants`` adds each matching
+text row's rope-type variants, zoo_variants.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -17,7 +20,9 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 import numpy as np
 
 import ropejit
+import vision_table
 from ropejit import _hf_probe as hfp
+from ropejit import _vision_specs as vs
 
 # Relative tolerance of q and k against HF (both fp32): the same fp32 angle, two cos/sin codes.
 TOLERANCE = 2e-5
@@ -33,18 +38,19 @@ class Row:
     layer_type: str = "-"
     result: str = "match"       # match | refused | mismatch | excluded
     reason: str = ""
-    path: str = "table"         # table: the C++ family table; probe: learned from HF's code
+    path: str = "table"         # table: the C++ family table; probe: learned from HF's code; tower: check_tower
     compared: str = "q, k"      # what was compared with HF
     kind: str = ""              # the row's kind (layout, import path, rope block form): row_kind()
 
 
 def candidates() -> Iterator[Tuple[str, Any]]:
-    """(model_type, default config object) for every model_type with a text rotary class."""
+    """(model_type, config class) for every model_type with a text rotary class, or with tower
+    rotary classes only (vision_table.rotary_classes: Pixtral, Kimi-K2.5, PE-Audio, SAM2-video, ...)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     for model_type in sorted(CONFIG_MAPPING.keys()):
         module = hfp.modeling_module(model_type)
-        if module is None or not hfp.rotary_classes(module):
+        if module is None or not (hfp.rotary_classes(module) or vision_table.rotary_classes(model_type)[0]):
             continue
         yield model_type, CONFIG_MAPPING[model_type]
 
@@ -237,9 +243,8 @@ def run(runtime: ropejit.Runtime, only: Optional[List[str]] = None) -> List[Row]
             except Exception as e:  # noqa: BLE001
                 rows.append(Row(model_type, "-", "excluded", f"the default config does not build: {_short(e)}"))
                 continue
-            if not _is_text_decoder(text):
-                rows.append(Row(model_type, "-", "excluded", f"{type(text).__name__} is no text model's config "
-                                                             "(a vision, audio or codec tower)"))
+            if is_tower(model_type, config, text):
+                rows.append(check_tower(model_type, config, runtime, rng))
                 continue
             for layer_type in layer_types:
                 rows.append(check(model_type, config, layer_type, runtime, rng))
@@ -255,10 +260,91 @@ def _is_text_decoder(config: Any) -> bool:
     return getattr(config, "rope_parameters", None) is not None or hasattr(config, "rope_theta")
 
 
+def is_tower(model_type: str, config: Any, text: Any) -> bool:
+    """A row for the tower import (check_tower): a model_type of the tower tables
+    (_vision_specs TOWERS, REFUSED, NO_TOWER), one whose modeling module has tower rotary classes
+    only, or a config that is no text decoder's."""
+    if model_type in vs.TOWERS or model_type in vs.REFUSED or model_type in vs.NO_TOWER:
+        return True
+    return not hfp.rotary_classes(hfp.modeling_module(model_type)) or not _is_text_decoder(text)
+
+
+def _has_rope_block(config: Any) -> bool:
+    """The config, or a tower config it holds, carries a rope block (rope_parameters, rope_theta)."""
+    for sub in [config] + [getattr(config, name, None) for name in ("vision_config", "audio_config", "encoder_config")]:
+        block = getattr(sub, "rope_parameters", None)
+        if getattr(sub, "rope_theta", None) is not None or (isinstance(block, dict) and "rope_theta" in block):
+            return True
+    return False
+
+
+def check_tower(model_type: str, config: Any, runtime: ropejit.Runtime, rng: np.random.Generator) -> Row:
+    """A tower row: ``Spec.from_hf(config, tower=...)`` (vision, then audio) through the kernel
+    against HF's own tower rotary module and apply function on a random grid and random q, k
+    (tower_support.tower_error). Refused with the import's reason (a tower the spec cannot
+    express, or a rope block of a tower ropejit does not know); excluded when the config holds
+    no rotary (_vision_specs.NO_TOWER) or no rope block."""
+    import tower_support
+
+    row = Row(model_type, path="tower", compared="q, k (tower)")
+    reason = ""
+    for tower in vs.TOWER_KINDS:
+        try:
+            spec = ropejit.Spec.from_hf(config, tower=tower, dtype="fp32")
+            break
+        except ropejit.UnsupportedError as e:
+            row.result, row.reason = "refused", _short(e)
+            return row
+        except ropejit.Error as e:  # as vision_table.import_result: the audio reason after "no vision_config"
+            reason = _short(e) if not reason or "has no vision_config" in reason else reason
+    else:
+        if model_type in vs.NO_TOWER:
+            row.result, row.reason = "excluded", reason
+        elif _has_rope_block(config):
+            row.result, row.reason = "refused", reason
+        else:
+            row.result, row.reason = "excluded", (f"{type(config).__name__} has no rope block (rope_parameters, "
+                                                  "rope_theta) and is no tower ropejit knows")
+        return row
+    tower_type, form = vs.tower_form(config, tower)
+    row.kind = f"tower/{form.form}/{form.placement}/{form.layout}"
+    spec_dict = spec.to_dict()
+    io = {key: value for key, value in spec_dict.get("io", {}).items() if key in ("positions", "axes")}
+    launch = dict(spec_dict, name="zoo-tower", dtype="fp32", num_q_heads=2, num_kv_heads=2,
+                  io=dict(io, output="separate"))
+    try:
+        kernel = runtime.get(ropejit.Spec.from_json(launch))
+
+        def rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray) -> Tuple[Any, Any]:
+            positions = np.ascontiguousarray(positions, dtype=np.int64)  # HF's [N, A] columns, axis-major
+            return kernel(q, k, positions=positions, seq_len=int(positions.max()) + 1)[:2]
+
+        sub = tower_support.sub_config(config, tower_type)
+        error, tolerance = tower_support.tower_error(sub, form, spec_dict, rotate, rng)
+    except ropejit.Error as e:
+        row.result, row.reason = "refused", "launch: " + _short(e)
+        return row
+    except Exception as e:  # noqa: BLE001 - HF's function failing on our shapes is a finding too
+        row.result, row.reason = "mismatch", f"comparison failed: {type(e).__name__}: {_short(e)}"
+        return row
+    if not error <= tolerance:
+        row.result, row.reason = "mismatch", (f"{tower_type}: q or k differs from HF's {form.rotary} + {form.apply} "
+                                              f"by {error:.3g} (tolerance {tolerance:g})")
+    return row
+
+
 def summary(rows: List[Row]) -> str:
+    """`M of N rope families match (T of U towers)`: N counts every row not excluded, towers included."""
     families = [r for r in rows if r.result != "excluded"]
     matched = [r for r in families if r.result == "match"]
-    return f"{len(matched)} of {len(families)} rope families match"
+    towers = [r for r in families if r.path == "tower"]
+    return (f"{len(matched)} of {len(families)} rope families match "
+            f"({sum(r.result == 'match' for r in towers)} of {len(towers)} vision/audio towers)")
+
+
+def counts(rows: List[Row]) -> Dict[str, int]:
+    """Rows per result: match, refused, mismatch, excluded."""
+    return {result: sum(r.result == result for r in rows) for result in ("match", "refused", "mismatch", "excluded")}
 
 
 def table(rows: List[Row]) -> str:
