@@ -34,6 +34,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import torch
 
 from . import _ropejit
+from ._module_functions import acquire, release
 from . import torch as ropejit_torch
 from ._patch_cos_sin import CosSinRoute, rotate_cos_sin
 from ._spec import Spec
@@ -515,16 +516,9 @@ def _install(module_name: str, function_name: str, kind: str, state: Any) -> Non
     key = (module_name, function_name)
     if key in state._tower_installed:
         return
-    if key in _installed:
-        inner, replacement, users = _installed[key]
-        _installed[key] = (inner, replacement, users + 1)
-    else:
-        module = sys.modules[module_name]
-        inner = getattr(module, function_name)
-        replacement = _replacement(inner, getattr(inner, "ropejit_original", inner), kind,
-                                   f"{module_name}.{function_name}")
-        _installed[key] = (inner, replacement, 1)
-        setattr(module, function_name, replacement)
+    acquire(_installed, module_name, function_name,
+            lambda inner: _replacement(inner, getattr(inner, "ropejit_original", inner), kind,
+                                       f"{module_name}.{function_name}"))
     state._tower_installed.append(key)
 
 
@@ -532,14 +526,7 @@ def unpatch_towers(state: Any) -> None:
     """Undoes :func:`patch_towers`: the apply functions back once no patched model uses them, the
     window permutation unwrapped, the remembered positions dropped (the hooks are state._hooks)."""
     for key in state._tower_installed:
-        inner, replacement, users = _installed[key]
-        if users > 1:
-            _installed[key] = (inner, replacement, users - 1)
-            continue
-        del _installed[key]
-        module = sys.modules.get(key[0])
-        if module is not None and getattr(module, key[1], None) is replacement:
-            setattr(module, key[1], inner)
+        release(_installed, key)
     for owner in state._tower_owners:
         vars(owner).pop("permute_input_for_window_attn", None)
     for ident in [i for i, entry in _by_cos.items() if entry[3] is state]:

@@ -39,6 +39,7 @@ import torch
 from . import _ropejit
 from . import compat  # noqa: F401 - registers torch.ops.ropejit.cos_sin_cache_rope (the cos/sin route)
 from . import torch as ropejit_torch
+from ._module_functions import acquire, release
 from ._diffusers_specs import DIFFUSERS_VERSION, family_of
 from ._spec import Spec
 
@@ -549,17 +550,8 @@ def _patch_one(model: torch.nn.Module, verify: bool, strict: bool, cos_sin: bool
 
 
 def _replace(state: DiffusersRopePatch, module_name: str, function: str, make: Callable[[Callable], Callable]) -> None:
-    key = (module_name, function)
-    module = sys.modules[module_name]
-    if key in _replaced:
-        original, replacement, users = _replaced[key]
-        _replaced[key] = (original, replacement, users + 1)
-    else:
-        original = getattr(module, function)
-        replacement = make(original)
-        _replaced[key] = (original, replacement, 1)
-        setattr(module, function, replacement)
-    state._replaced.append(key)
+    acquire(_replaced, module_name, function, make)
+    state._replaced.append((module_name, function))
     state.functions.append(f"{module_name}.{function}")
 
 
@@ -576,14 +568,7 @@ def unpatch(target: Any) -> None:
         for module, processor in state._swapped:
             module.processor = processor
         for key in state._replaced:
-            original, replacement, users = _replaced[key]
-            if users > 1:
-                _replaced[key] = (original, replacement, users - 1)
-                continue
-            del _replaced[key]
-            module = sys.modules.get(key[0])
-            if module is not None and getattr(module, key[1], None) is replacement:
-                setattr(module, key[1], original)
+            release(_replaced, key)
         for cos_id in [cos_id for cos_id, entry in _positions_by_cos.items() if entry[2] is state]:
             del _positions_by_cos[cos_id]
         state._hooks, state._replaced, state._swapped = [], [], []

@@ -33,6 +33,7 @@ from ._patch_layers import (ALL, FUNCTION_NAMES, apply_form, cast_inv_freq, decl
                             is_mrope, kernel_positions, layer_key, layer_specs, misfit, module_specs,
                             mrope_candidates, one_stream, probe, rotate, rotate_form, takes_layer_type,
                             text_rotary_modules, widths)
+from ._module_functions import acquire, release
 from ._patch_cos_sin import CosSinRoute, agreed_route, cos_sin_misfit, rotate_cos_sin
 from ._patch_vision import patch_towers, unpatch_towers
 from ._spec import Spec
@@ -567,16 +568,9 @@ def patch(model: torch.nn.Module, *, verify: bool = True, strict: bool = False, 
     for module_name, function_name, form in functions:
         if f"{module_name}.{function_name}" not in state.functions:
             continue
-        key = (module_name, function_name)
-        if key in _replaced:
-            original, replacement, users = _replaced[key]
-            _replaced[key] = (original, replacement, users + 1)
-        else:
-            original = getattr(sys.modules[module_name], function_name)
-            replacement = _replacement(original, module_name, form)
-            _replaced[key] = (original, replacement, 1)
-            setattr(sys.modules[module_name], function_name, replacement)
-        state._replaced.append(key)
+        acquire(_replaced, module_name, function_name,
+                lambda original, module_name=module_name, form=form: _replacement(original, module_name, form))
+        state._replaced.append((module_name, function_name))
     state.modules = sorted({module_name for module_name, _ in state._replaced})
     setattr(model, _ATTRIBUTE, state)
     return state
@@ -591,14 +585,7 @@ def unpatch(model: torch.nn.Module) -> None:
     for hook in state._hooks:
         hook.remove()
     for key in state._replaced:
-        original, replacement, users = _replaced[key]
-        if users > 1:
-            _replaced[key] = (original, replacement, users - 1)
-            continue
-        del _replaced[key]
-        module = sys.modules.get(key[0])
-        if module is not None and getattr(module, key[1], None) is replacement:
-            setattr(module, key[1], original)
+        release(_replaced, key)
     for cos_id in [cos_id for cos_id, entry in _positions_by_cos.items() if entry[2] is state]:
         del _positions_by_cos[cos_id]
     unpatch_towers(state)
