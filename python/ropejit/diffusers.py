@@ -61,7 +61,9 @@ class DiffusersRopePatch:
     (``fallback_calls``, counted per reason in ``fallback_reasons``). ``note`` says what ropejit
     leaves to the model (its QK-norm). ``cos_sin_only`` says why every rotation takes the cos/sin
     route: the probe found the model's rotary module away from its config (Wan's rope tables
-    rounded by ``model.to(torch.bfloat16)``), so the spec does not serve it."""
+    rounded by ``model.to(torch.bfloat16)``), so the spec does not serve it. Wan's self-attention runs
+    its QK-norm (RMSNorm over all heads) and the rotation as one launch where it can
+    (``fused_norm_calls``; why not, per reason, in ``fused_norm_reasons``: autograd, other norms)."""
 
     spec: Optional[Spec]
     family: Optional[str] = None
@@ -76,6 +78,8 @@ class DiffusersRopePatch:
     cos_sin: bool = True
     cos_sin_only: Optional[str] = None
     processors: int = 0
+    fused_norm_calls: int = 0
+    fused_norm_reasons: Dict[str, int] = field(default_factory=dict)
     _hooks: List[Any] = field(default_factory=list, repr=False)
     _replaced: List[Tuple[str, str]] = field(default_factory=list, repr=False)
     _swapped: List[Tuple[Any, Any]] = field(default_factory=list, repr=False)
@@ -347,13 +351,16 @@ def _wan_processor_class() -> type:
             recalled = _recalled(rotary_emb)
             positions = recalled[0] if recalled is not None and recalled[1] is state else None
             query, key, value = wan._get_qkv_projections(attn, hidden_states, encoder_hidden_states)
-            query = attn.norm_q(query).unflatten(2, (attn.heads, -1))
-            key = attn.norm_k(key).unflatten(2, (attn.heads, -1))
             value = value.unflatten(2, (attn.heads, -1))
-            rotated = _rotation(state, positions, rotary_emb, query, key)
-            if rotated is None:  # diffusers' own steps, from the projections again
-                return super().__call__(*args, **kwargs)
-            query, key = rotated
+            if _norm_rotate_wan(state, attn, positions, query, key):  # one launch: norm, then rotate
+                query, key = query.unflatten(2, (attn.heads, -1)), key.unflatten(2, (attn.heads, -1))
+            else:
+                query = attn.norm_q(query).unflatten(2, (attn.heads, -1))
+                key = attn.norm_k(key).unflatten(2, (attn.heads, -1))
+                rotated = _rotation(state, positions, rotary_emb, query, key)
+                if rotated is None:  # diffusers' own steps, from the projections again
+                    return super().__call__(*args, **kwargs)
+                query, key = rotated
             hidden_states = wan.dispatch_attention_fn(
                 query, key, value, attn_mask=attention_mask, dropout_p=0.0, is_causal=False,
                 backend=self._attention_backend,
@@ -363,6 +370,55 @@ def _wan_processor_class() -> type:
             return attn.to_out[1](hidden_states)
 
     return RopejitWanAttnProcessor
+
+
+def _wan_norm_why(state: DiffusersRopePatch, attn: Any, positions: Any, query: torch.Tensor,
+                  key: torch.Tensor) -> Optional[str]:
+    """Why Wan's QK-norm and rotation cannot run as one launch here (None: they can): the fused form
+    needs the spec's positions, diffusers' RMSNorm over all heads with a weight of q's dtype, and
+    no autograd (the kernel writes q and k in place)."""
+    if state.cos_sin_only is not None or positions is None or isinstance(positions, str):
+        return "the spec's positions are not known"
+    if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad):
+        return "autograd records q and k (the fused launch writes them in place)"
+    for norm in (attn.norm_q, attn.norm_k):
+        weight = getattr(norm, "weight", None)
+        if type(norm).__name__ != "RMSNorm" or weight is None or weight.dtype != query.dtype:
+            return f"norm {type(norm).__name__} (the fused form takes diffusers' RMSNorm with a weight of q's dtype)"
+        if weight.numel() != query.shape[-1] or not weight.is_contiguous():
+            return f"a norm weight of {weight.numel()} values over rows of {query.shape[-1]}"
+    if attn.norm_q.eps != attn.norm_k.eps:
+        return "q's and k's norms differ in eps"
+    if query.dtype not in _DTYPE_NAMES or query.dim() != 3 or not query.is_contiguous() or not key.is_contiguous():
+        return f"q of {query.dtype}, shape {list(query.shape)}"
+    if query.shape != key.shape or query.shape[1] != positions.shape[-1] or positions.device != query.device:
+        return f"q {list(query.shape)}, k {list(key.shape)}, positions {list(positions.shape)}"
+    return None
+
+
+def _norm_rotate_wan(state: DiffusersRopePatch, attn: Any, positions: Any, query: torch.Tensor,
+                     key: torch.Tensor) -> bool:
+    """Wan's RMSNorm over all heads of q and of k, then the rotation, in one launch on the projections
+    [B, S, H * D] in place (docs/diffusers.md); False (the reason counted) where it cannot."""
+    why = _wan_norm_why(state, attn, positions, query, key)
+    if why is not None:
+        state.fused_norm_reasons[why] = state.fused_norm_reasons.get(why, 0) + 1
+        return False
+    heads = attn.heads
+    head_dim = query.shape[-1] // heads
+    spec = dict(state.spec.to_dict(), dtype=_DTYPE_NAMES[query.dtype], num_q_heads=heads, num_kv_heads=heads,
+                head_dim=head_dim, rotary_dim=head_dim,
+                qk_norm={"type": "rmsnorm", "eps": float(attn.norm_q.eps), "scope": "all"})
+    spec["io"] = dict(spec["io"], input="separate", output="inplace", qkv_bias=False, copy_v=False)
+    spec_json = Spec.from_json(spec).to_json()
+    rows = positions.expand(positions.shape[0], query.shape[0], query.shape[1]).reshape(positions.shape[0], -1)
+    kernel = ropejit_torch.kernel_for(spec_json, query.device)
+    kernel(query.view(-1, heads, head_dim), key.view(-1, heads, head_dim), positions=rows.contiguous(),
+           q_norm_weight=attn.norm_q.weight.detach().view(heads, head_dim),
+           k_norm_weight=attn.norm_k.weight.detach().view(heads, head_dim))
+    state._count()
+    state.fused_norm_calls += 1
+    return True
 
 
 # ------------------------------------------------------------------ probes
@@ -543,8 +599,9 @@ def _patch_one(model: torch.nn.Module, verify: bool, strict: bool, cos_sin: bool
                 module.processor = replacement(processor, state)
                 state._swapped.append((module, processor))
         state.processors = len(state._swapped)
-    state.note = ("the model's QK-norm runs before the rotation, as before (ropejit rotates only); angles from "
-                  "the spec's float32 inv_freq (Flux, Flux 2 and Wan compute theirs in float64)")
+    state.note = ("the model's QK-norm runs before the rotation, as before (ropejit rotates only), but for Wan's "
+                  "self-attention without autograd (norm and rotation in one launch); angles from the spec's "
+                  "float32 inv_freq (Flux, Flux 2 and Wan compute theirs in float64)")
     setattr(model, _ATTRIBUTE, state)
     return state
 

@@ -214,6 +214,10 @@ def _tiny_wan():
                                             in_channels=4, out_channels=4, text_dim=8, freq_dim=8, ffn_dim=16,
                                             num_layers=2, rope_max_seq_len=32).eval()
     generator = torch.Generator().manual_seed(7)
+    with torch.no_grad():  # QK-norm weights of their own (not ones): a fused norm must read the right ones
+        for name, weight in model.named_parameters():
+            if ".norm_q." in name or ".norm_k." in name:
+                weight.copy_(1 + 0.3 * torch.randn(weight.shape, generator=generator))
     inputs = dict(hidden_states=torch.randn(1, 4, 3, 6, 10, generator=generator),  # 3 x 3 x 5 = 45 tokens
                   timestep=torch.tensor([500]), encoder_hidden_states=torch.randn(1, 5, 8, generator=generator))
     return model, inputs
@@ -340,6 +344,9 @@ def test_patch_tiny_model(family):
         got = _run(model, inputs)
         assert (state.kernel_calls, state.cos_sin_calls) == (calls, cos_sin_calls), state
         assert state.fallback_calls == 0, state.fallback_reasons
+        # Wan's swapped self-attention: its RMSNorm over all heads and the rotation in one launch
+        fused = calls if family in ("wan", "wan-vace") else 0
+        assert state.fused_norm_calls == fused, state.fused_norm_reasons
         _close(got, expected)
     finally:
         ropejit.diffusers.unpatch(model)
@@ -475,3 +482,25 @@ def test_patch_declines_spec_only_family():
         state = ropejit.diffusers.patch(model)
     assert state.spec == ropejit.Spec.from_diffusers(model, dtype="fp32") and state.family == "cogview4"
     assert not state.functions and not hasattr(model, "_ropejit_patch")
+
+
+@needs_axes
+def test_wan_norm_stays_apart_under_autograd():
+    """With autograd recording q and k, Wan's norm and rotation run apart (the fused launch writes
+    in place), and the gradients are diffusers' own."""
+    model, inputs = _tiny_wan()
+    model.train(False)
+    hidden = inputs["hidden_states"].clone().requires_grad_(True)
+    want = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
+    (want_grad,) = torch.autograd.grad(want.square().sum(), hidden)
+    state = ropejit.diffusers.patch(model)
+    try:
+        hidden = inputs["hidden_states"].clone().requires_grad_(True)
+        got = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
+        (got_grad,) = torch.autograd.grad(got.square().sum(), hidden)
+    finally:
+        ropejit.diffusers.unpatch(model)
+    assert state.fused_norm_calls == 0 and state.kernel_calls == 2, state
+    assert any("autograd" in why for why in state.fused_norm_reasons), state.fused_norm_reasons
+    _close(got.detach(), want.detach())
+    _close(got_grad, want_grad)
