@@ -155,9 +155,7 @@ TEST_P(Conformance, MropePositions) {
         f.qkv_bias = index % 5 == 3;
         f.copy_v = f.input == "packed_qkv" && (f.output != "inplace" || f.qkv_bias);
         const Spec spec = ropejit::test::make_spec(f);
-        Config config = default_config(spec);
-        if (index % 4 == 3 && !config_problem(spec, [&] { Config t = config; t.sincos = SinCosMode::table; return t; }()))
-          config.sincos = SinCosMode::table;
+        const Config config = ropejit::test::default_or_table_config(spec, index % 4 == 3);
         const Kernel kernel = runtime().get(spec, config);
         for (int64_t tokens : {int64_t(1), int64_t(5), int64_t(333)}) {
           check::CaseOptions o;
@@ -355,10 +353,7 @@ TEST_P(Conformance, ProportionalRope) {
         if (f.output == "paged_kv") f.io_extra = {{"page_size", 16}};
         if (index % 3 == 0) f.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
         const Spec spec = ropejit::test::make_spec(f);
-        Config config = default_config(spec);
-        Config table = config;
-        table.sincos = SinCosMode::table;
-        if (index % 4 == 1 && !config_problem(spec, table)) config = table;
+        const Config config = ropejit::test::default_or_table_config(spec, index % 4 == 1);
         const Kernel kernel = runtime().get(spec, config);
         for (int64_t tokens : {int64_t(1), int64_t(9), int64_t(300)}) {
           check::CaseOptions o;

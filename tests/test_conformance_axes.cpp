@@ -101,10 +101,7 @@ TEST_P(AxesConformance, EveryFamilyAndIoForm) {
       form.apply(f, index);
       const Spec spec = ropejit::test::make_spec(f);
       ASSERT_EQ(position_streams(spec), static_cast<int>(family.axes["pairs"].size()));
-      Config config = default_config(spec);
-      Config table = config;
-      table.sincos = SinCosMode::table;
-      if (index % 3 == 2 && !config_problem(spec, table)) config = table;
+      const Config config = ropejit::test::default_or_table_config(spec, index % 3 == 2);
       const Kernel kernel = runtime().get(spec, config);
       for (int64_t tokens : {int64_t(1), int64_t(7), int64_t(333)}) {
         check::CaseOptions o;

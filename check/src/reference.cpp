@@ -40,10 +40,8 @@ Sequences split_sequences(const RefProblem& problem) {
 }
 
 std::vector<int64_t> token_positions(const Spec& spec, const RefProblem& problem, const Sequences& seqs) {
-  if (spec.io.positions == PositionsForm::mrope || spec.io.positions == PositionsForm::axes) {
-    // [3, T] / [A, T]: the first stream stands for the token
-    const int64_t streams = spec.io.positions == PositionsForm::mrope ? 3 : static_cast<int64_t>(spec.io.axes.pairs.size());
-    if (static_cast<int64_t>(problem.positions.size()) != streams * problem.num_tokens)
+  if (per_pair_positions(spec)) {  // [3, T] / [A, T]: the first stream stands for the token
+    if (static_cast<int64_t>(problem.positions.size()) != position_streams(spec) * problem.num_tokens)
       bad_problem("mrope / axes positions need one row of num_tokens entries per stream ([3, T] / [A, T])");
     return std::vector<int64_t>(problem.positions.begin(), problem.positions.begin() + problem.num_tokens);
   }

@@ -286,7 +286,7 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
   const std::vector<int> streams = pair_streams(spec);
   // Position of token t for pair i: its stream's entry of the [3, T] / [A, T] array (mrope, axes),
   // else the token's.
-  const bool streamed = spec.io.positions == PositionsForm::mrope || spec.io.positions == PositionsForm::axes;
+  const bool streamed = per_pair_positions(spec);
   auto position_of = [&](int64_t t, int i) {
     return streamed ? problem.positions[static_cast<size_t>(streams[i] * T + t)] : out.token_positions[t];
   };

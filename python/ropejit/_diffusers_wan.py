@@ -9,7 +9,7 @@ import torch
 from . import torch as ropejit_torch
 from ._spec import Spec
 
-_DTYPE_NAMES = {dtype: name for name, dtype in ropejit_torch.TORCH_DTYPES.items()}  # torch dtype -> spec dtype
+_DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
 
 
 def processor_class(module_name: str, recalled: Callable, rotation: Callable) -> type:
@@ -83,6 +83,18 @@ def _wan_norm_why(state: Any, attn: Any, positions: Any, query: torch.Tensor,
     return None
 
 
+def _norm_spec_json(state: Any, dtype: torch.dtype, heads: int, head_dim: int, eps: float) -> str:
+    """The fused launch's canonical spec: the model's, with the norm over all heads; validated once
+    per (dtype, heads, head_dim, eps) in the patch state's cache, not at every attention call."""
+    key = ("norm all", dtype, heads, head_dim, eps)
+    if key not in state._spec_json:
+        spec = dict(state.spec.to_dict(), dtype=_DTYPE_NAMES[dtype], num_q_heads=heads, num_kv_heads=heads,
+                    head_dim=head_dim, rotary_dim=head_dim, qk_norm={"type": "rmsnorm", "eps": eps, "scope": "all"})
+        spec["io"] = dict(spec["io"], input="separate", output="inplace", qkv_bias=False, copy_v=False)
+        state._spec_json[key] = Spec.from_json(spec).to_json()
+    return state._spec_json[key]
+
+
 def _norm_rotate_wan(state: Any, attn: Any, positions: Any, query: torch.Tensor,
                      key: torch.Tensor) -> bool:
     """Wan's RMSNorm over all heads of q and of k, then the rotation, in one launch on the projections
@@ -93,11 +105,7 @@ def _norm_rotate_wan(state: Any, attn: Any, positions: Any, query: torch.Tensor,
         return False
     heads = attn.heads
     head_dim = query.shape[-1] // heads
-    spec = dict(state.spec.to_dict(), dtype=_DTYPE_NAMES[query.dtype], num_q_heads=heads, num_kv_heads=heads,
-                head_dim=head_dim, rotary_dim=head_dim,
-                qk_norm={"type": "rmsnorm", "eps": float(attn.norm_q.eps), "scope": "all"})
-    spec["io"] = dict(spec["io"], input="separate", output="inplace", qkv_bias=False, copy_v=False)
-    spec_json = Spec.from_json(spec).to_json()
+    spec_json = _norm_spec_json(state, query.dtype, heads, head_dim, float(attn.norm_q.eps))
     rows = positions.expand(positions.shape[0], query.shape[0], query.shape[1]).reshape(positions.shape[0], -1)
     kernel = ropejit_torch.kernel_for(spec_json, query.device)
     kernel(query.view(-1, heads, head_dim), key.view(-1, heads, head_dim), positions=rows.contiguous(),

@@ -46,7 +46,7 @@ from ._spec import Spec
 
 __all__ = ["patch", "unpatch", "DiffusersRopePatch"]
 
-_DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
 _ATTRIBUTE = "_ropejit_patch"
 _WAN_MODULE = "diffusers.models.transformers.transformer_wan"
 

@@ -34,6 +34,8 @@ SpecLike = Union[Spec, str, Dict[str, Any]]
 
 # Spec element types → torch dtypes (the op's q and k must have exactly this dtype).
 TORCH_DTYPES = {"fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+# ... and back: a torch dtype's spec element type (the patches' specs follow the model's dtype).
+SPEC_DTYPES = {dtype: name for name, dtype in TORCH_DTYPES.items()}
 
 _lock = threading.Lock()
 _runtimes: Dict[Tuple[str, int], Runtime] = {}

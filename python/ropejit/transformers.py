@@ -40,7 +40,7 @@ from ._spec import Spec
 
 __all__ = ["patch", "unpatch", "apply_rotary_pos_emb", "RopePatch"]
 
-_DTYPE_NAMES = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+_DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
 
 
 @dataclass(eq=False)

@@ -246,23 +246,31 @@ def harness_inputs(form, config, rng):
     return q, k, position_ids
 
 
+def _patched_harness(model_type, head_dim, seed, patched):
+    """A tower's harness (its rotary module and apply function), its inputs drawn with seed + the
+    tower's index, HF's output, and the tower's patch record once `patched` (warnings quiet)."""
+    form = vs.TOWERS[model_type]
+    config = tower_config(model_type, head_dim)
+    model = Harness(config, form).eval()
+    inputs = harness_inputs(form, config, np.random.default_rng(seed + sorted(vs.TOWERS).index(model_type)))
+    with torch.no_grad():
+        want = model(*inputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        state = patched(model)
+    (tower,) = state.towers.values()
+    return model, inputs, want, tower
+
+
 @pytest.mark.parametrize("model_type", TOWER_TYPES)
 def test_patch_harness(model_type, patched):
     """Every imported tower: its rotary module and apply function, patched, give HF's result; the
     kernel ran; unpatch puts HF's function back."""
     form = vs.TOWERS[model_type]
-    config = tower_config(model_type, 88 if model_type in MULTI_AXIS and head_dims(model_type) != [None] else None)
-    model = Harness(config, form).eval()
-    rng = np.random.default_rng(500 + sorted(vs.TOWERS).index(model_type))
-    q, k, position_ids = harness_inputs(form, config, rng)
     function_name = form.apply.split(".")[1]
     original = getattr(modeling(form), function_name)
-    with torch.no_grad():
-        want = model(q, k, position_ids)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        state = patched(model)
-    (tower,) = state.towers.values()
+    head_dim = 88 if model_type in MULTI_AXIS and head_dims(model_type) != [None] else None
+    model, (q, k, position_ids), want, tower = _patched_harness(model_type, head_dim, 500, patched)
     # a one-axis tower's spec is an ordinary one: its own positions serve on any ropejit
     assert tower.route == ("axes" if _axes_supported() is None or form.form == "one" else "cos_sin"), tower.why
     assert getattr(modeling(form), function_name) is not original
@@ -507,16 +515,8 @@ def test_patch_harness_cos_sin_route(model_type, patched, monkeypatch):
         raise ropejit.SpecError("io: the axes form is switched off by this test")
 
     monkeypatch.setattr(pv, "tower_spec_dict", no_spec)
-    form = vs.TOWERS[model_type]
-    config = tower_config(model_type, 72 if head_dims(model_type) != [None] else None)
-    model = Harness(config, form).eval()
-    q, k, position_ids = harness_inputs(form, config, np.random.default_rng(900 + sorted(vs.TOWERS).index(model_type)))
-    with torch.no_grad():
-        want = model(q, k, position_ids)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        state = patched(model)
-    (tower,) = state.towers.values()
+    head_dim = 72 if head_dims(model_type) != [None] else None
+    model, (q, k, position_ids), want, tower = _patched_harness(model_type, head_dim, 900, patched)
     assert tower.route == "cos_sin" and "switched off by this test" in tower.why, tower.why
     with torch.no_grad():
         got = model(q, k, position_ids)

@@ -15,7 +15,7 @@ import os
 import sys
 import warnings
 from dataclasses import asdict, dataclass
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 
@@ -195,8 +195,14 @@ def check(model_type: str, config: Any, layer_type: Optional[str], runtime: rope
         return row
     row.path = "probe" if getattr(spec, "learned", False) else "table"
     row.kind = row_kind(row, spec, hf, hfp.text_config(config))
+    return checked(row, lambda: compare(spec, hf, runtime, hfp.text_config(config), rng))
+
+
+def checked(row: Row, check: Callable[[], Optional[str]]) -> Row:
+    """`row` after `check()` (a mismatch's description, or None): refused where ropejit refuses the
+    launch, a mismatch where the comparison itself fails."""
     try:
-        mismatch = compare(spec, hf, runtime, hfp.text_config(config), rng)
+        mismatch = check()
     except ropejit.Error as e:
         row.result, row.reason = "refused", "launch: " + _short(e)
         return row
@@ -312,7 +318,8 @@ def check_tower(model_type: str, config: Any, runtime: ropejit.Runtime, rng: np.
     io = {key: value for key, value in spec_dict.get("io", {}).items() if key in ("positions", "axes")}
     launch = dict(spec_dict, name="zoo-tower", dtype="fp32", num_q_heads=2, num_kv_heads=2,
                   io=dict(io, output="separate"))
-    try:
+
+    def check() -> Optional[str]:
         kernel = runtime.get(ropejit.Spec.from_json(launch))
 
         def rotate(q: np.ndarray, k: np.ndarray, positions: np.ndarray) -> Tuple[Any, Any]:
@@ -321,16 +328,11 @@ def check_tower(model_type: str, config: Any, runtime: ropejit.Runtime, rng: np.
 
         sub = tower_support.sub_config(config, tower_type)
         error, tolerance = tower_support.tower_error(sub, form, spec_dict, rotate, rng)
-    except ropejit.Error as e:
-        row.result, row.reason = "refused", "launch: " + _short(e)
-        return row
-    except Exception as e:  # noqa: BLE001 - HF's function failing on our shapes is a finding too
-        row.result, row.reason = "mismatch", f"comparison failed: {type(e).__name__}: {_short(e)}"
-        return row
-    if not error <= tolerance:
-        row.result, row.reason = "mismatch", (f"{tower_type}: q or k differs from HF's {form.rotary} + {form.apply} "
-                                              f"by {error:.3g} (tolerance {tolerance:g})")
-    return row
+        if error <= tolerance:
+            return None
+        return f"{tower_type}: q or k differs from HF's {form.rotary} + {form.apply} by {error:.3g} (tolerance {tolerance:g})"
+
+    return checked(row, check)
 
 
 def summary(rows: List[Row]) -> str:

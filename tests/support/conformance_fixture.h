@@ -44,6 +44,15 @@ inline SpecFields shaped_fields(const char* name, const HeadShape& shape, const 
   return f;
 }
 
+/// The spec's default config, with sin/cos from the runtime's table when `table` and the spec
+/// allows it (the cases that cover both sin/cos modes).
+inline Config default_or_table_config(const Spec& spec, bool table) {
+  Config config = default_config(spec);
+  Config with_table = config;
+  with_table.sincos = SinCosMode::table;
+  return table && !config_problem(spec, with_table) ? with_table : config;
+}
+
 /// Skips the backend this run lacks; one Runtime per backend for the whole process (kernels are
 /// compiled once, whichever suite asks first).
 class BackendConformance : public ::testing::TestWithParam<BackendKind> {

@@ -75,7 +75,8 @@ void check_varlen_host(const Spec& spec, const Args& a) {
 // Explicit [T], mrope [3, T] or axes [A, T] positions: every entry in [0, 2^31) and below seq_len
 // when given.
 void check_positions_host(const Spec& spec, const Args& a) {
-  for (int64_t t = 0; t < position_streams(spec) * a.num_tokens; ++t) {
+  const int64_t entries = position_streams(spec) * a.num_tokens;
+  for (int64_t t = 0; t < entries; ++t) {
     const int64_t p = a.positions_type == PositionsType::int64
                           ? static_cast<const int64_t*>(a.positions)[t]
                           : static_cast<const int32_t*>(a.positions)[t];
