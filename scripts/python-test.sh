@@ -13,11 +13,17 @@ fi
 BUILD_DIR="${ROPEJIT_BUILD_DIR:-build}"
 VENV="$(realpath -m "$BUILD_DIR/py-venv")"
 PYTHON="${ROPEJIT_PYTHON:-/usr/bin/python3}"
-pip_quiet=(--disable-pip-version-check --no-input --progress-bar off -q)
+# No pip cache: torch's PyPI wheels (CUDA libraries included) would sit on disk twice.
+pip_quiet=(--disable-pip-version-check --no-input --progress-bar off -q --no-cache-dir)
 
 # The venv holds only the test requirements and ropejit (reinstalled each run); made once.
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 echo "python tier: installing the test requirements (python/requirements-test.txt) into $VENV"
+# torch from PyPI unpacks to ~5.5 GB and needs ~9 GB while installing: say so before pip fails.
+free_kb=$(df -Pk "$VENV" | awk 'NR == 2 {print $4}')
+if ! compgen -G "$VENV/lib/python3*/site-packages/torch" >/dev/null && [ "${free_kb:-0}" -lt $((9 * 1024 * 1024)) ]; then
+  echo "python tier: warning: $((free_kb / 1024)) MiB free on the disk of $VENV; installing torch needs about 9 GiB" >&2
+fi
 "$VENV/bin/pip" install "${pip_quiet[@]}" -r python/requirements-test.txt
 # The compilers CMake picks for build/ (scikit-build-core would take Python's CC/CXX,
 # x86_64-linux-gnu-g++): the same name is what lets the compiler cache serve both builds.
