@@ -67,6 +67,15 @@ TEST(KernelStats, EachInnerLoopWeighsItsOwnTrips) {
   EXPECT_DOUBLE_EQ(count_sass(kSassTwoInnerLoops, {5, 2, 3}).per_item, 3 + 7 * 5);
 }
 
+TEST(KernelStats, AngleLoopWeighsItsOwnWeightEvenAFraction) {
+  // 0x00, 0x40, 0x80 and the EXIT once (4); the heads loop's 3 instructions 3 times (9); the angle
+  // loop's 3 at its weight: 2 trips a thread, or a quarter (an all-heads row on chip: 2 warps of 8
+  // hold the block's angle units).
+  EXPECT_DOUBLE_EQ(count_sass(kSassAngleLoop, {3}, 2).per_item, 4 + 9 + 3 * 2);
+  EXPECT_DOUBLE_EQ(count_sass(kSassAngleLoop, {3}, 0.25).per_item, 4 + 9 + 3 * 0.25);
+  EXPECT_EQ(count_sass(kSassAngleLoop, {3}, 0.25).inner_loops, 1);  // the angle loop is none
+}
+
 TEST(KernelStats, CalledFunctionWeighsItsCallSites) {
   // Per item: 0x00, 0x40..0x80 once (6), the heads loop 0x10..0x30 3 times (9), the function's 3
   // instructions at 2 * 3 + 1 = 7 calls; the call into the EXIT weighs what it did.

@@ -162,12 +162,13 @@ Config default_config(const Spec& spec) {
   // time in the static model; 4 heads, 17 groups, 60-62%).
   // An all-heads norm (qk_norm.scope all, per-token q scales): the most heads a thread whose
   // row stays on chip with every value held from its one read (shape.cuh row_holds_words; OLMo 2:
-  // 2 heads, 256 threads a token; 4 heads read again: latency-bound in the static model), else the
-  // most that keep the row on chip at all.
+  // 2 heads, 256 threads a token; 4 heads read again: latency-bound in the static model; Wan's
+  // 40 + 40 interleaved heads: 8, 5 a thread held, against 976 µs predicted at 4 heads read
+  // twice), else the most that keep the row on chip at all.
   if (all_heads_segment(spec)) {
     for (const bool hold : {true, false}) {
       Config best = c;
-      for (int h : {4, 2, 1}) {
+      for (int h : {8, 4, 2, 1}) {
         Config trial = c;
         trial.heads_per_thread = h;
         const WorkShape w = work_shape(spec, trial);

@@ -33,6 +33,17 @@ const std::map<int, ArchLimits>& limits_table() {
 }
 
 
+// An all-heads row on chip (qk_norm_all.cuh rope_all_heads_on_chip_kernel): a block pass's
+// (row, pair) angle units go one a thread, threads 0, 1, ... first, so a trip of that loop is
+// taken only by the warps holding a unit; its weight per item is those warps over the block's.
+double on_chip_angle_weight(const WorkShape& w, int block_threads) {
+  const int units = block_threads / (w.head_groups * w.lanes) * w.rot_lanes * w.pairs_per_lane;
+  const int block_warps = (block_threads + 31) / 32;
+  int warps = 0;
+  for (int first = 0; first < units; first += block_threads) warps += (std::min(block_threads, units - first) + 31) / 32;
+  return static_cast<double>(warps) / block_warps;
+}
+
 }  // namespace
 
 ArchLimits arch_limits(const std::string& arch) {
@@ -122,17 +133,17 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   std::vector<int> loop_trips;
   for (const PlannedLoop& loop : s.planned_loops) loop_trips.push_back(loop.trips);
   const SharedAngleShape shared = shared_angles(make_plan(spec, config));
-  const int angle_trips = shared.enabled ? shared.units_per_thread : 1;
+  const double angle_weight = shared.enabled ? shared.units_per_thread : shape.row_on_chip ? on_chip_angle_weight(shape, config.block_threads) : 1.0;
   std::optional<std::string> tool;
   if (!binary.is_ptx && want != StatsSource::ptx) tool = find_disassembler();
   if (binary.is_ptx) {
     s.source = "ptx";
     s.disassembler = "the binary is PTX";
-    s.counts = count_ptx(binary.image, loop_trips, angle_trips);
+    s.counts = count_ptx(binary.image, loop_trips, angle_weight);
   } else if (tool) {
     s.source = "sass";
     s.disassembler = *tool;
-    s.counts = count_sass(disassemble(*tool, binary.image), loop_trips, angle_trips);
+    s.counts = count_sass(disassemble(*tool, binary.image), loop_trips, angle_weight);
   } else if (want == StatsSource::sass) {
     throw Error(Status::invalid_argument,
                 "no SASS disassembler: no nvdisasm or cuobjdump in ROPEJIT_NVDISASM, PATH, $CUDA_HOME/bin or "
@@ -142,7 +153,7 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
     s.disassembler = want == StatsSource::ptx ? "PTX asked for"
                                               : "no nvdisasm or cuobjdump found (ROPEJIT_NVDISASM, PATH, "
                                                 "$CUDA_HOME/bin, configured prefix)";
-    s.counts = count_ptx(compile_nvrtc(source, binary.arch, /*ptx=*/true).image, loop_trips, angle_trips);
+    s.counts = count_ptx(compile_nvrtc(source, binary.arch, /*ptx=*/true).image, loop_trips, angle_weight);
   }
 
   // Per token row: threads (work items), and the 16-byte vectors of q/k/v read (each is also written).

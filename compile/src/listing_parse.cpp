@@ -354,7 +354,7 @@ bool is_return(const Instr& in) { return in.op.rfind("RET", 0) == 0 || in.op.rfi
 // weights, a call site inside another function at that function's weight. A call whose target
 // reaches an unguarded EXIT before a return is no function call (ptxas's call into the kernel's
 // own exit path) and is left as it is; a recursive call counts once.
-void weigh_callees(const Listing& l, std::vector<int>& w) {
+void weigh_callees(const Listing& l, std::vector<double>& w) {
   std::map<size_t, size_t> bodies;              // a function's first instruction -> its return
   std::vector<std::pair<size_t, size_t>> calls;  // (call site, function's first instruction)
   for (size_t i = 0; i < l.code.size(); ++i) {
@@ -370,15 +370,15 @@ void weigh_callees(const Listing& l, std::vector<int>& w) {
     calls.emplace_back(i, first);
   }
   // Every function's weight from the loop weights alone, before any body is scaled.
-  std::map<size_t, int> weight;
+  std::map<size_t, double> weight;
   std::set<size_t> open;  // functions whose weight is being summed (recursion)
-  std::function<int(size_t)> weight_of = [&](size_t first) {
+  std::function<double(size_t)> weight_of = [&](size_t first) {
     if (const auto it = weight.find(first); it != weight.end()) return it->second;
-    if (!open.insert(first).second) return 1;
-    int sum = 0;
+    if (!open.insert(first).second) return 1.0;
+    double sum = 0;
     for (const auto& [site, callee] : calls) {
       if (callee != first) continue;
-      int caller = 1;  // the kernel's body, or the function holding the site
+      double caller = 1;  // the kernel's body, or the function holding the site
       for (const auto& [f, ret] : bodies)
         if (f <= site && site <= ret) caller = weight_of(f);
       sum += w[site] * caller;
@@ -396,11 +396,11 @@ void weigh_callees(const Listing& l, std::vector<int>& w) {
 // around them), n the loop's place in the listing, when the listing has as many such loops as
 // `trips` names; an instruction weighs its innermost loop's trips. Otherwise every one weighs
 // `trips[0]` (the heads loop's: an over-estimate for any shorter loop). A loop that fills shared
-// memory without touching q/k/v (the block's shared angles, angles.cuh) runs `angle_trips` times
-// and is none of them.
+// memory without touching q/k/v (the block's shared angles, angles.cuh) weighs `angle_weight` (its
+// trips per item; a fraction where only some of a block's warps take it) and is none of them.
 // A backward branch over an unguarded EXIT is no loop: it returns from a block placed after the
 // kernel's end (ptxas's BRA.DIV fallback of a warp shuffle) into the body.
-std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, int angle_trips, int& inner_loops) {
+std::vector<double> item_weights(const Listing& l, const std::vector<int>& trips, double angle_weight, int& inner_loops) {
   std::vector<int> depth(l.code.size(), 0);
   std::vector<bool> in_angle_loop(l.code.size(), false);
   std::map<size_t, size_t> loops;  // first instruction -> last back branch (a loop's `continue`s merged)
@@ -433,7 +433,7 @@ std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, i
   }
   inner_loops = static_cast<int>(inner.size());
   const bool each_own = inner.size() == trips.size();
-  std::vector<int> w(l.code.size());
+  std::vector<double> w(l.code.size());
   for (size_t k = 0; k < w.size(); ++k) {
     int loop_trips = trips.at(0);
     if (each_own) {
@@ -444,7 +444,7 @@ std::vector<int> item_weights(const Listing& l, const std::vector<int>& trips, i
           loop_trips = trips[n];
         }
     }
-    w[k] = depth[k] < 2 ? 1 : std::max(1, in_angle_loop[k] ? angle_trips : loop_trips);
+    w[k] = depth[k] < 2 ? 1.0 : in_angle_loop[k] ? angle_weight : std::max(1, loop_trips);
   }
   weigh_callees(l, w);
   return w;
@@ -499,9 +499,9 @@ void first_data_load(const Listing& l, InstrCounts& c) {
   }
 }
 
-InstrCounts count(const Listing& l, const std::vector<int>& trips, int angle_trips) {
+InstrCounts count(const Listing& l, const std::vector<int>& trips, double angle_weight) {
   InstrCounts c;
-  const std::vector<int> w = item_weights(l, trips, angle_trips, c.inner_loops);
+  const std::vector<double> w = item_weights(l, trips, angle_weight, c.inner_loops);
   for (size_t i = 0; i < l.code.size(); ++i) {
     const Instr& in = l.code[i];
     if (in.padding || is_self_branch(l, i)) continue;
@@ -532,12 +532,12 @@ InstrCounts count(const Listing& l, const std::vector<int>& trips, int angle_tri
 
 }  // namespace
 
-InstrCounts count_sass(std::string_view listing, const std::vector<int>& inner_loop_trips, int angle_loop_trips) {
-  return count(read_sass(listing), inner_loop_trips, angle_loop_trips);
+InstrCounts count_sass(std::string_view listing, const std::vector<int>& inner_loop_trips, double angle_loop_weight) {
+  return count(read_sass(listing), inner_loop_trips, angle_loop_weight);
 }
 
-InstrCounts count_ptx(std::string_view ptx, const std::vector<int>& inner_loop_trips, int angle_loop_trips) {
-  return count(read_ptx(ptx), inner_loop_trips, angle_loop_trips);
+InstrCounts count_ptx(std::string_view ptx, const std::vector<int>& inner_loop_trips, double angle_loop_weight) {
+  return count(read_ptx(ptx), inner_loop_trips, angle_loop_weight);
 }
 
 }  // namespace ropejit

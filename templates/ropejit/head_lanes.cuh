@@ -81,7 +81,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
   constexpr int V = T::kVec;
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
-  const bool loaded = T::kOutputPaddedBhsd ? io.src != nullptr : true;  // padding rows: zeros, stored
+  const bool loaded = has_source<T>(io);  // padding rows: zeros, stored
   const bool normed = !kLoadOnly && loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
   // Every vector's load first, then their sums: the lane's loads in flight together.
   if constexpr (kStep != LaneStep::finish) {

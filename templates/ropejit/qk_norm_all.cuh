@@ -37,7 +37,7 @@ __device__ __forceinline__ void load_lane_vectors(const HeadIo<T>& io, const Lan
                                                   float (&x)[norm_lane_vectors<T>()][T::kVec]) {
 #pragma unroll
   for (int j = 0; j < norm_lane_vectors<T>(); ++j) {
-    if (lane_holds<T>(lv, j) && io.src) {
+    if (lane_holds<T>(lv, j) && has_source<T>(io)) {
       load_vec<typename T::Storage, T::kVec>(io.src + lane_element<T>(lv, j), x[j]);
       add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
     } else {
@@ -64,7 +64,7 @@ __device__ __forceinline__ void all_heads_lane_values(const KernelParams& p, con
                                                       float (&x)[norm_lane_vectors<T>()][T::kVec]) {
   typedef typename T::Storage::raw raw;
   load_lane_vectors<T>(io, lv, x);
-  if (!io.src || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
+  if (!has_source<T>(io) || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
   if constexpr (T::kQkNorm) {
     // The head's slice of its role's [heads·D] weight.
     const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
@@ -261,7 +261,7 @@ __device__ __forceinline__ void rope_all_heads_on_chip_kernel(const KernelParams
     // Held: every head's words from its one read, all loads in flight together.
     Words words[kHold ? kHeads : 1];
     auto load_head = [&](const HeadIo<T>& io, Words& w) {
-      if (io.src)
+      if (has_source<T>(io))
 #pragma unroll
         for (int j = 0; j < kVectors; ++j)
           if (lane_holds<T>(lv, j)) load_words<typename T::Storage, T::kVec>(io.src + lane_element<T>(lv, j), w[j]);
@@ -280,7 +280,7 @@ __device__ __forceinline__ void rope_all_heads_on_chip_kernel(const KernelParams
       Words& w = kHold ? words[k] : reread;
 #pragma unroll
       for (int j = 0; j < kVectors; ++j) {
-        if (lane_holds<T>(lv, j) && io.src) {
+        if (lane_holds<T>(lv, j) && has_source<T>(io)) {
           words_to_floats<typename T::Storage, T::kVec>(w[j], x[j]);
           add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
         } else {
@@ -332,7 +332,7 @@ __device__ __forceinline__ void rope_all_heads_on_chip_kernel(const KernelParams
     // The final values of head k: normalized with its role's 1 / rms and its weight, rotated.
     auto final_values = [&](int k, const HeadIo<T>& io, float (&x)[kVectors][T::kVec]) {
       values(k, io, x);
-      if (!io.src || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
+      if (!has_source<T>(io) || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
       if constexpr (T::kQkNorm) {
         typedef typename T::Storage::raw raw;
         const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;

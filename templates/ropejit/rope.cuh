@@ -156,6 +156,14 @@ struct HeadIo {
   u8* block_scales;                    // NVFP4 cache heads: the head row's e4m3 block scales
 };
 
+// Whether the head row has a source (only a padded output's padding rows have none): a
+// constant elsewhere, so no null test of the pointer is compiled.
+template <class T>
+__device__ __forceinline__ bool has_source(const HeadIo<T>& io) {
+  if constexpr (T::kOutputPaddedBhsd) return io.src != nullptr;
+  else return true;
+}
+
 // True when k and v go to an FP8 or NVFP4 paged cache (the cache traits exist only with one).
 template <class T>
 __device__ __forceinline__ constexpr bool quantized_cache() {

@@ -251,8 +251,9 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape mla_work_shape(int head_dim, int rotary_
 }
 
 /// Most vectors a thread of an all-heads row kept on chip holds (its heads' lane vectors, as raw
-/// words in registers: 16 for 16-byte vectors); up to twice as many it reads again (row_holds_words).
-constexpr int kMaxRowVectors = 4;
+/// words in registers: 24 for 16-byte vectors; Wan's 80 heads of 16 lanes: 5 a thread at 256
+/// threads a row, 64 registers, no spill); up to twice as many it reads again (row_holds_words).
+constexpr int kMaxRowVectors = 6;
 
 /// make_work_shape's shape `w` for the QK-norm's scope: unchanged without `all_heads`. An
 /// all-heads norm (qk_norm.scope "all") adds a row's q heads in one sum of squares and its k heads

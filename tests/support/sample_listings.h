@@ -151,6 +151,24 @@ constexpr const char* kSassTwoInnerLoops = R"(
         /*0090*/                   EXIT ;
 )";
 
+// A grid-stride loop holding a loop that fills shared memory without q/k/v accesses (a block's
+// angles, 0x10..0x30), then a barrier and the heads loop (0x50..0x70).
+constexpr const char* kSassAngleLoop = R"(
+.L_x_0:
+        /*0000*/                   S2R R0, SR_TID.X ;
+.L_x_1:
+        /*0010*/                   FMUL R1, R0, R0 ;
+        /*0020*/                   STS [R2], R1 ;
+        /*0030*/               @P0 BRA `(.L_x_1) ;
+        /*0040*/                   BAR.SYNC.DEFER_BLOCKING 0x0 ;
+.L_x_2:
+        /*0050*/                   LDG.E.128 R4, desc[UR4][R2.64] ;
+        /*0060*/                   STG.E.128 desc[UR4][R2.64], R4 ;
+        /*0070*/               @P1 BRA `(.L_x_2) ;
+        /*0080*/               @P2 BRA `(.L_x_0) ;
+        /*0090*/                   EXIT ;
+)";
+
 // The same with a vector loop nested in the k/v store loop (a cache head's vectors, one a trip).
 constexpr const char* kSassNestedInnerLoop = R"(
 .L_x_0:

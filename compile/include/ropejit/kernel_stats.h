@@ -56,12 +56,14 @@ struct InstrCounts {
 /// nested in the outermost (grid-stride) loop, at any depth, weigh their innermost loop's trips
 /// per item in the per-item figures: `inner_loop_trips[n]` for the n-th such loop in the listing
 /// when there are as many as it names, else `inner_loop_trips[0]` for each; a nested loop that
-/// fills shared memory without q/k/v accesses (a block's shared angles): `angle_loop_trips`.
+/// fills shared memory without q/k/v accesses (a block's shared angles): `angle_loop_weight`, its
+/// trips per item (a fraction where only some of a block's warps take it).
 InstrCounts count_sass(std::string_view listing, const std::vector<int>& inner_loop_trips = {1},
-                       int angle_loop_trips = 1);
+                       double angle_loop_weight = 1);
 
 /// Counts a PTX listing the same way (instruction counts are PTX, not machine instructions).
-InstrCounts count_ptx(std::string_view ptx, const std::vector<int>& inner_loop_trips = {1}, int angle_loop_trips = 1);
+InstrCounts count_ptx(std::string_view ptx, const std::vector<int>& inner_loop_trips = {1},
+                      double angle_loop_weight = 1);
 
 /// Per-SM limits of one compute capability, the inputs of theoretical occupancy.
 struct ArchLimits {
