@@ -1,0 +1,77 @@
+"""The fused QK-norm launch of ropejit.diffusers' swapped processors (Wan's, Flux's): a model's
+RMSNorm of q and of k and the rotation at the spec's positions in one launch, in place on the
+projections [B, S, H * D]. Shared so that every processor refuses, counts and launches alike."""
+from typing import Any, Optional, Sequence
+
+import torch
+
+from . import torch as ropejit_torch
+from ._spec import Spec
+
+_DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
+
+
+def positions_refusal(state: Any, positions: Any, tensors: Sequence[torch.Tensor]) -> Optional[str]:
+    """Why no fused launch can serve this attention call at all (None: one can): it needs the spec's
+    positions, and no autograd recording q or k (the kernel writes them in place)."""
+    if state.cos_sin_only is not None or positions is None or isinstance(positions, str):
+        return "the spec's positions are not known"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
+        return "autograd records q and k (the fused launch writes them in place)"
+    return None
+
+
+def launch_refusal(norm_q: Any, norm_k: Any, weight_size: int, positions: torch.Tensor,
+                   query: torch.Tensor, key: torch.Tensor) -> Optional[str]:
+    """Why q's and k's norms and rotation cannot run as one launch (None: they can): the kernel takes
+    an RMSNorm (torch's or diffusers', both named so) with a weight of q's dtype of `weight_size`
+    values and no bias, one eps for q and k, and contiguous projections [B, S, H * D] of one shape
+    whose S is the positions' [A, 1, S]."""
+    for norm in (norm_q, norm_k):
+        weight = getattr(norm, "weight", None)
+        if type(norm).__name__ != "RMSNorm" or weight is None or weight.dtype != query.dtype:
+            return f"norm {type(norm).__name__} (the fused form takes diffusers' RMSNorm with a weight of q's dtype)"
+        if weight.numel() != weight_size or not weight.is_contiguous():
+            return f"a norm weight of {weight.numel()} values (the fused form takes {weight_size})"
+        if getattr(norm, "bias", None) is not None or getattr(norm, "eps", None) is None:
+            return "a norm with a bias or without eps (torch's dtype-dependent default)"
+    if norm_q.eps != norm_k.eps:
+        return "q's and k's norms differ in eps"
+    if query.dtype not in _DTYPE_NAMES or query.dim() != 3 or not query.is_contiguous() or not key.is_contiguous():
+        return f"q of {query.dtype}, shape {list(query.shape)}"
+    if query.shape != key.shape or query.shape[1] != positions.shape[-1] or positions.device != query.device:
+        return f"q {list(query.shape)}, k {list(key.shape)}, positions {list(positions.shape)}"
+    return None
+
+
+def count_refusal(state: Any, why: str) -> None:
+    """Counts one attention call whose norm and rotation ran apart, per reason."""
+    state.fused_norm_reasons[why] = state.fused_norm_reasons.get(why, 0) + 1
+
+
+def norm_spec_json(state: Any, dtype: torch.dtype, heads: int, head_dim: int, eps: float, scope: str) -> str:
+    """The fused launch's canonical spec: the model's, with the RMSNorm over each head (``scope``
+    "head": one [head_dim] weight) or over all heads ("all": [H * head_dim]); validated once per
+    (scope, dtype, heads, head_dim, eps) in the patch state's cache, not at every attention call."""
+    key = ("norm", scope, dtype, heads, head_dim, eps)
+    if key not in state._spec_json:
+        spec = dict(state.spec.to_dict(), dtype=_DTYPE_NAMES[dtype], num_q_heads=heads, num_kv_heads=heads,
+                    head_dim=head_dim, rotary_dim=head_dim,
+                    qk_norm={"type": "rmsnorm", "eps": eps, "scope": scope, "weight": "per_head"})
+        spec["io"] = dict(spec["io"], input="separate", output="inplace", qkv_bias=False, copy_v=False)
+        state._spec_json[key] = Spec.from_json(spec).to_json()
+    return state._spec_json[key]
+
+
+def norm_rotate(state: Any, spec_json: str, heads: int, positions: torch.Tensor, query: torch.Tensor,
+                key: torch.Tensor, q_weight: torch.Tensor, k_weight: torch.Tensor) -> None:
+    """One launch of `spec_json` (norm_spec_json's, for `heads` heads) on the projections q and k
+    [B, S, H * D] in place, at positions [A, 1, S] (the same for every batch row); counted as a
+    kernel call and a fused one."""
+    head_dim = query.shape[-1] // heads
+    rows = positions.expand(positions.shape[0], query.shape[0], query.shape[1]).reshape(positions.shape[0], -1)
+    kernel = ropejit_torch.kernel_for(spec_json, query.device)
+    kernel(query.view(-1, heads, head_dim), key.view(-1, heads, head_dim), positions=rows.contiguous(),
+           q_norm_weight=q_weight.detach(), k_norm_weight=k_weight.detach())
+    state._count()
+    state.fused_norm_calls += 1
