@@ -25,23 +25,32 @@ def launch_refusal(norm_q: Any, norm_k: Any, weight_size: int, positions: torch.
                    query: torch.Tensor, key: torch.Tensor) -> Optional[str]:
     """Why q's and k's norms and rotation cannot run as one launch (None: they can): the kernel takes
     an RMSNorm (torch's or diffusers', both named so) with a weight of q's dtype of `weight_size`
-    values and no bias, one eps for q and k, and contiguous projections [B, S, H * D] of one shape
-    whose S is the positions' [A, 1, S]."""
+    values and no bias, one eps for q and k, and projections [B, S, H * D] of one shape whose S is
+    the positions' [A, 1, S], each token's row dense and the batch's rows one stride apart (so
+    fused projections' chunks of one [B, S, 3 * H * D] output serve, read in place)."""
     for norm in (norm_q, norm_k):
         weight = getattr(norm, "weight", None)
         if type(norm).__name__ != "RMSNorm" or weight is None or weight.dtype != query.dtype:
-            return f"norm {type(norm).__name__} (the fused form takes diffusers' RMSNorm with a weight of q's dtype)"
+            return (f"norm {type(norm).__name__} weighted {None if weight is None else weight.dtype} "
+                    "(the fused form takes an RMSNorm weighted in q's dtype)")
         if weight.numel() != weight_size or not weight.is_contiguous():
             return f"a norm weight of {weight.numel()} values (the fused form takes {weight_size})"
         if getattr(norm, "bias", None) is not None or getattr(norm, "eps", None) is None:
             return "a norm with a bias or without eps (torch's dtype-dependent default)"
     if norm_q.eps != norm_k.eps:
         return "q's and k's norms differ in eps"
-    if query.dtype not in _DTYPE_NAMES or query.dim() != 3 or not query.is_contiguous() or not key.is_contiguous():
-        return f"q of {query.dtype}, shape {list(query.shape)}"
+    if query.dtype not in _DTYPE_NAMES or query.dim() != 3 or not _token_rows(query) or not _token_rows(key):
+        return f"q of {query.dtype}, shape {list(query.shape)}, strides {query.stride()}"
     if query.shape != key.shape or query.shape[1] != positions.shape[-1] or positions.device != query.device:
         return f"q {list(query.shape)}, k {list(key.shape)}, positions {list(positions.shape)}"
     return None
+
+
+def _token_rows(projection: torch.Tensor) -> bool:
+    """Whether a projection [B, S, W] views as the kernel's token rows [B * S, H, D]: every row
+    dense, and row b * S + s at one stride from the next (the kernel reads strided rows)."""
+    batch_stride, token_stride, element_stride = projection.stride()
+    return element_stride == 1 and (projection.shape[0] == 1 or batch_stride == projection.shape[1] * token_stride)
 
 
 def count_refusal(state: Any, why: str) -> None:
