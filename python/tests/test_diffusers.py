@@ -565,3 +565,18 @@ def test_flux_fused_norm_batch_and_fused_projections():
     finally:
         ropejit.diffusers.unpatch(model)
     _close(_run(model, inputs), expected)
+
+
+@needs_axes
+def test_wan_fused_projections_keep_the_fused_norm():
+    """fuse_qkv_projections' q and k are chunks of one output (token rows strided): Wan's norm and
+    rotation still run as one launch on them, in place."""
+    model, inputs = _tiny_wan()
+    expected = _run(model, inputs)
+    model.fuse_qkv_projections()
+    state = ropejit.diffusers.patch(model, strict=True)
+    try:
+        _close(_run(model, inputs), expected)
+    finally:
+        ropejit.diffusers.unpatch(model)
+    assert (state.kernel_calls, state.fused_norm_calls, state.fused_norm_reasons) == (2, 2, {}), state
