@@ -89,7 +89,8 @@ def _norm_rotate_flux(state: Any, positions: Any, head_dim: int, streams: List[S
     """Each stream's per-head RMSNorm of q and of k and the rotation at its own slice of the
     positions (streams in sequence order), one launch per stream in place; False (the reason
     counted, nothing written) where any stream cannot: both streams run one way."""
-    why = positions_refusal(state, positions, [t for stream in streams for t in stream[2:]])
+    why = positions_refusal(state, positions, [norm for stream in streams for norm in stream[:2]],
+                            [t for stream in streams for t in stream[2:]])
     sliced = []
     start = 0
     for norm_q, norm_k, query, key in streams if why is None else []:

@@ -11,13 +11,16 @@ from ._spec import Spec
 _DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
 
 
-def positions_refusal(state: Any, positions: Any, tensors: Sequence[torch.Tensor]) -> Optional[str]:
+def positions_refusal(state: Any, positions: Any, norms: Sequence[Any], tensors: Sequence[torch.Tensor]
+                      ) -> Optional[str]:
     """Why no fused launch can serve this attention call at all (None: one can): it needs the spec's
-    positions, and no autograd recording q or k (the kernel writes them in place)."""
+    positions, and no autograd recording q or k (the kernel writes them in place) or the norms'
+    weights (the launch reads them detached: their gradients would be lost)."""
     if state.cos_sin_only is not None or positions is None or isinstance(positions, str):
         return "the spec's positions are not known"
-    if torch.is_grad_enabled() and any(t.requires_grad for t in tensors):
-        return "autograd records q and k (the fused launch writes them in place)"
+    weights = [getattr(norm, "weight", None) for norm in norms]
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in list(tensors) + weights):
+        return "autograd records q, k or their norms' weights (the fused launch writes q and k in place)"
     return None
 
 

@@ -60,7 +60,7 @@ def _norm_rotate_wan(state: Any, attn: Any, positions: Any, query: torch.Tensor,
                      key: torch.Tensor) -> bool:
     """Wan's RMSNorm over all heads of q and of k, then the rotation, in one launch on the projections
     [B, S, H * D] in place (docs/diffusers.md); False (the reason counted) where it cannot."""
-    why = positions_refusal(state, positions, (query, key)) or \
+    why = positions_refusal(state, positions, (attn.norm_q, attn.norm_k), (query, key)) or \
         launch_refusal(attn.norm_q, attn.norm_k, query.shape[-1], positions, query, key)
     if why is not None:
         count_refusal(state, why)

@@ -516,58 +516,6 @@ def test_wan_norm_stays_apart_under_autograd():
 
 
 @needs_axes
-def test_flux_norm_stays_apart_under_autograd():
-    """With autograd recording q and k, Flux's norms and rotation run apart (the fused launches
-    write in place): diffusers' norms, then ropejit's rotation of q and of k, and the gradients are
-    diffusers' own."""
-    model, inputs = _tiny_flux()
-    hidden = inputs["hidden_states"].clone().requires_grad_(True)
-    want = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
-    (want_grad,) = torch.autograd.grad(want.square().sum(), hidden)
-    state = ropejit.diffusers.patch(model)
-    try:
-        hidden = inputs["hidden_states"].clone().requires_grad_(True)
-        got = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
-        (got_grad,) = torch.autograd.grad(got.square().sum(), hidden)
-    finally:
-        ropejit.diffusers.unpatch(model)
-    assert (state.fused_norm_calls, state.kernel_calls, state.fallback_calls) == (0, 4, 0), state
-    assert state.fused_norm_reasons == {"autograd records q and k (the fused launch writes them in place)": 2}
-    _close(got.detach(), want.detach())
-    _close(got_grad, want_grad)
-
-
-@needs_axes
-def test_flux_fused_norm_batch_and_fused_projections():
-    """Two batch rows (each at the same positions) and fuse_qkv_projections' chunks of one
-    [B, S, 3 * H * D] output (token rows strided) still run one launch per stream; a norm the
-    kernel does not take (no weight) runs diffusers' steps, the reason counted."""
-    model, inputs = _tiny_flux()
-    generator = torch.Generator().manual_seed(14)
-    inputs = {k: torch.randn((2,) + v.shape[1:], generator=generator) if k in ("hidden_states", "encoder_hidden_states",
-                                                                                "pooled_projections") else v
-              for k, v in inputs.items()}
-    inputs["timestep"] = torch.tensor([0.5, 0.25])
-    expected = _run(model, inputs)
-    model.fuse_qkv_projections()
-    assert all(block.attn.fused_projections for block in model.transformer_blocks + model.single_transformer_blocks)
-    state = ropejit.diffusers.patch(model, strict=True)
-    try:
-        _close(_run(model, inputs), expected)
-        assert (state.kernel_calls, state.fused_norm_calls, state.fused_norm_reasons) == (3, 3, {}), state
-        single = model.single_transformer_blocks[0].attn
-        single.norm_k = torch.nn.RMSNorm(16, eps=1e-6, elementwise_affine=False)
-        expected = _run(model, inputs)
-        # the joint block's 2 launches again; the single block's q and k rotated apart (2 calls)
-        assert (state.fused_norm_calls, state.kernel_calls) == (3 + 2, 3 + 2 + 2), state
-        assert state.fused_norm_reasons == {"norm RMSNorm weighted None (the fused form takes an RMSNorm weighted "
-                                            "in q's dtype)": 1}
-    finally:
-        ropejit.diffusers.unpatch(model)
-    _close(_run(model, inputs), expected)
-
-
-@needs_axes
 def test_wan_fused_projections_keep_the_fused_norm():
     """fuse_qkv_projections' q and k are chunks of one output (token rows strided): Wan's norm and
     rotation still run as one launch on them, in place."""
