@@ -6,10 +6,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from . import torch as ropejit_torch
-from ._spec import Spec
-
-_DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
+from ._diffusers_qk_norm import count_refusal, launch_refusal, norm_rotate, norm_spec_json, positions_refusal
 
 
 def processor_class(module_name: str, recalled: Callable, rotation: Callable) -> type:
@@ -59,58 +56,16 @@ def processor_class(module_name: str, recalled: Callable, rotation: Callable) ->
     return RopejitWanAttnProcessor
 
 
-def _wan_norm_why(state: Any, attn: Any, positions: Any, query: torch.Tensor,
-                  key: torch.Tensor) -> Optional[str]:
-    """Why Wan's QK-norm and rotation cannot run as one launch here (None: they can): the fused form
-    needs the spec's positions, diffusers' RMSNorm over all heads with a weight of q's dtype, and
-    no autograd (the kernel writes q and k in place)."""
-    if state.cos_sin_only is not None or positions is None or isinstance(positions, str):
-        return "the spec's positions are not known"
-    if torch.is_grad_enabled() and (query.requires_grad or key.requires_grad):
-        return "autograd records q and k (the fused launch writes them in place)"
-    for norm in (attn.norm_q, attn.norm_k):
-        weight = getattr(norm, "weight", None)
-        if type(norm).__name__ != "RMSNorm" or weight is None or weight.dtype != query.dtype:
-            return f"norm {type(norm).__name__} (the fused form takes diffusers' RMSNorm with a weight of q's dtype)"
-        if weight.numel() != query.shape[-1] or not weight.is_contiguous():
-            return f"a norm weight of {weight.numel()} values over rows of {query.shape[-1]}"
-    if attn.norm_q.eps != attn.norm_k.eps:
-        return "q's and k's norms differ in eps"
-    if query.dtype not in _DTYPE_NAMES or query.dim() != 3 or not query.is_contiguous() or not key.is_contiguous():
-        return f"q of {query.dtype}, shape {list(query.shape)}"
-    if query.shape != key.shape or query.shape[1] != positions.shape[-1] or positions.device != query.device:
-        return f"q {list(query.shape)}, k {list(key.shape)}, positions {list(positions.shape)}"
-    return None
-
-
-def _norm_spec_json(state: Any, dtype: torch.dtype, heads: int, head_dim: int, eps: float) -> str:
-    """The fused launch's canonical spec: the model's, with the norm over all heads; validated once
-    per (dtype, heads, head_dim, eps) in the patch state's cache, not at every attention call."""
-    key = ("norm all", dtype, heads, head_dim, eps)
-    if key not in state._spec_json:
-        spec = dict(state.spec.to_dict(), dtype=_DTYPE_NAMES[dtype], num_q_heads=heads, num_kv_heads=heads,
-                    head_dim=head_dim, rotary_dim=head_dim, qk_norm={"type": "rmsnorm", "eps": eps, "scope": "all"})
-        spec["io"] = dict(spec["io"], input="separate", output="inplace", qkv_bias=False, copy_v=False)
-        state._spec_json[key] = Spec.from_json(spec).to_json()
-    return state._spec_json[key]
-
-
 def _norm_rotate_wan(state: Any, attn: Any, positions: Any, query: torch.Tensor,
                      key: torch.Tensor) -> bool:
     """Wan's RMSNorm over all heads of q and of k, then the rotation, in one launch on the projections
     [B, S, H * D] in place (docs/diffusers.md); False (the reason counted) where it cannot."""
-    why = _wan_norm_why(state, attn, positions, query, key)
+    why = positions_refusal(state, positions, (attn.norm_q, attn.norm_k), (query, key)) or \
+        launch_refusal(attn.norm_q, attn.norm_k, query.shape[-1], positions, query, key)
     if why is not None:
-        state.fused_norm_reasons[why] = state.fused_norm_reasons.get(why, 0) + 1
+        count_refusal(state, why)
         return False
     heads = attn.heads
-    head_dim = query.shape[-1] // heads
-    spec_json = _norm_spec_json(state, query.dtype, heads, head_dim, float(attn.norm_q.eps))
-    rows = positions.expand(positions.shape[0], query.shape[0], query.shape[1]).reshape(positions.shape[0], -1)
-    kernel = ropejit_torch.kernel_for(spec_json, query.device)
-    kernel(query.view(-1, heads, head_dim), key.view(-1, heads, head_dim), positions=rows.contiguous(),
-           q_norm_weight=attn.norm_q.weight.detach().view(heads, head_dim),
-           k_norm_weight=attn.norm_k.weight.detach().view(heads, head_dim))
-    state._count()
-    state.fused_norm_calls += 1
+    spec_json = norm_spec_json(state, query.dtype, heads, query.shape[-1] // heads, float(attn.norm_q.eps), "all")
+    norm_rotate(state, spec_json, heads, positions, query, key, attn.norm_q.weight, attn.norm_k.weight)
     return True

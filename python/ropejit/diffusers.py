@@ -9,7 +9,8 @@ then runs ropejit's kernel with the model's spec (:meth:`ropejit.Spec.from_diffu
 ``axes`` positions form) instead of the cos/sin arithmetic:
 
 - Flux, Flux 2, Flux 3, Chroma (Flux's processor), LongCat-Image, Ovis-Image, Bria: diffusers'
-  ``apply_rotary_emb``, as imported into their modules, is replaced;
+  ``apply_rotary_emb``, as imported into their modules, is replaced; Flux's and Chroma's
+  ``FluxAttnProcessor`` is also swapped, to run the per-head QK-norm with the rotation;
 - HunyuanVideo and 1.5: the processor imports ``apply_rotary_emb`` from ``embeddings`` at each
   call, so that one is replaced;
 - Wan, Wan-VACE: the processor applies the rotation inline, so each ``WanAttnProcessor`` is swapped
@@ -25,7 +26,9 @@ A rotation whose positions no hook knows, or that the spec cannot take (Flux 2's
 text and image cos, fractional ids), runs the kernel from diffusers' own cos and sin (the
 ``cos_sin_cache`` route); where neither serves (a dtype or shape they do not fit, cos/sin that
 are not a rotation of interleaved pairs) diffusers' own code runs it and ``fallback_reasons``
-counts why. QK-norm stays the model's: it normalizes q and k before the rotation, as before.
+counts why. QK-norm stays the model's (it normalizes q and k before the rotation), but for Wan's
+self-attention and Flux's and Chroma's attention without autograd: there the swapped processor
+runs the norm and the rotation as one launch per stream (``fused_norm_calls``).
 docs/diffusers.md has the family table.
 """
 import sys
@@ -39,7 +42,7 @@ import torch
 from . import _ropejit
 from . import compat  # noqa: F401 - registers torch.ops.ropejit.cos_sin_cache_rope (the cos/sin route)
 from . import torch as ropejit_torch
-from ._diffusers_wan import processor_class
+from . import _diffusers_flux, _diffusers_wan
 from ._module_functions import acquire, release
 from ._diffusers_specs import DIFFUSERS_VERSION, family_of
 from ._spec import Spec
@@ -48,7 +51,9 @@ __all__ = ["patch", "unpatch", "DiffusersRopePatch"]
 
 _DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
 _ATTRIBUTE = "_ropejit_patch"
-_WAN_MODULE = "diffusers.models.transformers.transformer_wan"
+_TRANSFORMERS = "diffusers.models.transformers."
+_WAN_MODULE = _TRANSFORMERS + "transformer_wan"
+_FLUX_MODULE = _TRANSFORMERS + "transformer_flux"
 
 
 @dataclass(eq=False)
@@ -63,7 +68,8 @@ class DiffusersRopePatch:
     leaves to the model (its QK-norm). ``cos_sin_only`` says why every rotation takes the cos/sin
     route: the probe found the model's rotary module away from its config (Wan's rope tables
     rounded by ``model.to(torch.bfloat16)``), so the spec does not serve it. Wan's self-attention runs
-    its QK-norm (RMSNorm over all heads) and the rotation as one launch where it can
+    its QK-norm (RMSNorm over all heads) and the rotation as one launch where it can, Flux's and
+    Chroma's attention their per-head QK-norm and the rotation (one launch per stream: text, image)
     (``fused_norm_calls``; why not, per reason, in ``fused_norm_reasons``: autograd, other norms)."""
 
     spec: Optional[Spec]
@@ -371,33 +377,41 @@ def _probe(state: DiffusersRopePatch, rotary: Any, route: "Route", device: torch
 class Route:
     """How ropejit reaches one family: its rotary module's attribute, where the positions come
     from (``ids``: Flux's ids; ``grid``: the latent's patch grid), and what is replaced: the
-    ``apply_rotary_emb`` of these diffusers modules, or (``processor``) Wan's attention processors."""
+    ``apply_rotary_emb`` of these diffusers modules, and (``processor``: the diffusers module of a
+    :data:`_PROCESSORS` entry) its attention processors."""
 
     rotary: str
     positions: str
     functions: Tuple[str, ...] = ()
-    processor: bool = False
+    processor: str = ""
 
 
-_TRANSFORMERS = "diffusers.models.transformers."
 _ROUTES: Dict[str, Route] = {
-    "flux": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux",)),
+    # Flux's FluxAttnProcessor is swapped (QK-norm and rotation fused); its IP-adapter processor
+    # and a processor that cannot fuse call the replaced apply_rotary_emb.
+    "flux": Route("pos_embed", "ids", (_FLUX_MODULE,), processor=_FLUX_MODULE),
     # Flux 2 concatenates its text and image cos/sin: those run the cos/sin route.
     "flux2": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux2",)),
     # HunyuanVideo's processor imports apply_rotary_emb from embeddings at each call.
     "hunyuan-video": Route("rope", "grid", ("diffusers.models.embeddings",)),
     "hunyuan-video15": Route("rope", "grid", ("diffusers.models.embeddings",)),  # the same import at each call
-    "wan": Route("rope", "grid", processor=True),
+    "wan": Route("rope", "grid", processor=_WAN_MODULE),
     # Wan-VACE's blocks (its VACE blocks too) are transformer_wan's, with WanAttnProcessor.
-    "wan-vace": Route("rope", "grid", processor=True),
+    "wan-vace": Route("rope", "grid", processor=_WAN_MODULE),
     # Chroma's blocks run transformer_flux's FluxAttnProcessor; LongCat-Image's, Ovis-Image's, Bria's
     # and Flux 3's processors call the apply_rotary_emb imported into their own modules (Flux 3's
     # joint blocks concatenate text and image cos/sin: the cos/sin route).
-    "chroma": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux",)),
+    "chroma": Route("pos_embed", "ids", (_FLUX_MODULE,), processor=_FLUX_MODULE),
     "longcat-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_longcat_image",)),
     "ovis-image": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_ovis_image",)),
     "bria": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_bria",)),
     "flux3": Route("pos_embed", "ids", (_TRANSFORMERS + "transformer_flux3",)),
+}
+
+# diffusers module → (the processor class swapped, the factory of its ropejit subclass)
+_PROCESSORS: Dict[str, Tuple[str, Callable[[], type]]] = {
+    _WAN_MODULE: ("WanAttnProcessor", lambda: _diffusers_wan.processor_class(_WAN_MODULE, _recalled, _rotation)),
+    _FLUX_MODULE: ("FluxAttnProcessor", lambda: _diffusers_flux.processor_class(_FLUX_MODULE, _recalled)),
 }
 
 
@@ -444,12 +458,12 @@ def _declined(model: torch.nn.Module, state: DiffusersRopePatch, verify: bool) -
     rotary = getattr(model, route.rotary, None)
     if not isinstance(rotary, torch.nn.Module):
         return f"{name}: no rotary module at .{route.rotary}"
-    for module_name in route.functions + ((_WAN_MODULE,) if route.processor else ()):
+    for module_name in route.functions + ((route.processor,) if route.processor else ()):
         if module_name not in sys.modules:
             return f"{name}: diffusers module {module_name} is not loaded"
     version = getattr(sys.modules.get("diffusers"), "__version__", None)
     if route.processor and version != DIFFUSERS_VERSION:
-        return (f"{name}: diffusers {version}: the swapped processor repeats WanAttnProcessor's self-attention "
+        return (f"{name}: diffusers {version}: the swapped processor repeats {_PROCESSORS[route.processor][0]}'s "
                 f"steps as diffusers {DIFFUSERS_VERSION} has them, and only that release was read")
     if verify:
         try:
@@ -497,8 +511,9 @@ def _patch_one(model: torch.nn.Module, verify: bool, strict: bool, cos_sin: bool
     for module_name in route.functions:
         _replace(state, module_name, "apply_rotary_emb", _apply_function)
     if route.processor:
-        replacement = processor_class(_WAN_MODULE, _recalled, _rotation)
-        original_class = sys.modules[_WAN_MODULE].WanAttnProcessor
+        class_name, make_class = _PROCESSORS[route.processor]
+        replacement = make_class()
+        original_class = getattr(sys.modules[route.processor], class_name)
         for module in model.modules():
             processor = getattr(module, "processor", None)
             if type(processor) is original_class:
@@ -506,7 +521,8 @@ def _patch_one(model: torch.nn.Module, verify: bool, strict: bool, cos_sin: bool
                 state._swapped.append((module, processor))
         state.processors = len(state._swapped)
     state.note = ("the model's QK-norm runs before the rotation, as before (ropejit rotates only), but for Wan's "
-                  "self-attention without autograd (norm and rotation in one launch); angles from the spec's "
+                  "self-attention and Flux's and Chroma's attention without autograd (norm and rotation in one "
+                  "launch per stream); angles from the spec's "
                   "float32 inv_freq (Flux, Flux 2 and Wan compute theirs in float64)")
     setattr(model, _ATTRIBUTE, state)
     return state

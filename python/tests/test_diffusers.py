@@ -192,12 +192,22 @@ def test_cogvideox_15_spec_matches_3d_rotary():
 
 # ------------------------------------------------------------------ the patch on tiny models
 
+def _randomize_qk_norms(model, generator):
+    """QK-norm weights of their own (not ones), the text stream's (norm_added_*) apart from the
+    image stream's: a fused norm must read the right ones."""
+    with torch.no_grad():
+        for name, weight in model.named_parameters():
+            if any(f".{norm}." in name for norm in ("norm_q", "norm_k", "norm_added_q", "norm_added_k")):
+                weight.copy_(1 + 0.3 * torch.randn(weight.shape, generator=generator))
+
+
 def _tiny_flux():
     torch.manual_seed(0)
     model = diffusers.FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
                                              attention_head_dim=16, num_attention_heads=2, joint_attention_dim=8,
                                              pooled_projection_dim=8, axes_dims_rope=(4, 6, 6)).eval()
     generator = torch.Generator().manual_seed(6)
+    _randomize_qk_norms(model, generator)
     rows, cols, text = 3, 5, 4
     img_ids = torch.cat([torch.ones(1, rows * cols, dtype=torch.long), _grid(rows, cols)[:, 0]]).t()
     img_ids = img_ids.to(torch.float64)  # axis 0 = 1: a Kontext-style reference-image index
@@ -214,10 +224,7 @@ def _tiny_wan():
                                             in_channels=4, out_channels=4, text_dim=8, freq_dim=8, ffn_dim=16,
                                             num_layers=2, rope_max_seq_len=32).eval()
     generator = torch.Generator().manual_seed(7)
-    with torch.no_grad():  # QK-norm weights of their own (not ones): a fused norm must read the right ones
-        for name, weight in model.named_parameters():
-            if ".norm_q." in name or ".norm_k." in name:
-                weight.copy_(1 + 0.3 * torch.randn(weight.shape, generator=generator))
+    _randomize_qk_norms(model, generator)
     inputs = dict(hidden_states=torch.randn(1, 4, 3, 6, 10, generator=generator),  # 3 x 3 x 5 = 45 tokens
                   timestep=torch.tensor([500]), encoder_hidden_states=torch.randn(1, 5, 8, generator=generator))
     return model, inputs
@@ -261,6 +268,7 @@ def _tiny_flux_like(name, **extra):
                                      attention_head_dim=16, num_attention_heads=2, joint_attention_dim=8,
                                      axes_dims_rope=(4, 6, 6), **extra).eval()
     generator = torch.Generator().manual_seed(11)
+    _randomize_qk_norms(model, generator)
     rows, cols, text = 3, 5, 4
     img_ids = torch.cat([torch.zeros(1, rows * cols, dtype=torch.long), _grid(rows, cols)[:, 0]]).t()
     inputs = dict(hidden_states=torch.randn(1, rows * cols, 4, generator=generator),
@@ -308,12 +316,12 @@ def _run(model, inputs):
 
 
 # family → (tiny model, kernel calls of one forward, of which from diffusers' cos and sin, processors swapped)
-TINY = {"flux": (_tiny_flux, 4, 0, 0),  # q and k of its two blocks, one call each
+TINY = {"flux": (_tiny_flux, 3, 0, 2),  # fused norm and rotation: joint block 2 launches (text, image), single 1
         "wan": (_tiny_wan, 2, 0, 4),  # one call per block (q and k together); attn1 and attn2 swapped
         "flux2": (_tiny_flux2, 4, 4, 0),  # its cos is text's and image's concatenated: the cos/sin route
         "hunyuan-video": (_tiny_hunyuan_video, 4, 0, 0),
         "chroma": (lambda: _tiny_flux_like("ChromaTransformer2DModel", approximator_num_channels=8,
-                                           approximator_hidden_dim=16, approximator_layers=1), 4, 0, 0),
+                                           approximator_hidden_dim=16, approximator_layers=1), 3, 0, 2),  # Flux's
         "longcat-image": (lambda: _tiny_flux_like("LongCatImageTransformer2DModel", pooled_projection_dim=8), 4, 0, 0),
         "ovis-image": (lambda: _tiny_flux_like("OvisImageTransformer2DModel", out_channels=4), 4, 0, 0),
         "bria": (lambda: _tiny_flux_like("BriaTransformer2DModel"), 4, 0, 0),
@@ -344,8 +352,9 @@ def test_patch_tiny_model(family):
         got = _run(model, inputs)
         assert (state.kernel_calls, state.cos_sin_calls) == (calls, cos_sin_calls), state
         assert state.fallback_calls == 0, state.fallback_reasons
-        # Wan's swapped self-attention: its RMSNorm over all heads and the rotation in one launch
-        fused = calls if family in ("wan", "wan-vace") else 0
+        # the swapped processors: Wan's RMSNorm over all heads, Flux's (and Chroma's) per-head RMSNorm
+        # of each stream, and the rotation in one launch
+        fused = calls if family in ("wan", "wan-vace", "flux", "chroma") else 0
         assert state.fused_norm_calls == fused, state.fused_norm_reasons
         _close(got, expected)
     finally:
@@ -504,3 +513,18 @@ def test_wan_norm_stays_apart_under_autograd():
     assert any("autograd" in why for why in state.fused_norm_reasons), state.fused_norm_reasons
     _close(got.detach(), want.detach())
     _close(got_grad, want_grad)
+
+
+@needs_axes
+def test_wan_fused_projections_keep_the_fused_norm():
+    """fuse_qkv_projections' q and k are chunks of one output (token rows strided): Wan's norm and
+    rotation still run as one launch on them, in place."""
+    model, inputs = _tiny_wan()
+    expected = _run(model, inputs)
+    model.fuse_qkv_projections()
+    state = ropejit.diffusers.patch(model, strict=True)
+    try:
+        _close(_run(model, inputs), expected)
+    finally:
+        ropejit.diffusers.unpatch(model)
+    assert (state.kernel_calls, state.fused_norm_calls, state.fused_norm_reasons) == (2, 2, {}), state
