@@ -196,13 +196,13 @@ def _widths(out, head_dim: int) -> List[int]:
     return list(dict.fromkeys(w for w in (head_dim, width, 2 * width) if 0 < w <= head_dim))
 
 
-def position_ids_for(config: Any, positions):
-    """[1, S] positions, or [3, 1, S] for a multimodal (mrope) rope block: three different streams
-    (text, height, width) so that the sections show."""
+def position_ids_for(config: Any, positions, mrope: Optional[bool] = None):
+    """[1, S] positions, or [3, 1, S] for a multimodal (mrope) rotary (`mrope`; None: the config's
+    rope block has sections): three different streams (text, height, width) so that the sections show."""
     import torch
 
     p = torch.as_tensor(positions).reshape(1, -1)
-    if mrope_section(config) is None:
+    if not (mrope_section(config) is not None if mrope is None else mrope):
         return p
     return torch.stack((p, p // 2 + 1, p // 3 + 2))
 

@@ -129,10 +129,18 @@ def compare(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config
     why = freq_mismatch(ours, freqs["attention_factor"], hf.inv_freq, hf.attention_factor)
     if why:
         return why
+    hf_sections = getattr(hf.rotary, "mrope_section", None)
+    if hf_sections is not None and not is_mrope(spec):
+        return f"imported with one position stream; HF's rotary mixes three (mrope_section {list(hf_sections)})"
     positions = _positions(spec)
-    if hfp.mrope_section(config) is not None:  # the formula past SMALL has no sections
+    if is_mrope(spec):  # the formula past SMALL has no sections
         positions = positions[positions < SMALL]
     return rotation_mismatch(spec, hf, runtime, config, rng, positions, ours, hf.attention_factor)
+
+
+def is_mrope(spec: ropejit.Spec) -> bool:
+    """Whether the spec rotates by three position streams (io.positions "mrope")."""
+    return spec.to_dict().get("io", {}).get("positions") == "mrope"
 
 
 def rotation_mismatch(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runtime, config: Any,
@@ -144,8 +152,8 @@ def rotation_mismatch(spec: ropejit.Spec, hf: hfp.HfRope, runtime: ropejit.Runti
     SMALL only (the formula has no sections), the larger positions still set the run length."""
     import torch
 
-    mrope = hfp.mrope_section(config) is not None
-    hf_positions = hfp.position_ids_for(config, positions)
+    mrope = is_mrope(spec)
+    hf_positions = hfp.position_ids_for(config, positions, mrope)
     q = rng.standard_normal((len(positions), spec.num_q_heads, spec.head_dim)).astype(np.float32)
     k = rng.standard_normal((len(positions), spec.num_kv_heads, spec.head_dim)).astype(np.float32)
     kernel = runtime.get(ropejit.Spec.from_json(_kernel_spec(spec)))
@@ -219,7 +227,7 @@ def row_kind(row: Row, spec: ropejit.Spec, hf: hfp.HfRope, config: Any) -> str:
     (one block or per layer type, multimodal sections), MLA slice, partial or proportional
     rotation, complex freqs_cis. The zoo's variant test runs one row per kind."""
     words = [spec.layout, row.path, "per-layer" if row.layer_type != "-" else "one-block"]
-    words += ["mrope"] if hfp.mrope_section(config) is not None else []
+    words += ["mrope"] if is_mrope(spec) else []
     words += ["mla"] if hf.apply.__name__.endswith("_interleave") else []
     words += ["proportional"] if spec.rope_type == "proportional" else []
     words += ["partial"] if hf.rotary_dim < hf.head_dim else []

@@ -91,9 +91,17 @@ ModelFamily all_heads_rmsnorm(std::string_view type, std::string_view source, Ed
   });
 }
 
-// Qwen3-VL's text rotary (recomposition_frequencies): height and width take every third pair.
-ModelFamily interleaved_mrope(ModelFamily f) {
+// Multimodal RoPE in contiguous sections (Qwen2-VL's recomposition_frequencies), with the section
+// the modeling file's rotary takes when the rope block has none.
+ModelFamily contiguous_mrope(ModelFamily f, std::vector<int> default_section) {
   f.mrope = true;
+  f.mrope_default = std::move(default_section);
+  return f;
+}
+
+// Qwen3-VL's text rotary (recomposition_frequencies): height and width take every third pair.
+ModelFamily interleaved_mrope(ModelFamily f, std::vector<int> default_section) {
+  f = contiguous_mrope(std::move(f), std::move(default_section));
   f.mrope_interleaved = true;
   return f;
 }
@@ -123,18 +131,19 @@ const std::vector<ModelFamily>& model_families() {
       qk_rmsnorm("qwen3", "models/qwen3/modeling_qwen3.py", 0.0),  // Qwen3RMSNorm(head_dim)
       qk_rmsnorm("qwen3_moe", "models/qwen3_moe/modeling_qwen3_moe.py", 0.0),
       // Vision-language models: the text model's rope block carries the multimodal sections.
-      row("qwen2_vl", "models/qwen2_vl/modeling_qwen2_vl.py", [](ModelFamily& f) {
+      // Each mrope row's default section: its modeling file's rotary (rope_parameters.get(...)).
+      contiguous_mrope(row("qwen2_vl", "models/qwen2_vl/modeling_qwen2_vl.py", [](ModelFamily& f) {
         f.bias_keys = {};
         f.bias_default = true;  // Qwen2 attention: q/k/v_proj with bias
-        f.mrope = true;
-      }),
-      row("qwen2_5_vl", "models/qwen2_5_vl/modeling_qwen2_5_vl.py", [](ModelFamily& f) {
+      }), {16, 24, 24}),
+      contiguous_mrope(row("qwen2_5_vl", "models/qwen2_5_vl/modeling_qwen2_5_vl.py", [](ModelFamily& f) {
         f.bias_keys = {};
         f.bias_default = true;
-        f.mrope = true;
-      }),
-      interleaved_mrope(qk_rmsnorm("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", 0.0, "text_config", true)),
-      interleaved_mrope(qk_rmsnorm("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", 0.0, "text_config", true)),
+      }), {16, 24, 24}),
+      interleaved_mrope(qk_rmsnorm("qwen3_vl", "models/qwen3_vl/modeling_qwen3_vl.py", 0.0, "text_config", true),
+                        {24, 20, 20}),
+      interleaved_mrope(qk_rmsnorm("qwen3_vl_moe", "models/qwen3_vl_moe/modeling_qwen3_vl_moe.py", 0.0, "text_config", true),
+                        {24, 20, 20}),
       // Defaults: their configuration_*.py (max_position_embeddings, rms_norm_eps, default_theta).
       all_heads_rmsnorm("olmo2", "models/olmo2/modeling_olmo2.py", [](ModelFamily& f) {
         f.max_default = 2048;
@@ -340,24 +349,25 @@ const std::vector<ModelFamily>& model_families() {
       row("modernbert-decoder", "models/modernbert_decoder"),
       row("neomme", "models/neomme"),
       row("phi4_multimodal", "models/phi4_multimodal"),
-      row("qwen2_5_omni_talker", "models/qwen2_5_omni_talker"),
+      // The talker's own config: Qwen2_5OmniRotaryEmbedding, the thinker's multimodal rotary.
+      contiguous_mrope(row("qwen2_5_omni_talker", "models/qwen2_5_omni"), {16, 24, 24}),
       row("solar_open", "models/solar_open"),
       row("step3p5", "models/step3p5"),
       row("t5gemma2_text", "models/t5gemma2_text"),
       row("ultrabert", "models/ultrabert"),
       row("zaya", "models/zaya"),
       // Text models of multimodal families: their rope block may carry mrope_section.
-      row("qwen2_5_omni_text", "models/qwen2_5_omni", [](ModelFamily& f) { f.mrope = true; }),
-      row("qwen2_vl_text", "models/qwen2_vl", [](ModelFamily& f) { f.mrope = true; }),
-      row("qwen2_5_vl_text", "models/qwen2_5_vl", [](ModelFamily& f) { f.mrope = true; }),
-      row("paddleocr_vl_text", "models/paddleocr_vl", [](ModelFamily& f) { f.mrope = true; }),
+      contiguous_mrope(row("qwen2_5_omni_text", "models/qwen2_5_omni"), {16, 24, 24}),
+      contiguous_mrope(row("qwen2_vl_text", "models/qwen2_vl"), {16, 24, 24}),
+      contiguous_mrope(row("qwen2_5_vl_text", "models/qwen2_5_vl"), {16, 24, 24}),
+      contiguous_mrope(row("paddleocr_vl_text", "models/paddleocr_vl"), {16, 24, 24}),
       // Their text rotary recomposes the streams interleaved whatever the config says.
-      interleaved_mrope(row("qwen3_5_moe_text", "models/qwen3_5_moe")),
-      interleaved_mrope(row("qwen3_5_text", "models/qwen3_5")),
-      interleaved_mrope(row("qwen3_vl_moe_text", "models/qwen3_vl_moe")),
-      interleaved_mrope(row("qwen3_vl_text", "models/qwen3_vl")),
-      interleaved_mrope(row("qwen4_exp_text", "models/qwen4_exp")),
-      interleaved_mrope(row("qwen3_omni_moe_talker_text", "models/qwen3_omni_moe")),
+      interleaved_mrope(row("qwen3_5_moe_text", "models/qwen3_5_moe"), {11, 11, 10}),
+      interleaved_mrope(row("qwen3_5_text", "models/qwen3_5"), {11, 11, 10}),
+      interleaved_mrope(row("qwen3_vl_moe_text", "models/qwen3_vl_moe"), {24, 20, 20}),
+      interleaved_mrope(row("qwen3_vl_text", "models/qwen3_vl"), {24, 20, 20}),
+      interleaved_mrope(row("qwen4_exp_text", "models/qwen4_exp"), {11, 11, 10}),
+      interleaved_mrope(row("qwen3_omni_moe_talker_text", "models/qwen3_omni_moe"), {24, 20, 20}),
 
       // Its rotary's forward multiplies cos/sin by short_mscale / long_mscale (longrope).
       row("phimoe", "models/phimoe/modeling_phimoe.py", [](ModelFamily& f) { f.longrope_mscale = true; }),
@@ -384,10 +394,9 @@ const std::vector<ModelFamily>& model_families() {
       row("t5gemma", "models/t5gemma", [](ModelFamily& f) { f.text_config = "decoder"; }),
       row("t5gemma2", "models/t5gemma2", [](ModelFamily& f) { f.text_config = "decoder"; }),
       row("t5gemma2_decoder", "models/t5gemma2"),
-      row("qwen2_5_omni", "models/qwen2_5_omni", [](ModelFamily& f) {
-        f.text_config = "thinker_config.text_config";
-        f.mrope = true;
-      }),
+      contiguous_mrope(row("qwen2_5_omni", "models/qwen2_5_omni",
+                           [](ModelFamily& f) { f.text_config = "thinker_config.text_config"; }),
+                       {16, 24, 24}),
       // Families whose rotation no spec expresses: refused by name.
       unsupported("hy_v4_vl_text", "models/hy_v4_vl",
                   "its multimodal rotary is no Qwen2-VL mrope_section layout, neox or interleaved (the zoo measured "
@@ -406,10 +415,9 @@ const std::vector<ModelFamily>& model_families() {
       row("cohere2_moe", "models/cohere2_moe", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("ernie4_5", "models/ernie4_5", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("ernie4_5_moe", "models/ernie4_5_moe", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
-      row("glm_ocr_text", "models/glm_ocr", [](ModelFamily& f) {
-        f.layout = Layout::interleaved;
-        f.mrope = true;  // contiguous sections, each frequency repeated for its pair (2i, 2i+1)
-      }),
+      // Contiguous sections, each frequency repeated for its pair (2i, 2i+1).
+      contiguous_mrope(row("glm_ocr_text", "models/glm_ocr", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
+                       {8, 12, 12}),
       row("helium", "models/helium", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("moonshine_streaming", "models/moonshine_streaming", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("openai_privacy_filter", "models/openai_privacy_filter", [](ModelFamily& f) { f.layout = Layout::interleaved; }),

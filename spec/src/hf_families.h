@@ -56,6 +56,9 @@ struct ModelFamily {
   bool longrope_mscale = false;  ///< longrope's short_mscale / long_mscale scale cos and sin (PhiMoE)
   bool mrope = false;  ///< the rope block may hold mrope_section / mrope_interleaved (VL models)
   bool mrope_interleaved = false;  ///< mrope: HF's module interleaves the streams (a config's key is ignored)
+  /// mrope: the section HF's rotary module takes when the rope block has none
+  /// (`rope_parameters.get("mrope_section", [16, 24, 24])` in modeling_qwen2_vl.py).
+  std::vector<int> mrope_default;
   bool qk_rmsnorm = false;           ///< RMSNorm of q and k before RoPE, always: imported as qk_norm
   double qk_norm_weight_offset = 0;  ///< Gemma: (1 + w)
   double rms_norm_eps_default = 1e-6;  ///< qk_rmsnorm's eps when the config has no rms_norm_eps

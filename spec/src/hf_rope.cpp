@@ -4,6 +4,9 @@
 // when the math stays well defined, and an error when HF would crash or compute garbage.
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -264,23 +267,67 @@ void warn_like_hf(const json& rope, const std::string& block_key, const std::str
   }
 }
 
+// The pairs the spec rotates as the spec reads them: rotary_dim, else floor(head_dim *
+// partial_rotary_factor), else head_dim, halved; 0 when the spec has no usable head_dim yet.
+int spec_rotary_pairs(const json& spec) {
+  const json* head_dim = HfContext::member(spec, "head_dim");
+  if (const json* dim = HfContext::member(spec, "rotary_dim"); dim && dim->is_number_integer())
+    return static_cast<int>(dim->get<int64_t>() / 2);
+  if (!head_dim || !head_dim->is_number_integer()) return 0;
+  if (const json* f = HfContext::member(spec, "partial_rotary_factor"); f && f->is_number())
+    return static_cast<int>(std::floor(head_dim->get<int64_t>() * f->get<double>())) / 2;
+  return static_cast<int>(head_dim->get<int64_t>() / 2);
+}
+
+// The section of a rope block without mrope_section: the family's modeling default, as HF's rotary
+// applies it to the spec's pairs. Interleaved, HF slices height's pairs [1 : 3h : 3] and width's
+// [2 : 3w : 3] of the pairs there are (a section past them is cut short, silently) and temporal
+// takes the rest; contiguous, torch.split needs the counts to sum to the pairs (else HF raises).
+std::optional<std::vector<int>> default_mrope_section(const std::string& block_key, const ModelFamily& family,
+                                                     const json& spec, HfContext& ctx) {
+  std::vector<int> counts = family.mrope_default;
+  const int pairs = spec_rotary_pairs(spec);
+  const std::string shown = show_json(json(counts));
+  if (pairs <= 0) return counts;  // the head's own error is reported
+  if (family.mrope_interleaved) {
+    counts[1] = std::min(counts[1], (pairs + 1) / 3);
+    counts[2] = std::min(counts[2], pairs / 3);
+    counts[0] = pairs - counts[1] - counts[2];
+    if (counts != family.mrope_default)
+      ctx.warn(block_key + ".mrope_section",
+               fmt::format("absent: model_type {}'s rotary takes {} ({}), which over {} pairs interleaves as {}", family.model_type,
+                           shown, family.source, pairs, show_json(json(counts))));
+    return counts;
+  }
+  if (counts[0] + counts[1] + counts[2] != pairs) {
+    ctx.error(block_key + ".mrope_section", "/io/mrope_section",
+              fmt::format("missing, and model_type {}'s rotary default {} ({}) sums to {} pairs, not rotary_dim / 2 = {}: "
+                          "HF's own rotary raises there (torch.split); give the sections",
+                          family.model_type, shown, family.source, counts[0] + counts[1] + counts[2], pairs));
+    return std::nullopt;
+  }
+  return counts;
+}
+
 // Multimodal RoPE (Qwen2-VL's mrope_section, Qwen3-VL's mrope_interleaved): [3, T] positions.
-// A section with the "mrope" type is required; without either key the model takes one stream.
-void import_mrope(const json& block, const std::string& block_key, const HfRopeType& row, const ModelFamily& family,
-                  HfContext& ctx, json& spec) {
+// Without a section the family's rotary takes its modeling default, as HF's does.
+void import_mrope(const json& block, const std::string& block_key, const ModelFamily& family, HfContext& ctx,
+                  json& spec) {
   const json* section = HfContext::member(block, "mrope_section");
   const json* interleaved = HfContext::member(block, "mrope_interleaved");
-  if (!section) {
-    if (row.name == "mrope" || interleaved)
-      ctx.error(block_key + ".mrope_section", "/io/mrope_section",
-                "missing required key: multimodal RoPE needs the pairs of each position stream");
+  json& io = spec["io"];
+  std::string from = block_key + ".mrope_section";
+  if (section) {
+    io["mrope_section"] = *section;
+  } else if (auto counts = default_mrope_section(block_key, family, spec, ctx)) {
+    io["mrope_section"] = *counts;
+    from = std::string(family.source) + " (its rotary's default: " + block_key + " has no mrope_section)";
+  } else {
     return;
   }
-  json& io = spec["io"];
+  ctx.source("/io/mrope_section", from);
   io["positions"] = "mrope";
-  io["mrope_section"] = *section;
-  ctx.source("/io/mrope_section", block_key + ".mrope_section");
-  ctx.source("/io/positions", block_key + ".mrope_section");
+  ctx.source("/io/positions", from);
   // The family's module decides the form; HF reads no mrope_interleaved key.
   io["mrope_interleaved"] = family.mrope_interleaved;
   ctx.source("/io/mrope_interleaved", block_key + (interleaved ? ".mrope_interleaved" : ".mrope_section"));
@@ -389,7 +436,7 @@ void import_rope(const json& text, const ModelFamily& family, std::optional<int6
   rope["rope_type"] = std::string(to_string(row->type));
   ctx.source("/rope/rope_type", type_key);
   copy_keys(*block, block_key, *row, family, ctx, rope);
-  if (family.mrope) import_mrope(*block, block_key, *row, family, ctx, spec);
+  if (family.mrope) import_mrope(*block, block_key, family, ctx, spec);
   import_original_length(text, block_key, row->type, max_positions, max_key, ctx, rope);
   for (std::string_view key : row->required)
     if (!rope.contains(std::string(key)) && !HfContext::member(*block, key) &&
