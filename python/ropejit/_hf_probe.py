@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, List, Optional, Tuple
 
@@ -99,10 +100,26 @@ def rotary_classes(module) -> List[type]:
     return out
 
 
+def _rotaries_built_for(module, config: Any) -> List[str]:
+    """The rotary classes the module's models for `config`'s class build (named in the __init__ of
+    each class whose config_class it is): Qwen3-Omni's talker text model builds the multimodal
+    rotary, its code predictor the one-stream one, both defined in one module."""
+    names: List[str] = []
+    for obj in vars(module).values():
+        if inspect.isclass(obj) and obj.__module__ == module.__name__ and getattr(obj, "config_class", None) is type(config):
+            try:
+                names += re.findall(r"(\w+RotaryEmbedding)\(", inspect.getsource(obj.__init__))
+            except (OSError, TypeError):  # no source: the class order stands
+                continue
+    return names
+
+
 def build_rotary(module, config: Any):
-    """An instance of the module's text rotary class built from `config`, or ProbeError."""
+    """An instance of the module's text rotary class built from `config`, or ProbeError; where the
+    module defines several, the ones its models for `config`'s class build come first."""
     errors = []
-    for cls in rotary_classes(module):
+    built = _rotaries_built_for(module, config)
+    for cls in sorted(rotary_classes(module), key=lambda c: c.__name__ not in built):
         params = inspect.signature(cls.__init__).parameters
         if "config" not in params:
             errors.append(f"{cls.__name__} takes no config")
@@ -229,7 +246,7 @@ def probe(config: Any, layer_type: Optional[str] = None) -> HfRope:
     sizes = layer_config(config, layer_type)
     head_dim = getattr(sizes, "head_dim", None) or sizes.hidden_size // sizes.num_attention_heads
     position = 1
-    position_ids = position_ids_for(config, [position])
+    position_ids = position_ids_for(config, [position], mrope=False)  # one stream: HF repeats it for each
     out = cos_sin(rotary, position_ids, layer_type)
     rope = HfRope(model_type, module.__name__, layer_type, head_dim, None, 0, 0, np.zeros(0), 1.0,
                   rotary, apply, isinstance(out, torch.Tensor))

@@ -91,6 +91,39 @@ def test_a_wrong_tower_form_is_a_mismatch(runtime, monkeypatch, change):
     assert row.result == "mismatch" and "differs from HF's Qwen2VLVisionRotaryEmbedding" in row.reason, row
 
 
+@pytest.mark.parametrize("io, reason", [
+    ({"positions": "explicit"}, "imported with one position stream; HF's rotary mixes three"),
+    ({"mrope_section": [24, 24, 16]}, "differs from HF"),
+    ({"mrope_section": [24, 20, 20], "mrope_interleaved": True}, "differs from HF"),
+])
+def test_a_multimodal_row_off_in_its_streams_is_a_mismatch(runtime, monkeypatch, io, reason):
+    """The zoo sees a multimodal text row imported one way off: one stream, other sections, the
+    other recomposition (Qwen2-VL's default config: no mrope_section, the rotary's [16, 24, 24])."""
+    import warnings
+
+    import numpy as np
+    import ropejit
+    from transformers import Qwen2VLTextConfig
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        config = Qwen2VLTextConfig()
+    rng = np.random.default_rng(47)
+    row = zoo.check("qwen2_vl_text", config, None, runtime, rng)
+    assert row.result == "match" and "mrope" in row.kind, row
+    original = ropejit.Spec.from_hf.__func__
+
+    def changed(cls, *args, **kwargs):
+        d = original(cls, *args, **kwargs).to_dict()
+        d["io"] = {k: v for k, v in dict(d["io"], **io).items()
+                   if io.get("positions") != "explicit" or not k.startswith("mrope")}
+        return ropejit.Spec.from_json(d)
+
+    monkeypatch.setattr(ropejit.Spec, "from_hf", classmethod(changed))
+    row = zoo.check("qwen2_vl_text", config, None, runtime, rng)
+    assert row.result == "mismatch" and reason in row.reason, row
+
+
 def test_no_family_imports_wrong(rows):
     wrong = [f"{key(r)}: {r.reason}" for r in rows if r.result == "mismatch"]
     assert not wrong, "ropejit imports these families wrong:\n" + "\n".join(wrong)

@@ -397,16 +397,17 @@ const std::vector<ModelFamily>& model_families() {
       contiguous_mrope(row("qwen2_5_omni", "models/qwen2_5_omni",
                            [](ModelFamily& f) { f.text_config = "thinker_config.text_config"; }),
                        {16, 24, 24}),
+      // Qwen3-VL's interleaved recomposition; HY-V4-VL on the rope slice of its MLA heads (its config
+      // sets head_dim to qk_rope_head_dim), in pairs (2i, 2i+1): apply_rotary_pos_emb's repeat_interleave.
+      interleaved_mrope(row("hy_v4_vl_text", "models/hy_v4_vl", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
+                        {24, 20, 20}),
+      interleaved_mrope(row("cosmos3_edge_text", "models/cosmos3_edge"), {24, 20, 20}),
       // Families whose rotation no spec expresses: refused by name.
-      unsupported("hy_v4_vl_text", "models/hy_v4_vl",
-                  "its multimodal rotary is no Qwen2-VL mrope_section layout, neox or interleaved (the zoo measured "
-                  "q off by 1.4 at position 100 with either pairing)"),
-      unsupported("cosmos3_edge_text", "models/cosmos3_edge",
-                  "its multimodal rotary assigns the position streams to pairs in a way Qwen2-VL's mrope_section "
-                  "does not describe (the zoo measured q off by 1.4 at position 1000 with the sections)"),
       unsupported("ernie4_5_vl_moe_text", "models/ernie4_5_vl_moe",
-                  "its text rotary module builds a 3D (text, height, width) frequency layout of its own, which "
-                  "no ropejit rope type or mrope section expresses"),
+                  "its text rotary (recomposition_frequencies) gives height the even and width the odd pairs below "
+                  "the first two counts of its mrope_section ([22, 22, 20] by default: pairs 0-43) and the "
+                  "temporal stream the pairs after them, which neither an mrope section (contiguous or Qwen3-VL's "
+                  "every third pair) nor an io.axes placement describes"),
       // Interleaved pairs (2i, 2i+1), as each modeling file's rotate_half / repeat_interleave does.
       row("blt_global_transformer", "models/blt", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("blt_local_decoder", "models/blt", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
