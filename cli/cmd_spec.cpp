@@ -132,7 +132,8 @@ void add_spec_command(CLI::App& app) {
                    "the op of the spec: " + allowed_names<OpKind>() +
                        " (mla_append: MLA's whole q heads, the latent cache row, a paged output)");
   from->add_option("--layer-type", hf->layer_type,
-                   "the layer type whose rope block to import (configs with rope_parameters per layer type)");
+                   "the layer type whose rope block to import (configs with rope_parameters per layer type), or "
+                   "indexer: the sparse-attention indexer's rotation (deepseek_v32, glm_moe_dsa, axk2)");
   from->add_flag("--layers", hf->layers,
                  "every distinct spec of the model and the layer -> spec map (null: a layer without RoPE)");
   from->add_flag("--assume-llama", hf->assume_llama,

@@ -88,6 +88,12 @@ void import_bias(const nlohmann::json& text, const ModelFamily& family, HfContex
 /// heads), unless a clamp runs between the norm and RoPE (hf_norm.cpp).
 void import_qk_norm(const nlohmann::json& text, const ModelFamily& family, HfContext& context, nlohmann::json& spec);
 
+/// The sizes and pairing of a family's sparse-attention indexer (layer_type "indexer",
+/// ModelFamily::indexer, hf_indexer.cpp): index_n_heads q heads and one k head of index_head_dim,
+/// qk_rope_head_dim rotated in the indexer's pairing and slice; its k norm said in a warning.
+void import_indexer_shape(const nlohmann::json& text, const ModelFamily& family, HfContext& context,
+                          nlohmann::json& spec);
+
 /// Whether a rope block is keyed by layer type ({"full_attention": {...}, "sliding_attention": null}).
 bool is_per_layer_rope_block(const nlohmann::json& block);
 

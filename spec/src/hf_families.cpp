@@ -67,6 +67,13 @@ ModelFamily deepseek(std::string_view type, std::string_view source, std::string
   });
 }
 
+// DeepSeek-V3.2's lightning indexer and its kin: LayerNorm(index_head_dim, eps 1e-6, with bias) on
+// k, then the rotation of each head's leading qk_rope_head_dim elements in the indexer's pairing.
+ModelFamily with_indexer(ModelFamily f, Layout layout) {
+  f.indexer = {true, layout, RotarySlice::leading, "LayerNorm(index_head_dim, eps 1e-6) with a bias"};
+  return f;
+}
+
 // Qwen3 and Gemma 3 families: a per-head RMSNorm of q and k before RoPE (imported as qk_norm),
 // scaled by (weight_offset + w); VL rows keep the text model in text_config, with mrope.
 ModelFamily qk_rmsnorm(std::string_view type, std::string_view source, double weight_offset,
@@ -423,10 +430,11 @@ const std::vector<ModelFamily>& model_families() {
       row("moonshine_streaming", "models/moonshine_streaming", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       row("openai_privacy_filter", "models/openai_privacy_filter", [](ModelFamily& f) { f.layout = Layout::interleaved; }),
       // MLA families that rotate with DeepSeek's apply_rotary_pos_emb_interleave.
-      // (deepseek_v32, axk2: the main attention; their indexers rotate neox: write that spec with --layout neox)
-      deepseek("glm_moe_dsa", "models/glm_moe_dsa"),
-      deepseek("deepseek_v32", "models/deepseek_v32"),
-      deepseek("axk2", "models/axk2"),
+      // Their indexers (layer_type "indexer") pair as each indexer's forward calls: apply_rotary_pos_emb
+      // (neox) in DeepSeek-V3.2 and AXK2, apply_rotary_pos_emb_interleave in GLM-5.
+      with_indexer(deepseek("glm_moe_dsa", "models/glm_moe_dsa"), Layout::interleaved),
+      with_indexer(deepseek("deepseek_v32", "models/deepseek_v32"), Layout::neox),
+      with_indexer(deepseek("axk2", "models/axk2"), Layout::neox),
       deepseek("axk1", "models/axk1", "rope_interleave"),
       deepseek("mistral4", "models/mistral4", "rope_interleave"),
       deepseek("youtu", "models/youtu", "rope_interleave"),
@@ -461,6 +469,13 @@ std::string rope_block_label(const ModelFamily& family, const std::string& layer
     if (type.empty()) other = label;
   }
   return other.empty() ? layer_type : other;
+}
+
+std::string indexer_model_types() {
+  std::string out;
+  for (const auto& family : model_families())
+    if (family.indexer.present) out += (out.empty() ? "" : ", ") + std::string(family.model_type);
+  return out;
 }
 
 std::string mrope_model_types() {

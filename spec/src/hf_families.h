@@ -17,6 +17,16 @@ enum class KvRule {
   chatglm,  ///< multi_query_attention: multi_query_group_num; else num_q_heads
 };
 
+/// A sparse-attention indexer's rotation (DeepSeek-V3.2's lightning indexer), imported with
+/// layer_type "indexer": index_n_heads q heads and one k head of index_head_dim, qk_rope_head_dim
+/// of them rotated with the model's rope block, in the indexer's own pairing.
+struct IndexerRotation {
+  bool present = false;
+  Layout layout = Layout::neox;              ///< its apply function's pairing (V3.2: neox beside interleaved MLA)
+  RotarySlice slice = RotarySlice::leading;  ///< where the rotated elements sit: torch.split([rope, rest])
+  std::string_view k_norm;                   ///< k's norm before the rotation, said in a warning
+};
+
 /// One model_type's conventions. Rows start from the generic row and change what differs.
 struct ModelFamily {
   std::string_view model_type;                        ///< HF model_type; "" = the generic row
@@ -77,6 +87,7 @@ struct ModelFamily {
   /// Said once when the QK-norm is imported: how the model's norms differ from the spec's (V4's
   /// unweighted q norm: pass ones as q's weight).
   std::string_view qk_norm_note;
+  IndexerRotation indexer;  ///< a sparse-attention indexer (layer_type "indexer"), when present
   /// A v4 rope_scaling applies to this layer type only; the others rotate with rope_type
   /// default and the same base (Olmo3Config.convert_rope_params_to_dict).
   std::string_view scaling_layer_type;
@@ -85,6 +96,12 @@ struct ModelFamily {
 /// The rope block label of `layer_type` for a family with rope_block_labels (DeepSeek-V4's
 /// sliding_attention -> main); the layer type itself otherwise, or when it already is a label.
 std::string rope_block_label(const ModelFamily& family, const std::string& layer_type);
+
+/// The layer_type that imports a family's sparse-attention indexer (ModelFamily::indexer).
+inline constexpr std::string_view kIndexerLayerType = "indexer";
+
+/// The model_types with a sparse-attention indexer, for messages.
+std::string indexer_model_types();
 
 /// The model_types whose rope block may carry multimodal RoPE keys, for messages.
 std::string mrope_model_types();

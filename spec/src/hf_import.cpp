@@ -340,16 +340,23 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   Imported out{json::object(), HfContext(prefix)};
   HfContext& ctx = out.context;
   json layered;
+  // layer_type "indexer": the family's sparse-attention indexer, with the model's rope block.
+  const bool indexer = options.layer_type == kIndexerLayerType;
+  if (indexer && !family.indexer.present)
+    throw SpecError({{"layer_type", fmt::format("\"indexer\" is not allowed: model_type {} has no sparse-attention "
+                                                "indexer in ropejit's family table (those with one: {})",
+                                                show_json(json(model_type)), indexer_model_types())}});
+  const std::string layer_type = indexer ? std::string() : options.layer_type;
   // The per-layer-type rope of a v4 Olmo 3 config is in `layered`: the rope block is not keyed by type.
   const bool typed_rope = rope_differs_by_layer_type(*text, family);
-  const std::string rope_layer_type = typed_rope ? std::string() : rope_block_label(family, options.layer_type);
-  if (typed_rope && options.layer_type.empty())
+  const std::string rope_layer_type = typed_rope ? std::string() : rope_block_label(family, layer_type);
+  if (typed_rope && layer_type.empty())
     ctx.error(ctx.path(HfContext::member(*text, "rope_scaling") ? "rope_scaling" : "rope_theta"), "/rope",
               fmt::format("applies to the {} layers only ({}'s config class; the other layer types rotate with "
                           "rope_type default at {}): pick one with layer_type (CLI --layer-type, Python "
                           "layer_type=), or import every distinct one with --layers",
                           family.scaling_layer_type, family.model_type, show_json(json(family.theta_default))));
-  if (!options.layer_type.empty()) text = &(layered = layer_text(*text, options.layer_type, family, ctx));
+  if (!layer_type.empty()) text = &(layered = layer_text(*text, layer_type, family, ctx));
   for (auto& issue : early) ctx.error(issue.pointer, "", issue.message);
   if (!found && early.empty())
     ctx.warn("model_type", fmt::format("{} is not in ropejit's family table: imported with Llama's conventions "
@@ -366,16 +373,21 @@ Imported import_config(const json& config, const HfImportOptions& options) {
 
   json& spec = out.spec;
   spec["name"] = !options.name.empty() ? options.name : !model_type.empty() ? model_type : "model";
-  import_heads(*text, family, ctx, spec);
-  import_rotary(*text, family, rope_layer_type, ctx, spec);
-  Layout layout = family.layout;
-  if (const json* flag = family.layout_key.empty() ? nullptr : HfContext::member(*text, family.layout_key))
+  if (indexer) {
+    import_indexer_shape(*text, family, ctx, spec);
+  } else {
+    import_heads(*text, family, ctx, spec);
+    import_rotary(*text, family, rope_layer_type, ctx, spec);
+  }
+  Layout layout = indexer ? family.indexer.layout : family.layout;
+  // The main attention's layout key (DeepSeek's rope_interleave) is no flag of the indexer's.
+  if (const json* flag = family.layout_key.empty() || indexer ? nullptr : HfContext::member(*text, family.layout_key))
     if (auto interleave = ctx.boolean(*flag, ctx.path(family.layout_key), "/layout")) {
       layout = *interleave ? Layout::interleaved : Layout::neox;  // HF: apply_rotary_pos_emb(_interleave)
       ctx.source("/layout", ctx.path(family.layout_key));
     }
   spec["layout"] = std::string(to_string(options.layout.value_or(layout)));
-  if (family.rotary_slice != RotarySlice{}) {
+  if (!indexer && family.rotary_slice != RotarySlice{}) {
     spec["rotary_slice"] = std::string(to_string(family.rotary_slice));
     ctx.source("/rotary_slice", ctx.path("model_type"));
   }
@@ -383,8 +395,10 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   std::string max_key;
   const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);
   import_rope(*text, family, max_positions, max_key, rope_layer_type, ctx, spec);
-  import_bias(*text, family, ctx, spec);
-  import_qk_norm(*text, family, ctx, spec);
+  if (!indexer) {  // the indexer's projections have no bias; its k norm is said in a warning
+    import_bias(*text, family, ctx, spec);
+    import_qk_norm(*text, family, ctx, spec);
+  }
   if (options.op != OpKind{}) import_op(*text, options.op, ctx, spec);
   return out;
 }
