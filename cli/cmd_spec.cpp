@@ -133,7 +133,7 @@ void add_spec_command(CLI::App& app) {
                        " (mla_append: MLA's whole q heads, the latent cache row, a paged output)");
   from->add_option("--layer-type", hf->layer_type,
                    "the layer type whose rope block to import (configs with rope_parameters per layer type), or "
-                   "indexer: the sparse-attention indexer's rotation (deepseek_v32, glm_moe_dsa, axk2)");
+                   "indexer: a sparse-attention indexer's rotation (docs/hf-import.md)");
   from->add_flag("--layers", hf->layers,
                  "every distinct spec of the model and the layer -> spec map (null: a layer without RoPE)");
   from->add_flag("--assume-llama", hf->assume_llama,

@@ -76,7 +76,7 @@ class Spec:
         JSON text, or a path (a model folder works too). ``dtype`` defaults to bf16, ``layout`` to
         the model type's. ``layer_type`` picks the rope block of a config whose rope parameters are
         per layer type (Gemma 3, GPT-OSS, ...; :meth:`from_hf_layers` imports them all), or
-        ``"indexer"`` a sparse-attention indexer's rotation (DeepSeek-V3.2, GLM-5, AXK2); ``op``
+        ``"indexer"`` a sparse-attention indexer's rotation (such as DeepSeek-V3.2's); ``op``
         the op of a layer that runs another (Llama 4's NoPE layers: ``"attn_temperature"``).
 
         A model_type missing from ropejit's family table is refused (``ropejit.SpecError`` naming
