@@ -12,8 +12,9 @@ torch = pytest.importorskip("torch", reason="torch is not installed: the indexer
 pytest.importorskip("transformers", reason="transformers is not installed: the indexer tests are not run")
 
 import ropejit  # noqa: E402
+from ropejit import _hf_probe  # noqa: E402
 
-SMALL = dict(hidden_size=64, num_attention_heads=4, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=16,
+SMALL = dict(hidden_size=64, num_attention_heads=4, num_key_value_heads=4, q_lora_rank=24, kv_lora_rank=16, qk_rope_head_dim=16,
              qk_nope_head_dim=16, v_head_dim=16, index_n_heads=5, index_head_dim=48, index_topk=4,
              num_hidden_layers=1, vocab_size=64, intermediate_size=64, max_position_embeddings=8192)
 # (model_type, its indexer class, the apply function its forward calls, the main attention's layout)
@@ -86,6 +87,8 @@ def test_indexer_spec_rotates_as_hfs_indexer(runtime, model_type, indexer_class,
     q_out, k_out = np.asarray(q_out, dtype=np.float64), np.asarray(k_out, dtype=np.float64)
     rope_dim = spec.rotary_dim
     for name, got, want_rot, before in (("q", q_out, q_rot, q), ("k", k_out, k_rot, k)):
+        if apply_name.endswith("_interleave"):  # HF leaves pair j at j and j + d/2; the kernel keeps it in place
+            want_rot = _hf_probe._deinterleave(want_rot, rope_dim)
         want = want_rot.double().numpy()
         error = np.abs(got[..., :rope_dim] - want).max() / max(1.0, np.abs(want).max())
         assert error < 2e-5, f"{model_type} {rope['rope_type']}: {name}'s rotated part differs by {error:.3g}"

@@ -372,7 +372,10 @@ Imported import_config(const json& config, const HfImportOptions& options) {
                       std::string(family.source) + ")");
 
   json& spec = out.spec;
-  spec["name"] = !options.name.empty() ? options.name : !model_type.empty() ? model_type : "model";
+  spec["name"] = !options.name.empty()  ? options.name
+                 : model_type.empty()    ? "model"
+                 : indexer               ? model_type + "-indexer"
+                                         : model_type;
   if (indexer) {
     import_indexer_shape(*text, family, ctx, spec);
   } else {

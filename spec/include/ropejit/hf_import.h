@@ -17,7 +17,7 @@ struct HfImportOptions {
   std::string name;                  ///< spec name (default: model_type)
   std::optional<DType> dtype;        ///< default bf16
   std::optional<Layout> layout;      ///< default: inferred from model_type
-  std::string layer_type;            ///< the layer type whose rope block to take (per-layer-type configs)
+  std::string layer_type;            ///< the layer type whose rope block to take (per-layer-type configs), or "indexer"
   bool assume_generic = false;       ///< import an unknown model_type with Llama's conventions (else refused)
   OpKind op = OpKind::rope;          ///< the layer's op (hf_layer_ops): its block from the config's keys
 };

@@ -1,0 +1,92 @@
+// HF import of a sparse-attention indexer's rotation (layer_type "indexer"): DeepSeek-V3.2's
+// lightning indexer (neox beside its interleaved MLA), GLM-5's (interleaved), each error named by
+// its config key. The configs are shaped like transformers 5.24's DeepseekV32Config and
+// GlmMoeDsaConfig defaults (members that do not affect RoPE left out); python/tests/test_hf_indexer.py
+// checks the rotation against each family's own Indexer.forward.
+// ropejit-tier: unit
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "hf_import.h"  // private: spec_from_hf, the HF importer's indexer reading under test
+#include "ropejit/spec.h"
+
+namespace ropejit {
+namespace {
+
+using nlohmann::json;
+
+json deepseek_v32() {
+  return json::parse(R"({"model_type": "deepseek_v32", "hidden_size": 7168, "num_attention_heads": 128,
+    "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512, "qk_rope_head_dim": 64,
+    "qk_nope_head_dim": 128, "v_head_dim": 128, "index_n_heads": 64, "index_head_dim": 128, "index_topk": 2048,
+    "max_position_embeddings": 163840, "rope_parameters": {"rope_type": "yarn", "rope_theta": 10000.0,
+    "factor": 40.0, "original_max_position_embeddings": 4096, "beta_fast": 32, "beta_slow": 1,
+    "mscale": 1.0, "mscale_all_dim": 1.0}})");
+}
+
+/// The config key and message of the first issue of an import that must fail.
+std::pair<std::string, std::string> first_issue(const json& config, const HfImportOptions& options) {
+  try {
+    spec_from_hf(config, options);
+  } catch (const SpecError& e) {
+    return {e.issues().front().pointer, e.issues().front().message};
+  }
+  return {"(accepted)", ""};
+}
+
+HfImportOptions indexer_options() {
+  HfImportOptions options;
+  options.layer_type = "indexer";
+  return options;
+}
+
+TEST(HfImportIndexer, DeepseekV32IndexerIsNeoxOverItsOwnHeads) {
+  std::vector<std::string> warnings;
+  const Spec spec = spec_from_hf(deepseek_v32(), indexer_options(), &warnings);
+  EXPECT_EQ(spec.name, "deepseek_v32-indexer");
+  EXPECT_EQ(spec.num_q_heads, 64);
+  EXPECT_EQ(spec.num_kv_heads, 1);
+  EXPECT_EQ(spec.head_dim, 128);
+  EXPECT_EQ(spec.rotary_dim, 64);
+  EXPECT_EQ(spec.layout, Layout::neox);
+  EXPECT_EQ(spec.rotary_slice, RotarySlice::leading);
+  EXPECT_FALSE(spec.qk_norm.enabled);
+  EXPECT_FALSE(spec.io.qkv_bias);
+  // The model's rope block, yarn's attention factor included: the same as the main attention's.
+  const Spec main = spec_from_hf(deepseek_v32(), HfImportOptions{});
+  EXPECT_EQ(main.layout, Layout::interleaved);
+  EXPECT_EQ(spec.rope.type, main.rope.type);
+  EXPECT_EQ(spec.rope.factor, main.rope.factor);
+  ASSERT_FALSE(warnings.empty());
+  EXPECT_NE(warnings.back().find("k_norm"), std::string::npos) << warnings.back();
+  // The main attention's rope_interleave is no flag of the indexer's.
+  json flagged = deepseek_v32();
+  flagged["rope_interleave"] = true;
+  EXPECT_EQ(spec_from_hf(flagged, indexer_options()).layout, Layout::neox);
+}
+
+TEST(HfImportIndexer, Glm5IndexerIsInterleaved) {
+  json glm5 = deepseek_v32();
+  glm5["model_type"] = "glm_moe_dsa";
+  glm5["index_n_heads"] = 32;
+  const Spec spec = spec_from_hf(glm5, indexer_options());
+  EXPECT_EQ(spec.layout, Layout::interleaved);
+  EXPECT_EQ(spec.num_q_heads, 32);
+}
+
+TEST(HfImportIndexer, ErrorsNameTheConfigKey) {
+  json no_dim = deepseek_v32();
+  no_dim.erase("index_head_dim");
+  auto [key, message] = first_issue(no_dim, indexer_options());
+  EXPECT_EQ(key, "index_head_dim");
+  EXPECT_NE(message.find("missing required key"), std::string::npos) << message;
+
+  json llama = json::parse(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    "max_position_embeddings": 128})");
+  std::tie(key, message) = first_issue(llama, indexer_options());
+  EXPECT_EQ(key, "layer_type");
+  EXPECT_NE(message.find("deepseek_v32"), std::string::npos) << message;
+}
+
+}  // namespace
+}  // namespace ropejit
