@@ -193,28 +193,18 @@ TEST(MemoryCache, EraseAndClearKeepHeldValuesAlive) {
   EXPECT_EQ(cache.find(b), nullptr);
 }
 
-TEST(MemoryCache, HitCostsAboutAHashLookup) {
+// Hits among a thousand keys return each key's own kernel and never call the factory. What a hit
+// costs is bench/bench_runtime.cpp's BM_MemoryCacheHit (a timed assertion here failed under load).
+TEST(MemoryCache, HitsAmongAThousandKeysNeverCallTheFactory) {
   MemoryCache<FakeKernel> cache;
   std::vector<MemoryCacheKey> keys;
   for (int i = 0; i < 1000; ++i) {
     keys.push_back(random_key());
     cache.insert(keys.back(), std::make_shared<FakeKernel>(FakeKernel{uint64_t(i)}));
   }
-  constexpr int kLookups = 200000;
-  double best_ns = 1e30;
-  uint64_t checksum = 0;
-  for (int batch = 0; batch < 5; ++batch) {
-    auto start = std::chrono::steady_clock::now();
-    for (int i = 0; i < kLookups; ++i) {
-      auto k = cache.get_or_create(keys[size_t(i) % keys.size()],
-                                   []() -> std::shared_ptr<FakeKernel> { throw std::logic_error("miss"); });
-      checksum += k->id;
-    }
-    double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start)
-                    .count() / kLookups;
-    best_ns = std::min(best_ns, ns);
+  for (int i = 0; i < 20000; ++i) {
+    const size_t at = size_t(i * 7919) % keys.size();
+    auto k = cache.get_or_create(keys[at], []() -> std::shared_ptr<FakeKernel> { throw std::logic_error("miss"); });
+    ASSERT_EQ(k->id, at) << "lookup " << i;
   }
-  EXPECT_GT(checksum, 0u);
-  std::printf("[ memory cache hit: %.1f ns ]\n", best_ns);
-  EXPECT_LT(best_ns, 1000.0);
 }
