@@ -40,7 +40,8 @@ double on_chip_angle_weight(const WorkShape& w, int block_threads) {
   const int units = block_threads / (w.head_groups * w.lanes) * w.rot_lanes * w.pairs_per_lane;
   const int block_warps = (block_threads + 31) / 32;
   int warps = 0;
-  for (int first = 0; first < units; first += block_threads) warps += (std::min(block_threads, units - first) + 31) / 32;
+  for (int first = 0; first < units; first += block_threads)
+    warps += (std::min(block_threads, units - first) + 31) / 32;
   return static_cast<double>(warps) / block_warps;
 }
 
@@ -133,7 +134,9 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
   std::vector<int> loop_trips;
   for (const PlannedLoop& loop : s.planned_loops) loop_trips.push_back(loop.trips);
   const SharedAngleShape shared = shared_angles(make_plan(spec, config));
-  const double angle_weight = shared.enabled ? shared.units_per_thread : shape.row_on_chip ? on_chip_angle_weight(shape, config.block_threads) : 1.0;
+  const double angle_weight = shared.enabled     ? shared.units_per_thread
+                              : shape.row_on_chip ? on_chip_angle_weight(shape, config.block_threads)
+                                                  : 1.0;
   std::optional<std::string> tool;
   if (!binary.is_ptx && want != StatsSource::ptx) tool = find_disassembler();
   if (binary.is_ptx) {

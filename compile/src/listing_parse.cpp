@@ -400,7 +400,8 @@ void weigh_callees(const Listing& l, std::vector<double>& w) {
 // trips per item; a fraction where only some of a block's warps take it) and is none of them.
 // A backward branch over an unguarded EXIT is no loop: it returns from a block placed after the
 // kernel's end (ptxas's BRA.DIV fallback of a warp shuffle) into the body.
-std::vector<double> item_weights(const Listing& l, const std::vector<int>& trips, double angle_weight, int& inner_loops) {
+std::vector<double> item_weights(const Listing& l, const std::vector<int>& trips, double angle_weight,
+                                 int& inner_loops) {
   std::vector<int> depth(l.code.size(), 0);
   std::vector<bool> in_angle_loop(l.code.size(), false);
   std::map<size_t, size_t> loops;  // first instruction -> last back branch (a loop's `continue`s merged)
