@@ -123,6 +123,34 @@ TEST_P(Fp8QComputedScales, PerTokenEveryFormAndLayout) {
 }
 TEST_P(Fp8QComputedScales, PerTokenEveryConfig) { expect_every_config_of("per_token"); }
 
+// io.scale_rounding ue8m0 (DeepSeek's scale_fmt): each computed scale rounded up to a power of two,
+// the codes scaled by it: per (token, head) and per token q scales, per (slot, kv head) cache scales,
+// bf16 and fp32, against the float64 reference's frexp rounding. Its scales differ from the
+// unrounded ones (the check sees a kernel that does not round).
+TEST_P(Fp8QComputedScales, Ue8m0ScalesArePowersOfTwo) {
+  int index = 0;
+  for (const char* mode : {"per_token_head", "per_token", "cache"})
+    for (const char* layout : {"neox", "interleaved"}) {
+      SpecFields f = fp8_q_fields(index, layout, index % 2 ? "bf16" : "fp32", "fp8_e4m3");
+      f.qk_norm = nullptr;
+      if (std::string(mode) == "cache") {
+        f.output = "paged_kv";
+        f.positions = "explicit";
+        f.io_extra = {{"cache_dtype", "fp8_e4m3"}, {"cache_scale", "per_token_head"}, {"page_size", 16}};
+      } else {
+        f.io_extra["q_scale"] = mode;
+      }
+      f.io_extra["scale_rounding"] = "ue8m0";
+      const Spec spec = make_spec(f);
+      ASSERT_EQ(spec.io.scale_rounding, ScaleRounding::ue8m0);
+      expect_token_counts(spec, index,
+                          fmt::format("ue8m0 {} {} D{}/{} Hq{} Hkv{}", mode, layout, spec.head_dim, spec.rotary_dim,
+                                      spec.num_q_heads, spec.num_kv_heads));
+      ++index;
+    }
+  EXPECT_EQ(index, 6);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backend, Fp8QComputedScales, ::testing::Values(BackendKind::host, BackendKind::cuda),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
@@ -236,6 +264,13 @@ TEST(Fp8QOutputSpec, RefusesWhereQIsNotWrittenToQOut) {
        "/io/cache_scale: \"per_token\" is not allowed: must be \"static\" or \"per_token_head\""},
       {[](nlohmann::json& s) { s["io"]["cache_scale"] = "per_token_head"; },
        "/io/cache_scale: \"per_token_head\" is not allowed: must be absent unless io.output is \"paged_kv\""},
+      {[](nlohmann::json& s) { s["io"]["scale_rounding"] = "ue8m0"; },  // q_scale static: the caller's scale
+       "/io/scale_rounding: \"ue8m0\" is not allowed: must be \"none\" unless a scale is computed"},
+      {[](nlohmann::json& s) {
+         s["io"]["q_scale"] = "per_token_head";
+         s["io"]["scale_rounding"] = "e8m0";
+       },
+       "/io/scale_rounding: \"e8m0\" is not allowed"},
   };
   for (const auto& [edit, want] : cases) {
     nlohmann::json spec = base;
@@ -248,4 +283,10 @@ TEST(Fp8QOutputSpec, RefusesWhereQIsNotWrittenToQOut) {
   plain["io"].erase("q_output_dtype");
   EXPECT_EQ(canonical_json(parse_spec(plain.dump())).find("q_output_dtype"), std::string::npos);
   EXPECT_NE(canonical_json(parse_spec(base.dump())).find("\"q_output_dtype\":\"fp8_e4m3\""), std::string::npos);
+  // scale_rounding likewise only when ue8m0.
+  nlohmann::json rounded = base;
+  rounded["io"]["q_scale"] = "per_token_head";
+  EXPECT_EQ(canonical_json(parse_spec(rounded.dump())).find("scale_rounding"), std::string::npos);
+  rounded["io"]["scale_rounding"] = "ue8m0";
+  EXPECT_NE(canonical_json(parse_spec(rounded.dump())).find("\"scale_rounding\":\"ue8m0\""), std::string::npos);
 }

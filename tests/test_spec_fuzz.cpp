@@ -124,9 +124,10 @@ bool related(const std::string& issue, const std::string& mutated) {
   static const std::vector<std::set<std::string>> cross_field_rules = {
       // rotary_dim: explicit, or floor(head_dim * partial_rotary_factor), even, <= head_dim;
       // longrope's factor lists hold rotary_dim / 2 numbers.
-      // io.mrope_section sums to rotary_dim / 2 (the same for rerotate.from's factor lists).
+      // io.mrope_section and io.axes.pairs sum to rotary_dim / 2 (the same for rerotate.from's factor lists).
       {"/head_dim", "/rotary_dim", "/partial_rotary_factor", "/rope/short_factor", "/rope/long_factor",
-       "/io/mrope_section", "/io/mrope_interleaved", "/rerotate/from/short_factor", "/rerotate/from/long_factor"},
+       "/io/mrope_section", "/io/mrope_interleaved", "/io/axes/pairs", "/rerotate/from/short_factor",
+       "/rerotate/from/long_factor"},
       {"/num_q_heads", "/num_kv_heads"},                                       // Hkv divides Hq
       {"/max_position_embeddings", "/rope/original_max_position_embeddings",   // llama3: O < M
        "/rerotate/from/original_max_position_embeddings"},

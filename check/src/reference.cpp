@@ -151,10 +151,17 @@ const RefTensor* RefOutputs::find(const std::string& name) const {
 
 namespace {
 
-// The per-group FP8 scale of a group's amax: max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)).
-double group_scale(CacheDType type, double amax) {
+// The per-group FP8 scale of a group's amax: max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)); with
+// scale_rounding ue8m0 the least power of two >= max(amax / FP8 max, that floor) (frexp's mantissa is
+// exactly 0.5 on a power of two).
+double group_scale(const Spec& spec, CacheDType type, double amax) {
   const double fp8_max = type == CacheDType::fp8_e4m3 ? 448.0 : 57344.0;
-  return std::max(amax * static_cast<double>(static_cast<float>(1.0 / fp8_max)), 1.0 / (fp8_max * 512.0));
+  const double floor = 1.0 / (fp8_max * 512.0);
+  if (spec.io.scale_rounding != ScaleRounding::ue8m0)
+    return std::max(amax * static_cast<double>(static_cast<float>(1.0 / fp8_max)), floor);
+  int exponent = 0;
+  const double mantissa = std::frexp(std::max(amax / fp8_max, floor), &exponent);
+  return std::ldexp(1.0, mantissa == 0.5 ? exponent - 1 : exponent);
 }
 
 // Per-head cache scales: each written (slot, kv head)'s group_scale over its D values, set on
@@ -165,7 +172,7 @@ RefTensor per_head_cache_scales(const Spec& spec, RefTensor& cache) {
   RefTensor scales = detail::make_tensor(name, RefLayout::token_major, 1, cache.batch * page_size, H, 1);
   scales.dtype = DType::fp32;
   scales.untouched.assign(scales.value.size(), 1);
-  cache.quant_scales.assign(cache.value.size(), group_scale(spec.io.cache_dtype, 0.0));
+  cache.quant_scales.assign(cache.value.size(), group_scale(spec, spec.io.cache_dtype, 0.0));
   for (int64_t page = 0; page < cache.batch; ++page)
     for (int64_t h = 0; h < H; ++h)
       for (int64_t offset = 0; offset < page_size; ++offset) {
@@ -173,7 +180,7 @@ RefTensor per_head_cache_scales(const Spec& spec, RefTensor& cache) {
         if (cache.untouched[base]) continue;  // no token writes this slot
         double amax = 0.0;
         for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(cache.value[base + static_cast<size_t>(e)]));
-        const double scale = group_scale(spec.io.cache_dtype, amax);
+        const double scale = group_scale(spec, spec.io.cache_dtype, amax);
         for (int64_t e = 0; e < D; ++e) cache.quant_scales[base + static_cast<size_t>(e)] = scale;
         const size_t at = static_cast<size_t>((page * page_size + offset) * H + h);
         scales.value[at] = scales.scale[at] = scale;
@@ -187,7 +194,7 @@ RefTensor per_head_cache_scales(const Spec& spec, RefTensor& cache) {
 // elements; the "q_scale" tensor [T, Hq, 1] or [T, 1, 1] (float32) the launch writes. Padding
 // rows (padded_bhsd) take the floor and no entry.
 RefTensor computed_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
-  const double floor = group_scale(spec.io.q_output_dtype, 0.0);
+  const double floor = group_scale(spec, spec.io.q_output_dtype, 0.0);
   const bool per_token = q_scale_per_token(spec);
   const int64_t groups = per_token ? 1 : q.heads;  // scales a token
   RefTensor scales = detail::make_tensor("q_scale", RefLayout::token_major, 1, tokens, groups, 1);
@@ -207,7 +214,7 @@ RefTensor computed_q_scales(const Spec& spec, RefTensor& q, int64_t tokens) {
         double amax = 0.0;
         for (int64_t h = first; h < last; ++h)
           for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(q.value[base_of(b, h, s) + static_cast<size_t>(e)]));
-        const double scale = group_scale(spec.io.q_output_dtype, amax);
+        const double scale = group_scale(spec, spec.io.q_output_dtype, amax);
         for (int64_t h = first; h < last; ++h)
           for (int64_t e = 0; e < D; ++e) q.quant_scales[base_of(b, h, s) + static_cast<size_t>(e)] = scale;
         scales.value[static_cast<size_t>(token * groups + g)] = scale;

@@ -152,6 +152,9 @@ ordered_json io_schema() {
       "FP8 q_out's scale: static (q_scale at launch, default), per_token_head (max(amax * fl(1 / FP8 max), 1 / (FP8 max "
       "* 512)) of each head, written to q_scale_out [T, Hq]; op rope) or per_token (the same over all of a token's q "
       "heads, q_scale_out [T]; op rope, no qk_norm or scope all)");
+  properties["scale_rounding"] = enum_schema<ScaleRounding>(
+      "computed FP8 scales (q_scale or cache_scale not static): as computed (none, default) or rounded up to a power of "
+      "two (ue8m0: DeepSeek's scale_fmt, vLLM's use_ue8m0)");
   properties["angles"] = enum_schema<AnglesSource>(
       "where cos/sin come from: computed from the rope block (default) or the caller's cos_sin_cache "
       "[cos_sin_cache_rows, rotary_dim] gathered by position (rope block {\"rope_type\": \"default\"} only; op rope; "

@@ -153,6 +153,8 @@ ordered_json spec_to_json(const Spec& spec) {
     io["q_output_dtype"] = std::string(to_string(spec.io.q_output_dtype));
     io["q_scale"] = std::string(to_string(spec.io.q_scale));
   }
+  if (spec.io.scale_rounding != ScaleRounding::none)  // canonical only then: old hashes hold
+    io["scale_rounding"] = std::string(to_string(spec.io.scale_rounding));
   if (caller_cos_sin(spec)) {  // canonical only then: old hashes hold
     io["angles"] = std::string(to_string(spec.io.angles));
     io["cos_sin_dtype"] = std::string(to_string(spec.io.cos_sin_dtype));

@@ -154,7 +154,7 @@ const std::vector<std::string_view>& spec_io_keys() {
                                                   "positions",    "mrope_section", "mrope_interleaved", "axes",
                                                   "cache_layout", "cache_dtype",  "cache_index", "page_size",
                                                   "q_output",     "q_output_dtype", "q_scale", "cache_scale",
-                                                  "v_scale_layout", "angles",     "cos_sin_dtype"};
+                                                  "v_scale_layout", "angles",     "cos_sin_dtype", "scale_rounding"};
   return keys;
 }
 

@@ -130,10 +130,16 @@ __device__ __forceinline__ float fp8_max_of(int role) {
 
 // The FP8 scale of a group (a head, a token) of amax `amax` stored as `role`: max(amax * fl(1 /
 // FP8 max), 1 / (FP8 max * 512)) (a product, not a division: 12 instructions fewer; vLLM's floor
-// for an all-zero group).
+// for an all-zero group). With io.scale_rounding ue8m0, the least power of two >= amax / FP8 max
+// (DeepSeek's and vLLM's ue8m0): a correctly rounded quotient is above a power of two exactly when
+// the true one is, so the result is exact whatever the rounding (a product could round onto one).
 template <class T>
 __device__ __forceinline__ float fp8_group_scale(float amax, int role) {
   const float fp8_max = fp8_max_of<T>(role);
+  if constexpr (T::kScaleUe8m0) {  // a normal float's exponent, one up if any mantissa bit is set
+    const unsigned bits = __float_as_uint(fmaxf(__fdiv_rn(amax, fp8_max), 1.0f / (fp8_max * 512.0f)));
+    return __uint_as_float((bits & 0x7f800000u) + ((bits & 0x007fffffu) ? 0x00800000u : 0u));
+  }
   return fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
 }
 

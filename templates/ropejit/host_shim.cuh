@@ -78,6 +78,7 @@ static inline unsigned int __byte_perm(unsigned int x, unsigned int y, unsigned 
 // IEEE round-to-nearest product (rope.cuh: HF's float32 angle); the CPU's default rounding
 // mode, and -ffp-contract=off keeps it from fusing into a neighbouring add.
 static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
 
 // --- block and warp collectives (runtime/src/backends/host/cooperative.h) ---
 // A kernel that calls one runs each block's threads as fibers on one CPU thread, switched in

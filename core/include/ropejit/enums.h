@@ -71,6 +71,9 @@ enum class QOutput { inplace, separate };
 /// the head's amax (per_token_head) or per token from the amax of all its q heads (per_token),
 /// and written to q_scale_out. A cache's scale takes static or per_token_head.
 enum class QScale { static_, per_token_head, per_token };
+/// Computed FP8 scales: as computed, or rounded up to a power of two (DeepSeek's scale_fmt
+/// "ue8m0", vLLM's use_ue8m0: the scale an exponent-only byte holds).
+enum class ScaleRounding { none, ue8m0 };
 /// An NVFP4 V cache's block scales within a page and head: linear ([page_size, D / 16] rows, as
 /// K's always are), or TensorRT-LLM's 4-token interleave (token t, block s at (t / 4) * 4 * D/16 +
 /// 4 s + t % 4: what trtllm-gen's SM100 attention reads).
@@ -129,6 +132,8 @@ inline constexpr std::array<EnumName<QOutput>, 2> kQOutputNames{{
     {QOutput::inplace, "inplace"}, {QOutput::separate, "separate"}}};
 inline constexpr std::array<EnumName<QScale>, 3> kQScaleNames{{
     {QScale::static_, "static"}, {QScale::per_token_head, "per_token_head"}, {QScale::per_token, "per_token"}}};
+inline constexpr std::array<EnumName<ScaleRounding>, 2> kScaleRoundingNames{{
+    {ScaleRounding::none, "none"}, {ScaleRounding::ue8m0, "ue8m0"}}};
 inline constexpr std::array<EnumName<BlockScaleLayout>, 2> kBlockScaleLayoutNames{{
     {BlockScaleLayout::linear, "linear"}, {BlockScaleLayout::interleave4, "interleave4"}}};
 inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
@@ -230,6 +235,7 @@ template <> constexpr const auto& enum_table<AnglesSource>() { return kAnglesSou
 template <> constexpr const auto& enum_table<CacheIndex>() { return kCacheIndexNames; }
 template <> constexpr const auto& enum_table<QOutput>() { return kQOutputNames; }
 template <> constexpr const auto& enum_table<QScale>() { return kQScaleNames; }
+template <> constexpr const auto& enum_table<ScaleRounding>() { return kScaleRoundingNames; }
 template <> constexpr const auto& enum_table<BlockScaleLayout>() { return kBlockScaleLayoutNames; }
 
 /// Name of an enum value ("neox").

@@ -75,6 +75,8 @@ struct IoSpec {
   /// q_out's element type: the spec's dtype (auto), or FP8 (q_out only), scaled per q_scale.
   CacheDType q_output_dtype = CacheDType::auto_;
   QScale q_scale = QScale::static_;  ///< FP8 q_out: the launch's q_scale, or per (token, head) / token amax
+  /// Computed FP8 scales (q_scale or cache_scale not static): as computed, or a power of two (ue8m0).
+  ScaleRounding scale_rounding = ScaleRounding::none;
   /// Where the angles' cos/sin come from: computed from the rope block, or the caller's
   /// cos_sin_cache [rows, rotary_dim] (rotary_dim / 2 cos, then rotary_dim / 2 sin per position).
   AnglesSource angles = AnglesSource::computed;
