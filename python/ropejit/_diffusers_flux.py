@@ -16,7 +16,8 @@ from typing import Any, Callable, List, Optional, Tuple
 
 import torch
 
-from ._diffusers_qk_norm import count_refusal, launch_refusal, norm_rotate, norm_spec_json, positions_refusal
+from ._diffusers_qk_norm import (SwappedProcessor, count_refusal, launch_refusal, norm_rotate, norm_spec_json,
+                                 positions_refusal)
 
 
 def processor_class(module_name: str, recalled: Callable) -> type:
@@ -25,12 +26,7 @@ def processor_class(module_name: str, recalled: Callable) -> type:
     lookup by the cos tensor)."""
     flux = sys.modules[module_name]
 
-    class RopejitFluxAttnProcessor(flux.FluxAttnProcessor):
-        def __init__(self, original: Any, state: Any) -> None:
-            self.__dict__.update(original.__dict__)  # the attention backend and parallel config set on it
-            self._ropejit_original = original
-            self._ropejit_state = state
-
+    class RopejitFluxAttnProcessor(SwappedProcessor, flux.FluxAttnProcessor):
         # FluxAttention.forward passes only the arguments this signature names: it is diffusers'.
         def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: Optional[torch.Tensor] = None,
                      attention_mask: Optional[torch.Tensor] = None, image_rotary_emb: Any = None) -> Any:
@@ -40,23 +36,21 @@ def processor_class(module_name: str, recalled: Callable) -> type:
             query, key, value, encoder_query, encoder_key, encoder_value = flux._get_qkv_projections(
                 attn, hidden_states, encoder_hidden_states)
             joint = attn.added_kv_proj_dim is not None
-            known = recalled(image_rotary_emb)
-            positions = known[0] if known is not None and known[1] is state else None
+            positions = self.spec_positions(recalled, image_rotary_emb)
             streams = [(attn.norm_q, attn.norm_k, query, key)]
             if joint:  # text first, as diffusers concatenates them
                 streams.insert(0, (attn.norm_added_q, attn.norm_added_k, encoder_query, encoder_key))
             fused = _norm_rotate_flux(state, positions, attn.head_dim, streams)
 
-            query = query.unflatten(-1, (-1, attn.head_dim))
-            key = key.unflatten(-1, (-1, attn.head_dim))
-            value = value.unflatten(-1, (-1, attn.head_dim))
+            def heads(*projections: torch.Tensor) -> List[torch.Tensor]:
+                return [p.unflatten(-1, (-1, attn.head_dim)) for p in projections]
+
+            query, key, value = heads(query, key, value)
             if not fused:
                 query = attn.norm_q(query)
                 key = attn.norm_k(key)
             if joint:
-                encoder_query = encoder_query.unflatten(-1, (-1, attn.head_dim))
-                encoder_key = encoder_key.unflatten(-1, (-1, attn.head_dim))
-                encoder_value = encoder_value.unflatten(-1, (-1, attn.head_dim))
+                encoder_query, encoder_key, encoder_value = heads(encoder_query, encoder_key, encoder_value)
                 if not fused:
                     encoder_query = attn.norm_added_q(encoder_query)
                     encoder_key = attn.norm_added_k(encoder_key)

@@ -11,6 +11,22 @@ from ._spec import Spec
 _DTYPE_NAMES = ropejit_torch.SPEC_DTYPES
 
 
+class SwappedProcessor:
+    """The part every swapped processor shares (put first among its bases): built from the original
+    (its attention backend and parallel config carried over, the original kept for unpatch) and the
+    patch state; the spec's positions of a call's rotary tensors where this patch recorded them."""
+
+    def __init__(self, original: Any, state: Any) -> None:
+        self.__dict__.update(original.__dict__)
+        self._ropejit_original = original
+        self._ropejit_state = state
+
+    def spec_positions(self, recalled: Any, rotary: Any) -> Any:
+        """`recalled(rotary)`'s positions when this processor's patch made them, else None."""
+        known = recalled(rotary)
+        return known[0] if known is not None and known[1] is self._ropejit_state else None
+
+
 def positions_refusal(state: Any, positions: Any, norms: Sequence[Any], tensors: Sequence[torch.Tensor]
                       ) -> Optional[str]:
     """Why no fused launch can serve this attention call at all (None: one can): it needs the spec's

@@ -6,7 +6,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ._diffusers_qk_norm import count_refusal, launch_refusal, norm_rotate, norm_spec_json, positions_refusal
+from ._diffusers_qk_norm import (SwappedProcessor, count_refusal, launch_refusal, norm_rotate, norm_spec_json,
+                                 positions_refusal)
 
 
 def processor_class(module_name: str, recalled: Callable, rotation: Callable) -> type:
@@ -15,12 +16,7 @@ def processor_class(module_name: str, recalled: Callable, rotation: Callable) ->
     ropejit.diffusers' position lookup and rotation)."""
     wan = sys.modules[module_name]
 
-    class RopejitWanAttnProcessor(wan.WanAttnProcessor):
-        def __init__(self, original: Any, state: Any) -> None:
-            self.__dict__.update(original.__dict__)  # the attention backend and parallel config set on it
-            self._ropejit_original = original
-            self._ropejit_state = state
-
+    class RopejitWanAttnProcessor(SwappedProcessor, wan.WanAttnProcessor):
         def __call__(self, attn: Any, hidden_states: torch.Tensor, encoder_hidden_states: Optional[torch.Tensor] = None,
                      attention_mask: Optional[torch.Tensor] = None, rotary_emb: Any = None,
                      **kwargs: Any) -> torch.Tensor:
@@ -32,8 +28,7 @@ def processor_class(module_name: str, recalled: Callable, rotation: Callable) ->
                 state._count("image-conditioned attention (add_k_proj) or extra arguments: "
                              "a branch ropejit does not copy")
                 return super().__call__(*args, **kwargs)
-            known = recalled(rotary_emb)
-            positions = known[0] if known is not None and known[1] is state else None
+            positions = self.spec_positions(recalled, rotary_emb)
             query, key, value = wan._get_qkv_projections(attn, hidden_states, encoder_hidden_states)
             value = value.unflatten(2, (attn.heads, -1))
             if _norm_rotate_wan(state, attn, positions, query, key):  # one launch: norm, then rotate

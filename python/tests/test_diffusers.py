@@ -315,6 +315,14 @@ def _run(model, inputs):
         return model(**inputs, return_dict=False)[0]
 
 
+def _output_and_input_grad(model, inputs):
+    """The model's output under autograd and the gradient of its squared sum by hidden_states."""
+    hidden = inputs["hidden_states"].clone().requires_grad_(True)
+    out = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
+    (grad,) = torch.autograd.grad(out.square().sum(), hidden)
+    return out.detach(), grad
+
+
 # family → (tiny model, kernel calls of one forward, of which from diffusers' cos and sin, processors swapped)
 TINY = {"flux": (_tiny_flux, 3, 0, 2),  # fused norm and rotation: joint block 2 launches (text, image), single 1
         "wan": (_tiny_wan, 2, 0, 4),  # one call per block (q and k together); attn1 and attn2 swapped
@@ -499,19 +507,15 @@ def test_wan_norm_stays_apart_under_autograd():
     in place), and the gradients are diffusers' own."""
     model, inputs = _tiny_wan()
     model.train(False)
-    hidden = inputs["hidden_states"].clone().requires_grad_(True)
-    want = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
-    (want_grad,) = torch.autograd.grad(want.square().sum(), hidden)
+    want, want_grad = _output_and_input_grad(model, inputs)
     state = ropejit.diffusers.patch(model)
     try:
-        hidden = inputs["hidden_states"].clone().requires_grad_(True)
-        got = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
-        (got_grad,) = torch.autograd.grad(got.square().sum(), hidden)
+        got, got_grad = _output_and_input_grad(model, inputs)
     finally:
         ropejit.diffusers.unpatch(model)
     assert state.fused_norm_calls == 0 and state.kernel_calls == 2, state
     assert any("autograd" in why for why in state.fused_norm_reasons), state.fused_norm_reasons
-    _close(got.detach(), want.detach())
+    _close(got, want)
     _close(got_grad, want_grad)
 
 

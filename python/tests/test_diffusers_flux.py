@@ -10,7 +10,7 @@ diffusers = pytest.importorskip("diffusers")
 
 import ropejit.diffusers  # noqa: E402
 
-from test_diffusers import _close, _run, _tiny_flux, needs_axes  # noqa: E402
+from test_diffusers import _close, _output_and_input_grad, _run, _tiny_flux, needs_axes  # noqa: E402
 
 AUTOGRAD = "autograd records q, k or their norms' weights (the fused launch writes q and k in place)"
 
@@ -21,19 +21,15 @@ def test_flux_norm_stays_apart_under_autograd():
     write in place): diffusers' norms, then ropejit's rotation of q and of k, and the gradients are
     diffusers' own."""
     model, inputs = _tiny_flux()
-    hidden = inputs["hidden_states"].clone().requires_grad_(True)
-    want = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
-    (want_grad,) = torch.autograd.grad(want.square().sum(), hidden)
+    want, want_grad = _output_and_input_grad(model, inputs)
     state = ropejit.diffusers.patch(model)
     try:
-        hidden = inputs["hidden_states"].clone().requires_grad_(True)
-        got = model(**dict(inputs, hidden_states=hidden), return_dict=False)[0]
-        (got_grad,) = torch.autograd.grad(got.square().sum(), hidden)
+        got, got_grad = _output_and_input_grad(model, inputs)
     finally:
         ropejit.diffusers.unpatch(model)
     assert (state.fused_norm_calls, state.kernel_calls, state.fallback_calls) == (0, 4, 0), state
     assert state.fused_norm_reasons == {AUTOGRAD: 2}
-    _close(got.detach(), want.detach())
+    _close(got, want)
     _close(got_grad, want_grad)
 
 

@@ -202,7 +202,7 @@ def check(model_type: str, config: Any, layer_type: Optional[str], runtime: rope
         row.result, row.reason = "refused", _short(e)
         return row
     row.path = "probe" if getattr(spec, "learned", False) else "table"
-    row.kind = row_kind(row, spec, hf, hfp.text_config(config))
+    row.kind = row_kind(row, spec, hf)
     return checked(row, lambda: compare(spec, hf, runtime, hfp.text_config(config), rng))
 
 
@@ -222,7 +222,7 @@ def checked(row: Row, check: Callable[[], Optional[str]]) -> Row:
     return row
 
 
-def row_kind(row: Row, spec: ropejit.Spec, hf: hfp.HfRope, config: Any) -> str:
+def row_kind(row: Row, spec: ropejit.Spec, hf: hfp.HfRope) -> str:
     """What distinguishes how a row's rope is built: layout, import path, the rope block's form
     (one block or per layer type, multimodal sections), MLA slice, partial or proportional
     rotation, complex freqs_cis. The zoo's variant test runs one row per kind."""

@@ -226,7 +226,7 @@ def _own_table_each(run: Run) -> Optional[str]:
     import torch
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    if not run.mismatch.startswith(("q differs", "k differs")) or hfp.mrope_section(run.text) is not None:
+    if not run.mismatch.startswith(("q differs", "k differs")) or zoo.is_mrope(run.spec):
         return None
     hf_table = _hf_buffer(run.hf, len(run.hf.inv_freq))
     ours, attention = _ours(run.spec, run.seq_len)

@@ -496,6 +496,11 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
       reader.not_allowed(fmt::format("/io/{}", key), std::string("per_token_head"),
                          "\"static\" with qk_norm scope \"all\" (its heads share a warp segment: per-head scales "
                          "are not there yet)");
+  // Rounding applies to the scales a launch computes; the launch's own are the caller's.
+  if (spec.io.scale_rounding != ScaleRounding::none && !q_scale_computed(spec) && !cache_scale_per_head(spec))
+    reader.not_allowed("/io/scale_rounding", std::string(to_string(spec.io.scale_rounding)),
+                       "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
+                       "per_token, or an FP8 io.cache_dtype with cache_scale per_token_head)");
   // Per-token q scales reduce over a row's heads in one warp segment (qk_norm_all.cuh's kernel),
   // which holds an all-heads norm but none per head, nor per-head cache scales or NVFP4 blocks.
   if (q_scale_per_token(spec)) {

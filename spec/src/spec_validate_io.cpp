@@ -144,21 +144,6 @@ void read_q_quantization(const json& block, const std::string& base, OpKind op, 
                        "separate): FP8 q cannot overwrite q in place");
 }
 
-// io.scale_rounding: only where a scale is computed (an FP8 q_out's q_scale or an FP8 cache's
-// cache_scale other than static): the launch's own scales are the caller's.
-void read_scale_rounding(const json& block, const std::string& base, IoSpec& io, Reader& reader) {
-  const json* v = member(block, "scale_rounding");
-  if (!v) return;
-  io.scale_rounding = reader.enumeration<ScaleRounding>(*v, base + "/scale_rounding").value_or(io.scale_rounding);
-  const bool q_computed = io.q_output_dtype != CacheDType::auto_ && io.q_scale != QScale::static_;
-  const bool cache_computed = io.output == OutputForm::paged_kv && io.cache_dtype != CacheDType::auto_ &&
-                              io.cache_dtype != CacheDType::nvfp4 && io.cache_scale != QScale::static_;
-  if (io.scale_rounding != ScaleRounding::none && !q_computed && !cache_computed)
-    reader.not_allowed(base + "/scale_rounding", *v,
-                       "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
-                       "per_token, or an FP8 io.cache_dtype with cache_scale per_token_head)");
-}
-
 // io.angles and io.cos_sin_dtype: the caller's cos_sin_cache serves every angle of a position (mrope:
 // each pair reads its own stream's row), for the ops whose launches take it (OpFacts::caller_cos_sin).
 void read_angles(const json& block, const std::string& base, OpKind op, IoSpec& io, Reader& reader) {
@@ -244,7 +229,8 @@ IoSpec read_io(const json* block, Reader& reader, int rotary_dim, RopeType rope_
   read_mrope(*block, base, rotary_dim, rope_type, io, reader);
   read_paged_kv(*block, base, io, reader);
   read_q_quantization(*block, base, op, io, reader);
-  read_scale_rounding(*block, base, io, reader);
+  if (const json* v = member(*block, "scale_rounding"))  // checked against the scales in spec_validate.cpp
+    io.scale_rounding = reader.enumeration<ScaleRounding>(*v, base + "/scale_rounding").value_or(io.scale_rounding);
   read_angles(*block, base, op, io, reader);
   return io;
 }
