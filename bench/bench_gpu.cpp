@@ -57,6 +57,7 @@ constexpr Shape kShapes[] = {
     {"llama-3.1-8b-shift-fp8", "llama-3.1-8b-context-shift"},  // re-rotate an FP8 e4m3 K cache: a context shift
     {"deepseek-v3-mla", "deepseek-v3-mla"},          // MLA: 128 q heads' rope part + [kv_c | k_pe] latent row
     {"deepseek-v3-mla-fp8", "deepseek-v3-mla-fp8"},  // ... into an FP8 e4m3 latent cache
+    {"deepseek-v3-mla-ds", "deepseek-v3-mla-ds"},    // ... into vLLM's fp8_ds_mla rows (scales per 128 computed)
     {"deepseek-v3-mla-prefill", "deepseek-v3-mla-prefill"},  // ... and k [T, 128, 192] from k_nope + k_pe (concat_k)
     {"deepseek-v3-mla-absorbed", "deepseek-v3-mla-absorbed"},  // decode: q_out [T, 128, 512 + 64] from q_latent + q_pe
     {"deepseek-v4-main", "deepseek-v4-main"},        // 64 + 1 heads of 512, norm, trailing 64 rotated

@@ -179,8 +179,8 @@ TEST(ArgsFields, UnusedScalarsAreRefusedByNameWhereUnused) {
   // An FP8 cache's scale: unused (so 0) with an auto cache dtype.
   expect_refused_unless_used("k_scale", test::make_spec(paged_fields("auto")),
                              test::make_spec(paged_fields("fp8_e4m3")), [](Args& a) { a.k_scale = 0.25f; },
-                             "0.25 is not allowed: must be 0 unless an fp8 io.cache_dtype (io.cache_scale static) with "
-                             "io.output paged_kv or op rerotate", 0.5f);
+                             "0.25 is not allowed: must be 0 unless an fp8 io.cache_dtype (cache_scale static, not fp8_ds_mla) "
+                             "with paged_kv or op rerotate", 0.5f);
   expect_refused_unless_used("cache_num_pages", plain, test::make_spec(paged_fields("auto")),
                              [](Args& a) { a.cache_num_pages = 6; },
                              "6 is not allowed: must be 0 unless io.output paged_kv or op rerotate");

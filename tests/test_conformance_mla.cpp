@@ -4,7 +4,8 @@
 // heads of 128 + 64 with a trailing slice, kv_lora_rank 512; 16 and 128 heads) and others (a
 // leading slice, a neox half one lane rotates whole, kv_lora_rank 64), slot mapping and block
 // tables, q in place and q_out, every positions form, strided rows, odd token counts, every
-// vector width and heads per thread; then the spec errors of what the op rules out.
+// vector width and heads per thread; vLLM's fp8_ds_mla rows; then the spec errors of what the op
+// rules out.
 // ropejit-tier: conformance
 // ropejit-tier: unit MlaAppendSpec
 #include <functional>
@@ -152,6 +153,48 @@ TEST_P(MlaLatentAppend, ConcatKEveryConfig) {
   EXPECT_GE(expect_every_config(mla_concat_spec(3, "neox", "fp16", "fp8_e4m3"), {2, 4, 8}, {1, 3}, 6), 6);
 }
 
+// io.cache_layout fp8_ds_mla (vLLM's row: kv_lora_rank FP8 codes, a float32 scale per 128, the
+// rotated k_pe in the dtype): DeepSeek's shape and a leading slice of another width, both
+// layouts, bf16 and fp16, computed scales as vLLM's or ue8m0, q in place, q_out, concat_k and
+// absorbed_q; each part of the row against the reference (the harness checks every row byte).
+Spec ds_mla_spec(int index, const char* layout, const char* dtype, const char* rounding) {
+  const bool deepseek = index % 2 == 0;
+  SpecFields f = mla_fields(deepseek ? 0 : 3, layout, dtype, "fp8_e4m3");
+  f.positions = kPositions[index % 3];
+  f.io_extra["cache_index"] = index % 4 == 3 ? "block_tables" : "slot_mapping";
+  if (index % 4 == 3) f.positions = "varlen";
+  f.io_extra["cache_layout"] = "fp8_ds_mla";
+  if (std::string(rounding) != "none") f.io_extra["scale_rounding"] = rounding;
+  nlohmann::json spec = mla_json(f, deepseek ? 512 : 1024);
+  if (index % 3 == 2) spec["mla_append"]["concat_k"] = true;
+  if (deepseek && index % 4 == 2) {
+    spec["mla_append"] = {{"kv_lora_rank", 512}, {"absorbed_q", true}};
+    spec["io"]["q_output"] = "separate";
+  }
+  return parse_spec(spec.dump());
+}
+
+TEST_P(MlaLatentAppend, DsMlaRowEveryLayoutDtypeRoundingAndForm) {
+  int index = 0;
+  for (const char* layout : {"interleaved", "neox"})
+    for (const char* dtype : {"bf16", "fp16"})
+      for (const char* rounding : {"none", "ue8m0"}) {
+        const Spec spec = ds_mla_spec(index, layout, dtype, rounding);
+        ASSERT_TRUE(ds_mla_cache(spec));
+        expect_token_counts(spec, index,
+                            fmt::format("mla fp8_ds_mla {} {} {} D{}/{} {} rank {} concat_k {} absorbed_q {}", layout,
+                                        dtype, rounding, spec.head_dim, spec.rotary_dim, to_string(spec.rotary_slice),
+                                        spec.mla_append.kv_lora_rank, spec.mla_append.concat_k,
+                                        spec.mla_append.absorbed_q));
+        ++index;
+      }
+  EXPECT_EQ(index, 8);
+}
+
+TEST_P(MlaLatentAppend, DsMlaRowEveryConfig) {
+  EXPECT_GE(expect_every_config(ds_mla_spec(0, "interleaved", "bf16", "none"), {2, 4, 8}, {1, 3, 16}, 9), 9);
+}
+
 INSTANTIATE_TEST_SUITE_P(Backend, MlaLatentAppend, ::testing::Values(BackendKind::host, BackendKind::cuda),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
@@ -192,6 +235,29 @@ TEST(MlaAppendSpec, RefusesWhatTheOpCannotDo) {
          s["io"]["q_output"] = "separate";
        },
        "/mla_append/concat_k: true is not allowed: must be false when mla_append.absorbed_q is true"},
+      {[](nlohmann::json& s) { s["io"]["cache_layout"] = "fp8_ds_mla"; },
+       "/io/cache_dtype: \"auto\" is not allowed: must be \"fp8_e4m3\" with cache_layout fp8_ds_mla"},
+      {[](nlohmann::json& s) {
+         s["io"]["cache_layout"] = "fp8_ds_mla";
+         s["io"]["cache_dtype"] = "fp8_e4m3";
+         s["mla_append"]["kv_lora_rank"] = 768;
+       },
+       "/mla_append/kv_lora_rank: 768 is not allowed: must be a multiple of 512 with cache_layout fp8_ds_mla"},
+      {[](nlohmann::json& s) {
+         s["io"]["cache_layout"] = "fp8_ds_mla";
+         s["io"]["cache_dtype"] = "fp8_e4m3";
+         s["dtype"] = "fp32";
+       },
+       "/dtype: \"fp32\" is not allowed: must be \"bf16\" or \"fp16\" with cache_layout fp8_ds_mla"},
+      {[](nlohmann::json& s) {
+         s["io"]["cache_layout"] = "fp8_ds_mla";
+         s["io"]["cache_dtype"] = "fp8_e4m3";
+         s["head_dim"] = 132;
+         s["rotary_dim"] = 4;
+       },
+       "/rotary_dim: 4 is not allowed: must be a multiple of 8 with cache_layout fp8_ds_mla"},
+      {[](nlohmann::json& s) { s["io"]["cache_dtype"] = "fp8_e4m3"; s["io"]["scale_rounding"] = "ue8m0"; },
+       "/io/scale_rounding: \"ue8m0\" is not allowed: must be \"none\" unless a scale is computed"},
   };
   for (const auto& [edit, want] : cases) {
     nlohmann::json spec = base;

@@ -303,6 +303,7 @@ struct GateRow {
   bool reads_cache;      // op rerotate: the cache is read too, in the same vectors
   bool software_fp8;     // FP8 / FP4 values converted without such instructions (sm_80: no FP8 cvt; FP4 before sm_100f)
   bool block_scales;     // NVFP4: one byte store a 16-value block
+  bool tile_scales;      // fp8_ds_mla: one float32 store a 128-value tile (codes: 8 a lane, 64 bits)
   Roofline own;          // the part this arch's image runs on (sm_80: A100, sm_90: H100)
 };
 
@@ -332,8 +333,9 @@ const std::vector<GateRow>& gate_rows() {
         // FP8 without cvt before sm_89; e2m1 without cvt before Blackwell's family targets.
         const bool software_fp8 = (fp8_stores && std::string(arch) == "sm_80") || nvfp4;
         const Roofline own = roofline(s, find_gpu_part(own_part(arch)), kTokens, access);
-        out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r, cache_bits,
-                       spec.op == OpKind::rerotate, software_fp8, nvfp4, own});
+        out.push_back({fmt::format("{} {} {} ({})", spec.name, arch, s.config, s.source), s, r,
+                       ds_mla_cache(spec) ? 64 : cache_bits, spec.op == OpKind::rerotate, software_fp8, nvfp4,
+                       ds_mla_cache(spec), own});
       }
     }
     return out;
@@ -444,7 +446,8 @@ TEST(KernelStatsGate, EverySpecMemoryBoundWith128BitAccesses) {
     EXPECT_EQ(c.data_loads.other_than(128) - cache_loads + c.generic_loads.total(), 0)
         << g.what << ": q/k/v loads" << widths(c.data_loads) << ", generic" << widths(c.generic_loads);
     EXPECT_EQ(c.data_stores.other_than(128) - (g.cache_store_bits != 128 ? c.data_stores.of(g.cache_store_bits) : 0) -
-                  (g.block_scales ? c.data_stores.of(8) : 0) + c.generic_stores.total(),
+                  (g.block_scales ? c.data_stores.of(8) : 0) - (g.tile_scales ? c.data_stores.of(32) : 0) +
+                  c.generic_stores.total(),
               0)
         << g.what << ": q/k/v stores" << widths(c.data_stores) << ", generic" << widths(c.generic_stores);
     EXPECT_EQ(g.stats.stack_bytes, 0) << g.what << ": local memory (stack) bytes";

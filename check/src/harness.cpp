@@ -15,22 +15,35 @@ namespace ropejit::check {
 
 namespace {
 
-// Bytes of `after` that differ from `before` outside the elements the launch must write: row
-// gaps, cache slots no token maps to, the k and v part of a packed buffer rotated in place.
-int64_t changed_outside_written(const std::string& before, const std::string& after, const ref::RefTensor& expected,
-                                const ref::ActualTensor& actual, int esize) {
-  std::vector<uint8_t> written(before.size(), 0);
+// Marks in `written` (a byte each) the bytes of the elements `expected` says the launch writes,
+// `esize` bytes each from the tensor's byte offset (NVFP4: two elements a byte).
+void mark_written(std::vector<uint8_t>& written, const ref::RefTensor& expected, const ref::ActualTensor& actual,
+                  int esize) {
   const bool nibbles = expected.cache_dtype == CacheDType::nvfp4;  // two elements a byte
   for (int64_t index = 0; index < expected.size(); ++index) {
     if (!expected.untouched.empty() && expected.untouched[index]) continue;
     const int64_t e = index % expected.head_dim;
-    const size_t at = nibbles ? static_cast<size_t>(ref::actual_offset(expected, actual, index - e) + e / 2)
-                              : static_cast<size_t>(ref::actual_offset(expected, actual, index) * esize);
+    const size_t at = static_cast<size_t>(expected.byte_offset) +
+                      (nibbles ? static_cast<size_t>(ref::actual_offset(expected, actual, index - e) + e / 2)
+                               : static_cast<size_t>(ref::actual_offset(expected, actual, index) * esize));
     for (int b = 0; b < esize && at + b < written.size(); ++b) written[at + b] = 1;
   }
+}
+
+// Bytes of `after` that differ from `before` outside the elements the launch must write: row
+// gaps, cache slots no token maps to, the k and v part of a packed buffer rotated in place.
+int64_t changed_outside_written(const std::string& before, const std::string& after,
+                                const std::vector<uint8_t>& written) {
   int64_t changed = 0;
   for (size_t at = 0; at < before.size(); ++at) changed += !written[at] && before[at] != after[at];
   return changed;
+}
+
+// The bytes of one element of `expected` (a part of a buffer of mixed elements: its own type's),
+// else the buffer's.
+int part_element_bytes(const Spec& spec, const ref::RefTensor& expected, int buffer_bytes) {
+  if (expected.buffer.empty()) return buffer_bytes;
+  return expected.cache_dtype != CacheDType::auto_ ? 1 : dtype_size(expected.dtype.value_or(spec.dtype));
 }
 
 // Where a written buffer's elements are: token rows at their stride, dense padded tensors, or
@@ -192,14 +205,27 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
     if (!buf.desc.is_written()) continue;
     std::string name = buf.desc.name;
     name = name.substr(0, name.find("_out"));
-    const ref::RefTensor* t = expected.find(name);
-    if (!t) throw Error(Status::internal, "reference has no tensor " + name);
-    const ref::ActualTensor actual = actual_view(spec, buf.desc, after[i], *t);
-    report.checks.emplace_back(name, ref::compare(spec, *t, actual, tolerance));
+    std::vector<uint8_t> written(after[i].size(), 0);
+    bool found = false;
+    for (const ref::RefTensor& t : expected.tensors) {  // the buffer's tensor, or its parts
+      if (t.buffer_name() != name) continue;
+      found = true;
+      const int esize = part_element_bytes(spec, t, buf.desc.element_bytes);
+      ref::ActualTensor actual = actual_view(spec, buf.desc, after[i], t);
+      if (!t.buffer.empty()) {  // the buffer's strides in the part's elements, from its first byte
+        actual.data = after[i].data() + t.byte_offset;
+        actual.token_stride /= esize;
+        actual.head_stride /= esize;
+        actual.batch_stride /= esize;
+      }
+      report.checks.emplace_back(t.name, ref::compare(spec, t, actual, tolerance));
+      mark_written(written, t, actual, esize);
+    }
+    if (!found) throw Error(Status::internal, "reference has no tensor " + name);
     std::string linear;  // the bytes before the launch, in the order `after` has
     const std::string& before =
         interleaved_scales(spec, buf.desc) ? (linear = linear_block_scales(spec, buf.bytes)) : buf.bytes;
-    report.untouched_violations += changed_outside_written(before, after[i], *t, actual, buf.desc.element_bytes);
+    report.untouched_violations += changed_outside_written(before, after[i], written);
   }
   return report;
 }

@@ -4,13 +4,71 @@
 // the normed kv_c and the rotated k_rot); with concat_k, k [T, Hq, D]: each head's k_nope in the
 // pass-through slice and k_rot in the rotary one (HF's `torch.cat((k_pass, k_rot), dim=-1)` after
 // `k_rot.expand`); the harness's q, k_pe, kv_c and k_nope buffers as inputs.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "reference_detail.h"
 #include "ropejit/internal/workload.h"
 
 namespace ropejit::ref::detail {
 namespace {
+
+// fp8_ds_mla rows, three parts of the k_cache buffer: kv_c's FP8 codes at their tile's scale,
+// the float32 scales (vLLM's max(fl(amax / 448), FLT_MIN), ue8m0 rounded up to a power of two),
+// the rotated k_pe in the dtype; slots no token maps to untouched.
+void ds_mla_rows(const Spec& spec, const RefProblem& problem, const std::vector<int64_t>& slots, RefOutputs& out) {
+  const int64_t T = problem.num_tokens, d = spec.rotary_dim, rank = spec.mla_append.kv_lora_rank;
+  const int64_t tiles = rank / kDsMlaTile;
+  RefTensor codes = make_cache_tensor(spec, problem, "k_cache", 1.0, "k_scale", 1, rank);
+  RefTensor scales = make_cache_tensor(spec, problem, "k_cache scales", 1.0, "k_scale", 1, tiles);
+  RefTensor rope = make_cache_tensor(spec, problem, "k_cache rope", 1.0, "k_scale", 1, d);
+  scales.cache_dtype = rope.cache_dtype = CacheDType::auto_;
+  scales.dtype = DType::fp32;
+  scales.buffer = rope.buffer = "k_cache";
+  scales.byte_offset = rank;
+  rope.byte_offset = rank + 4 * tiles;
+  codes.quant_scales.assign(codes.value.size(), 1.0);
+  const auto in = [&](const RefInput& x, int64_t width, int64_t t, int64_t e) {
+    return load_value(spec.dtype, x.data, t * (x.token_stride ? x.token_stride : width) + e);
+  };
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t slot = slots[static_cast<size_t>(t)];
+    if (slot < 0) continue;
+    for (int64_t tile = 0; tile < tiles; ++tile) {
+      float amax = 0.0f;  // inputs in bf16 / fp16: exact in float
+      for (int64_t e = tile * kDsMlaTile; e < (tile + 1) * kDsMlaTile; ++e)
+        amax = std::max(amax, static_cast<float>(std::fabs(in(problem.v, rank, t, e))));
+      float scale = std::max(amax / 448.0f, std::numeric_limits<float>::min());
+      if (spec.io.scale_rounding == ScaleRounding::ue8m0) {
+        int exponent = 0;
+        const float mantissa = std::frexp(scale, &exponent);
+        scale = std::ldexp(1.0f, mantissa == 0.5f ? exponent - 1 : exponent);
+      }
+      const size_t at = static_cast<size_t>(slot * tiles + tile);
+      scales.value[at] = scales.scale[at] = scale;
+      scales.untouched[at] = 0;
+      for (int64_t e = tile * kDsMlaTile; e < (tile + 1) * kDsMlaTile; ++e) {
+        const size_t i = static_cast<size_t>(slot * rank + e);
+        codes.value[i] = in(problem.v, rank, t, e);
+        codes.scale[i] = std::fabs(codes.value[i]);
+        codes.quant_scales[i] = scale;
+        codes.untouched[i] = 0;
+      }
+    }
+    const int64_t base = slot * d;
+    for (int64_t e = 0; e < d; ++e) {
+      rope.value[static_cast<size_t>(base + e)] = in(problem.k, d, t, e);
+      rope.scale[static_cast<size_t>(base + e)] = std::fabs(rope.value[static_cast<size_t>(base + e)]);
+      rope.untouched[static_cast<size_t>(base + e)] = 0;
+    }
+    rotate_row_pairs(spec, out.freqs, out.token_positions[t], 1.0, rope.value, rope.scale, base,
+                     [&](int i) { return pair_elements(spec.layout, static_cast<int>(d), i); });
+  }
+  out.tensors.push_back(std::move(codes));
+  out.tensors.push_back(std::move(scales));
+  out.tensors.push_back(std::move(rope));
+}
 
 RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
   const int64_t T = problem.num_tokens, D = spec.head_dim, H = spec.num_q_heads;
@@ -68,6 +126,10 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
   }
 
   const std::vector<int64_t> slots = cache_slots(spec, problem, seqs, out.token_positions);
+  if (ds_mla_cache(spec)) {
+    ds_mla_rows(spec, problem, slots, out);
+    return out;
+  }
   out.tensors.push_back(make_cache_tensor(spec, problem, "k_cache", problem.k_scale, "k_scale", 1, rank + d));
   RefTensor& cache = out.tensors.back();
   for (int64_t t = 0; t < T; ++t) {

@@ -22,6 +22,7 @@ void traits_op(const Plan& plan, SourceText& out) {
   out.line("int", "kKvLoraRank", plan.spec.mla_append.kv_lora_rank);
   out.line("bool", "kConcatK", plan.spec.mla_append.concat_k);
   out.line("bool", "kAbsorbedQ", plan.spec.mla_append.absorbed_q);
+  out.line("bool", "kDsMlaCache", ds_mla_cache(plan.spec));
 }
 
 // concat_k with q_out holds q's words and k_nope's apart (mla_append.cuh MlaWords): two heads of

@@ -13,6 +13,29 @@ namespace {
 
 constexpr const char* kWhen = "when op is mla_append (q rotated, the latent row appended to a paged cache)";
 
+// vLLM's fp8_ds_mla row [kv_lora_rank FP8 e4m3 codes | a float32 scale per 128 | k_pe in the
+// dtype]: the codes need cache_dtype fp8_e4m3 and the launch's scales; rows and their parts stay
+// 16-byte aligned for the kernel's vectors (kv_lora_rank a multiple of 512, rotary_dim of 8).
+void check_ds_mla(Reader& reader, const Spec& spec) {
+  constexpr const char* kWhy = "with cache_layout fp8_ds_mla";
+  if (spec.io.cache_dtype != CacheDType::fp8_e4m3)
+    reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)),
+                       fmt::format("\"fp8_e4m3\" {} (its latent codes)", kWhy));
+  if (spec.io.cache_scale != QScale::static_)
+    reader.not_allowed("/io/cache_scale", std::string(to_string(spec.io.cache_scale)),
+                       fmt::format("\"static\" or absent {} (the row carries a scale per {} latent values, computed "
+                                   "in the launch)", kWhy, kDsMlaTile));
+  if (spec.dtype == DType::fp32)
+    reader.not_allowed("/dtype", std::string("fp32"), fmt::format("\"bf16\" or \"fp16\" {} (k_pe is stored in the dtype)", kWhy));
+  if (spec.mla_append.kv_lora_rank % (4 * kDsMlaTile) != 0)
+    reader.not_allowed("/mla_append/kv_lora_rank", json(spec.mla_append.kv_lora_rank),
+                       fmt::format("a multiple of {} {} (vLLM's 512: the row's parts stay 16-byte aligned)",
+                                   4 * kDsMlaTile, kWhy));
+  if (spec.rotary_dim % 8 != 0)
+    reader.not_allowed("/rotary_dim", json(spec.rotary_dim),
+                       fmt::format("a multiple of 8 {} (vLLM's 64: rows stay 16-byte aligned)", kWhy));
+}
+
 void read_op(const json& document, Reader& reader, Spec& spec) {
   if (const json* block = member(document, "mla_append")) {
     if (!block->is_object()) {
@@ -61,6 +84,7 @@ void read_op(const json& document, Reader& reader, Spec& spec) {
                          "false when mla_append.absorbed_q is true (prefill's k and decode's absorbed q are "
                          "separate launches)");
   }
+  if (ds_mla_cache(spec)) check_ds_mla(reader, spec);
   if (spec.num_kv_heads != 1)
     reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 (the one latent head) {}", kWhen));
 }

@@ -130,7 +130,9 @@ ordered_json io_schema() {
       {"required", ordered_json::array({"pairs"})},
       {"additionalProperties", false}};
   properties["cache_layout"] =
-      enum_schema<CacheLayout>("paged_kv: nhd [pages, page_size, Hkv, D] or hnd [pages, Hkv, page_size, D] (default nhd)");
+      enum_schema<CacheLayout>("paged_kv: nhd [pages, page_size, Hkv, D] or hnd [pages, Hkv, page_size, D] (default nhd); op "
+                               "mla_append also fp8_ds_mla (vLLM's row: kv_lora_rank FP8 e4m3 codes, a float32 scale "
+                               "per 128 computed in the launch, the rotated k_pe in the dtype; 656 bytes for DeepSeek)");
   properties["cache_dtype"] =
       enum_schema<CacheDType>(
           "paged_kv: the spec dtype (auto, default), FP8 with k_scale / v_scale at launch, or NVFP4 (op rope: e2m1 "

@@ -497,10 +497,15 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
                          "\"static\" with qk_norm scope \"all\" (its heads share a warp segment: per-head scales "
                          "are not there yet)");
   // Rounding applies to the scales a launch computes; the launch's own are the caller's.
-  if (spec.io.scale_rounding != ScaleRounding::none && !q_scale_computed(spec) && !cache_scale_per_head(spec))
+  if (spec.io.scale_rounding != ScaleRounding::none && !q_scale_computed(spec) && !cache_scale_per_head(spec) &&
+      !ds_mla_cache(spec))
     reader.not_allowed("/io/scale_rounding", std::string(to_string(spec.io.scale_rounding)),
                        "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
-                       "per_token, or an FP8 io.cache_dtype with cache_scale per_token_head)");
+                       "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla)");
+  if (spec.io.cache_layout == CacheLayout::fp8_ds_mla && spec.op != OpKind::mla_append)
+    reader.not_allowed("/io/cache_layout", std::string("fp8_ds_mla"),
+                       fmt::format("nhd or hnd when op is {} (fp8_ds_mla is op mla_append's latent row)",
+                                   to_string(spec.op)));
   // Per-token q scales reduce over a row's heads in one warp segment (qk_norm_all.cuh's kernel),
   // which holds an all-heads norm but none per head, nor per-head cache scales or NVFP4 blocks.
   if (q_scale_per_token(spec)) {

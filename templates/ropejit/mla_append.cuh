@@ -182,6 +182,105 @@ __device__ __forceinline__ void latent_share(const KernelParams& p, const RowRef
   }
 }
 
+// fp8_ds_mla's scale of a 128-value tile of amax `amax`, as vLLM's concat_and_cache_ds_mla_kernel
+// computes it: max(amax / 448, FLT_MIN), the quotient correctly rounded; with io.scale_rounding
+// ue8m0 the least power of two >= that (exact: see fp8_group_scale).
+template <class T>
+__device__ __forceinline__ float ds_mla_tile_scale(float amax) {
+  const float scale = fmaxf(__fdiv_rn(amax, 448.0f), 1.17549435e-38f);
+  if constexpr (T::kScaleUe8m0) {
+    const unsigned bits = __float_as_uint(scale);
+    return __uint_as_float((bits & 0x7f800000u) + ((bits & 0x007fffffu) ? 0x00800000u : 0u));
+  }
+  return scale;
+}
+
+// A 128-value tile's codes and float32 scale from kv_c's `tile`, by one thread (`kSerial`: two
+// passes, its amax then its codes) or by 16 lanes of 8 values (a warp's aligned half: their amax
+// meets in an xor butterfly of width 16, as vLLM's kernel reduces it; `chunk` is the lane's 8).
+template <class T>
+__device__ __forceinline__ void ds_mla_chunk(const typename T::Storage::raw* kv_c, u8* row, int chunk) {
+  constexpr int V = T::kVec, kPer = 8, kSegment = 16;
+  float x[kPer], amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPer / V; ++j) {
+    float v[V];
+    load_vec<typename T::Storage, V>(kv_c + chunk * kPer + j * V, v);
+#pragma unroll
+    for (int i = 0; i < V; ++i) x[j * V + i] = v[i];
+  }
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  const unsigned mask = 0xffffu << ((threadIdx.x % kWarpLanes) & kSegment);
+#pragma unroll
+  for (int offset = kSegment / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, kSegment));
+  const float scale = ds_mla_tile_scale<T>(amax);
+  if (chunk % kSegment == 0) ((float*)(row + T::kKvLoraRank))[chunk / kSegment] = scale;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) x[i] = __fdiv_rn(x[i], scale);
+  store_vec<typename T::CacheStorage, kPer, true>(row + chunk * kPer, x);
+}
+
+// The same tile by one thread: two passes over its 16 chunks (its amax, then its codes).
+template <class T>
+__device__ __forceinline__ void ds_mla_tile_serial(const typename T::Storage::raw* kv_c, u8* row, int tile) {
+  constexpr int V = T::kVec, kTile = 128;
+  float amax = 0.0f;
+#pragma unroll 4
+  for (int j = 0; j < kTile / V; ++j) {
+    float x[V];
+    load_vec<typename T::Storage, V>(kv_c + tile * kTile + j * V, x);
+#pragma unroll
+    for (int i = 0; i < V; ++i) amax = fmaxf(amax, fabsf(x[i]));
+  }
+  const float scale = ds_mla_tile_scale<T>(amax);
+  ((float*)(row + T::kKvLoraRank))[tile] = scale;
+#pragma unroll 4
+  for (int j = 0; j < kTile / V; ++j) {
+    float x[V];
+    load_vec<typename T::Storage, V>(kv_c + tile * kTile + j * V, x);
+#pragma unroll
+    for (int i = 0; i < V; ++i) x[i] = __fdiv_rn(x[i], scale);
+    store_vec<typename T::CacheStorage, V, true>(row + tile * kTile + j * V, x);
+  }
+}
+
+// An fp8_ds_mla row's share held by work item (group, lane): group 0's rotating lane `lane`
+// rotates k_pe into the row's rope part (the dtype, after the codes and scales); kv_c's chunks of
+// 8 values go to items item, item + items a row, ... (16 a tile: when a token's items are a
+// multiple of 16, each tile's lanes are an aligned half of a warp), else its tiles one a thread.
+// Codes are fp8(x / scale), the quotient correctly rounded: vLLM's, byte for byte. Nothing for a
+// token without a slot.
+template <class T>
+__device__ __forceinline__ void ds_mla_latent_share(const KernelParams& p, const RowRef& ref, const WorkItem& at,
+                                                    const float (&c)[rope_shape<T>().pairs_per_lane],
+                                                    const float (&s)[rope_shape<T>().pairs_per_lane]) {
+  constexpr WorkShape W = mla_shape<T>();
+  constexpr int V = T::kVec, kTiles = T::kKvLoraRank / 128, kItems = W.head_groups * W.lanes;
+  static_assert(8 % V == 0, "fp8_ds_mla: a lane's 8 latent values are whole vectors");
+  typedef typename T::Storage::raw raw;
+  float unused_scale = 1.0f;
+  u8* row = (u8*)cache_head<T>(p, ref, kRoleK, 0, unused_scale);
+  if (!row) return;
+  if (at.group == 0 && at.lane < W.rot_lanes) {
+    const TensorRef k_pe = p.in[kRoleK];
+    raw* rope = (raw*)(row + T::kKvLoraRank + 4 * kTiles);
+    rotate_slice_lane<T>(
+        at.lane, c, s,
+        [&](int element, float(&x)[V]) {
+          load_vec<typename T::Storage, V>((const raw*)k_pe.ptr + ref.token * k_pe.token_stride + element, x);
+        },
+        [&](int element, float(&x)[V]) { store_vec<typename T::Storage, V>(rope + element, x); });
+  }
+  const raw* kv_c = (const raw*)p.in[kRoleV].ptr + ref.token * p.in[kRoleV].token_stride;
+  const int item = at.group * W.lanes + at.lane;
+  if constexpr (kItems % 16 == 0) {
+    for (int chunk = item; chunk < kTiles * 16; chunk += kItems) ds_mla_chunk<T>(kv_c, row, chunk);
+  } else {
+    for (int tile = item; tile < kTiles; tile += kItems) ds_mla_tile_serial<T>(kv_c, row, tile);
+  }
+}
+
 /// The op's kernel: each work item appends its lane of its q heads and its share of the latent row.
 template <class T>
 __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const float* inv_freq,
@@ -206,7 +305,8 @@ __device__ __forceinline__ void mla_append_kernel(const KernelParams& p, const f
         [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::whole>(p, ref, head_of(k), at.lane, c, s, k_pe, in); },
         [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::fetch>(p, ref, head_of(k), at.lane, c, s, k_pe, in); },
         [&](int k, MlaWords<T>& in) { mla_head_lane<T, LaneStep::finish>(p, ref, head_of(k), at.lane, c, s, k_pe, in); });
-    latent_share<T>(p, ref, at, c, s);
+    if constexpr (T::kDsMlaCache) ds_mla_latent_share<T>(p, ref, at, c, s);
+    else latent_share<T>(p, ref, at, c, s);
   });
 }
 

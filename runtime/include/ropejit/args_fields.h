@@ -56,7 +56,7 @@
   X(slot_mapping, 2, "io.cache_index slot_mapping with io.output paged_kv or op rerotate")                    \
   X(block_tables, 2, "io.cache_index block_tables with io.output paged_kv or op rerotate")                    \
   X(max_blocks_per_seq, 2, "io.cache_index block_tables with io.output paged_kv or op rerotate")              \
-  X(k_scale, 2, "an fp8 io.cache_dtype (io.cache_scale static) with io.output paged_kv or op rerotate")      \
+  X(k_scale, 2, "an fp8 io.cache_dtype (cache_scale static, not fp8_ds_mla) with paged_kv or op rerotate")    \
   X(v_scale, 2, "an fp8 io.cache_dtype with io.output paged_kv and op rope")                                  \
   X(new_positions, 3, "op rerotate with io.positions explicit")                                               \
   X(new_start_pos, 3, "op rerotate with io.positions varlen or offset")                                       \

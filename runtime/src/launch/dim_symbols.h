@@ -42,6 +42,7 @@ inline constexpr DimSymbol kDimSymbols[] = {
     {"L+d", [](const Spec& spec, const LaunchShape&) {  // MLA: a latent cache row
        return int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
      }},
+    {"ds_mla_row", [](const Spec& spec, const LaunchShape&) { return ds_mla_row_bytes(spec); }},  // MLA fp8_ds_mla
     {"D-d", [](const Spec& spec, const LaunchShape&) {  // MLA concat_k: k_nope's heads
        return int64_t(spec.head_dim) - spec.rotary_dim;
      }},

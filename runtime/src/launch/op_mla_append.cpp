@@ -9,7 +9,10 @@ namespace ropejit::launch_detail {
 
 namespace {
 
-int64_t latent_row(const Spec& s) { return int64_t(s.mla_append.kv_lora_rank) + s.rotary_dim; }
+// Elements a latent cache row (one slot): kv_lora_rank + d, or fp8_ds_mla's bytes.
+int64_t latent_row(const Spec& s) {
+  return ds_mla_cache(s) ? ds_mla_row_bytes(s) : int64_t(s.mla_append.kv_lora_rank) + s.rotary_dim;
+}
 
 bool q_in_place(const Spec& s) { return s.io.q_output == QOutput::inplace; }
 bool q_separate(const Spec& s) { return !q_in_place(s); }
@@ -41,12 +44,15 @@ constexpr TensorRow kRows[] = {
 };
 
 // The latent cache [pages, page_size, kv_lora_rank + d]: one row a slot, written at each token's,
-// with k_scale for an FP8 cache.
-constexpr TensorRow kLatentCache[] = {
-    {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "L+d"}, BufferKind::cache, nullptr, kPagedWhy,
-     {ParamSlot::out_k}, latent_row, nullptr, FieldUse::required, &element::cache, nullptr, RowLayout::paged,
-     {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused, static_scale_use}}, "T"},
-};
+// with k_scale for an FP8 cache; or fp8_ds_mla's rows of bytes (their scales inside).
+template <bool kDsMla>
+constexpr TensorRow latent_cache_row() {
+  return {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", kDsMla ? "ds_mla_row" : "L+d"},
+          BufferKind::cache, [](const Spec& s) { return ds_mla_cache(s) == kDsMla; }, kPagedWhy, {ParamSlot::out_k},
+          latent_row, nullptr, FieldUse::required, &element::cache, nullptr, RowLayout::paged,
+          {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused, static_scale_use}}, "T"};
+}
+constexpr TensorRow kLatentCache[] = {latent_cache_row<false>(), latent_cache_row<true>()};
 
 // concat_k (after the latent cache): k_nope's heads (any stride) read, k_out [T, Hq, D] written.
 constexpr TensorRow kConcatRows[] = {
@@ -60,7 +66,7 @@ int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   bind_tensor_rows(c, a, p, kRows);
   bind_tensor_rows(c, a, p, kLatentCache);
   bind_cache_index(c, a, p);
-  p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
+  p.cache_inv_scale[0] = ds_mla_cache(c.spec) ? 1.0f : inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   bind_tensor_rows(c, a, p, kConcatRows);
   bind_positions(c, a, p);
   return a.num_tokens;
@@ -84,6 +90,6 @@ void buffers_op(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>
 
 extern const LaunchOp kLaunchOp_mla_append = {
     OpKind::mla_append, bind_op, check_host_op, buffers_op,
-    [](const Spec& spec) { return int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim; }};  // [kv_c | k_pe]
+    latent_row};  // [kv_c | k_pe]
 
 }  // namespace ropejit::launch_detail

@@ -251,6 +251,16 @@ inline bool cache_scale_per_head(const Spec& s) {
   return quantized_cache(s) && s.io.cache_scale == QScale::per_token_head;
 }
 
+/// True when op mla_append's latent cache is vLLM's fp8_ds_mla row: kv_lora_rank FP8 e4m3 codes,
+/// a float32 scale per 128 of them (computed in the launch), then the rotated k_pe in the dtype.
+inline bool ds_mla_cache(const Spec& s) { return paged_kv(s) && s.io.cache_layout == CacheLayout::fp8_ds_mla; }
+
+/// The bytes of an fp8_ds_mla row: kv_lora_rank codes, kv_lora_rank / 128 scales, rotary_dim values.
+inline int64_t ds_mla_row_bytes(const Spec& s) {
+  return int64_t(s.mla_append.kv_lora_rank) + 4 * (s.mla_append.kv_lora_rank / kDsMlaTile) +
+         int64_t(s.rotary_dim) * dtype_size(s.dtype);
+}
+
 /// True when the paged cache is NVFP4 (e2m1 values, an e4m3 scale per 16, k_scale / v_scale global).
 inline bool nvfp4_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype == CacheDType::nvfp4; }
 

@@ -174,6 +174,12 @@ struct RefTensor {
   std::vector<double> quant_scales;
   /// The element type when it is not the spec's (float32 scales a launch writes), else unset.
   std::optional<DType> dtype;
+  /// A part of a buffer of mixed elements (fp8_ds_mla's rows): the buffer's name (else `name`)
+  /// and the part's first byte in each row; its strides are the buffer's, in its own elements.
+  std::string buffer;
+  int64_t byte_offset = 0;
+  /// The buffer this tensor is checked against.
+  const std::string& buffer_name() const { return buffer.empty() ? name : buffer; }
   /// Number of elements.
   int64_t size() const { return static_cast<int64_t>(value.size()); }
 };
