@@ -214,8 +214,8 @@ CaseReport run_case(Runtime& runtime, const Kernel& kernel, const CaseOptions& o
       ref::ActualTensor actual = actual_view(spec, buf.desc, after[i], t);
       if (!t.buffer.empty()) {  // the buffer's strides in the part's elements, from its first byte
         actual.data = after[i].data() + t.byte_offset;
-        actual.token_stride /= esize;
-        actual.head_stride /= esize;
+        actual.token_stride = t.part_token_stride ? t.part_token_stride : actual.token_stride / esize;
+        actual.head_stride = t.part_token_stride ? t.part_token_stride : actual.head_stride / esize;
         actual.batch_stride /= esize;
       }
       report.checks.emplace_back(t.name, ref::compare(spec, t, actual, tolerance));

@@ -39,12 +39,8 @@ void ds_mla_rows(const Spec& spec, const RefProblem& problem, const std::vector<
       float amax = 0.0f;  // inputs in bf16 / fp16: exact in float
       for (int64_t e = tile * kDsMlaTile; e < (tile + 1) * kDsMlaTile; ++e)
         amax = std::max(amax, static_cast<float>(std::fabs(in(problem.v, rank, t, e))));
-      float scale = std::max(amax / 448.0f, std::numeric_limits<float>::min());
-      if (spec.io.scale_rounding == ScaleRounding::ue8m0) {
-        int exponent = 0;
-        const float mantissa = std::frexp(scale, &exponent);
-        scale = std::ldexp(1.0f, mantissa == 0.5f ? exponent - 1 : exponent);
-      }
+      double scale = std::max(amax / 448.0f, std::numeric_limits<float>::min());
+      if (spec.io.scale_rounding == ScaleRounding::ue8m0) scale = pow2_ceil(scale);
       const size_t at = static_cast<size_t>(slot * tiles + tile);
       scales.value[at] = scales.scale[at] = scale;
       scales.untouched[at] = 0;

@@ -152,24 +152,37 @@ const RefTensor* RefOutputs::find(const std::string& name) const {
 namespace {
 
 // The per-group FP8 scale of a group's amax: max(amax * fl32(1 / FP8 max), 1 / (FP8 max * 512)); with
-// scale_rounding ue8m0 the least power of two >= max(amax / FP8 max, that floor) (frexp's mantissa is
-// exactly 0.5 on a power of two).
+// scale_rounding ue8m0 the least power of two >= max(amax / FP8 max, that floor).
 double group_scale(const Spec& spec, CacheDType type, double amax) {
   const double fp8_max = type == CacheDType::fp8_e4m3 ? 448.0 : 57344.0;
   const double floor = 1.0 / (fp8_max * 512.0);
   if (spec.io.scale_rounding != ScaleRounding::ue8m0)
     return std::max(amax * static_cast<double>(static_cast<float>(1.0 / fp8_max)), floor);
-  int exponent = 0;
-  const double mantissa = std::frexp(std::max(amax / fp8_max, floor), &exponent);
-  return std::ldexp(1.0, mantissa == 0.5 ? exponent - 1 : exponent);
+  return detail::pow2_ceil(std::max(amax / fp8_max, floor));
+}
+
+// An indexer K cache's scale (cache_layout fp8_indexer), as vLLM's indexer_k_quant_and_cache:
+// fl32(max(amax, 1e-4) / 448), with ue8m0 the least power of two >= it.
+double indexer_scale(const Spec& spec, double amax) {
+  const double scale = static_cast<float>(std::max(static_cast<float>(amax), 1e-4f) / 448.0f);
+  return spec.io.scale_rounding == ScaleRounding::ue8m0 ? detail::pow2_ceil(scale) : scale;
 }
 
 // Per-head cache scales: each written (slot, kv head)'s group_scale over its D values, set on
-// its elements; the "<k|v>_scale_cache" tensor [slots, Hkv, 1] (float32), unwritten entries untouched.
+// its elements; the "<k|v>_scale_cache" tensor [slots, Hkv, 1] (float32), unwritten entries
+// untouched. An indexer's K cache holds them after each page's codes: a part of "k_cache".
 RefTensor per_head_cache_scales(const Spec& spec, RefTensor& cache) {
   const std::string name = cache.name.substr(0, 1) + "_scale_cache";
   const int64_t D = cache.head_dim, H = cache.heads, page_size = cache.rows;
-  RefTensor scales = detail::make_tensor(name, RefLayout::token_major, 1, cache.batch * page_size, H, 1);
+  const bool indexer = indexer_cache(spec);
+  RefTensor scales = indexer ? detail::make_tensor("k_cache scales", RefLayout::padded_bhsd, cache.batch, page_size, H, 1)
+                             : detail::make_tensor(name, RefLayout::token_major, 1, cache.batch * page_size, H, 1);
+  if (indexer) {  // [pages, page_size] floats, page_size * D bytes into each page
+    std::fill(scales.padding.begin(), scales.padding.end(), 0);
+    scales.buffer = cache.name;
+    scales.byte_offset = page_size * D;
+    scales.part_token_stride = 1;
+  }
   scales.dtype = DType::fp32;
   scales.untouched.assign(scales.value.size(), 1);
   cache.quant_scales.assign(cache.value.size(), group_scale(spec, spec.io.cache_dtype, 0.0));
@@ -180,7 +193,7 @@ RefTensor per_head_cache_scales(const Spec& spec, RefTensor& cache) {
         if (cache.untouched[base]) continue;  // no token writes this slot
         double amax = 0.0;
         for (int64_t e = 0; e < D; ++e) amax = std::max(amax, std::fabs(cache.value[base + static_cast<size_t>(e)]));
-        const double scale = group_scale(spec, spec.io.cache_dtype, amax);
+        const double scale = indexer ? indexer_scale(spec, amax) : group_scale(spec, spec.io.cache_dtype, amax);
         for (int64_t e = 0; e < D; ++e) cache.quant_scales[base + static_cast<size_t>(e)] = scale;
         const size_t at = static_cast<size_t>((page * page_size + offset) * H + h);
         scales.value[at] = scales.scale[at] = scale;

@@ -37,6 +37,13 @@ std::vector<int64_t> cache_slots(const Spec& spec, const RefProblem& problem, co
                                  const std::vector<int64_t>& positions);
 
 /// A zero tensor of `layout` (padded_bhsd: every element padding until a row is stored).
+/// The least power of two >= x > 0 (ue8m0 scales; frexp's mantissa is exactly 0.5 on a power of two).
+inline double pow2_ceil(double x) {
+  int exponent = 0;
+  const double mantissa = std::frexp(x, &exponent);
+  return std::ldexp(1.0, mantissa == 0.5 ? exponent - 1 : exponent);
+}
+
 RefTensor make_tensor(const std::string& name, RefLayout layout, int64_t batch, int64_t rows, int64_t heads,
                       int64_t head_dim);
 

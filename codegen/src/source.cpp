@@ -240,6 +240,7 @@ Source generate_source(const Plan& plan) {
   line("bool", "kQScalePerToken", q_scale_per_token(s));        // qk_norm_all.cuh: amax over the row
   line("bool", "kAllHeadsSegment", all_heads_segment(s));       // qk_norm_all.cuh's kernel
   line("bool", "kCacheScalePerHead", cache_scale_per_head(s));  // ... for the k and v cache heads
+  line("bool", "kIndexerCache", indexer_cache(s));              // ... after each page's codes (rope.cuh)
   line("bool", "kScaleUe8m0", s.io.scale_rounding == ScaleRounding::ue8m0);  // head_lanes.cuh fp8_group_scale
   line("bool", "kCooperativeHeads", cooperative_heads(s));      // a head's lanes meet at shuffles
   line("bool", "kPerRoleShuffles", per_role_shuffles(s));       // ... only some roles' (shape.cuh)

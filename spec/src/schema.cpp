@@ -132,7 +132,9 @@ ordered_json io_schema() {
   properties["cache_layout"] =
       enum_schema<CacheLayout>("paged_kv: nhd [pages, page_size, Hkv, D] or hnd [pages, Hkv, page_size, D] (default nhd); op "
                                "mla_append also fp8_ds_mla (vLLM's row: kv_lora_rank FP8 e4m3 codes, a float32 scale "
-                               "per 128 computed in the launch, the rotated k_pe in the dtype; 656 bytes for DeepSeek)");
+                               "per 128 computed in the launch, the rotated k_pe in the dtype; 656 bytes for DeepSeek); "
+                               "op rope also fp8_indexer (a sparse-attention indexer's K cache, vLLM's and SGLang's: "
+                               "each page's [page_size, D] FP8 e4m3 codes, then its [page_size] float32 scales)");
   properties["cache_dtype"] =
       enum_schema<CacheDType>(
           "paged_kv: the spec dtype (auto, default), FP8 with k_scale / v_scale at launch, or NVFP4 (op rope: e2m1 "

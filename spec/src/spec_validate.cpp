@@ -319,6 +319,24 @@ void check_proportional_rotary(const json& document, Reader& reader, const Spec&
     reader.not_allowed("/partial_rotary_factor", *fraction, "absent or 1 " + why);
 }
 
+// An indexer's K cache (cache_layout fp8_indexer): op rope's one k head, no V cache, FP8 e4m3
+// codes with the launch's scale per (slot, head) written after each page's codes.
+void check_indexer_cache(Reader& reader, const Spec& spec) {
+  constexpr const char* kWhy = "with cache_layout fp8_indexer (an indexer's K cache: FP8 codes, then a scale a slot)";
+  const std::string layout = "fp8_indexer";
+  if (spec.op != OpKind::rope)
+    reader.not_allowed("/io/cache_layout", layout, fmt::format("nhd or hnd when op is {} (fp8_indexer: op rope)",
+                                                               to_string(spec.op)));
+  if (spec.io.cache_dtype != CacheDType::fp8_e4m3)
+    reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)), fmt::format("\"fp8_e4m3\" {}", kWhy));
+  if (spec.io.cache_scale != QScale::per_token_head)
+    reader.not_allowed("/io/cache_scale", std::string(to_string(spec.io.cache_scale)),
+                       fmt::format("\"per_token_head\" {}", kWhy));
+  if (spec.num_kv_heads != 1)
+    reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 {}", kWhy));
+  if (spec.io.copy_v) reader.not_allowed("/io/copy_v", json(true), fmt::format("false {}", kWhy));
+}
+
 // An NVFP4 cache: an op that takes one (OpQuantForms::nvfp4_cache), its own block scales (no
 // per-head ones), heads whose 16-value blocks fall on whole vectors of lanes (codegen
 // config_problem checks the lane map).
@@ -502,6 +520,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     reader.not_allowed("/io/scale_rounding", std::string(to_string(spec.io.scale_rounding)),
                        "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
                        "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla)");
+  if (indexer_cache(spec)) check_indexer_cache(reader, spec);
   if (spec.io.cache_layout == CacheLayout::fp8_ds_mla && spec.op != OpKind::mla_append)
     reader.not_allowed("/io/cache_layout", std::string("fp8_ds_mla"),
                        fmt::format("nhd or hnd when op is {} (fp8_ds_mla is op mla_append's latent row)",

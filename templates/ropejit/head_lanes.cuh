@@ -136,10 +136,11 @@ __device__ __forceinline__ float fp8_max_of(int role) {
 template <class T>
 __device__ __forceinline__ float fp8_group_scale(float amax, int role) {
   const float fp8_max = fp8_max_of<T>(role);
-  if constexpr (T::kScaleUe8m0) {  // a normal float's exponent, one up if any mantissa bit is set
-    const unsigned bits = __float_as_uint(fmaxf(__fdiv_rn(amax, fp8_max), 1.0f / (fp8_max * 512.0f)));
-    return __uint_as_float((bits & 0x7f800000u) + ((bits & 0x007fffffu) ? 0x00800000u : 0u));
+  if (T::kIndexerCache && role != kRoleQ) {  // vLLM's indexer_k_quant_and_cache: fl(max(amax, 1e-4) / 448)
+    const float scale = __fdiv_rn(fmaxf(amax, 1e-4f), fp8_max);
+    return T::kScaleUe8m0 ? pow2_ceil(scale) : scale;
   }
+  if constexpr (T::kScaleUe8m0) return pow2_ceil(fmaxf(__fdiv_rn(amax, fp8_max), 1.0f / (fp8_max * 512.0f)));
   return fmaxf(amax * (1.0f / fp8_max), 1.0f / (fp8_max * 512.0f));
 }
 
@@ -166,7 +167,7 @@ __device__ __forceinline__ void per_head_scale(HeadIo<T>& io, int lane,
 #pragma unroll
     for (int offset = W.lanes / 2; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, offset, W.lanes));
     const float scale = fp8_group_scale<T>(amax, io.role);
-    io.store_scale = 1.0f / scale;
+    io.store_scale = indexer_divides<T>() && io.role != kRoleQ ? scale : 1.0f / scale;  // rope.cuh store_head
     if (lane == 0 && io.scale_out) *io.scale_out = scale;
   }
 }

@@ -188,11 +188,7 @@ __device__ __forceinline__ void latent_share(const KernelParams& p, const RowRef
 template <class T>
 __device__ __forceinline__ float ds_mla_tile_scale(float amax) {
   const float scale = fmaxf(__fdiv_rn(amax, 448.0f), 1.17549435e-38f);
-  if constexpr (T::kScaleUe8m0) {
-    const unsigned bits = __float_as_uint(scale);
-    return __uint_as_float((bits & 0x7f800000u) + ((bits & 0x007fffffu) ? 0x00800000u : 0u));
-  }
-  return scale;
+  return T::kScaleUe8m0 ? pow2_ceil(scale) : scale;
 }
 
 // A 128-value tile's codes and float32 scale from kv_c's `tile`, by one thread (`kSerial`: two

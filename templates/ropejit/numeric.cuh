@@ -21,6 +21,13 @@ struct StorageE2M1 { typedef u8 raw; };
 
 __device__ __forceinline__ float bf16_bits_to_float(u32 bits) { return __uint_as_float(bits << 16); }
 
+// The least power of two >= a positive normal float (a ue8m0 scale): its exponent, one up if any
+// mantissa bit is set.
+__device__ __forceinline__ float pow2_ceil(float x) {
+  const unsigned bits = __float_as_uint(x);
+  return __uint_as_float((bits & 0x7f800000u) + ((bits & 0x007fffffu) ? 0x00800000u : 0u));
+}
+
 // float -> bf16 bits, round to nearest even; NaN stays a quiet NaN.
 __device__ __forceinline__ u16 float_to_bf16_bits(float f) {
 #if !defined(ROPEJIT_HOST_BACKEND) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

@@ -222,7 +222,10 @@ __device__ __forceinline__ HeadIo<T> role_head_io(const KernelParams& p, const R
   }
   if constexpr (T::kOutputPagedKv && kCacheDst) {
     if (role != kRoleQ) io.dst = cache_head<T>(p, ref, role, head_in_role, io.store_scale, &io.block_scales);
-    if (T::kCacheScalePerHead && role != kRoleQ && ref.cache_page >= 0)  // [slots, Hkv], slot-major
+    if (T::kIndexerCache && role != kRoleQ && ref.cache_page >= 0)  // after the page's [page_size, D] codes
+      io.scale_out = (float*)((u8*)p.out[kRoleK].ptr + ref.cache_page * p.out[kRoleK].batch_stride +
+                              T::kPageSize * T::kHeadDim) + ref.cache_offset;
+    else if (T::kCacheScalePerHead && role != kRoleQ && ref.cache_page >= 0)  // [slots, Hkv], slot-major
       io.scale_out = p.cache_scale_out[role - kRoleK] +
                      (ref.cache_page * T::kPageSize + ref.cache_offset) * T::kNumKvHeads + head_in_role;
   }
@@ -239,6 +242,13 @@ __device__ __forceinline__ HeadIo<T> head_io(const KernelParams& p, const RowRef
   constexpr WorkShape W = rope_shape<T>();
   const int role = head < T::kNumQHeads ? kRoleQ : (head < W.rot_heads ? kRoleK : kRoleV);
   return role_head_io<T>(p, ref, role, head - (role == kRoleQ ? 0 : role == kRoleK ? T::kNumQHeads : W.rot_heads));
+}
+
+// An indexer K cache's codes divide by the scale (vLLM's x / scale); a power-of-two (ue8m0) scale's
+// exact reciprocal gives the same codes from a product.
+template <class T>
+ROPEJIT_HOST_DEVICE constexpr bool indexer_divides() {
+  return T::kIndexerCache && !T::kScaleUe8m0;
 }
 
 // Stores kVec values at element `element` of a head's destination: in the storage type, or in
@@ -260,7 +270,8 @@ __device__ __forceinline__ void store_head(const HeadIo<T>& io, int element, con
       if (kCacheHead || io.role != kRoleQ) {
         float scaled[T::kVec];
 #pragma unroll
-        for (int i = 0; i < T::kVec; ++i) scaled[i] = x[i] * io.store_scale;
+        for (int i = 0; i < T::kVec; ++i)  // an indexer's codes: x / scale, as vLLM's; else x * (1 / scale)
+          scaled[i] = indexer_divides<T>() ? __fdiv_rn(x[i], io.store_scale) : x[i] * io.store_scale;
         store_vec<typename T::CacheStorage, T::kVec, true>((typename T::CacheStorage::raw*)io.dst + element, scaled);
         return;
       }

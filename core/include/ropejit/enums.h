@@ -57,8 +57,9 @@ enum class AxisPlacement { contiguous, alternating };
 enum class AnglesSource { computed, cos_sin_cache };
 
 /// paged_kv: page memory order, NHD [pages, page_size, Hkv, D] or HND [pages, Hkv, page_size, D];
-/// op mla_append also vLLM's fp8_ds_mla row (FP8 latent, a float32 scale per 128, the rope part).
-enum class CacheLayout { nhd, hnd, fp8_ds_mla };
+/// op mla_append also vLLM's fp8_ds_mla row (FP8 latent, a float32 scale per 128, the rope part);
+/// fp8_indexer: a sparse-attention indexer's K cache (a page's FP8 codes, then its float32 scales).
+enum class CacheLayout { nhd, hnd, fp8_ds_mla, fp8_indexer };
 /// paged_kv: cache element type: the spec's dtype (auto), FP8 with a per-tensor scale, or NVFP4
 /// (e2m1 values two a byte, an e4m3 scale per 16 values, the per-tensor k_scale / v_scale).
 /// q_output_dtype takes the FP8 rows only.
@@ -122,8 +123,9 @@ inline constexpr std::array<EnumName<AxisPlacement>, 2> kAxisPlacementNames{{
     {AxisPlacement::contiguous, "contiguous"}, {AxisPlacement::alternating, "alternating"}}};
 inline constexpr std::array<EnumName<AnglesSource>, 2> kAnglesSourceNames{{
     {AnglesSource::computed, "computed"}, {AnglesSource::cos_sin_cache, "cos_sin_cache"}}};
-inline constexpr std::array<EnumName<CacheLayout>, 3> kCacheLayoutNames{{
-    {CacheLayout::nhd, "nhd"}, {CacheLayout::hnd, "hnd"}, {CacheLayout::fp8_ds_mla, "fp8_ds_mla"}}};
+inline constexpr std::array<EnumName<CacheLayout>, 4> kCacheLayoutNames{{
+    {CacheLayout::nhd, "nhd"}, {CacheLayout::hnd, "hnd"}, {CacheLayout::fp8_ds_mla, "fp8_ds_mla"},
+    {CacheLayout::fp8_indexer, "fp8_indexer"}}};
 inline constexpr std::array<EnumName<CacheDType>, 4> kCacheDTypeNames{{
     {CacheDType::auto_, "auto"}, {CacheDType::fp8_e4m3, "fp8_e4m3"}, {CacheDType::fp8_e5m2, "fp8_e5m2"},
     {CacheDType::nvfp4, "nvfp4"}}};

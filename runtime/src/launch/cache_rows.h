@@ -25,7 +25,7 @@ constexpr std::array<const char*, 4> page_dims(bool hnd, const char* row) {
 template <bool kHnd, bool kNvfp4, bool kV>
 bool cache_form(const Spec& s) {
   return (s.io.cache_layout == CacheLayout::hnd) == kHnd && (s.io.cache_dtype == CacheDType::nvfp4) == kNvfp4 &&
-         (!kV || s.io.copy_v);
+         (!kV || s.io.copy_v) && !indexer_cache(s);
 }
 
 /// The K or V (kV) cache's row in one layout and dtype: pages of page_size slots, one slot a

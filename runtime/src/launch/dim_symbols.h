@@ -43,6 +43,7 @@ inline constexpr DimSymbol kDimSymbols[] = {
        return int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
      }},
     {"ds_mla_row", [](const Spec& spec, const LaunchShape&) { return ds_mla_row_bytes(spec); }},  // MLA fp8_ds_mla
+    {"D+4", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.head_dim) + 4; }},  // fp8_indexer: a slot's bytes
     {"D-d", [](const Spec& spec, const LaunchShape&) {  // MLA concat_k: k_nope's heads
        return int64_t(spec.head_dim) - spec.rotary_dim;
      }},

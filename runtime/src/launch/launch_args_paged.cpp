@@ -28,6 +28,15 @@ int64_t slot_elements(const Spec& s) { return s.num_kv_heads * cache_row_element
 constexpr auto kKCache = cache_rows<false, slot_elements>();
 constexpr auto kVCache = cache_rows<true, slot_elements>();  // copy_v false: K = V, no V cache
 
+// cache_layout fp8_indexer: the indexer's K cache [pages, page_size, D + 4] of bytes as vLLM's
+// tensor is shaped; a page holds its [page_size, D] codes, then its [page_size] float32 scales.
+int64_t indexer_slot_bytes(const Spec& s) { return int64_t(s.head_dim) + 4; }
+constexpr TensorRow kIndexerCache[] = {
+    {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "D+4"}, BufferKind::cache, indexer_cache,
+     kPagedWhy, {ParamSlot::out_k}, indexer_slot_bytes, nullptr, FieldUse::required, &element::cache, nullptr,
+     RowLayout::paged, {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused}}, "T"},
+};
+
 // The slot each token writes: slot_mapping [T] (page * page_size + offset, or -1), or
 // block_tables [B, max_blocks_per_seq] (each sequence's pages), read.
 constexpr TensorRow kCacheIndex[] = {
@@ -46,7 +55,7 @@ constexpr TensorRow kCacheIndex[] = {
 // scales (which replace k_scale / v_scale), or NVFP4's e4m3 block scales in the cache's page layout
 // (dense whatever the cache's page stride).
 template <bool kV>
-bool per_head_scales(const Spec& s) { return cache_scale_per_head(s) && (!kV || s.io.copy_v); }
+bool per_head_scales(const Spec& s) { return cache_scale_per_head(s) && !indexer_cache(s) && (!kV || s.io.copy_v); }
 template <bool kV, bool kHnd>
 bool block_scales(const Spec& s) { return nvfp4_cache(s) && cache_form<kHnd, true, kV>(s); }
 int64_t block_scale_slot(const Spec& s) { return s.num_kv_heads * (s.head_dim / kNvfp4Block); }
@@ -113,6 +122,7 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   if (io.q_output == QOutput::inplace) p.out[kRoleQ] = p.in[kRoleQ];
   bind_tensor_rows(c, a, p, kQOut);
   bind_tensor_rows(c, a, p, kKCache);
+  bind_tensor_rows(c, a, p, kIndexerCache);
   bind_tensor_rows(c, a, p, kVCache);
   bind_cache_index(c, a, p);
   bind_tensor_rows(c, a, p, kCacheScales);
@@ -194,6 +204,7 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
   }
   buffers_tensor_rows(s, shape, kQOut, out);
   buffers_tensor_rows(s, shape, kKCache, out);
+  buffers_tensor_rows(s, shape, kIndexerCache, out);
   buffers_tensor_rows(s, shape, kVCache, out);
   buffers_cache_index(s, shape, out);
   buffers_tensor_rows(s, shape, kCacheScales, out);

@@ -261,6 +261,10 @@ inline int64_t ds_mla_row_bytes(const Spec& s) {
          int64_t(s.rotary_dim) * dtype_size(s.dtype);
 }
 
+/// True when the K cache is an indexer's (vLLM's indexer_k_quant_and_cache, SGLang's NSA index
+/// buffer): pages of [page_size, D] FP8 codes, then [page_size] float32 scales, one a slot.
+inline bool indexer_cache(const Spec& s) { return paged_kv(s) && s.io.cache_layout == CacheLayout::fp8_indexer; }
+
 /// True when the paged cache is NVFP4 (e2m1 values, an e4m3 scale per 16, k_scale / v_scale global).
 inline bool nvfp4_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype == CacheDType::nvfp4; }
 

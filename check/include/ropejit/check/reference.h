@@ -178,6 +178,7 @@ struct RefTensor {
   /// and the part's first byte in each row; its strides are the buffer's, in its own elements.
   std::string buffer;
   int64_t byte_offset = 0;
+  int64_t part_token_stride = 0;  ///< a part's own row stride (its elements; one head), else the buffer's
   /// The buffer this tensor is checked against.
   const std::string& buffer_name() const { return buffer.empty() ? name : buffer; }
   /// Number of elements.
