@@ -146,9 +146,9 @@ bool related(const std::string& issue, const std::string& mutated) {
        "/qk_norm/scope"},
       {"/io/q_scale", "/qk_norm", "/qk_norm/scope"},
       // fp8_ds_mla: op mla_append, bf16 / fp16, kv_lora_rank of 512s, rotary_dim of 8s; fp8_indexer:
-      // op rope, one kv head.
+      // op rope, one kv head; fp8_deepseek_v4: V4's 512 / 64 trailing bf16 head, a per-head norm.
       {"/io/cache_layout", "/op", "/dtype", "/mla_append", "/mla_append/kv_lora_rank", "/rotary_dim", "/head_dim",
-       "/partial_rotary_factor", "/num_kv_heads", "/num_q_heads"},
+       "/partial_rotary_factor", "/num_kv_heads", "/num_q_heads", "/rotary_slice", "/qk_norm", "/qk_norm/scope"},
       // the caller's cos/sin (io.angles cos_sin_cache) leave the rope block rope_type default alone;
       // computed angles need its rope_theta.
       {"/io/angles", "/io/cos_sin_dtype", "/rope/rope_theta", "/rope/rope_type"},

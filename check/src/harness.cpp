@@ -43,6 +43,7 @@ int64_t changed_outside_written(const std::string& before, const std::string& af
 // else the buffer's.
 int part_element_bytes(const Spec& spec, const ref::RefTensor& expected, int buffer_bytes) {
   if (expected.buffer.empty()) return buffer_bytes;
+  if (expected.exact_bytes) return 1;
   return expected.cache_dtype != CacheDType::auto_ ? 1 : dtype_size(expected.dtype.value_or(spec.dtype));
 }
 

@@ -96,7 +96,8 @@ RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const s
   std::fill(cache.padding.begin(), cache.padding.end(), 0);
   cache.untouched.assign(cache.value.size(), 1);  // until a token's slot writes it
   cache.cache_dtype = spec.io.cache_dtype;
-  cache.quant_scale = spec.io.cache_dtype == CacheDType::auto_ || cache_scale_per_head(spec) ? 1.0 : fp8_scale;
+  const bool computed = cache_scale_per_head(spec) || deepseek_v4_cache(spec);  // the launch's own scales
+  cache.quant_scale = spec.io.cache_dtype == CacheDType::auto_ || computed ? 1.0 : fp8_scale;
   if (!(cache.quant_scale > 0.0)) bad_problem("an FP8 cache needs " + scale_name + " > 0");
   return cache;
 }
@@ -279,8 +280,74 @@ void adopt_block_scales(RefTensor& cache, const RefTensor& scales, const std::ve
   }
 }
 
+// DeepSeek-V4's cell (cache_layout fp8_deepseek_v4): the "k_cache" tensor [pages, page_size, 1,
+// 512] becomes three parts of its buffer: the 448 nope values as FP8 codes, each 64-value block at
+// 2^e, e = ceil(log2(max(amax, 1e-4) / 448)) over the values rounded to bf16 (the kernel quantizes
+// those); the 64 rope values in bf16 at byte 448; each slot's 8 scale bytes (e + 127 a block, then
+// 0) after the page's 576-byte slots.
+void deepseek_v4_parts(RefTensor& cache, std::vector<RefTensor>& out) {
+  constexpr int64_t kNope = 448, kRope = 64, kBlocks = kNope / kDeepseekV4Block;
+  const int64_t slots = cache.batch * cache.rows, page_size = cache.rows;
+  RefTensor codes = detail::make_tensor("k_cache", RefLayout::padded_bhsd, cache.batch, page_size, 1, kNope);
+  RefTensor rope = detail::make_tensor("k_cache rope", RefLayout::padded_bhsd, cache.batch, page_size, 1, kRope);
+  RefTensor bytes = detail::make_tensor("k_cache scales", RefLayout::padded_bhsd, cache.batch, page_size, 1,
+                                        kDeepseekV4ScaleBytes);
+  for (RefTensor* t : {&codes, &rope, &bytes}) {
+    std::fill(t->padding.begin(), t->padding.end(), 0);
+    t->untouched.assign(t->value.size(), 1);
+  }
+  codes.cache_dtype = CacheDType::fp8_e4m3;
+  codes.quant_scales.assign(codes.value.size(), 1.0);
+  rope.buffer = bytes.buffer = "k_cache";
+  rope.byte_offset = kNope;
+  bytes.byte_offset = page_size * kDeepseekV4TokenBytes;
+  bytes.part_token_stride = kDeepseekV4ScaleBytes;
+  bytes.exact_bytes = true;
+  for (int64_t slot = 0; slot < slots; ++slot) {
+    const size_t base = static_cast<size_t>(slot * cache.head_dim);
+    if (cache.untouched[base]) continue;
+    for (int64_t b = 0; b < kBlocks; ++b) {
+      const auto bf16 = [&](int64_t e) {
+        return dtype_bits_to_double(DType::bf16, round_to_dtype_bits(DType::bf16, cache.value[base + e]));
+      };
+      double amax = 0.0;
+      for (int64_t e = b * kDeepseekV4Block; e < (b + 1) * kDeepseekV4Block; ++e) amax = std::max(amax, std::fabs(bf16(e)));
+      const double scale = detail::pow2_ceil(static_cast<float>(std::max(static_cast<float>(amax), 1e-4f) / 448.0f));
+      for (int64_t e = b * kDeepseekV4Block; e < (b + 1) * kDeepseekV4Block; ++e) {
+        const size_t at = static_cast<size_t>(slot * kNope + e);
+        codes.value[at] = bf16(e);
+        codes.scale[at] = cache.scale[base + e];
+        codes.quant_scales[at] = scale;
+        codes.untouched[at] = 0;
+      }
+      int exponent = 0;
+      std::frexp(scale, &exponent);  // scale = 2^(exponent - 1)
+      bytes.value[static_cast<size_t>(slot * kDeepseekV4ScaleBytes + b)] = exponent - 1 + 127;
+    }
+    for (int64_t i = 0; i < kDeepseekV4ScaleBytes; ++i) bytes.untouched[static_cast<size_t>(slot * kDeepseekV4ScaleBytes + i)] = 0;
+    for (int64_t e = 0; e < kRope; ++e) {
+      const size_t at = static_cast<size_t>(slot * kRope + e);
+      rope.value[at] = cache.value[base + kNope + e];
+      rope.scale[at] = cache.scale[base + kNope + e];
+      rope.inv_freq_slack[at] = cache.inv_freq_slack[base + kNope + e];
+      rope.untouched[at] = 0;
+    }
+  }
+  cache = std::move(codes);
+  out.push_back(std::move(rope));
+  out.push_back(std::move(bytes));
+}
+
 RefOutputs reference_outputs(const Spec& spec, const RefProblem& problem) {
   RefOutputs out = detail::check_op(spec.op).reference(spec, problem);
+  if (deepseek_v4_cache(spec))
+    for (size_t i = 0; i < out.tensors.size(); ++i)
+      if (out.tensors[i].name == "k_cache") {
+        std::vector<RefTensor> parts;
+        deepseek_v4_parts(out.tensors[i], parts);
+        for (RefTensor& part : parts) out.tensors.push_back(std::move(part));
+        break;
+      }
   if (nvfp4_cache(spec) || cache_scale_per_head(spec)) {  // the scales written beside each cache
     const size_t caches = out.tensors.size();
     for (size_t i = 0; i < caches; ++i)
@@ -404,6 +471,16 @@ CheckResult compare(DType dtype, const RefTensor& expected, const ActualTensor& 
     if (!expected.untouched.empty() && expected.untouched[index]) continue;  // the caller's byte check
     const bool fp8 = expected.cache_dtype != CacheDType::auto_;
     uint32_t bits;
+    if (expected.exact_bytes) {  // one byte, exactly the expected value
+      const uint8_t byte = static_cast<const uint8_t*>(actual.data)[actual_offset(expected, actual, index)];
+      ++result.checked;
+      if (byte != expected.value[index] && result.failures++ == 0) {
+        char values[64];
+        std::snprintf(values, sizeof values, ": byte %u, expected %.0f", byte, expected.value[index]);
+        result.first_failure = describe_location(expected, index) + values;
+      }
+      continue;
+    }
     if (expected.cache_dtype == CacheDType::nvfp4) {  // element e of a row: byte e / 2, low nibble for even e
       const int64_t e = index % expected.head_dim;
       const int64_t byte = actual_offset(expected, actual, index - e) + e / 2;

@@ -93,6 +93,10 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
                          "of one head (head_dim {}, rotary_dim {}: multiples of 16, and 32 for the neox half)",
                          c.vec, std::max(1, kNvfp4Block / c.vec), D, d);
   }
+  if (deepseek_v4_cache(spec) &&
+      !blocks_in_lane_groups(work_shape(spec, c), c.vec, rotary_begin(spec), pass_begin(spec), kDeepseekV4Block))
+    return fmt::format("vec {} does not fit DeepSeek-V4's cell: each 64-value block of the head must lie in {} lanes "
+                       "of one head", c.vec, std::max(1, kDeepseekV4Block / c.vec));
   if ((q_scale_per_head(spec) || cache_scale_per_head(spec)) && work_shape(spec, c).whole_heads)
     return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 scales "
                        "reduce a head's amax within one warp (a wider vec)", c.vec, D);

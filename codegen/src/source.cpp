@@ -231,6 +231,7 @@ Source generate_source(const Plan& plan) {
     line("int", "kPageSize", s.io.page_size);
     line("bool", "kCacheFp8", quantized_cache(s) && !nvfp4_cache(s));
     line("bool", "kCacheNvfp4", nvfp4_cache(s));  // head_lanes.cuh store_nvfp4_vector
+    line("bool", "kCacheDeepseekV4", deepseek_v4_cache(s));  // ... store_deepseek_v4_vector
     line("bool", "kVScaleInterleave4", s.io.v_scale_layout == BlockScaleLayout::interleave4);
     text.flags("CacheIndex", s.io.cache_index);
     line("bool", "kQOutputInplace", s.io.q_output == QOutput::inplace);

@@ -134,7 +134,9 @@ ordered_json io_schema() {
                                "mla_append also fp8_ds_mla (vLLM's row: kv_lora_rank FP8 e4m3 codes, a float32 scale "
                                "per 128 computed in the launch, the rotated k_pe in the dtype; 656 bytes for DeepSeek); "
                                "op rope also fp8_indexer (a sparse-attention indexer's K cache, vLLM's and SGLang's: "
-                               "each page's [page_size, D] FP8 e4m3 codes, then its [page_size] float32 scales)");
+                               "each page's [page_size, D] FP8 e4m3 codes, then its [page_size] float32 scales) and "
+                               "fp8_deepseek_v4 (DeepSeek-V4's cell: a page's slots of 448 FP8 nope codes and 64 bf16 "
+                               "rope values, then their ue8m0 scales, one a 64-value block)");
   properties["cache_dtype"] =
       enum_schema<CacheDType>(
           "paged_kv: the spec dtype (auto, default), FP8 with k_scale / v_scale at launch, or NVFP4 (op rope: e2m1 "

@@ -337,6 +337,29 @@ void check_indexer_cache(Reader& reader, const Spec& spec) {
   if (spec.io.copy_v) reader.not_allowed("/io/copy_v", json(true), fmt::format("false {}", kWhy));
 }
 
+// DeepSeek-V4's cache cell (cache_layout fp8_deepseek_v4): op rope's one 512-wide k head of 448
+// nope and 64 trailing rope values in bf16, FP8 e4m3 nope codes with the launch's ue8m0 scales.
+void check_deepseek_v4_cache(Reader& reader, const Spec& spec) {
+  constexpr const char* kWhy = "with cache_layout fp8_deepseek_v4 (DeepSeek-V4's cell: 448 FP8 + 64 bf16 values)";
+  if (spec.op != OpKind::rope)
+    reader.not_allowed("/io/cache_layout", std::string("fp8_deepseek_v4"),
+                       fmt::format("nhd or hnd when op is {} (fp8_deepseek_v4: op rope)", to_string(spec.op)));
+  if (spec.io.cache_dtype != CacheDType::fp8_e4m3)
+    reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)), fmt::format("\"fp8_e4m3\" {}", kWhy));
+  if (spec.io.cache_scale != QScale::static_)
+    reader.not_allowed("/io/cache_scale", std::string(to_string(spec.io.cache_scale)),
+                       fmt::format("\"static\" or absent {} (its ue8m0 scales are the launch's)", kWhy));
+  if (spec.dtype != DType::bf16) reader.not_allowed("/dtype", std::string(to_string(spec.dtype)), fmt::format("\"bf16\" {}", kWhy));
+  if (spec.head_dim != 512) reader.not_allowed("/head_dim", json(spec.head_dim), fmt::format("512 {}", kWhy));
+  if (spec.rotary_dim != 64) reader.not_allowed("/rotary_dim", json(spec.rotary_dim), fmt::format("64 {}", kWhy));
+  if (spec.rotary_slice != RotarySlice::trailing)
+    reader.not_allowed("/rotary_slice", std::string(to_string(spec.rotary_slice)), fmt::format("\"trailing\" {}", kWhy));
+  if (spec.num_kv_heads != 1) reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 {}", kWhy));
+  if (spec.io.copy_v) reader.not_allowed("/io/copy_v", json(true), fmt::format("false {} (K = V)", kWhy));
+  if (spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all)
+    reader.not_allowed("/qk_norm/scope", std::string("all"), fmt::format("\"head\" {}", kWhy));
+}
+
 // An NVFP4 cache: an op that takes one (OpQuantForms::nvfp4_cache), its own block scales (no
 // per-head ones), heads whose 16-value blocks fall on whole vectors of lanes (codegen
 // config_problem checks the lane map).
@@ -516,11 +539,12 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
                          "are not there yet)");
   // Rounding applies to the scales a launch computes; the launch's own are the caller's.
   if (spec.io.scale_rounding != ScaleRounding::none && !q_scale_computed(spec) && !cache_scale_per_head(spec) &&
-      !ds_mla_cache(spec))
+      !ds_mla_cache(spec) && !deepseek_v4_cache(spec))
     reader.not_allowed("/io/scale_rounding", std::string(to_string(spec.io.scale_rounding)),
                        "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
                        "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla)");
   if (indexer_cache(spec)) check_indexer_cache(reader, spec);
+  if (deepseek_v4_cache(spec)) check_deepseek_v4_cache(reader, spec);
   if (spec.io.cache_layout == CacheLayout::fp8_ds_mla && spec.op != OpKind::mla_append)
     reader.not_allowed("/io/cache_layout", std::string("fp8_ds_mla"),
                        fmt::format("nhd or hnd when op is {} (fp8_ds_mla is op mla_append's latent row)",

@@ -203,13 +203,65 @@ __device__ __forceinline__ void store_nvfp4_vector(const HeadIo<T>& io, const La
   if (element % 16 == 0) io.block_scales[element / 16 * (io.role == kRoleV ? kInterleave : 1)] = (u8)code;
 }
 
-// Vector j of the lane's vectors to the head's destination (NVFP4 cache heads: store_nvfp4_vector).
+// Vector j of DeepSeek-V4's k head into its cell (SGLang's fused_store_flashmla_cache, vLLM's V4
+// insert): a rope vector as bf16 after the 448 code bytes; a nope vector's 64-value block takes
+// its amax over the block's 8 / (vec / 8) lanes (xor partners, shape.cuh blocks_in_lane_groups) of
+// the values rounded to bf16 first, the scale 2^e, e = ceil(log2(max(amax, 1e-4) / 448)) (exact),
+// codes fp8(x_bf16 * 2^-e); the lane of the block's first element writes e + 127 (the slot's byte
+// of that block; the one of element 0 the zero pad byte 7). Every lane of the head takes the
+// shuffles; a token with no cache slot stores nothing.
+template <class T>
+__device__ __forceinline__ void store_deepseek_v4_vector(const HeadIo<T>& io, const LaneVectors& lv, int j,
+                                                         const float (&x)[T::kVec]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec, kGroup = 64 / V, kNope = T::kHeadDim - T::kRotaryDim;
+  static_assert(blocks_in_lane_groups(W, V, T::kRotaryBegin, T::kPassBegin, 64),
+                "DeepSeek-V4's cell: a 64-value block must lie in xor partner lanes (config_problem refuses this)");
+  const bool holds = lane_holds<T>(lv, j);
+  float rounded[V], amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < V; ++i) {
+    rounded[i] = to_float(typename T::Storage(), from_float(typename T::Storage(), x[i]));
+    amax = holds ? fmaxf(amax, fabsf(rounded[i])) : amax;
+  }
+#pragma unroll
+  for (int offset = 1; offset < kGroup; offset *= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(head_lanes_mask<T>(), amax, offset, W.lanes));
+  if (!holds || !io.dst) return;
+  const int element = lane_element<T>(lv, j);
+  if (element >= kNope) {  // the rotated rope part, bf16 after the codes
+    store_vec<typename T::Storage, V>((typename T::Storage::raw*)((u8*)io.dst + kNope) + (element - kNope), x);
+    return;
+  }
+  // 2^e, the least power of two with 448 * 2^e >= the floored amax: from a product, then one
+  // exact check each way (no division; a bf16 amax is 448 * 2^k or not within 2^-24 of it, so
+  // this is ceil of the correctly rounded quotient, SGLang's cast_to_ue8m0).
+  const float floored = fmaxf(amax, 1e-4f);
+  float scale = pow2_ceil(floored * (1.0f / 448.0f));
+  if (448.0f * scale < floored) scale *= 2.0f;
+  if (448.0f * (0.5f * scale) >= floored) scale *= 0.5f;
+  const unsigned biased = __float_as_uint(scale) >> 23;  // e + 127
+  const float inverse = __uint_as_float((254u - biased) << 23);  // 2^-e, exact
+  float scaled[V];
+#pragma unroll
+  for (int i = 0; i < V; ++i) scaled[i] = rounded[i] * inverse;
+  store_vec<typename T::CacheStorage, V, true>((u8*)io.dst + element, scaled);
+  if (element % 64 == 0) io.block_scales[element / 64] = (u8)biased;
+  if (element == 0) io.block_scales[7] = 0;
+}
+
+// Vector j of the lane's vectors to the head's destination (NVFP4 cache heads: store_nvfp4_vector;
+// DeepSeek-V4's cell: store_deepseek_v4_vector).
 template <class T, bool kCacheHead>
 __device__ __forceinline__ void store_lane_vector(const HeadIo<T>& io, const LaneVectors& lv, int j,
                                                   const float (&x)[T::kVec]) {
   if constexpr (T::kOutputPagedKv) {
     if constexpr (T::kCacheNvfp4) {
       if (kCacheHead || io.role != kRoleQ) return store_nvfp4_vector<T>(io, lv, j, x);
+    }
+    if constexpr (T::kCacheDeepseekV4) {  // with role slots k's store is its own (kCacheHead): none in q's loop
+      if (kCacheHead || (!rope_shape<T>().role_slots && io.role != kRoleQ))
+        return store_deepseek_v4_vector<T>(io, lv, j, x);
     }
   }
   // A cache head of a token with no cache slot stores nothing (its lanes still took the shuffles).
@@ -224,7 +276,7 @@ __device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane
                                                    const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
-  if constexpr (kCacheHead && cache_vector_loop(kMax, nvfp4_cache<T>())) {
+  if constexpr (kCacheHead && cache_vector_loop(kMax, block_scaled_cache<T>())) {
     float queue[kMax][T::kVec];  // vector j in queue[0] on trip j: static indices, no local memory
 #pragma unroll
     for (int j = 0; j < kMax; ++j)

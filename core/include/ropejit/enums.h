@@ -58,8 +58,9 @@ enum class AnglesSource { computed, cos_sin_cache };
 
 /// paged_kv: page memory order, NHD [pages, page_size, Hkv, D] or HND [pages, Hkv, page_size, D];
 /// op mla_append also vLLM's fp8_ds_mla row (FP8 latent, a float32 scale per 128, the rope part);
-/// fp8_indexer: a sparse-attention indexer's K cache (a page's FP8 codes, then its float32 scales).
-enum class CacheLayout { nhd, hnd, fp8_ds_mla, fp8_indexer };
+/// fp8_indexer: a sparse-attention indexer's K cache (a page's FP8 codes, then its float32 scales);
+/// fp8_deepseek_v4: DeepSeek-V4's cell (FP8 nope part, bf16 rope part, a page's ue8m0 scales after).
+enum class CacheLayout { nhd, hnd, fp8_ds_mla, fp8_indexer, fp8_deepseek_v4 };
 /// paged_kv: cache element type: the spec's dtype (auto), FP8 with a per-tensor scale, or NVFP4
 /// (e2m1 values two a byte, an e4m3 scale per 16 values, the per-tensor k_scale / v_scale).
 /// q_output_dtype takes the FP8 rows only.
@@ -123,9 +124,9 @@ inline constexpr std::array<EnumName<AxisPlacement>, 2> kAxisPlacementNames{{
     {AxisPlacement::contiguous, "contiguous"}, {AxisPlacement::alternating, "alternating"}}};
 inline constexpr std::array<EnumName<AnglesSource>, 2> kAnglesSourceNames{{
     {AnglesSource::computed, "computed"}, {AnglesSource::cos_sin_cache, "cos_sin_cache"}}};
-inline constexpr std::array<EnumName<CacheLayout>, 4> kCacheLayoutNames{{
+inline constexpr std::array<EnumName<CacheLayout>, 5> kCacheLayoutNames{{
     {CacheLayout::nhd, "nhd"}, {CacheLayout::hnd, "hnd"}, {CacheLayout::fp8_ds_mla, "fp8_ds_mla"},
-    {CacheLayout::fp8_indexer, "fp8_indexer"}}};
+    {CacheLayout::fp8_indexer, "fp8_indexer"}, {CacheLayout::fp8_deepseek_v4, "fp8_deepseek_v4"}}};
 inline constexpr std::array<EnumName<CacheDType>, 4> kCacheDTypeNames{{
     {CacheDType::auto_, "auto"}, {CacheDType::fp8_e4m3, "fp8_e4m3"}, {CacheDType::fp8_e5m2, "fp8_e5m2"},
     {CacheDType::nvfp4, "nvfp4"}}};
@@ -302,5 +303,10 @@ constexpr int64_t cache_row_elements(CacheDType cache, int64_t head_dim) {
 inline constexpr int kNvfp4Block = 16;
 /// fp8_ds_mla: latent values per float32 scale (vLLM's tile).
 inline constexpr int kDsMlaTile = 128;
+/// fp8_deepseek_v4: nope values per ue8m0 scale byte, and a token's bytes of data and of scales
+/// (448 codes + 64 bf16; 7 scales + a pad byte).
+inline constexpr int kDeepseekV4Block = 64;
+inline constexpr int kDeepseekV4TokenBytes = 576;
+inline constexpr int kDeepseekV4ScaleBytes = 8;
 
 }  // namespace ropejit

@@ -11,7 +11,8 @@ inline constexpr const char* kPagedWhy = "when the spec's io.output is paged_kv"
 
 /// A cache's static scale (k_scale, v_scale): required for a quantized cache with static scales.
 inline FieldUse static_scale_use(const Spec& s) {
-  return !quantized_cache(s) || cache_scale_per_head(s) || ds_mla_cache(s) ? FieldUse::unused : FieldUse::required;
+  return !quantized_cache(s) || cache_scale_per_head(s) || ds_mla_cache(s) || deepseek_v4_cache(s) ? FieldUse::unused
+                                                                                                    : FieldUse::required;
 }
 
 /// A cache's page dims in a layout (hnd: heads before slots), with `row` elements a head row.
@@ -25,7 +26,7 @@ constexpr std::array<const char*, 4> page_dims(bool hnd, const char* row) {
 template <bool kHnd, bool kNvfp4, bool kV>
 bool cache_form(const Spec& s) {
   return (s.io.cache_layout == CacheLayout::hnd) == kHnd && (s.io.cache_dtype == CacheDType::nvfp4) == kNvfp4 &&
-         (!kV || s.io.copy_v) && !indexer_cache(s);
+         (!kV || s.io.copy_v) && !indexer_cache(s) && !deepseek_v4_cache(s);
 }
 
 /// The K or V (kV) cache's row in one layout and dtype: pages of page_size slots, one slot a

@@ -44,6 +44,9 @@ inline constexpr DimSymbol kDimSymbols[] = {
      }},
     {"ds_mla_row", [](const Spec& spec, const LaunchShape&) { return ds_mla_row_bytes(spec); }},  // MLA fp8_ds_mla
     {"D+4", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.head_dim) + 4; }},  // fp8_indexer: a slot's bytes
+    {"576+8", [](const Spec&, const LaunchShape&) {  // fp8_deepseek_v4: a slot's data and scale bytes
+       return int64_t(kDeepseekV4TokenBytes + kDeepseekV4ScaleBytes);
+     }},
     {"D-d", [](const Spec& spec, const LaunchShape&) {  // MLA concat_k: k_nope's heads
        return int64_t(spec.head_dim) - spec.rotary_dim;
      }},

@@ -31,10 +31,18 @@ constexpr auto kVCache = cache_rows<true, slot_elements>();  // copy_v false: K 
 // cache_layout fp8_indexer: the indexer's K cache [pages, page_size, D + 4] of bytes as vLLM's
 // tensor is shaped; a page holds its [page_size, D] codes, then its [page_size] float32 scales.
 int64_t indexer_slot_bytes(const Spec& s) { return int64_t(s.head_dim) + 4; }
-constexpr TensorRow kIndexerCache[] = {
+// cache_layout fp8_deepseek_v4: DeepSeek-V4's cache [pages, page_size, 576 + 8] of bytes: a page's
+// slots of 576 bytes (448 codes, 64 bf16), then their 8 scale bytes (pages padded further by the
+// caller's page stride: FlashMLA and SGLang round a page up to a multiple of 576 bytes).
+int64_t deepseek_v4_slot_bytes(const Spec&) { return kDeepseekV4TokenBytes + kDeepseekV4ScaleBytes; }
+constexpr TensorRow kOwnLayoutCaches[] = {
     {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "D+4"}, BufferKind::cache, indexer_cache,
      kPagedWhy, {ParamSlot::out_k}, indexer_slot_bytes, nullptr, FieldUse::required, &element::cache, nullptr,
      RowLayout::paged, {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused}}, "T"},
+    {"k_cache", "k_cache_page_stride", nullptr, {"pages", "page_size", "576+8"}, BufferKind::cache,
+     deepseek_v4_cache, kPagedWhy, {ParamSlot::out_k}, deepseek_v4_slot_bytes, nullptr, FieldUse::required,
+     &element::cache, nullptr, RowLayout::paged, {RowField{"cache_num_pages"}, RowField{"k_scale", FieldUse::unused}},
+     "T"},
 };
 
 // The slot each token writes: slot_mapping [T] (page * page_size + offset, or -1), or
@@ -88,6 +96,7 @@ constexpr TensorRow kCacheScales[] = {
 namespace ropejit {
 
 TensorRef cache_tensor(const Spec& spec, void* cache, int64_t page_stride) {
+  if (deepseek_v4_cache(spec)) return TensorRef{cache, kDeepseekV4TokenBytes, kDeepseekV4TokenBytes, page_stride};
   if (const auto cache_row = launch_detail::launch_op(spec.op).cache_row) {  // one row a slot
     const int64_t row = cache_row(spec);
     return TensorRef{cache, row, row, page_stride};
@@ -122,7 +131,7 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   if (io.q_output == QOutput::inplace) p.out[kRoleQ] = p.in[kRoleQ];
   bind_tensor_rows(c, a, p, kQOut);
   bind_tensor_rows(c, a, p, kKCache);
-  bind_tensor_rows(c, a, p, kIndexerCache);
+  bind_tensor_rows(c, a, p, kOwnLayoutCaches);
   bind_tensor_rows(c, a, p, kVCache);
   bind_cache_index(c, a, p);
   bind_tensor_rows(c, a, p, kCacheScales);
@@ -130,7 +139,8 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
     p.cache_inv_scale[0] = p.cache_inv_scale[1] = 1.0f;
     return a.num_tokens;
   }
-  p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
+  p.cache_inv_scale[0] =
+      deepseek_v4_cache(c.spec) ? 1.0f : inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");  // its own
   p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c.spec.io.cache_dtype, a.v_scale, "v_scale") : 1.0f;
   return a.num_tokens;
 }
@@ -204,7 +214,7 @@ void buffers_output_paged(const Spec& s, const LaunchShape& shape, std::vector<B
   }
   buffers_tensor_rows(s, shape, kQOut, out);
   buffers_tensor_rows(s, shape, kKCache, out);
-  buffers_tensor_rows(s, shape, kIndexerCache, out);
+  buffers_tensor_rows(s, shape, kOwnLayoutCaches, out);
   buffers_tensor_rows(s, shape, kVCache, out);
   buffers_cache_index(s, shape, out);
   buffers_tensor_rows(s, shape, kCacheScales, out);

@@ -265,6 +265,13 @@ inline int64_t ds_mla_row_bytes(const Spec& s) {
 /// buffer): pages of [page_size, D] FP8 codes, then [page_size] float32 scales, one a slot.
 inline bool indexer_cache(const Spec& s) { return paged_kv(s) && s.io.cache_layout == CacheLayout::fp8_indexer; }
 
+/// True when the K cache is DeepSeek-V4's cell (FlashMLA's MODEL1, vLLM's and SGLang's V4 cache):
+/// a page's slots of [448 FP8 e4m3 nope codes | 64 bf16 rotated rope values] (576 bytes), then
+/// its slots' 8 bytes of ue8m0 scales (one a 64-value nope block, then a zero pad byte).
+inline bool deepseek_v4_cache(const Spec& s) {
+  return paged_kv(s) && s.io.cache_layout == CacheLayout::fp8_deepseek_v4;
+}
+
 /// True when the paged cache is NVFP4 (e2m1 values, an e4m3 scale per 16, k_scale / v_scale global).
 inline bool nvfp4_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype == CacheDType::nvfp4; }
 
@@ -272,7 +279,7 @@ inline bool nvfp4_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype 
 /// NVFP4 block scales (a 16-value block spans lanes).
 inline bool cooperative_heads(const Spec& s) {
   return s.qk_norm.enabled || q_scale_per_head(s) || q_scale_per_token(s) || cache_scale_per_head(s) ||
-         nvfp4_cache(s);
+         nvfp4_cache(s) || deepseek_v4_cache(s);
 }
 
 /// True when only some roles' heads meet at shuffles (a per-head FP8 scale of q or of the cache,
