@@ -145,6 +145,7 @@ bool related(const std::string& issue, const std::string& mutated) {
       {"/io/cache_dtype", "/op", "/head_dim", "/rotary_dim", "/partial_rotary_factor", "/layout", "/qk_norm",
        "/qk_norm/scope"},
       {"/io/q_scale", "/qk_norm", "/qk_norm/scope"},
+      {"/inverse", "/op", "/io/angles"},  // an inverse rotation: op rope, computed angles
       // fp8_ds_mla: op mla_append, bf16 / fp16, kv_lora_rank of 512s, rotary_dim of 8s; fp8_indexer:
       // op rope, one kv head; fp8_deepseek_v4: V4's 512 / 64 trailing bf16 head, a per-head norm.
       {"/io/cache_layout", "/op", "/dtype", "/mla_append", "/mla_append/kv_lora_rank", "/rotary_dim", "/head_dim",

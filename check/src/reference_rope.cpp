@@ -337,7 +337,7 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
     for (int i = 0; i < pairs; ++i) {
       if (caller_cos_sin(spec)) caller_pair_cos_sin(spec, problem, position_of(t, i), i, cos_row[i], sin_row[i]);
       const double position = static_cast<double>(position_of(t, i));
-      angle[i] = reference_angle(spec, position_of(t, i), out.freqs.inv_freq[i]);
+      angle[i] = (spec.inverse ? -1.0 : 1.0) * reference_angle(spec, position_of(t, i), out.freqs.inv_freq[i]);
       angle_slack[i] = position * out.freqs.inv_freq[i] * float_ulp +
                        (spec.angle == AnglePrecision::fp32 ? std::fabs(angle[i]) * float_ulp : 0.0);
     }

@@ -204,7 +204,7 @@ Source generate_source(const Plan& plan) {
   // The kv heads the kernel touches: none for an op over q's heads alone (rope.cuh rope_shape).
   const OpHeads heads = op_facts(s.op).heads;
   line("int", "kNumKvHeads", heads == OpHeads::q || heads == OpHeads::q_latent ? 0 : s.num_kv_heads);
-  line("bool", "kInverseRotation", op_facts(s.op).inverse);  // angles.cuh: sin negated
+  line("bool", "kInverseRotation", op_facts(s.op).inverse || s.inverse);  // angles.cuh: sin negated
   line("bool", "kInterleaved", s.layout == Layout::interleaved);
   line("bool", "kCopyV", s.io.copy_v);
   line("bool", "kHasBias", s.io.qkv_bias);

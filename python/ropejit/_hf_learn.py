@@ -42,6 +42,8 @@ def mismatch(spec: Any, hf: Any) -> Optional[str]:
         return f"head_dim {spec.head_dim}, HF {hf.head_dim}"
     if spec.layout != hf.layout or spec.rotary_dim != hf.rotary_dim:
         return f"{spec.layout} over {spec.rotary_dim} dims, HF {hf.layout} over {hf.rotary_dim}"
+    if bool(spec.to_dict().get("inverse", False)) != getattr(hf, "inverse", False):
+        return f"the spec rotates by {'-' if spec.to_dict().get('inverse') else '+'}angle, HF the other way"
     freqs = spec.freqs()
     ours = np.asarray(freqs["inv_freq"], dtype=np.float64)[: len(hf.inv_freq)]
     if len(ours) != len(hf.inv_freq):
@@ -75,9 +77,11 @@ def learn_spec(cls: Any, original: Any, text: str, error: Exception, *, dtype: O
         raise _fail(model_type, f"layout {layout} was asked, HF pairs {hf.layout}", error)
     spec_obj, warnings = _ropejit.spec_from_hf(text, name, dtype, hf.layout, layer_type or "", True)
     spec = cls(spec_obj, [w for w in warnings if not w.startswith("model_type:")], learned=True)
-    if spec.rotary_dim != hf.rotary_dim and hf.layout is not None:  # the config's rotary keys say otherwise
+    if (spec.rotary_dim != hf.rotary_dim and hf.layout is not None) or hf.inverse:  # what the config does not say
         data = spec.to_dict()
         data["rotary_dim"] = hf.rotary_dim
+        if hf.inverse:
+            data["inverse"] = True
         spec = cls(_ropejit.parse_spec(json.dumps(data)), spec.warnings, learned=True)
     why = mismatch(spec, hf)
     if why:

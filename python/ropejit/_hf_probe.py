@@ -42,6 +42,7 @@ class HfRope:
     rotary: Any = field(repr=False, default=None)
     apply: Optional[Callable] = field(repr=False, default=None)
     complex_freqs: bool = False      # the rotary returns one complex freqs_cis (Llama 4)
+    inverse: bool = False            # HF rotates by -angle (nanochat's rotate_half): the spec's inverse
     call_width: int = 0              # dims HF's apply function takes (the leading ones); 0: all
 
 
@@ -290,9 +291,11 @@ def _read_rotation(rope: HfRope, m: np.ndarray, position: int) -> HfRope:
         layout, stride = "neox", partner[firsts[0]] - firsts[0]
     else:
         raise ProbeError("the pairing is neither neox (i, i + d/2) nor interleaved (2i, 2i+1)")
-    # e_j -> s (cos a e_j + sin a e_partner): a negative sin is a rotation the other way, no ropejit form.
-    if any(m[j, partner[j]] < 0 for j in firsts):
-        raise ProbeError("HF rotates by -angle (x1 cos + x2 sin): the opposite direction of every ropejit layout")
+    # e_j -> s (cos a e_j + sin a e_partner): a negative sin is a rotation the other way (spec inverse).
+    negative = [m[j, partner[j]] < 0 for j in firsts]
+    if any(negative) and not all(negative):
+        raise ProbeError("HF rotates some pairs by -angle and others by +angle: no ropejit form")
+    rope.inverse = all(negative)
     # The angle of a pair at position 1.
     scale = np.array([np.hypot(m[j, j], m[j, partner[j]]) for j in firsts])
     angle = np.array([np.arctan2(abs(m[j, partner[j]]), m[j, j]) for j in firsts]) / position

@@ -71,7 +71,8 @@ def exact_rotation(x: np.ndarray, positions: np.ndarray, hf: hfp.HfRope, inv_fre
     within FREQ_ULPS): at p = 2^20 torch's one-ulp-off power alone moves an angle by 3e-5 rad."""
     inv = inv_freq.astype(np.float32)
     angle = (positions.astype(np.float32)[:, None] * inv[None, :]).astype(np.float64)  # [T, pairs]
-    cos, sin = np.cos(angle)[:, None, :] * hf.attention_factor, np.sin(angle)[:, None, :] * hf.attention_factor
+    sign = -1.0 if hf.inverse else 1.0  # nanochat turns the other way
+    cos, sin = np.cos(angle)[:, None, :] * hf.attention_factor, sign * np.sin(angle)[:, None, :] * hf.attention_factor
     out = x.astype(np.float64).copy()
     pairs = len(inv)
     first = np.arange(pairs) * 2 if hf.layout == "interleaved" else np.arange(pairs)
@@ -103,6 +104,8 @@ def shape_mismatch(spec: ropejit.Spec, hf: hfp.HfRope) -> Optional[str]:
         return f"layout {spec.layout}, HF pairs {hf.layout}"
     if spec.rotary_dim != hf.rotary_dim:
         return f"rotary_dim {spec.rotary_dim}, HF rotates {hf.rotary_dim}"
+    if bool(spec.to_dict().get("inverse", False)) != hf.inverse:
+        return f"inverse {spec.to_dict().get('inverse', False)}, HF rotates by {'-' if hf.inverse else '+'}angle"
     return None
 
 

@@ -182,6 +182,13 @@ const std::vector<ModelFamily>& model_families() {
         f.qk_norm_unread_key = "use_qk_norm";
       }),
       row("olmo", "models/olmo/modeling_olmo.py", [](ModelFamily& f) { f.clip_key = "clip_qkv"; }),
+      // rotate_half is cat((x2, -x1)): a rotation by minus the angle; q_norm and k_norm (RMSNorm, no
+      // weight) run after it, which equals before it (a rotation keeps a head's sum of squares).
+      row("nanochat", "models/nanochat/modeling_nanochat.py", [](ModelFamily& f) {
+        f.inverse_rotation = true;
+        f.qk_rmsnorm = true;
+        f.qk_norm_weightless = true;
+      }),
       row("gemma", "models/gemma/modeling_gemma.py"),
       row("gemma2", "models/gemma2/modeling_gemma2.py"),
       // Gemma 3: Gemma3RMSNorm(head_dim) scales by (1 + w); its local (sliding) layers rotate

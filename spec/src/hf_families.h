@@ -70,6 +70,8 @@ struct ModelFamily {
   /// (`rope_parameters.get("mrope_section", [16, 24, 24])` in modeling_qwen2_vl.py).
   std::vector<int> mrope_default;
   bool qk_rmsnorm = false;           ///< RMSNorm of q and k before RoPE, always: imported as qk_norm
+  bool qk_norm_weightless = false;   ///< ... with no weight (nanochat's RMSNorm): qk_norm weight none
+  bool inverse_rotation = false;     ///< HF rotates by minus the angle (nanochat): the spec's inverse
   double qk_norm_weight_offset = 0;  ///< Gemma: (1 + w)
   double rms_norm_eps_default = 1e-6;  ///< qk_rmsnorm's eps when the config has no rms_norm_eps
   /// qk_rmsnorm over each head (Qwen3's q_norm of head_dim), or over all heads of the projection

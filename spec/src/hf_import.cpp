@@ -390,6 +390,10 @@ Imported import_config(const json& config, const HfImportOptions& options) {
       ctx.source("/layout", ctx.path(family.layout_key));
     }
   spec["layout"] = std::string(to_string(options.layout.value_or(layout)));
+  if (family.inverse_rotation) {
+    spec["inverse"] = true;
+    ctx.source("/inverse", ctx.path("model_type"));
+  }
   if (!indexer && family.rotary_slice != RotarySlice{}) {
     spec["rotary_slice"] = std::string(to_string(family.rotary_slice));
     ctx.source("/rotary_slice", ctx.path("model_type"));

@@ -69,7 +69,8 @@ void import_qk_norm(const json& text, const ModelFamily& family, HfContext& ctx,
       ctx.warn(ctx.path(family.qk_norm_unread_key),
                fmt::format("false is ignored: {} normalizes q and k whatever it says, and so does this spec",
                            family.source));
-  json norm = {{"type", "rmsnorm"}, {"eps", family.rms_norm_eps_default}, {"weight", "per_head"},
+  json norm = {{"type", "rmsnorm"}, {"eps", family.rms_norm_eps_default},
+               {"weight", family.qk_norm_weightless ? "none" : "per_head"},
                {"weight_offset", family.qk_norm_weight_offset},
                {"scope", std::string(to_string(family.qk_norm_scope))}};
   ctx.source("/qk_norm", ctx.path("model_type"));

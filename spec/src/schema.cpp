@@ -224,6 +224,10 @@ std::string spec_schema_json() {
   properties["rotary_slice"] = enum_schema<RotarySlice>(
       "where a head's rotary_dim rotated elements sit: its first d (leading, the default) or its last d "
       "(trailing: DeepSeek-V4's [nope | rope] heads)");
+  properties["inverse"] = {
+      {"description", "rotate by minus each angle (nanochat: rotate_half is cat((x2, -x1))); op rope, computed angles; "
+                      "default false"},
+      {"type", "boolean"}};
   properties["dtype"] = enum_schema<DType>("storage type of q/k/v");
   properties["max_position_embeddings"] = integer_schema(1, kMaxPositions, "M");
   properties["angle"] = enum_schema<AnglePrecision>("angle precision (default fp32)");

@@ -133,7 +133,7 @@ const std::vector<std::string_view>& spec_top_level_keys() {
   static const std::vector<std::string_view> keys{
       "name",   "head_dim", "rotary_dim", "partial_rotary_factor", "num_q_heads", "num_kv_heads",
       "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io", "qk_norm",
-      "op",     "rotary_slice"};
+      "op",     "rotary_slice", "inverse"};
   static const std::vector<std::string_view> with_ops = [] {
     std::vector<std::string_view> all = keys;
     for (std::string_view key : op_block_keys()) all.push_back(key);
@@ -517,6 +517,8 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     reader.not_allowed("/head_dim", *head_dim_json, "an even integer with layout interleaved");
   if (const json* v = member(document, "rotary_slice"))
     spec.rotary_slice = reader.enumeration<RotarySlice>(*v, "/rotary_slice").value_or(spec.rotary_slice);
+  if (const json* v = member(document, "inverse"))
+    if (const auto inverse = reader.boolean(*v, "/inverse")) spec.inverse = *inverse;
   if (const json* v = required("dtype"))
     spec.dtype = reader.enumeration<DType>(*v, "/dtype").value_or(spec.dtype);
   if (const json* v = required("max_position_embeddings"))
@@ -543,6 +545,11 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     reader.not_allowed("/io/scale_rounding", std::string(to_string(spec.io.scale_rounding)),
                        "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
                        "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla)");
+  if (spec.inverse && (spec.op != OpKind::rope || caller_cos_sin(spec)))
+    reader.not_allowed("/inverse", json(true),
+                       fmt::format("false when op is {}{} (an inverse rotation: op rope with computed angles; op "
+                                   "inverse_rope turns q back by itself)",
+                                   to_string(spec.op), caller_cos_sin(spec) ? " with io.angles cos_sin_cache" : ""));
   if (indexer_cache(spec)) check_indexer_cache(reader, spec);
   if (deepseek_v4_cache(spec)) check_deepseek_v4_cache(reader, spec);
   if (spec.io.cache_layout == CacheLayout::fp8_ds_mla && spec.op != OpKind::mla_append)

@@ -122,6 +122,8 @@ struct Spec {
   int num_kv_heads = 0;              ///< Hkv (Hq % Hkv == 0)
   Layout layout = Layout::neox;
   RotarySlice rotary_slice = RotarySlice::leading;  ///< the first d elements of a head, or its last d
+  /// Rotate by minus each angle (op rope): nanochat's rotate_half, cat((x2, -x1)), turns the other way.
+  bool inverse = false;
   DType dtype = DType::bf16;
   int64_t max_position_embeddings = 0;  ///< M
   AnglePrecision angle = AnglePrecision::fp32;
