@@ -297,6 +297,7 @@ void deepseek_v4_parts(RefTensor& cache, std::vector<RefTensor>& out) {
     t->untouched.assign(t->value.size(), 1);
   }
   codes.cache_dtype = CacheDType::fp8_e4m3;
+  codes.quantized_from = DType::bf16;
   codes.quant_scales.assign(codes.value.size(), 1.0);
   rope.buffer = bytes.buffer = "k_cache";
   rope.byte_offset = kNope;
@@ -315,7 +316,7 @@ void deepseek_v4_parts(RefTensor& cache, std::vector<RefTensor>& out) {
       const double scale = detail::pow2_ceil(static_cast<float>(std::max(static_cast<float>(amax), 1e-4f) / 448.0f));
       for (int64_t e = b * kDeepseekV4Block; e < (b + 1) * kDeepseekV4Block; ++e) {
         const size_t at = static_cast<size_t>(slot * kNope + e);
-        codes.value[at] = bf16(e);
+        codes.value[at] = cache.value[base + e];
         codes.scale[at] = cache.scale[base + e];
         codes.quant_scales[at] = scale;
         codes.untouched[at] = 0;
@@ -424,8 +425,12 @@ bool fp8_matches(const RefTensor& expected, int64_t index, uint8_t bits, const T
                  double& reference_value, CheckResult& result) {
   const Fp8Format format = fp8_format(expected.cache_dtype);
   const double quant_scale = quant_scale_at(expected, index);
+  const auto through = [&](double v) {  // the value as the kernel quantizes it (V4: rounded to bf16 first)
+    const std::optional<DType> first = expected.quantized_from;
+    return first ? dtype_bits_to_double(*first, round_to_dtype_bits(*first, v)) : v;
+  };
   // An NVFP4 block whose scale rounded to 0 stores zeros (the kernel's multiplier is 0).
-  const double quotient = quant_scale == 0.0 ? 0.0 * expected.value[index] : expected.value[index] / quant_scale;
+  const double quotient = quant_scale == 0.0 ? 0.0 * expected.value[index] : through(expected.value[index]) / quant_scale;
   const uint8_t want = round_to_fp8_bits(format, quotient);
   reference_value = fp8_bits_to_double(format, want) * quant_scale;
   const double got = fp8_bits_to_double(format, bits) * quant_scale;
@@ -436,10 +441,12 @@ bool fp8_matches(const RefTensor& expected, int64_t index, uint8_t bits, const T
   if (ulps == std::numeric_limits<int64_t>::max()) return false;  // NaN against a number, or the reverse
   // fp32 math noise of the value, and the kernel's float32 reciprocal of the scale.
   if (quant_scale == 0.0) return false;
-  const double noise = tolerance.fp32_relative * std::max(std::fabs(expected.value[index]), expected.scale[index]) /
-                           quant_scale + std::fabs(quotient) * std::ldexp(1.0, -22);
-  const double low = fp8_bits_to_double(format, round_to_fp8_bits(format, quotient - noise));
-  const double high = fp8_bits_to_double(format, round_to_fp8_bits(format, quotient + noise));
+  const double noise = tolerance.fp32_relative * std::max(std::fabs(expected.value[index]), expected.scale[index]);
+  const double tiny = std::fabs(quotient) * std::ldexp(1.0, -22);
+  const double below = through(expected.value[index] - noise) / quant_scale - tiny;
+  const double above = through(expected.value[index] + noise) / quant_scale + tiny;
+  const double low = fp8_bits_to_double(format, round_to_fp8_bits(format, below));
+  const double high = fp8_bits_to_double(format, round_to_fp8_bits(format, above));
   const double code = fp8_bits_to_double(format, bits);
   return code >= low && code <= high;
 }

@@ -319,14 +319,24 @@ void check_proportional_rotary(const json& document, Reader& reader, const Spec&
     reader.not_allowed("/partial_rotary_factor", *fraction, "absent or 1 " + why);
 }
 
+// An engine's own cache layout (fp8_ds_mla, fp8_indexer, fp8_deepseek_v4) where the op writes one
+// (OpQuantForms), else nhd or hnd.
+void check_cache_layout_op(Reader& reader, const Spec& spec) {
+  const std::pair<CacheLayout, bool OpQuantForms::*> kLayouts[] = {
+      {CacheLayout::fp8_ds_mla, &OpQuantForms::ds_mla_cache},
+      {CacheLayout::fp8_indexer, &OpQuantForms::indexer_cache},
+      {CacheLayout::fp8_deepseek_v4, &OpQuantForms::deepseek_v4_cache}};
+  for (const auto& [layout, form] : kLayouts)
+    if (spec.io.cache_layout == layout && !(op_facts(spec.op).quant.*form))
+      reader.not_allowed("/io/cache_layout", std::string(to_string(layout)),
+                         fmt::format("nhd or hnd when op is {} ({}: op {})", to_string(spec.op), to_string(layout),
+                                     ops_taking(form)));
+}
+
 // An indexer's K cache (cache_layout fp8_indexer): op rope's one k head, no V cache, FP8 e4m3
 // codes with the launch's scale per (slot, head) written after each page's codes.
 void check_indexer_cache(Reader& reader, const Spec& spec) {
   constexpr const char* kWhy = "with cache_layout fp8_indexer (an indexer's K cache: FP8 codes, then a scale a slot)";
-  const std::string layout = "fp8_indexer";
-  if (spec.op != OpKind::rope)
-    reader.not_allowed("/io/cache_layout", layout, fmt::format("nhd or hnd when op is {} (fp8_indexer: op rope)",
-                                                               to_string(spec.op)));
   if (spec.io.cache_dtype != CacheDType::fp8_e4m3)
     reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)), fmt::format("\"fp8_e4m3\" {}", kWhy));
   if (spec.io.cache_scale != QScale::per_token_head)
@@ -341,9 +351,6 @@ void check_indexer_cache(Reader& reader, const Spec& spec) {
 // nope and 64 trailing rope values in bf16, FP8 e4m3 nope codes with the launch's ue8m0 scales.
 void check_deepseek_v4_cache(Reader& reader, const Spec& spec) {
   constexpr const char* kWhy = "with cache_layout fp8_deepseek_v4 (DeepSeek-V4's cell: 448 FP8 + 64 bf16 values)";
-  if (spec.op != OpKind::rope)
-    reader.not_allowed("/io/cache_layout", std::string("fp8_deepseek_v4"),
-                       fmt::format("nhd or hnd when op is {} (fp8_deepseek_v4: op rope)", to_string(spec.op)));
   if (spec.io.cache_dtype != CacheDType::fp8_e4m3)
     reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)), fmt::format("\"fp8_e4m3\" {}", kWhy));
   if (spec.io.cache_scale != QScale::static_)
@@ -545,17 +552,16 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     reader.not_allowed("/io/scale_rounding", std::string(to_string(spec.io.scale_rounding)),
                        "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
                        "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla)");
-  if (spec.inverse && (spec.op != OpKind::rope || caller_cos_sin(spec)))
+  if (spec.inverse && (!op_facts(spec.op).inverse_key || caller_cos_sin(spec)))
     reader.not_allowed("/inverse", json(true),
-                       fmt::format("false when op is {}{} (an inverse rotation: op rope with computed angles; op "
+                       fmt::format("false when op is {}{} (an inverse rotation: op {} with computed angles; op "
                                    "inverse_rope turns q back by itself)",
-                                   to_string(spec.op), caller_cos_sin(spec) ? " with io.angles cos_sin_cache" : ""));
+                                   to_string(spec.op), caller_cos_sin(spec) ? " with io.angles cos_sin_cache" : "",
+                                   ops_taking(&OpFacts::inverse_key)));
+  check_cache_layout_op(reader, spec);
   if (indexer_cache(spec)) check_indexer_cache(reader, spec);
   if (deepseek_v4_cache(spec)) check_deepseek_v4_cache(reader, spec);
-  if (spec.io.cache_layout == CacheLayout::fp8_ds_mla && spec.op != OpKind::mla_append)
-    reader.not_allowed("/io/cache_layout", std::string("fp8_ds_mla"),
-                       fmt::format("nhd or hnd when op is {} (fp8_ds_mla is op mla_append's latent row)",
-                                   to_string(spec.op)));
+
   // Per-token q scales reduce over a row's heads in one warp segment (qk_norm_all.cuh's kernel),
   // which holds an all-heads norm but none per head, nor per-head cache scales or NVFP4 blocks.
   if (q_scale_per_token(spec)) {

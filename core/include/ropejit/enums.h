@@ -181,6 +181,9 @@ struct OpQuantForms {
   bool computed_q_scale;      ///< an FP8 q_out's scales computed in the kernel (io.q_scale per_token_head, per_token)
   bool per_head_cache_scale;  ///< FP8 cache scales computed per (token, head) (io.cache_scale per_token_head)
   bool nvfp4_cache;           ///< an NVFP4 paged cache (io.cache_dtype nvfp4)
+  bool ds_mla_cache = false;       ///< vLLM's fp8_ds_mla latent rows (io.cache_layout fp8_ds_mla)
+  bool indexer_cache = false;      ///< an indexer's FP8 K cache (io.cache_layout fp8_indexer)
+  bool deepseek_v4_cache = false;  ///< DeepSeek-V4's cell (io.cache_layout fp8_deepseek_v4)
 };
 /// Facts of an op that stages other than its own files read (docs/architecture.md §11).
 struct OpFacts {
@@ -193,16 +196,18 @@ struct OpFacts {
   bool cache_lanes;   ///< its lanes load the paged cache's elements (io.cache_dtype's size), not q/k/v's
   OpQuantForms quant;  ///< {fp8_q_out, computed_q_scale, per_head_cache_scale, nvfp4_cache}
   bool caller_cos_sin;  ///< it takes the caller's cos_sin_cache (io.angles cos_sin_cache)
+  bool inverse_key = false;  ///< the spec's `inverse` can turn its rotation around
 };
 inline constexpr OpFacts kOpFacts[] = {
-    {OpKind::rope, OpHeads::qkv, true, false, true, false, false, {true, true, true, true}, true},
+    {OpKind::rope, OpHeads::qkv, true, false, true, false, false, {true, true, true, true, false, true, true}, true,
+     true},
     // Angles are differences of two positions' angles; its keys are read from the K cache.
     {OpKind::rerotate, OpHeads::kv, true, true, false, false, true, {false, false, false, false}, false},
     // No angle at all.
     {OpKind::attn_temperature, OpHeads::q, false, false, false, false, false, {false, false, false, false}, false},
     // rope.cuh over the one tensor's heads.
     {OpKind::inverse_rope, OpHeads::q, true, false, true, true, false, {false, false, false, false}, false},
-    {OpKind::mla_append, OpHeads::q_latent, true, false, true, false, false, {true, false, false, false}, false},
+    {OpKind::mla_append, OpHeads::q_latent, true, false, true, false, false, {true, false, false, false, true}, false},
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
 /// The facts row of `op` (rows are in enum order).

@@ -180,6 +180,8 @@ struct RefTensor {
   int64_t byte_offset = 0;
   int64_t part_token_stride = 0;  ///< a part's own row stride (its elements; one head), else the buffer's
   bool exact_bytes = false;       ///< elements are bytes that must equal `value` (DeepSeek-V4's scale bytes)
+  /// FP8 codes of values first rounded to this type (DeepSeek-V4's cell quantizes bf16 values).
+  std::optional<DType> quantized_from;
   /// The buffer this tensor is checked against.
   const std::string& buffer_name() const { return buffer.empty() ? name : buffer; }
   /// Number of elements.
