@@ -108,5 +108,5 @@ def test_refusals_name_the_field(runtime):
             ropejit.Spec.from_json(spec)
     rope = {k: v for k, v in base.items() if k != "mla_append"}
     rope.update(op="rope", num_kv_heads=1)
-    with pytest.raises(ropejit.SpecError, match="fp8_ds_mla is op mla_append's latent row"):
+    with pytest.raises(ropejit.SpecError, match=r"must be nhd or hnd when op is rope \(fp8_ds_mla: op mla_append\)"):
         ropejit.Spec.from_json(rope)

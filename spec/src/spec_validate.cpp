@@ -329,7 +329,7 @@ void check_cache_layout_op(Reader& reader, const Spec& spec) {
   for (const auto& [layout, form] : kLayouts)
     if (spec.io.cache_layout == layout && !(op_facts(spec.op).quant.*form))
       reader.not_allowed("/io/cache_layout", std::string(to_string(layout)),
-                         fmt::format("nhd or hnd when op is {} ({}: op {})", to_string(spec.op), to_string(layout),
+                         fmt::format("nhd or hnd when op is {} ({}: {})", to_string(spec.op), to_string(layout),
                                      ops_taking(form)));
 }
 
@@ -554,7 +554,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
                        "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla)");
   if (spec.inverse && (!op_facts(spec.op).inverse_key || caller_cos_sin(spec)))
     reader.not_allowed("/inverse", json(true),
-                       fmt::format("false when op is {}{} (an inverse rotation: op {} with computed angles; op "
+                       fmt::format("false when op is {}{} (an inverse rotation: {} with computed angles; op "
                                    "inverse_rope turns q back by itself)",
                                    to_string(spec.op), caller_cos_sin(spec) ? " with io.angles cos_sin_cache" : "",
                                    ops_taking(&OpFacts::inverse_key)));

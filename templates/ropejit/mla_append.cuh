@@ -191,9 +191,9 @@ __device__ __forceinline__ float ds_mla_tile_scale(float amax) {
   return T::kScaleUe8m0 ? pow2_ceil(scale) : scale;
 }
 
-// A 128-value tile's codes and float32 scale from kv_c's `tile`, by one thread (`kSerial`: two
-// passes, its amax then its codes) or by 16 lanes of 8 values (a warp's aligned half: their amax
-// meets in an xor butterfly of width 16, as vLLM's kernel reduces it; `chunk` is the lane's 8).
+// A lane's 8 values (`chunk`) of a 128-value tile of kv_c, the tile held by 16 lanes (a warp's
+// aligned half): their amax meets in an xor butterfly of width 16 (as vLLM's kernel reduces it),
+// the tile's first lane writes its float32 scale, each lane its 8 codes.
 template <class T>
 __device__ __forceinline__ void ds_mla_chunk(const typename T::Storage::raw* kv_c, u8* row, int chunk) {
   constexpr int V = T::kVec, kPer = 8, kSegment = 16;
