@@ -96,8 +96,7 @@ RefTensor make_cache_tensor(const Spec& spec, const RefProblem& problem, const s
   std::fill(cache.padding.begin(), cache.padding.end(), 0);
   cache.untouched.assign(cache.value.size(), 1);  // until a token's slot writes it
   cache.cache_dtype = spec.io.cache_dtype;
-  const bool computed = cache_scale_per_head(spec) || deepseek_v4_cache(spec);  // the launch's own scales
-  cache.quant_scale = spec.io.cache_dtype == CacheDType::auto_ || computed ? 1.0 : fp8_scale;
+  cache.quant_scale = caller_cache_scale(spec) ? fp8_scale : 1.0;  // else none, or the launch's own
   if (!(cache.quant_scale > 0.0)) bad_problem("an FP8 cache needs " + scale_name + " > 0");
   return cache;
 }

@@ -130,8 +130,6 @@ KernelStats kernel_stats(const Spec& spec, const Config& config, const Source& s
     if (cooperative_heads(spec) && cache_vector_loop(max_lane_vectors(shape), nvfp4_cache(spec))) {
       s.planned_loops.push_back({"cache vector loop", kKvStoreLoopTrips * max_lane_vectors(shape)});
     }
-  } else if (!all_heads && shape.role_slots && cache_vector_loop(max_lane_vectors(shape), deepseek_v4_cache(spec))) {
-    s.planned_loops.push_back({"cache vector loop", max_lane_vectors(shape)});  // k's, after the heads loop
   }
   std::vector<int> loop_trips;
   for (const PlannedLoop& loop : s.planned_loops) loop_trips.push_back(loop.trips);

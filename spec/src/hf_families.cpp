@@ -478,17 +478,10 @@ std::string rope_block_label(const ModelFamily& family, const std::string& layer
   return other.empty() ? layer_type : other;
 }
 
-std::string indexer_model_types() {
+std::string model_types_where(bool (*has)(const ModelFamily&)) {
   std::string out;
   for (const auto& family : model_families())
-    if (family.indexer.present) out += (out.empty() ? "" : ", ") + std::string(family.model_type);
-  return out;
-}
-
-std::string mrope_model_types() {
-  std::string out;
-  for (const auto& family : model_families())
-    if (family.mrope) out += (out.empty() ? "" : ", ") + std::string(family.model_type);
+    if (has(family)) out += (out.empty() ? "" : ", ") + std::string(family.model_type);
   return out;
 }
 

@@ -102,11 +102,11 @@ std::string rope_block_label(const ModelFamily& family, const std::string& layer
 /// The layer_type that imports a family's sparse-attention indexer (ModelFamily::indexer).
 inline constexpr std::string_view kIndexerLayerType = "indexer";
 
-/// The model_types with a sparse-attention indexer, for messages.
-std::string indexer_model_types();
-
-/// The model_types whose rope block may carry multimodal RoPE keys, for messages.
-std::string mrope_model_types();
+/// The model_types of the families `has` says yes to, comma-separated, for messages.
+std::string model_types_where(bool (*has)(const ModelFamily&));
+/// A family with a sparse-attention indexer; one whose rope block may carry multimodal RoPE keys.
+inline bool has_indexer(const ModelFamily& f) { return f.indexer.present; }
+inline bool has_mrope(const ModelFamily& f) { return f.mrope; }
 
 /// Every row; the generic row (model_type "") first.
 const std::vector<ModelFamily>& model_families();

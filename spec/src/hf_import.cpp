@@ -345,7 +345,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   if (indexer && !family.indexer.present)
     throw SpecError({{"layer_type", fmt::format("\"indexer\" is not allowed: model_type {} has no sparse-attention "
                                                 "indexer in ropejit's family table (those with one: {})",
-                                                show_json(json(model_type)), indexer_model_types())}});
+                                                show_json(json(model_type)), model_types_where(has_indexer))}});
   const std::string layer_type = indexer ? std::string() : options.layer_type;
   // The per-layer-type rope of a v4 Olmo 3 config is in `layered`: the rope block is not keyed by type.
   const bool typed_rope = rope_differs_by_layer_type(*text, family);

@@ -144,7 +144,8 @@ void copy_keys(const json& block, const std::string& block_key, const HfRopeType
       if (!family.mrope)
         ctx.error(key_path, "/rope",
                   fmt::format("multimodal RoPE is imported for model_type {} only (a {} model has one "
-                              "position stream)", mrope_model_types(), family.model_type.empty() ? "generic" : family.model_type));
+                              "position stream)",
+                              model_types_where(has_mrope), family.model_type.empty() ? "generic" : family.model_type));
       continue;
     }
     if (item.value().is_object()) {  // v5 per-layer-type blocks: {"full_attention": {...}}
@@ -429,7 +430,7 @@ void import_rope(const json& text, const ModelFamily& family, std::optional<int6
   if (row->name == "mrope" && !family.mrope) {
     ctx.error(type_key, "/rope/rope_type",
               fmt::format("\"mrope\" is not allowed: multimodal RoPE is imported for model_type {} only",
-                          mrope_model_types()));
+                          model_types_where(has_mrope)));
     return;
   }
   json rope = json::object();

@@ -333,36 +333,28 @@ void check_cache_layout_op(Reader& reader, const Spec& spec) {
                                      ops_taking(form)));
 }
 
-// An indexer's K cache (cache_layout fp8_indexer): op rope's one k head, no V cache, FP8 e4m3
-// codes with the launch's scale per (slot, head) written after each page's codes.
-void check_indexer_cache(Reader& reader, const Spec& spec) {
-  constexpr const char* kWhy = "with cache_layout fp8_indexer (an indexer's K cache: FP8 codes, then a scale a slot)";
+// An engine's one-head FP8 K cache (fp8_indexer, fp8_deepseek_v4): e4m3 codes, `scale` as the
+// cache_scale, one kv head and no V cache; `why` names the layout in each message.
+void check_fp8_k_cache(Reader& reader, const Spec& spec, QScale scale, const char* why) {
   if (spec.io.cache_dtype != CacheDType::fp8_e4m3)
-    reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)), fmt::format("\"fp8_e4m3\" {}", kWhy));
-  if (spec.io.cache_scale != QScale::per_token_head)
+    reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)), fmt::format("\"fp8_e4m3\" {}", why));
+  if (spec.io.cache_scale != scale)
     reader.not_allowed("/io/cache_scale", std::string(to_string(spec.io.cache_scale)),
-                       fmt::format("\"per_token_head\" {}", kWhy));
-  if (spec.num_kv_heads != 1)
-    reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 {}", kWhy));
-  if (spec.io.copy_v) reader.not_allowed("/io/copy_v", json(true), fmt::format("false {}", kWhy));
+                       fmt::format("\"{}\"{} {}", to_string(scale), scale == QScale::static_ ? " or absent" : "", why));
+  if (spec.num_kv_heads != 1) reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 {}", why));
+  if (spec.io.copy_v) reader.not_allowed("/io/copy_v", json(true), fmt::format("false {}", why));
 }
 
-// DeepSeek-V4's cache cell (cache_layout fp8_deepseek_v4): op rope's one 512-wide k head of 448
-// nope and 64 trailing rope values in bf16, FP8 e4m3 nope codes with the launch's ue8m0 scales.
+// DeepSeek-V4's cache cell (cache_layout fp8_deepseek_v4): op rope's one 512-wide bf16 k head of
+// 448 nope and 64 trailing rope values (K = V), its ue8m0 scales the launch's, a per-head norm.
 void check_deepseek_v4_cache(Reader& reader, const Spec& spec) {
   constexpr const char* kWhy = "with cache_layout fp8_deepseek_v4 (DeepSeek-V4's cell: 448 FP8 + 64 bf16 values)";
-  if (spec.io.cache_dtype != CacheDType::fp8_e4m3)
-    reader.not_allowed("/io/cache_dtype", std::string(to_string(spec.io.cache_dtype)), fmt::format("\"fp8_e4m3\" {}", kWhy));
-  if (spec.io.cache_scale != QScale::static_)
-    reader.not_allowed("/io/cache_scale", std::string(to_string(spec.io.cache_scale)),
-                       fmt::format("\"static\" or absent {} (its ue8m0 scales are the launch's)", kWhy));
+  check_fp8_k_cache(reader, spec, QScale::static_, kWhy);
   if (spec.dtype != DType::bf16) reader.not_allowed("/dtype", std::string(to_string(spec.dtype)), fmt::format("\"bf16\" {}", kWhy));
   if (spec.head_dim != 512) reader.not_allowed("/head_dim", json(spec.head_dim), fmt::format("512 {}", kWhy));
   if (spec.rotary_dim != 64) reader.not_allowed("/rotary_dim", json(spec.rotary_dim), fmt::format("64 {}", kWhy));
   if (spec.rotary_slice != RotarySlice::trailing)
     reader.not_allowed("/rotary_slice", std::string(to_string(spec.rotary_slice)), fmt::format("\"trailing\" {}", kWhy));
-  if (spec.num_kv_heads != 1) reader.not_allowed("/num_kv_heads", json(spec.num_kv_heads), fmt::format("1 {}", kWhy));
-  if (spec.io.copy_v) reader.not_allowed("/io/copy_v", json(true), fmt::format("false {} (K = V)", kWhy));
   if (spec.qk_norm.enabled && spec.qk_norm.scope == NormScope::all)
     reader.not_allowed("/qk_norm/scope", std::string("all"), fmt::format("\"head\" {}", kWhy));
 }
@@ -547,11 +539,12 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
                          "\"static\" with qk_norm scope \"all\" (its heads share a warp segment: per-head scales "
                          "are not there yet)");
   // Rounding applies to the scales a launch computes; the launch's own are the caller's.
-  if (spec.io.scale_rounding != ScaleRounding::none && !q_scale_computed(spec) && !cache_scale_per_head(spec) &&
-      !ds_mla_cache(spec) && !deepseek_v4_cache(spec))
+  const bool cache_scale_computed = quantized_cache(spec) && !caller_cache_scale(spec);
+  if (spec.io.scale_rounding != ScaleRounding::none && !q_scale_computed(spec) && !cache_scale_computed)
     reader.not_allowed("/io/scale_rounding", std::string(to_string(spec.io.scale_rounding)),
                        "\"none\" unless a scale is computed (an FP8 io.q_output_dtype with q_scale per_token_head or "
-                       "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla)");
+                       "per_token, an FP8 io.cache_dtype with cache_scale per_token_head, or cache_layout fp8_ds_mla "
+                       "or fp8_deepseek_v4)");
   if (spec.inverse && (!op_facts(spec.op).inverse_key || caller_cos_sin(spec)))
     reader.not_allowed("/inverse", json(true),
                        fmt::format("false when op is {}{} (an inverse rotation: {} with computed angles; op "
@@ -559,7 +552,9 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
                                    to_string(spec.op), caller_cos_sin(spec) ? " with io.angles cos_sin_cache" : "",
                                    ops_taking(&OpFacts::inverse_key)));
   check_cache_layout_op(reader, spec);
-  if (indexer_cache(spec)) check_indexer_cache(reader, spec);
+  if (indexer_cache(spec))  // an indexer's K cache: codes, then the launch's scale a slot, after each page's codes
+    check_fp8_k_cache(reader, spec, QScale::per_token_head,
+                      "with cache_layout fp8_indexer (an indexer's K cache: FP8 codes, then a scale a slot)");
   if (deepseek_v4_cache(spec)) check_deepseek_v4_cache(reader, spec);
 
   // Per-token q scales reduce over a row's heads in one warp segment (qk_norm_all.cuh's kernel),

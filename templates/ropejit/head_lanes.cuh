@@ -259,9 +259,8 @@ __device__ __forceinline__ void store_lane_vector(const HeadIo<T>& io, const Lan
     if constexpr (T::kCacheNvfp4) {
       if (kCacheHead || io.role != kRoleQ) return store_nvfp4_vector<T>(io, lv, j, x);
     }
-    if constexpr (T::kCacheDeepseekV4) {  // with role slots k's store is its own (kCacheHead): none in q's loop
-      if (kCacheHead || (!rope_shape<T>().role_slots && io.role != kRoleQ))
-        return store_deepseek_v4_vector<T>(io, lv, j, x);
+    if constexpr (T::kCacheDeepseekV4) {
+      if (kCacheHead || io.role != kRoleQ) return store_deepseek_v4_vector<T>(io, lv, j, x);
     }
   }
   // A cache head of a token with no cache slot stores nothing (its lanes still took the shuffles).
@@ -276,7 +275,7 @@ __device__ __forceinline__ void store_lane_vectors(const HeadIo<T>& io, int lane
                                                    const float (&x)[norm_lane_vectors<T>()][T::kVec]) {
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
-  if constexpr (kCacheHead && cache_vector_loop(kMax, block_scaled_cache<T>())) {
+  if constexpr (kCacheHead && cache_vector_loop(kMax, nvfp4_cache<T>())) {
     float queue[kMax][T::kVec];  // vector j in queue[0] on trip j: static indices, no local memory
 #pragma unroll
     for (int j = 0; j < kMax; ++j)

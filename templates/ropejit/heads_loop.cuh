@@ -184,7 +184,7 @@ __device__ __forceinline__ void rope_heads(const KernelParams& p, const RowRef& 
       }
     } else {
       per_head_scale<T>(k_io, lane, x);  // no cache slot: its shuffles taken, nothing stored
-      store_lane_vectors<T, block_scaled_cache<T>()>(k_io, lane, x);  // DeepSeek-V4's cell: a vector a trip
+      store_lane_vectors<T>(k_io, lane, x);
       if constexpr (T::kCopyV) process_lane_norm<T>(p, role_head_io<T>(p, ref, kRoleV, group), lane, cos_v, sin_v);
     }
   } else if constexpr (W.role_slots) {

@@ -175,12 +175,6 @@ __device__ __forceinline__ constexpr bool nvfp4_cache() {
   if constexpr (T::kOutputPagedKv) return T::kCacheNvfp4;
   return false;
 }
-// True when k goes to DeepSeek-V4's cell, or to an NVFP4 cache: codes scaled by blocks across lanes.
-template <class T>
-__device__ __forceinline__ constexpr bool block_scaled_cache() {
-  if constexpr (T::kOutputPagedKv) return T::kCacheNvfp4 || T::kCacheDeepseekV4;
-  return false;
-}
 
 // paged_kv: where head `head` of a k or v row starts in its cache (the host's cache_tensor
 // strides: page, offset within it, head; NVFP4 in bytes), its FP8 or NVFP4 global scale, and in
@@ -194,8 +188,9 @@ __device__ __forceinline__ void* cache_head(const KernelParams& p, const RowRef&
   if constexpr (quantized_cache<T>()) scale = p.cache_inv_scale[role - kRoleK];
   const TensorRef cache = p.out[role];
   const i64 in_page = ref.cache_offset * cache.token_stride + head * cache.head_stride;
-  if constexpr (T::kCacheDeepseekV4) {  // the slot's 8 scale bytes after the page's 576-byte slots
-    *block_scales = (u8*)cache.ptr + ref.cache_page * cache.batch_stride + T::kPageSize * 576 + ref.cache_offset * 8;
+  if constexpr (T::kCacheDeepseekV4) {  // the slot's 8 scale bytes after the page's slots (cache.token_stride bytes)
+    *block_scales = (u8*)cache.ptr + ref.cache_page * cache.batch_stride + T::kPageSize * cache.token_stride +
+                    ref.cache_offset * 8;
   }
   if constexpr (T::kCacheNvfp4) {
     constexpr int kBlocks = T::kHeadDim / 16;

@@ -236,9 +236,7 @@ ROPEJIT_HOST_DEVICE constexpr bool warp_wide_shuffles(const WorkShape& w, bool p
 /// An NVFP4 cache head's lane vectors stored one a trip of a loop, its block scale and e2m1 codes
 /// compiled once (more than one vector: one is no loop). Not FP8's: its rounding is too short to
 /// pay for the loop's moves (sm_80 qwen3-8b-paged-fp8: +3 points of H100 issue share).
-ROPEJIT_HOST_DEVICE constexpr bool cache_vector_loop(int lane_vectors, bool block_scaled) {
-  return block_scaled && lane_vectors > 1;
-}
+ROPEJIT_HOST_DEVICE constexpr bool cache_vector_loop(int lane_vectors, bool nvfp4) { return nvfp4 && lane_vectors > 1; }
 
 /// Op mla_append (Multi-head Latent Attention): q's heads as a q-only kernel's (rotating lanes, and
 /// with a separate q output or concat_k's k_nope the pass-through part too); the latent cache row

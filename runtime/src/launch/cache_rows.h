@@ -11,8 +11,7 @@ inline constexpr const char* kPagedWhy = "when the spec's io.output is paged_kv"
 
 /// A cache's static scale (k_scale, v_scale): required for a quantized cache with static scales.
 inline FieldUse static_scale_use(const Spec& s) {
-  return !quantized_cache(s) || cache_scale_per_head(s) || ds_mla_cache(s) || deepseek_v4_cache(s) ? FieldUse::unused
-                                                                                                    : FieldUse::required;
+  return caller_cache_scale(s) ? FieldUse::required : FieldUse::unused;
 }
 
 /// A cache's page dims in a layout (hnd: heads before slots), with `row` elements a head row.

@@ -43,7 +43,7 @@ inline constexpr DimSymbol kDimSymbols[] = {
        return int64_t(spec.mla_append.kv_lora_rank) + spec.rotary_dim;
      }},
     {"ds_mla_row", [](const Spec& spec, const LaunchShape&) { return ds_mla_row_bytes(spec); }},  // MLA fp8_ds_mla
-    {"D+4", [](const Spec& spec, const LaunchShape&) { return int64_t(spec.head_dim) + 4; }},  // fp8_indexer: a slot's bytes
+    {"D+4", [](const Spec& spec, const LaunchShape&) { return indexer_slot_bytes(spec); }},  // fp8_indexer: a slot
     {"576+8", [](const Spec&, const LaunchShape&) {  // fp8_deepseek_v4: a slot's data and scale bytes
        return int64_t(kDeepseekV4TokenBytes + kDeepseekV4ScaleBytes);
      }},

@@ -30,7 +30,6 @@ constexpr auto kVCache = cache_rows<true, slot_elements>();  // copy_v false: K 
 
 // cache_layout fp8_indexer: the indexer's K cache [pages, page_size, D + 4] of bytes as vLLM's
 // tensor is shaped; a page holds its [page_size, D] codes, then its [page_size] float32 scales.
-int64_t indexer_slot_bytes(const Spec& s) { return int64_t(s.head_dim) + 4; }
 // cache_layout fp8_deepseek_v4: DeepSeek-V4's cache [pages, page_size, 576 + 8] of bytes: a page's
 // slots of 576 bytes (448 codes, 64 bf16), then their 8 scale bytes (pages padded further by the
 // caller's page stride: FlashMLA and SGLang round a page up to a multiple of 576 bytes).
@@ -135,12 +134,11 @@ int64_t bind_output_paged(const FormContext& c, const Args& a, KernelParams& p) 
   bind_tensor_rows(c, a, p, kVCache);
   bind_cache_index(c, a, p);
   bind_tensor_rows(c, a, p, kCacheScales);
-  if (cache_scale_per_head(c.spec)) {  // the launch computes each slot's scales
+  if (!caller_cache_scale(c.spec)) {  // no scale, or the launch computes each of its own
     p.cache_inv_scale[0] = p.cache_inv_scale[1] = 1.0f;
     return a.num_tokens;
   }
-  p.cache_inv_scale[0] =
-      deepseek_v4_cache(c.spec) ? 1.0f : inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");  // its own
+  p.cache_inv_scale[0] = inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
   p.cache_inv_scale[1] = io.copy_v ? inverse_scale(c.spec.io.cache_dtype, a.v_scale, "v_scale") : 1.0f;
   return a.num_tokens;
 }

@@ -66,7 +66,7 @@ int64_t bind_op(const FormContext& c, const Args& a, KernelParams& p) {
   bind_tensor_rows(c, a, p, kRows);
   bind_tensor_rows(c, a, p, kLatentCache);
   bind_cache_index(c, a, p);
-  p.cache_inv_scale[0] = ds_mla_cache(c.spec) ? 1.0f : inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale");
+  p.cache_inv_scale[0] = caller_cache_scale(c.spec) ? inverse_scale(c.spec.io.cache_dtype, a.k_scale, "k_scale") : 1.0f;
   bind_tensor_rows(c, a, p, kConcatRows);
   bind_positions(c, a, p);
   return a.num_tokens;

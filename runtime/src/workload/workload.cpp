@@ -135,8 +135,7 @@ void draw_cache(const Spec& spec, const WorkloadOptions& o, std::mt19937_64& rng
       for (int64_t block = blocks[b].first; block <= blocks[b].second; ++block)
         w.block_tables[static_cast<size_t>(b * w.shape.max_blocks_per_seq + block)] = order[next++];
   }
-  if (quantized_cache(spec) && !cache_scale_per_head(spec) && !ds_mla_cache(spec) &&
-      !deepseek_v4_cache(spec))  // else the launch's own
+  if (caller_cache_scale(spec))
     for (float* scale : {&w.shape.k_scale, &w.shape.v_scale}) *scale = draw_fp8_scale(spec.io.cache_dtype, rng);
 }
 

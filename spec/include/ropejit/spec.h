@@ -267,11 +267,21 @@ inline int64_t ds_mla_row_bytes(const Spec& s) {
 /// buffer): pages of [page_size, D] FP8 codes, then [page_size] float32 scales, one a slot.
 inline bool indexer_cache(const Spec& s) { return paged_kv(s) && s.io.cache_layout == CacheLayout::fp8_indexer; }
 
+/// The bytes an indexer's K cache holds a slot: head_dim codes and a float32 scale.
+inline int64_t indexer_slot_bytes(const Spec& s) { return int64_t(s.head_dim) + 4; }
+
 /// True when the K cache is DeepSeek-V4's cell (FlashMLA's MODEL1, vLLM's and SGLang's V4 cache):
 /// a page's slots of [448 FP8 e4m3 nope codes | 64 bf16 rotated rope values] (576 bytes), then
 /// its slots' 8 bytes of ue8m0 scales (one a 64-value nope block, then a zero pad byte).
 inline bool deepseek_v4_cache(const Spec& s) {
   return paged_kv(s) && s.io.cache_layout == CacheLayout::fp8_deepseek_v4;
+}
+
+/// True when a quantized paged cache takes the caller's k_scale / v_scale (FP8's static scale,
+/// NVFP4's global one); false where the launch computes every scale (per (slot, head), fp8_ds_mla's
+/// tiles, DeepSeek-V4's blocks) and for a cache in the spec's dtype.
+inline bool caller_cache_scale(const Spec& s) {
+  return quantized_cache(s) && !cache_scale_per_head(s) && !ds_mla_cache(s) && !deepseek_v4_cache(s);
 }
 
 /// True when the paged cache is NVFP4 (e2m1 values, an e4m3 scale per 16, k_scale / v_scale global).
