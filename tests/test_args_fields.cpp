@@ -95,7 +95,7 @@ TEST(ArgsFields, TableListsTheCApiFieldsInOrder) {
 }
 
 TEST(ArgsFields, OlderStructSizesEndBeforeEachLaterGeneration) {
-  ASSERT_EQ(kArgsGenerations, 8);
+  ASSERT_EQ(kArgsGenerations, 9);
   EXPECT_EQ(kArgsOlderSizes[0], offsetof(ropejit_args, q_norm_weight));
   EXPECT_EQ(kArgsOlderSizes[1], offsetof(ropejit_args, k_cache));
   EXPECT_EQ(kArgsOlderSizes[2], offsetof(ropejit_args, new_positions));
@@ -103,6 +103,7 @@ TEST(ArgsFields, OlderStructSizesEndBeforeEachLaterGeneration) {
   EXPECT_EQ(kArgsOlderSizes[4], offsetof(ropejit_args, k_nope));
   EXPECT_EQ(kArgsOlderSizes[5], offsetof(ropejit_args, q_scale));
   EXPECT_EQ(kArgsOlderSizes[6], offsetof(ropejit_args, cos_sin_cache));
+  EXPECT_EQ(kArgsOlderSizes[7], offsetof(ropejit_args, q_norm_bias));
   for (size_t size : kArgsOlderSizes)
     EXPECT_NO_THROW(c_api::check_struct_size(size, sizeof(ropejit_args), "ropejit_args", kArgsOlderSizes.data(),
                                              kArgsOlderSizes.size()));
@@ -154,7 +155,7 @@ TEST(ArgsFields, UnusedPointersAreRefusedByNameWhereUnused) {
   weighted.qk_norm = {{"type", "rmsnorm"}, {"eps", 1e-6}};
   expect_refused_unless_used("q_norm_weight", plain, test::make_spec(weighted),
                              [&](Args& a) { a.q_norm_weight = p; },
-                             at + " is not allowed: must be null unless qk_norm with weight per_head");
+                             at + " is not allowed: must be null unless qk_norm with weight per_head and heads q_and_k");
   // Op rerotate reads no q: the rope-only pointers are refused there.
   expect_refused_unless_used("q", test::make_spec(rerotate_fields()), plain, [&](Args& a) { a.q = p; },
                              at + " is not allowed: must be null unless io.input separate with op rope or attn_temperature");

@@ -50,15 +50,20 @@ TEST(HfImportIndexer, DeepseekV32IndexerIsNeoxOverItsOwnHeads) {
   EXPECT_EQ(spec.rotary_dim, 64);
   EXPECT_EQ(spec.layout, Layout::neox);
   EXPECT_EQ(spec.rotary_slice, RotarySlice::leading);
-  EXPECT_FALSE(spec.qk_norm.enabled);
+  // k_norm = nn.LayerNorm(index_head_dim, eps=1e-6): weight and bias, on k alone.
+  ASSERT_TRUE(spec.qk_norm.enabled);
+  EXPECT_EQ(spec.qk_norm.type, NormType::layernorm);
+  EXPECT_EQ(spec.qk_norm.heads, NormHeads::k);
+  EXPECT_EQ(spec.qk_norm.bias, NormWeight::per_head);
+  EXPECT_EQ(spec.qk_norm.weight, NormWeight::per_head);
+  EXPECT_EQ(spec.qk_norm.eps, 1e-6);
   EXPECT_FALSE(spec.io.qkv_bias);
   // The model's rope block, yarn's attention factor included: the same as the main attention's.
   const Spec main = spec_from_hf(deepseek_v32(), HfImportOptions{});
   EXPECT_EQ(main.layout, Layout::interleaved);
   EXPECT_EQ(spec.rope.type, main.rope.type);
   EXPECT_EQ(spec.rope.factor, main.rope.factor);
-  ASSERT_FALSE(warnings.empty());
-  EXPECT_NE(warnings.back().find("k_norm"), std::string::npos) << warnings.back();
+  for (const std::string& w : warnings) EXPECT_EQ(w.find("k_norm"), std::string::npos) << w;  // fused, nothing left
   // The main attention's rope_interleave is no flag of the indexer's.
   json flagged = deepseek_v32();
   flagged["rope_interleave"] = true;

@@ -45,14 +45,51 @@ double inverse_rms(const Spec& spec, double squares, int64_t count) {
   return 1.0 / std::sqrt(squares / static_cast<double>(count) + spec.qk_norm.eps);
 }
 
-/// One biased head row times inv_rms and (weight_offset + w) per element, w read from the role's
-/// weight at `first` (0 for a per-head norm's shared [D] weight, head * D for scope all's).
-void normalize_head(const Spec& spec, const void* weight, int64_t first, double inv_rms, std::vector<double>& row) {
+/// One (token, role, head) row as the math loop leaves it, D elements each.
+struct HeadRow {
+  std::vector<double> value;           ///< expected value
+  std::vector<double> scale;           ///< magnitude of the element's pair
+  std::vector<double> inv_freq_slack;  ///< rotated elements' inv_freq slack, else 0
+};
+
+/// One biased head row less `mean` (a LayerNorm's; 0 for an RMSNorm) times inv_rms and
+/// (weight_offset + w) per element, plus a LayerNorm's bias b; w and b read from the role's at
+/// `first` (0 for a per-head norm's shared [D] vectors, head * D for scope all's). Each element's
+/// magnitude (row.scale) is |value|, or for a LayerNorm that of its terms, (|x| + mean_magnitude) *
+/// inv_rms * |w| + |b|: a centred value near 0 still carries the rounding of x and of the mean.
+void normalize_head(const Spec& spec, const void* weight, const void* bias, int64_t first, double mean,
+                    double mean_magnitude, double inv_rms, HeadRow& row) {
   const QkNorm& norm = spec.qk_norm;
-  const bool weighted = norm.weight == NormWeight::per_head;
+  const bool weighted = norm.weight == NormWeight::per_head, biased = norm.bias == NormWeight::per_head;
   if (weighted && !weight) bad_problem("qk_norm with weight per_head needs problem.q_norm_weight and k_norm_weight");
-  for (size_t e = 0; e < row.size(); ++e)
-    row[e] *= inv_rms * (weighted ? norm.weight_offset + load_value(spec.dtype, weight, first + static_cast<int64_t>(e)) : 1.0);
+  if (biased && !bias) bad_problem("qk_norm with bias per_head needs problem.q_norm_bias and k_norm_bias");
+  for (size_t e = 0; e < row.value.size(); ++e) {
+    const int64_t at = first + static_cast<int64_t>(e);
+    const double w = weighted ? norm.weight_offset + load_value(spec.dtype, weight, at) : 1.0;
+    const double b = biased ? load_value(spec.dtype, bias, at) : 0.0;
+    const double x = row.value[e];
+    row.value[e] = (x - mean) * inv_rms * w + b;
+    row.scale[e] = norm.type == NormType::layernorm ? (std::fabs(x) + mean_magnitude) * inv_rms * std::fabs(w) + std::fabs(b)
+                                                    : std::fabs(row.value[e]);
+  }
+}
+
+/// A head's LayerNorm statistics in float64: its mean, the magnitude of a float32 mean's error
+/// (sqrt(D) * mean(|x|): a sum's rounding grows as the square root of its terms), and
+/// 1 / sqrt(var + eps).
+struct LayerNormStats {
+  double mean, mean_magnitude, inv_std;
+};
+LayerNormStats layer_norm_stats(const Spec& spec, const std::vector<double>& row) {
+  const double count = static_cast<double>(row.size());
+  double sum = 0.0, sum_abs = 0.0, centred = 0.0;
+  for (double x : row) {
+    sum += x;
+    sum_abs += std::fabs(x);
+  }
+  const double mean = sum / count;
+  for (double x : row) centred += (x - mean) * (x - mean);
+  return {mean, sum_abs / std::sqrt(count), 1.0 / std::sqrt(centred / count + spec.qk_norm.eps)};
 }
 
 /// Reads head rows of one role (q, k or v) from either input form.
@@ -93,12 +130,6 @@ struct RopeLaunch {
   int64_t heads(int role) const { return role == kRoleQ ? spec.num_q_heads : spec.num_kv_heads; }
 };
 
-/// One (token, role, head) row as the math loop leaves it, D elements each.
-struct HeadRow {
-  std::vector<double> value;           ///< expected value
-  std::vector<double> scale;           ///< magnitude of the element's pair
-  std::vector<double> inv_freq_slack;  ///< rotated elements' inv_freq slack, else 0
-};
 
 /// Where a role's rows go: its tensor in RefOutputs::tensors (-1: the role is no output of the
 /// form; the loop skips it) and the role's first head there (packed in place: q, k, v heads).
@@ -348,8 +379,9 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
         const double x = readers[role].at(t, h, e);
         return touched && problem.bias ? x + load_value(spec.dtype, problem.bias, bias_offset[role] + h * D + e) : x;
       };
-      const bool normed = role != kRoleV && spec.qk_norm.enabled;
+      const bool normed = role != kRoleV && spec.qk_norm.enabled && (role == kRoleK || norm_of_q(spec));
       const void* norm_weight = role == kRoleQ ? problem.q_norm_weight : problem.k_norm_weight;
+      const void* norm_bias = role == kRoleQ ? problem.q_norm_bias : problem.k_norm_bias;
       // scope all (OLMo 2): one RMS over the token's every head of the role.
       double role_inv_rms = 0.0;
       if (normed && spec.qk_norm.scope == NormScope::all) {
@@ -362,23 +394,26 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
         double squares = 0.0;
         for (int e = 0; e < D; ++e) {
           row.value[e] = biased(h, e);
-          squares += row.value[e] * row.value[e];
-        }
-        if (normed && spec.qk_norm.scope == NormScope::all)
-          normalize_head(spec, norm_weight, h * D, role_inv_rms, row.value);
-        else if (normed)
-          normalize_head(spec, norm_weight, 0, inverse_rms(spec, squares, D), row.value);
-        for (int e = 0; e < D; ++e) {
           row.scale[e] = std::fabs(row.value[e]);
           row.inv_freq_slack[e] = 0.0;
+          squares += row.value[e] * row.value[e];
+        }
+        if (normed && spec.qk_norm.scope == NormScope::all) {
+          normalize_head(spec, norm_weight, norm_bias, h * D, 0.0, 0.0, role_inv_rms, row);
+        } else if (normed && spec.qk_norm.type == NormType::layernorm) {
+          const LayerNormStats stats = layer_norm_stats(spec, row.value);
+          normalize_head(spec, norm_weight, norm_bias, 0, stats.mean, stats.mean_magnitude, stats.inv_std, row);
+        } else if (normed) {
+          normalize_head(spec, norm_weight, norm_bias, 0, 0.0, 0.0, inverse_rms(spec, squares, D), row);
         }
         for (int i = 0; i < pairs && role != kRoleV; ++i) {  // v is never rotated
           const auto [a, b] = pair_elements(spec, i);
           const double x = row.value[a], y = row.value[b];
+          const double magnitude = std::hypot(row.scale[a], row.scale[b]);  // hypot(x, y) unless a LayerNorm's
           if (caller_cos_sin(spec)) {  // the caller's numbers as they are: no angle, no attention factor
             row.value[a] = x * cos_row[i] - y * sin_row[i];
             row.value[b] = y * cos_row[i] + x * sin_row[i];
-            row.scale[a] = row.scale[b] = std::hypot(x, y) * std::hypot(cos_row[i], sin_row[i]);
+            row.scale[a] = row.scale[b] = magnitude * std::hypot(cos_row[i], sin_row[i]);
             continue;
           }
           if (out.freqs.inv_freq[i] == 0.0) {  // proportional's frequency-0 pairs: cos 1, sin 0
@@ -387,7 +422,7 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
             continue;
           }
           const auto [rx, ry] = rotate_pair(x, y, angle[i], s);
-          const double pair_scale = s * std::hypot(x, y);
+          const double pair_scale = s * magnitude;
           row.value[a] = rx;
           row.value[b] = ry;
           row.scale[a] = row.scale[b] = pair_scale;
@@ -403,7 +438,7 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
 /// The reference's view of a token-major input buffer.
 RefInput ref_input(const HostBuffer& b, int64_t head_dim) { return {b.bytes.data(), b.desc.row_stride, head_dim}; }
 
-/// The q, k, v (or packed qkv) inputs at their row strides, the bias and the QK-norm weights.
+/// The q, k, v (or packed qkv) inputs at their row strides, the bias and the QK-norm weights and biases.
 void rope_problem_inputs(const Spec& spec, const HostWorkload& host, RefProblem& problem) {
   for (const auto& [name, input] : {std::pair<const char*, RefInput*>{"q", &problem.q}, {"k", &problem.k},
                                     {"v", &problem.v}, {"qkv", &problem.qkv}})
@@ -411,6 +446,8 @@ void rope_problem_inputs(const Spec& spec, const HostWorkload& host, RefProblem&
   if (const HostBuffer* b = host.find("bias")) problem.bias = b->bytes.data();
   if (const HostBuffer* b = host.find("q_norm_weight")) problem.q_norm_weight = b->bytes.data();
   if (const HostBuffer* b = host.find("k_norm_weight")) problem.k_norm_weight = b->bytes.data();
+  if (const HostBuffer* b = host.find("q_norm_bias")) problem.q_norm_bias = b->bytes.data();
+  if (const HostBuffer* b = host.find("k_norm_bias")) problem.k_norm_bias = b->bytes.data();
   if (const HostBuffer* b = host.find("cos_sin_cache")) problem.cos_sin_cache = b->bytes.data();
   problem.cos_sin_rows = host.shape.cos_sin_rows;
 }

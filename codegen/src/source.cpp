@@ -246,8 +246,11 @@ Source generate_source(const Plan& plan) {
   line("bool", "kCooperativeHeads", cooperative_heads(s));      // a head's lanes meet at shuffles
   line("bool", "kPerRoleShuffles", per_role_shuffles(s));       // ... only some roles' (shape.cuh)
   line("bool", "kQkNorm", s.qk_norm.enabled);
+  line("bool", "kNormQ", norm_of_q(s));  // false: a k-only norm (an indexer's k_norm)
+  line("bool", "kNormLayer", s.qk_norm.enabled && s.qk_norm.type == NormType::layernorm);  // mean subtracted
+  line("bool", "kNormBias", s.qk_norm.enabled && s.qk_norm.bias == NormWeight::per_head);  // a LayerNorm's bias
   text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel
-  if (s.qk_norm.enabled) {  // RMSNorm of q and k heads before the rotation (rope.cuh head_norm)
+  if (s.qk_norm.enabled) {  // RMSNorm / LayerNorm of heads before the rotation (rope.cuh head_norm)
     text.float_line("kNormEps", s.qk_norm.eps);
     line("bool", "kNormWeight", s.qk_norm.weight == NormWeight::per_head);
     text.float_line("kNormWeightOffset", s.qk_norm.weight_offset);

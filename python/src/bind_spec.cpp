@@ -58,10 +58,13 @@ nb::dict io_dict(const Spec& s) {
 nb::object qk_norm_dict(const Spec& s) {
   if (!s.qk_norm.enabled) return nb::none();
   nb::dict d;
+  d["type"] = name_of(s.qk_norm.type);
   d["eps"] = s.qk_norm.eps;
   d["weight"] = name_of(s.qk_norm.weight);
   d["weight_offset"] = s.qk_norm.weight_offset;
   d["scope"] = name_of(s.qk_norm.scope);
+  d["bias"] = name_of(s.qk_norm.bias);
+  d["heads"] = name_of(s.qk_norm.heads);
   return d;
 }
 

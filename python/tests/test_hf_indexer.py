@@ -1,8 +1,9 @@
 """Spec.from_hf(config, layer_type="indexer"): the sparse-attention indexer's rotation (DeepSeek-V3.2,
 GLM-5, AXK2) against transformers' own *Indexer.forward. The indexer runs on a tiny random config
-of the family's own class; its q (wq_b's output) and k (k_norm's output) before the rotation and
-its rotated parts (the apply function's results) are captured there, and the kernel's output of the
-same q and k must equal them: pairing, slice, frequencies and the rope block's attention factor."""
+of the family's own class; its q (wq_b's output), k before its norm (wk's output) and after it
+(k_norm's), and the rotated parts (the apply function's results) are captured there, and the
+kernel's output of the same q and unnormalized k, with k_norm's weight and bias, must equal them:
+k's LayerNorm, pairing, slice, frequencies and the rope block's attention factor."""
 import warnings
 
 import numpy as np
@@ -35,7 +36,8 @@ def _config(model_type, rope):
 
 
 def _hf_indexer_rotation(model_type, indexer_class, apply_name, config, positions, generator):
-    """q [T, H, D] and k [T, 1, D] as the indexer rotates them, and their rotated parts from HF."""
+    """q [T, H, D], k [T, 1, D] before and after k_norm, k_norm's weight and bias, and the rotated
+    parts from HF."""
     import importlib
 
     module = importlib.import_module(f"transformers.models.{model_type}.modeling_{model_type}")
@@ -45,6 +47,7 @@ def _hf_indexer_rotation(model_type, indexer_class, apply_name, config, position
         p.data = torch.randn(p.shape, generator=generator, dtype=p.dtype) * 0.5
     seen = {}
     indexer.wq_b.register_forward_hook(lambda m, a, out: seen.__setitem__("q", out.detach().clone()))
+    indexer.wk.register_forward_hook(lambda m, a, out: seen.__setitem__("k_in", out.detach().clone()))
     indexer.k_norm.register_forward_hook(lambda m, a, out: seen.__setitem__("k", out.detach().clone()))
     original = getattr(module, apply_name)
 
@@ -64,8 +67,9 @@ def _hf_indexer_rotation(model_type, indexer_class, apply_name, config, position
     finally:
         setattr(module, apply_name, original)
     heads, dim = config.index_n_heads, config.index_head_dim
-    return (seen["q"].view(tokens, heads, dim), seen["k"].view(tokens, 1, dim),
-            seen["rotated"][0][0], seen["rotated"][1][0])
+    norm = (indexer.k_norm.weight.detach().numpy(), indexer.k_norm.bias.detach().numpy())
+    return (seen["q"].view(tokens, heads, dim), seen["k_in"].view(tokens, 1, dim), seen["k"].view(tokens, 1, dim),
+            norm, seen["rotated"][0][0], seen["rotated"][1][0])
 
 
 @pytest.mark.parametrize("rope", ROPE, ids=lambda r: r["rope_type"])
@@ -78,21 +82,28 @@ def test_indexer_spec_rotates_as_hfs_indexer(runtime, model_type, indexer_class,
     main = ropejit.Spec.from_hf(config, dtype="fp32")
     assert (spec.num_q_heads, spec.num_kv_heads, spec.head_dim, spec.rotary_dim) == (5, 1, 48, 16)
     assert main.layout == main_layout and spec.layout == ("interleaved" if "interleave" in apply_name else "neox")
-    assert any("k_norm" in w for w in spec.warnings), spec.warnings  # its LayerNorm is the caller's
+    assert spec.qk_norm == {"type": "layernorm", "eps": 1e-6, "weight": "per_head", "weight_offset": 0.0,
+                            "scope": "head", "bias": "per_head", "heads": "k"}, spec.qk_norm
+    assert not any("k_norm" in w for w in spec.warnings), spec.warnings  # fused: no step left to the caller
     generator = torch.Generator().manual_seed(47)
     positions = torch.sort(torch.randint(0, 6000, (1, 37), generator=generator)).values
-    q, k, q_rot, k_rot = _hf_indexer_rotation(model_type, indexer_class, apply_name, config, positions, generator)
+    q, k_in, k, (weight, bias), q_rot, k_rot = _hf_indexer_rotation(model_type, indexer_class, apply_name, config,
+                                                                    positions, generator)
     kernel = runtime.get(ropejit.Spec.from_json(dict(spec.to_dict(), io={"output": "separate"})))
-    q_out, k_out = kernel(q.numpy(), k.numpy(), positions=positions[0].numpy().astype(np.int64))[:2]
+    q_out, k_out = kernel(q.numpy(), k_in.numpy(), positions=positions[0].numpy().astype(np.int64),
+                          k_norm_weight=weight, k_norm_bias=bias)[:2]
     q_out, k_out = np.asarray(q_out, dtype=np.float64), np.asarray(k_out, dtype=np.float64)
     rope_dim = spec.rotary_dim
-    for name, got, want_rot, before in (("q", q_out, q_rot, q), ("k", k_out, k_rot, k)):
+    for name, got, want_rot, after_norm in (("q", q_out, q_rot, q), ("k", k_out, k_rot, k)):
         if apply_name.endswith("_interleave"):  # HF leaves pair j at j and j + d/2; the kernel keeps it in place
             want_rot = _hf_probe._deinterleave(want_rot, rope_dim)
         want = want_rot.double().numpy()
         error = np.abs(got[..., :rope_dim] - want).max() / max(1.0, np.abs(want).max())
         assert error < 2e-5, f"{model_type} {rope['rope_type']}: {name}'s rotated part differs by {error:.3g}"
-        assert np.array_equal(got[..., rope_dim:], before.numpy()[..., rope_dim:]), f"{name}'s pass-through moved"
+        want_pass = after_norm.double().numpy()[..., rope_dim:]
+        error = np.abs(got[..., rope_dim:] - want_pass).max() / max(1.0, np.abs(want_pass).max())
+        assert error < 2e-5, f"{model_type}: {name}'s pass-through differs from HF's by {error:.3g}"
+    assert np.array_equal(q_out[..., rope_dim:], q.double().numpy()[..., rope_dim:]), "q is not normed: passed as it is"
 
 
 def test_indexer_of_a_family_without_one_is_refused():

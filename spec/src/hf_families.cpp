@@ -70,7 +70,7 @@ ModelFamily deepseek(std::string_view type, std::string_view source, std::string
 // DeepSeek-V3.2's lightning indexer and its kin: LayerNorm(index_head_dim, eps 1e-6, with bias) on
 // k, then the rotation of each head's leading qk_rope_head_dim elements in the indexer's pairing.
 ModelFamily with_indexer(ModelFamily f, Layout layout) {
-  f.indexer = {true, layout, RotarySlice::leading, "LayerNorm(index_head_dim, eps 1e-6) with a bias"};
+  f.indexer = {true, layout, RotarySlice::leading, 1e-6};
   return f;
 }
 

@@ -19,12 +19,12 @@ enum class KvRule {
 
 /// A sparse-attention indexer's rotation (DeepSeek-V3.2's lightning indexer), imported with
 /// layer_type "indexer": index_n_heads q heads and one k head of index_head_dim, qk_rope_head_dim
-/// of them rotated with the model's rope block, in the indexer's own pairing.
+/// of them rotated with the model's rope block, in the indexer's own pairing, after k's LayerNorm.
 struct IndexerRotation {
   bool present = false;
   Layout layout = Layout::neox;              ///< its apply function's pairing (V3.2: neox beside interleaved MLA)
   RotarySlice slice = RotarySlice::leading;  ///< where the rotated elements sit: torch.split([rope, rest])
-  std::string_view k_norm;                   ///< k's norm before the rotation, said in a warning
+  double k_norm_eps = 1e-6;                  ///< k_norm = nn.LayerNorm(index_head_dim, eps), weight and bias
 };
 
 /// One model_type's conventions. Rows start from the generic row and change what differs.

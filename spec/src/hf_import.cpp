@@ -402,7 +402,7 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   std::string max_key;
   const auto max_positions = import_length(*text, family, model_type, ctx, spec, max_key);
   import_rope(*text, family, max_positions, max_key, rope_layer_type, ctx, spec);
-  if (!indexer) {  // the indexer's projections have no bias; its k norm is said in a warning
+  if (!indexer) {  // the indexer's projections have no bias; its k_norm came with its shape
     import_bias(*text, family, ctx, spec);
     import_qk_norm(*text, family, ctx, spec);
   }

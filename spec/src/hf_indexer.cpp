@@ -2,8 +2,8 @@
 // own heads (index_n_heads q heads, one k head, index_head_dim each) and pairing, the model's rope
 // block. transformers 5.24's *Indexer.forward: q = wq_b(q_resid).view(..., n_heads, head_dim);
 // k = k_norm(wk(x)); q_rot, q_pass = split(q, [qk_rope_head_dim, rest]); the same for k; then
-// apply_rotary_pos_emb (neox) or apply_rotary_pos_emb_interleave with the model's cos and sin.
-#include <fmt/core.h>
+// apply_rotary_pos_emb (neox) or apply_rotary_pos_emb_interleave with the model's cos and sin;
+// k_norm (LayerNorm with a bias, k alone) imports as the spec's qk_norm.
 
 #include "hf_context.h"
 #include "spec_json.h"
@@ -32,10 +32,10 @@ void import_indexer_shape(const json& text, const ModelFamily& family, HfContext
     spec["rotary_slice"] = std::string(to_string(family.indexer.slice));
     ctx.source("/rotary_slice", ctx.path("model_type"));
   }
-  ctx.warn(ctx.path("model_type"),
-           fmt::format("the indexer of model_type {}: its k_norm, {}, runs before the rotation and is not in "
-                       "this spec (normalize k before the launch); q has no norm ({})",
-                       family.model_type, family.indexer.k_norm, family.source));
+  // k_norm = nn.LayerNorm(index_head_dim, eps=1e-6): weight and bias, k alone; q has no norm.
+  spec["qk_norm"] = {{"type", "layernorm"}, {"eps", family.indexer.k_norm_eps}, {"weight", "per_head"},
+                     {"bias", "per_head"}, {"heads", "k"}};
+  ctx.source("/qk_norm", ctx.path("model_type"));
 }
 
 }  // namespace ropejit

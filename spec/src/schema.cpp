@@ -236,20 +236,25 @@ std::string spec_schema_json() {
     if (const auto schema = spec_detail::spec_op(row.value).schema) schema(properties);
   properties["io"] = {{"$ref", "#/$defs/io"}};
   properties["qk_norm"] = {
-      {"description", "RMSNorm of q and k before the rotation (after the bias); absent: none"},
+      {"description", "RMSNorm (or LayerNorm) of q and k heads before the rotation (after the bias); absent: none"},
       {"type", "object"},
       {"required", ordered_json::array({"type"})},
       {"properties",
-       {{"type", {{"const", "rmsnorm"}}},
-        {"eps", {{"description", "added to mean(x^2) (default 1e-6)"}, {"type", "number"}, {"exclusiveMinimum", 0},
-                 {"maximum", 1}}},
+       {{"type", enum_schema<NormType>("rmsnorm: x / sqrt(mean(x^2) + eps); layernorm: (x - mean) / sqrt(var + "
+                                       "eps), scope head (an indexer's k_norm)")},
+        {"eps", {{"description", "added to mean(x^2), or to the variance (default 1e-6)"}, {"type", "number"},
+                 {"exclusiveMinimum", 0}, {"maximum", 1}}},
         {"weight", enum_schema<NormWeight>(
                        "per_head: a weight for q and one for k, given at launch: head_dim long (scope head), "
                        "Hq*head_dim and Hkv*head_dim (scope all) (default)")},
         {"weight_offset", {{"description", "scale by (weight_offset + w): Gemma uses 1.0 (default 0)"},
                            {"type", "number"}, {"minimum", -16}, {"maximum", 16}}},
+        {"bias", enum_schema<NormWeight>("layernorm: per_head adds a bias for q and one for k, given at launch "
+                                         "(q_norm_bias, k_norm_bias: head_dim long); none (default)")},
         {"scope", enum_schema<NormScope>("head: each head over its head_dim (default); all: a token's q heads "
-                                         "together over Hq*head_dim, its k heads over Hkv*head_dim")}}},
+                                         "together over Hq*head_dim, its k heads over Hkv*head_dim")},
+        {"heads", enum_schema<NormHeads>("q_and_k (default), or k: only the k heads are normed (an indexer's "
+                                         "k_norm), q passes as it is")}}},
       {"additionalProperties", false}};
   ordered_json schema{{"$schema", "https://json-schema.org/draft/2020-12/schema"},
                       {"title", "ropejit spec"},

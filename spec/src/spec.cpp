@@ -161,12 +161,16 @@ ordered_json spec_to_json(const Spec& spec) {
     io["cos_sin_dtype"] = std::string(to_string(spec.io.cos_sin_dtype));
   }
   out["io"] = std::move(io);
-  if (spec.qk_norm.enabled)
-    out["qk_norm"] = {{"type", "rmsnorm"},
+  if (spec.qk_norm.enabled) {
+    out["qk_norm"] = {{"type", std::string(to_string(spec.qk_norm.type))},
                       {"eps", spec.qk_norm.eps},
                       {"weight", std::string(to_string(spec.qk_norm.weight))},
                       {"weight_offset", spec.qk_norm.weight_offset},
                       {"scope", std::string(to_string(spec.qk_norm.scope))}};
+    if (spec.qk_norm.bias != NormWeight::none)  // canonical only then: old hashes hold
+      out["qk_norm"]["bias"] = std::string(to_string(spec.qk_norm.bias));
+    if (spec.qk_norm.heads != NormHeads::q_and_k) out["qk_norm"]["heads"] = std::string(to_string(spec.qk_norm.heads));
+  }
   return out;
 }
 

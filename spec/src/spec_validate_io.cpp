@@ -163,8 +163,9 @@ void read_angles(const json& block, const std::string& base, OpKind op, IoSpec& 
 
 }  // namespace
 
-// qk_norm: {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head" | "none", "weight_offset": 0,
-// "scope": "head" | "all"}; type has one value today.
+// qk_norm: {"type": "rmsnorm" | "layernorm", "eps": 1e-6, "weight": "per_head" | "none",
+// "bias": "none" | "per_head" (layernorm), "weight_offset": 0, "scope": "head" | "all",
+// "heads": "q_and_k" | "k"}.
 QkNorm read_qk_norm(const json& block, Reader& reader) {
   const std::string base = "/qk_norm";
   QkNorm norm;
@@ -172,22 +173,34 @@ QkNorm read_qk_norm(const json& block, Reader& reader) {
     reader.not_allowed(base, block, "an object such as {\"type\": \"rmsnorm\", \"eps\": 1e-6}");
     return norm;
   }
-  static const std::vector<std::string_view> keys{"type", "eps", "weight", "weight_offset", "scope"};
+  static const std::vector<std::string_view> keys{"type", "eps", "weight", "bias", "weight_offset", "scope", "heads"};
   reader.check_keys(block, base, keys);
   norm.enabled = true;
   const json* type = member(block, "type");
-  if (!type) reader.add(base + "/type", "missing required key \"type\" (must be \"rmsnorm\")");
-  else if (*type != "rmsnorm") reader.not_allowed(base + "/type", *type, "\"rmsnorm\"");
+  if (!type) reader.add(base + "/type", "missing required key \"type\" (\"rmsnorm\" or \"layernorm\")");
+  else norm.type = reader.enumeration<NormType>(*type, base + "/type").value_or(norm.type);
   if (const json* v = member(block, "scope"))
     norm.scope = reader.enumeration<NormScope>(*v, base + "/scope").value_or(norm.scope);
+  if (const json* v = member(block, "heads"))
+    norm.heads = reader.enumeration<NormHeads>(*v, base + "/heads").value_or(norm.heads);
   if (const json* v = member(block, "eps")) norm.eps = reader.number(*v, base + "/eps", 0, true, 1.0).value_or(norm.eps);
   if (const json* v = member(block, "weight"))
     norm.weight = reader.enumeration<NormWeight>(*v, base + "/weight").value_or(norm.weight);
+  if (const json* v = member(block, "bias")) {
+    norm.bias = reader.enumeration<NormWeight>(*v, base + "/bias").value_or(norm.bias);
+    if (norm.bias == NormWeight::per_head && norm.type != NormType::layernorm)
+      reader.not_allowed(base + "/bias", *v, "\"none\" unless type is \"layernorm\" (an RMSNorm has no bias)");
+  }
   if (const json* v = member(block, "weight_offset")) {
     norm.weight_offset = reader.number(*v, base + "/weight_offset", -16.0, false, 16.0).value_or(0.0);
     if (norm.weight == NormWeight::none && norm.weight_offset != 0.0)
       reader.not_allowed(base + "/weight_offset", *v, "0 when weight is \"none\" (there is no weight to offset)");
   }
+  // The all-heads kernel (qk_norm_all.cuh) sums squares over a row's q heads and its k heads: no mean, both roles.
+  if (norm.scope == NormScope::all && norm.type == NormType::layernorm)
+    reader.not_allowed(base + "/scope", std::string("all"), "\"head\" with type \"layernorm\"");
+  if (norm.scope == NormScope::all && norm.heads == NormHeads::k)
+    reader.not_allowed(base + "/heads", std::string("k"), "\"q_and_k\" with scope \"all\"");
   return norm;
 }
 

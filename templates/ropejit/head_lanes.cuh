@@ -82,7 +82,9 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
   constexpr int kMax = norm_lane_vectors<T>();
   const LaneVectors lv = lane_vectors<T>(lane);
   const bool loaded = has_source<T>(io);  // padding rows: zeros, stored
-  const bool normed = !kLoadOnly && loaded && (!T::kCopyV || io.role != kRoleV);  // no copied v: no v heads
+  // No copied v: no v heads; a k-only norm (kNormQ false) leaves q heads as they are.
+  const bool normed = !kLoadOnly && loaded && (!T::kCopyV || io.role != kRoleV);
+  const bool norm_applies = normed && (!T::kQkNorm || T::kNormQ || io.role != kRoleQ);
   // Every vector's load first, then their sums: the lane's loads in flight together.
   if constexpr (kStep != LaneStep::finish) {
 #pragma unroll
@@ -97,7 +99,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
       words_to_floats<typename T::Storage, V>(in.w[j], x[j]);
       add_bias<T>(io.bias, lane_element<T>(lv, j), x[j]);
 #pragma unroll
-      for (int i = 0; i < V; ++i) sum = fmaf(x[j][i], x[j][i], sum);
+      for (int i = 0; i < V; ++i) sum = T::kNormLayer ? sum + x[j][i] : fmaf(x[j][i], x[j][i], sum);
     } else {
 #pragma unroll
       for (int i = 0; i < V; ++i) x[j][i] = 0.0f;
@@ -107,11 +109,25 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
     const unsigned mask = head_lanes_mask<T>();
 #pragma unroll
     for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
-    if (normed) {
-      const float inv_rms = norm_factor<T>(p, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), io.role);
+    float mean = 0.0f;
+    if constexpr (T::kNormLayer) {  // sum held x: the head's mean, then its centred squares in a second butterfly
+      mean = sum / (float)T::kHeadDim;
+      sum = 0.0f;
+#pragma unroll
+      for (int j = 0; j < kMax; ++j) {
+        if (lane_holds<T>(lv, j) && loaded) {
+#pragma unroll
+          for (int i = 0; i < V; ++i) sum = fmaf(x[j][i] - mean, x[j][i] - mean, sum);
+        }
+      }
+#pragma unroll
+      for (int offset = W.lanes / 2; offset > 0; offset /= 2) sum = sum + __shfl_xor_sync(mask, sum, offset, W.lanes);
+    }
+    if (norm_applies) {
+      const HeadNorm norm = head_norm_of<T>(p, mean, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), io.role);
 #pragma unroll
       for (int j = 0; j < kMax; ++j)
-        if (lane_holds<T>(lv, j)) apply_norm<T>(p.norm_weight[io.role], inv_rms, lane_element<T>(lv, j), x[j]);
+        if (lane_holds<T>(lv, j)) apply_norm<T>(norm, lane_element<T>(lv, j), x[j]);
     }
   }
   if (normed) rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);

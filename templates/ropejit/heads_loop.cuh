@@ -45,7 +45,7 @@ __device__ __forceinline__ void lane_of_head(const KernelParams& p, const HeadIo
   if constexpr (T::kCooperativeHeads) {
     process_lane_norm<T, kStep>(p, io, lane, cos_v, sin_v, in);
   } else {
-    const HeadNorm no_norm{1.0f, nullptr, false};
+    const HeadNorm no_norm{};
     process_lane<T, kStep>(io, no_norm, lane, cos_v, sin_v, in);
   }
 }

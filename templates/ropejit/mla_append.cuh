@@ -61,7 +61,7 @@ __device__ __forceinline__ void absorbed_q_lane(const KernelParams& p, const Row
   if (lane < W.rot_lanes) {
     constexpr int kShift = T::kKvLoraRank - (T::kHeadDim - T::kRotaryDim);  // q_pe's element e lands at L + e - (D - d)
     io.dst = (char*)io.dst + kShift * (int)(T::kQOutFp8 ? 1 : sizeof(raw));
-    const HeadNorm no_norm{1.0f, nullptr, false};
+    const HeadNorm no_norm{};
     process_lane<T, kStep>(io, no_norm, lane, c, s, in);
   } else {
     const int e = (lane - W.rot_lanes) * V;
@@ -132,7 +132,7 @@ __device__ __forceinline__ void mla_head_lane(const KernelParams& p, const RowRe
   if constexpr (T::kAbsorbedQ) {
     absorbed_q_lane<T, kStep>(p, ref, head, lane, c, s, in.q);
   } else {
-    const HeadNorm no_norm{1.0f, nullptr, false};
+    const HeadNorm no_norm{};
     process_lane<T, kStep>(role_head_io<T>(p, ref, kRoleQ, head), no_norm, lane, c, s, in.q);
   }
   if constexpr (T::kConcatK) concat_k_lane<T, kStep>(p, ref, head, lane, k_pe, k_nope_words<T>(in));

@@ -37,6 +37,7 @@ struct KernelParams {
   const void* cos_sin_table;
   i64 cos_sin_table_rows;   // rows in cos_sin_table
   const void* norm_weight[2];  // qk_norm per_head: q and k weights [D] in storage type, or null
+  const void* norm_bias[2];    // qk_norm layernorm bias per_head: q and k biases [D] in storage type, or null
   // paged_kv: out[kRoleK] and out[kRoleV] are the K and V caches; batch_stride is the page stride.
   const i64* slot_mapping;  // cache_index slot_mapping: [num_tokens] page * page_size + offset, -1 skips
   const int* block_tables;  // cache_index block_tables: [batch][max_blocks_per_seq] pages
@@ -67,6 +68,6 @@ struct KernelParams {
 
 // The host fills this struct and the device reads it byte for byte: every compiler that
 // includes this file (host C++, NVRTC, the host backend's Clang) must agree on its layout.
-static_assert(sizeof(KernelParams) == 504, "KernelParams layout changed: host and device must agree");
+static_assert(sizeof(KernelParams) == 520, "KernelParams layout changed: host and device must agree");
 
 }  // namespace ropejit

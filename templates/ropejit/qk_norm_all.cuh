@@ -67,11 +67,12 @@ __device__ __forceinline__ void all_heads_lane_values(const KernelParams& p, con
   if (!has_source<T>(io) || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
   if constexpr (T::kQkNorm) {
     // The head's slice of its role's [heads·D] weight.
-    const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
-    const float inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
+    HeadNorm norm;
+    norm.weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
+    norm.inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
 #pragma unroll
     for (int j = 0; j < norm_lane_vectors<T>(); ++j)
-      if (lane_holds<T>(lv, j)) apply_norm<T>(weight, inv_rms, lane_element<T>(lv, j), x[j]);
+      if (lane_holds<T>(lv, j)) apply_norm<T>(norm, lane_element<T>(lv, j), x[j]);
   }
   rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
 }
@@ -335,11 +336,12 @@ __device__ __forceinline__ void rope_all_heads_on_chip_kernel(const KernelParams
       if (!has_source<T>(io) || io.role == kRoleV) return;  // padding rows stay zeros; v is copied
       if constexpr (T::kQkNorm) {
         typedef typename T::Storage::raw raw;
-        const void* weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
-        const float inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
+        HeadNorm norm;
+        norm.weight = T::kNormWeight ? (const raw*)p.norm_weight[io.role] + io.index * T::kHeadDim : nullptr;
+        norm.inv_rms = norm_factor<T>(p, io.role == kRoleQ ? inv_rms_q : inv_rms_k, io.role);
 #pragma unroll
         for (int j = 0; j < kVectors; ++j)
-          if (lane_holds<T>(lv, j)) apply_norm<T>(weight, inv_rms, lane_element<T>(lv, j), x[j]);
+          if (lane_holds<T>(lv, j)) apply_norm<T>(norm, lane_element<T>(lv, j), x[j]);
       }
       rotate_lane_vectors<T>(at.lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
     };

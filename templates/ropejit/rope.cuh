@@ -34,19 +34,22 @@ __device__ __forceinline__ void add_bias(const void* bias, int element, float (&
 
 // The QK-norm of one head row owned whole by one thread (WorkShape::whole_heads):
 // 1 / sqrt(mean(x^2) + eps) over its head_dim biased elements, in fp32, summed in element order
-// with explicit fmaf (the same bits on the host backend), and its weight vector. `apply` is false
-// for v heads, padding rows and specs without it.
+// with explicit fmaf (the same bits on the host backend), and its weight vector; a LayerNorm's
+// mean too (its variance summed in a second pass over the centred values, as torch does).
+// `apply` is false for v heads, padding rows, q heads of a k-only norm and specs without it.
 struct HeadNorm {
-  float inv_rms;
-  const void* weight;
-  bool apply;
+  float inv_rms = 1.0f;          // 1 / sqrt(mean(x^2) + eps), or a LayerNorm's 1 / sqrt(var + eps)
+  float mean = 0.0f;             // LayerNorm: subtracted first
+  const void* weight = nullptr;  // [D] in the storage type, or null
+  const void* bias = nullptr;    // LayerNorm's [D] bias in the storage type, or null
+  bool apply = false;
 };
 
-// FP8 q_out with a static scale and a QK-norm: 1 / q_scale rides on q's inverse RMS (one product
-// a head, every element of a normed head passes through it), so store_head does not scale q again.
+// FP8 q_out with a static scale and a QK-norm of q: 1 / q_scale rides on q's inverse RMS (one
+// product a head, every element of a normed head passes through it), so store_head does not scale q again.
 template <class T>
 ROPEJIT_HOST_DEVICE constexpr bool q_scale_in_norm() {
-  return T::kQOutFp8 && T::kQkNorm && !T::kQScalePerHead && !T::kQScalePerToken;
+  return T::kQOutFp8 && T::kNormQ && !T::kQScalePerHead && !T::kQScalePerToken;
 }
 
 template <class T>
@@ -55,44 +58,78 @@ __device__ __forceinline__ float norm_factor(const KernelParams& p, float inv_rm
   return inv_rms;
 }
 
+// Whether a head of `role` is normed: q and k heads, or k alone (an indexer's k_norm).
+template <class T>
+__device__ __forceinline__ bool role_normed(int role) {
+  return T::kQkNorm && role != kRoleV && (T::kNormQ || role != kRoleQ);
+}
+
+// A head's norm with its sums done: the factors, and the weight and bias of its role.
+template <class T>
+__device__ __forceinline__ HeadNorm head_norm_of(const KernelParams& p, float mean, float inv_rms, int role) {
+  HeadNorm n;
+  n.inv_rms = norm_factor<T>(p, inv_rms, role);
+  n.mean = mean;
+  n.weight = p.norm_weight[role];
+  n.bias = p.norm_bias[role];
+  n.apply = true;
+  return n;
+}
+
 template <class T>
 __device__ __forceinline__ HeadNorm head_norm(const KernelParams& p, const typename T::Storage::raw* src,
                                               const void* bias, int role) {
-  HeadNorm n{1.0f, nullptr, false};
+  HeadNorm n;
   if constexpr (T::kQkNorm) {
-    if (src && role != kRoleV) {
-      float sum = 0.0f;
+    if (src && role_normed<T>(role)) {
+      float sum = 0.0f, mean = 0.0f;
+      if constexpr (T::kNormLayer) {
+#pragma unroll 4
+        for (int j = 0; j < T::kHeadDim / T::kVec; ++j) {
+          float x[T::kVec];
+          load_vec<typename T::Storage, T::kVec>(src + j * T::kVec, x);
+          add_bias<T>(bias, j * T::kVec, x);
+#pragma unroll
+          for (int i = 0; i < T::kVec; ++i) sum += x[i];
+        }
+        mean = sum / (float)T::kHeadDim;
+        sum = 0.0f;
+      }
 #pragma unroll 4
       for (int j = 0; j < T::kHeadDim / T::kVec; ++j) {
         float x[T::kVec];
         load_vec<typename T::Storage, T::kVec>(src + j * T::kVec, x);
         add_bias<T>(bias, j * T::kVec, x);
 #pragma unroll
-        for (int i = 0; i < T::kVec; ++i) sum = fmaf(x[i], x[i], sum);
+        for (int i = 0; i < T::kVec; ++i) {
+          const float c = T::kNormLayer ? x[i] - mean : x[i];
+          sum = fmaf(c, c, sum);
+        }
       }
-      n.inv_rms = norm_factor<T>(p, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), role);
-      n.weight = p.norm_weight[role];
-      n.apply = true;
+      n = head_norm_of<T>(p, mean, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), role);
     }
   }
   return n;
 }
 
-// x * inv_rms times a QK-norm's weight (plus its offset) at `element`.
+// A QK-norm at `element`: (x - mean) * inv_rms (RMSNorm: no mean) times its weight (plus its
+// offset), plus a LayerNorm's bias.
 template <class T>
-__device__ __forceinline__ void apply_norm(const void* weight, float inv_rms, int element, float (&x)[T::kVec]) {
-  float w[T::kVec];
+__device__ __forceinline__ void apply_norm(const HeadNorm& n, int element, float (&x)[T::kVec]) {
+  float w[T::kVec], b[T::kVec];
   if constexpr (T::kNormWeight) {
-    load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)weight + element, w);
+    load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)n.weight + element, w);
   } else {
 #pragma unroll
     for (int i = 0; i < T::kVec; ++i) w[i] = 1.0f;
   }
+  if constexpr (T::kNormBias) load_vec<typename T::Storage, T::kVec>((const typename T::Storage::raw*)n.bias + element, b);
 #pragma unroll
   for (int i = 0; i < T::kVec; ++i) {
-    const float scaled = x[i] * inv_rms;
+    const float scaled = (T::kNormLayer ? x[i] - n.mean : x[i]) * n.inv_rms;
     // Offset 0 (Qwen3, HF's weight * x): no add, which would also turn a weight of -0 into +0.
     x[i] = scaled * (T::kNormWeight ? (T::kNormWeightOffset != 0.0f ? w[i] + T::kNormWeightOffset : w[i]) : 1.0f);
+    if constexpr (T::kNormBias) x[i] += b[i];
   }
 }
 
@@ -137,7 +174,7 @@ __device__ __forceinline__ bool load_input(const typename T::Storage::raw* src, 
   words_to_floats<typename T::Storage, T::kVec>(words, x);
   add_bias<T>(bias, element + kOffset, x);
   if constexpr (T::kQkNorm) {
-    if (norm.apply) apply_norm<T>(norm.weight, norm.inv_rms, element + kOffset, x);
+    if (norm.apply) apply_norm<T>(norm, element + kOffset, x);
   }
   return true;
 }

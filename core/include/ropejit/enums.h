@@ -82,8 +82,14 @@ enum class ScaleRounding { none, ue8m0 };
 /// 4 s + t % 4: what trtllm-gen's SM100 attention reads).
 enum class BlockScaleLayout { linear, interleave4 };
 
-/// QK-norm weight: one head_dim vector for q and one for k (shared by the heads), or none.
+/// QK-norm weight (and LayerNorm bias): one head_dim vector for q and one for k (shared by the
+/// heads), or none.
 enum class NormWeight { per_head, none };
+/// QK-norm kind: RMSNorm x / sqrt(mean(x^2) + eps), or LayerNorm (x - mean) / sqrt(var + eps)
+/// (the indexer's k_norm of DeepSeek-V3.2 and GLM-5).
+enum class NormType { rmsnorm, layernorm };
+/// Which heads a QK-norm normalizes: q and k, or k alone (an indexer's k_norm; q passes as it is).
+enum class NormHeads { q_and_k, k };
 /// QK-norm extent: each head over its head_dim (Qwen3, Gemma 3), or all heads of a token's q
 /// (and of its k) together, over Hq·D (Hkv·D) values (OLMo 2 and 3, MiniMax-M2).
 enum class NormScope { head, all };
@@ -142,6 +148,10 @@ inline constexpr std::array<EnumName<BlockScaleLayout>, 2> kBlockScaleLayoutName
     {BlockScaleLayout::linear, "linear"}, {BlockScaleLayout::interleave4, "interleave4"}}};
 inline constexpr std::array<EnumName<NormWeight>, 2> kNormWeightNames{{
     {NormWeight::per_head, "per_head"}, {NormWeight::none, "none"}}};
+inline constexpr std::array<EnumName<NormType>, 2> kNormTypeNames{{
+    {NormType::rmsnorm, "rmsnorm"}, {NormType::layernorm, "layernorm"}}};
+inline constexpr std::array<EnumName<NormHeads>, 2> kNormHeadsNames{{
+    {NormHeads::q_and_k, "q_and_k"}, {NormHeads::k, "k"}}};
 inline constexpr std::array<EnumName<NormScope>, 2> kNormScopeNames{{
     {NormScope::head, "head"}, {NormScope::all, "all"}}};
 
@@ -238,6 +248,8 @@ template <> constexpr const auto& enum_table<AxisFrequencies>() { return kAxisFr
 template <> constexpr const auto& enum_table<AxisPlacement>() { return kAxisPlacementNames; }
 template <> constexpr const auto& enum_table<NormWeight>() { return kNormWeightNames; }
 template <> constexpr const auto& enum_table<NormScope>() { return kNormScopeNames; }
+template <> constexpr const auto& enum_table<NormType>() { return kNormTypeNames; }
+template <> constexpr const auto& enum_table<NormHeads>() { return kNormHeadsNames; }
 template <> constexpr const auto& enum_table<CacheLayout>() { return kCacheLayoutNames; }
 template <> constexpr const auto& enum_table<CacheDType>() { return kCacheDTypeNames; }
 template <> constexpr const auto& enum_table<AnglesSource>() { return kAnglesSourceNames; }

@@ -9,7 +9,8 @@
 ///   - name:    the ropejit_args member;
 ///   - since:   the struct generation that added it: 0 the fields of 0.1.0, 1 the QK-norm
 ///              weights, 2 the paged KV cache, 3 re-rotation, 4 the MLA latent append, 5 MLA's k
-///              concatenation and absorbed q, 6 FP8 q outputs, 7 the caller's cos_sin_cache. A
+///              concatenation and absorbed q, 6 FP8 q outputs, 7 the caller's cos_sin_cache, 8 the
+///              LayerNorm's biases. A
 ///              caller built against generation g's header passes a struct_size ending before the
 ///              first field of generation g + 1;
 ///   - used_by: which specs' launches read it, as text for the error that refuses it set
@@ -46,7 +47,7 @@
   X(batch, 0, "io.positions varlen or io.output padded_bhsd")                                                 \
   X(max_seq_len, 0, "io.output padded_bhsd")                                                                  \
   X(seq_len, 0, "every spec; dynamic NTK and LongRoPE require it")                                            \
-  X(q_norm_weight, 1, "qk_norm with weight per_head")                                                         \
+  X(q_norm_weight, 1, "qk_norm with weight per_head and heads q_and_k")                                                         \
   X(k_norm_weight, 1, "qk_norm with weight per_head")                                                         \
   X(k_cache, 2, "io.output paged_kv or op rerotate (op mla_append: the latent cache)")                                                          \
   X(v_cache, 2, "io.output paged_kv with op rope")                                                            \
@@ -76,4 +77,6 @@
   X(k_scale_cache, 6, "an fp8 io.cache_dtype with io.cache_scale per_token_head, or io.cache_dtype nvfp4")     \
   X(v_scale_cache, 6, "io.copy_v with an fp8 io.cache_dtype and io.cache_scale per_token_head, or nvfp4")     \
   X(cos_sin_cache, 7, "io.angles cos_sin_cache")                                                              \
-  X(cos_sin_cache_rows, 7, "io.angles cos_sin_cache")
+  X(cos_sin_cache_rows, 7, "io.angles cos_sin_cache")                                                         \
+  X(q_norm_bias, 8, "qk_norm layernorm with bias per_head and heads q_and_k")                                  \
+  X(k_norm_bias, 8, "qk_norm layernorm with bias per_head")

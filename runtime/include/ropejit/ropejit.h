@@ -130,7 +130,7 @@ typedef struct ropejit_args {
   int max_seq_len;           /**< S of padded_bhsd */
   int64_t seq_len;           /**< max(position) + 1; required by dynamic NTK and LongRoPE */
   /* QK-norm weights (spec qk_norm with weight per_head): [D] each in the storage dtype, shared
-   * by every q (k) head. A caller built against an earlier header (struct_size ending before
+   * by every q (k) head (q_norm_weight only when q is normed: not with qk_norm.heads k). A caller built against an earlier header (struct_size ending before
    * them) passes none. */
   const void* q_norm_weight;
   const void* k_norm_weight;
@@ -212,6 +212,11 @@ typedef struct ropejit_args {
    * A caller built against an earlier header (struct_size ending before them) passes none. */
   const void* cos_sin_cache;
   int64_t cos_sin_cache_rows;
+  /* LayerNorm biases (spec qk_norm type layernorm with bias per_head): [D] each in the storage
+   * dtype, shared by every q (k) head; q_norm_bias only when q is normed (qk_norm.heads q_and_k).
+   * A caller built against an earlier header (struct_size ending before them) passes none. */
+  const void* q_norm_bias;
+  const void* k_norm_bias;
 } ropejit_args;
 
 /** Sets every field to its default (struct_size set, pointers NULL, disk_cache 1). */

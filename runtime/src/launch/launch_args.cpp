@@ -163,24 +163,38 @@ void bind_bias(const FormContext& c, const Args& a, KernelParams& p) { bind_tens
 
 // QK-norm weights (qk_norm with weight per_head) for q and k, in the storage dtype, read as
 // vectors like the data: [D] each (scope head, shared by the heads), or [Hq, D] and [Hkv, D]
-// (scope all, HF's q_norm.weight of Hq·D values).
-template <NormScope kScope>
+// (scope all, HF's q_norm.weight of Hq·D values); q's only when q is normed (heads q_and_k).
+// A LayerNorm's biases (bias per_head) likewise, [D] each (scope head only).
+template <NormScope kScope, int kRole>
 bool norm_weights(const Spec& s) {
-  return s.qk_norm.enabled && s.qk_norm.weight == NormWeight::per_head && s.qk_norm.scope == kScope;
+  return s.qk_norm.enabled && s.qk_norm.weight == NormWeight::per_head && s.qk_norm.scope == kScope &&
+         (kRole == kRoleK || norm_of_q(s));
+}
+template <int kRole>
+bool norm_biases(const Spec& s) {
+  return s.qk_norm.enabled && s.qk_norm.bias == NormWeight::per_head && (kRole == kRoleK || norm_of_q(s));
 }
 constexpr const char* kNormHeadWhy = "when the spec's qk_norm has weight per_head ([head_dim])";
+constexpr const char* kNormQHeadWhy = "when the spec's qk_norm has weight per_head ([head_dim]) and heads q_and_k";
 constexpr const char* kNormAllWhy =
     "when the spec's qk_norm has weight per_head and scope all (q [Hq, head_dim], k [Hkv, head_dim])";
+constexpr const char* kNormBiasWhy = "when the spec's qk_norm is a layernorm with bias per_head ([head_dim])";
+constexpr const char* kNormQBiasWhy =
+    "when the spec's qk_norm is a layernorm with bias per_head ([head_dim]) and heads q_and_k";
 
 constexpr TensorRow kNormWeights[] = {
-    {"q_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head>, kNormHeadWhy,
-     {ParamSlot::norm_q}},
-    {"q_norm_weight", nullptr, nullptr, {"Hq", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all>,
+    {"q_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head, kRoleQ>,
+     kNormQHeadWhy, {ParamSlot::norm_q}},
+    {"q_norm_weight", nullptr, nullptr, {"Hq", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all, kRoleQ>,
      kNormAllWhy, {ParamSlot::norm_q}},
-    {"k_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head>, kNormHeadWhy,
-     {ParamSlot::norm_k}},
-    {"k_norm_weight", nullptr, nullptr, {"Hkv", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all>,
+    {"k_norm_weight", nullptr, nullptr, {"D"}, BufferKind::norm_weight, norm_weights<NormScope::head, kRoleK>,
+     kNormHeadWhy, {ParamSlot::norm_k}},
+    {"k_norm_weight", nullptr, nullptr, {"Hkv", "D"}, BufferKind::norm_weight, norm_weights<NormScope::all, kRoleK>,
      kNormAllWhy, {ParamSlot::norm_k}},
+    {"q_norm_bias", nullptr, nullptr, {"D"}, BufferKind::bias, norm_biases<kRoleQ>, kNormQBiasWhy,
+     {ParamSlot::norm_bias_q}},
+    {"k_norm_bias", nullptr, nullptr, {"D"}, BufferKind::bias, norm_biases<kRoleK>, kNormBiasWhy,
+     {ParamSlot::norm_bias_k}},
 };
 
 void bind_norm_weights(const FormContext& c, const Args& a, KernelParams& p) { bind_tensor_rows(c, a, p, kNormWeights); }

@@ -130,8 +130,8 @@ MemoryAccess memory_access(const Spec& spec, const Config& config, const LaunchS
   if (all_heads_segment(spec) && !row_holds_words(w)) {  // held on chip: each value read once
     out.reread_bytes = (all_heads_norm(spec) ? qk_read : 0) + (q_scale_per_token(spec) ? q_read : 0);
     out.reread_distance = qk_read / items;
-  } else if (spec.qk_norm.enabled && w.whole_heads) {
-    out.reread_bytes = qk_read;
+  } else if (spec.qk_norm.enabled && w.whole_heads) {  // a LayerNorm's two passes: its mean, then its variance
+    out.reread_bytes = qk_read * (spec.qk_norm.type == NormType::layernorm ? 2 : 1);
     out.reread_distance = qk_read / items;
   }
   out.index_levels = index_levels(spec, shape);

@@ -123,6 +123,8 @@ void store_view(const FormContext& c, const TensorRow& r, const TensorRef& view,
     case ParamSlot::q_scale_out: p.q_scale_out = static_cast<float*>(view.ptr); return;
     case ParamSlot::norm_q: p.norm_weight[0] = view.ptr; return;
     case ParamSlot::norm_k: p.norm_weight[1] = view.ptr; return;
+    case ParamSlot::norm_bias_q: p.norm_bias[0] = view.ptr; return;
+    case ParamSlot::norm_bias_k: p.norm_bias[1] = view.ptr; return;
     case ParamSlot::slot_mapping: p.slot_mapping = static_cast<const i64*>(view.ptr); return;
     case ParamSlot::positions: p.positions = view.ptr; return;
     case ParamSlot::cu_seqlens: p.cu_seqlens = static_cast<const int32_t*>(view.ptr); return;

@@ -13,10 +13,11 @@
 
 namespace ropejit::launch_detail {
 
-/// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights, the index
+/// Where a tensor's checked view goes in KernelParams (q_scale_out, the norm weights and biases, the index
 /// arrays, the cache scales: the pointer; in_qkv, bias_qkv: the q, k and v inputs or bias rows as
 /// three views of its rows, Hq, Hkv and Hkv heads).
 enum class ParamSlot { none, in_q, in_k, in_v, out_q, out_k, out_v, heads_in, k_concat, q_scale_out, norm_q, norm_k,
+                       norm_bias_q, norm_bias_k,
                        in_qkv, bias_qkv, slot_mapping, positions, cu_seqlens, start_pos, new_positions, new_start_pos,
                        block_tables, scale_cache_k, scale_cache_v };
 

@@ -86,12 +86,17 @@ struct IoSpec {
 /// The `qk_norm` block: an RMSNorm of every q and k head over its head_dim elements (scope head:
 /// Qwen3, Gemma 3), or of a token's q heads together and its k heads together (scope all: OLMo 2),
 /// in fp32, after the bias and before the rotation: x / sqrt(mean(x^2) + eps) * (offset + w).
+/// type layernorm (scope head): (x - mean) / sqrt(var + eps) * w + b, the indexer's k_norm;
+/// heads k leaves q as it is.
 struct QkNorm {
   bool enabled = false;                      ///< the block is present
-  double eps = 1e-6;                         ///< added to mean(x^2)
+  NormType type = NormType::rmsnorm;         ///< rmsnorm, or layernorm (mean subtracted, a bias)
+  double eps = 1e-6;                         ///< added to mean(x^2) (the variance, for layernorm)
   NormWeight weight = NormWeight::per_head;  ///< per_head: q_norm_weight / k_norm_weight at launch
+  NormWeight bias = NormWeight::none;        ///< layernorm per_head: q_norm_bias / k_norm_bias at launch
   double weight_offset = 0.0;                ///< Gemma's (1 + w): 1.0
   NormScope scope = NormScope::head;         ///< all: one norm over a token's q heads, one over its k heads
+  NormHeads heads = NormHeads::q_and_k;      ///< k: only k heads are normed (q's norm weight and bias unused)
 };
 
 /// The `attn_temperature` block (op attn_temperature, Llama 4's NoPE layers): q of a token at
@@ -197,6 +202,8 @@ inline int rotary_begin(const Spec& s) {
 inline int pass_begin(const Spec& s) { return s.rotary_slice == RotarySlice::trailing ? 0 : s.rotary_dim; }
 /// True when the spec's QK-norm is over all heads of a token (qk_norm.scope "all").
 inline bool all_heads_norm(const Spec& s) { return s.qk_norm.enabled && s.qk_norm.scope == NormScope::all; }
+/// True when a QK-norm normalizes the q heads (not a k-only norm: an indexer's k_norm).
+inline bool norm_of_q(const Spec& s) { return s.qk_norm.enabled && s.qk_norm.heads == NormHeads::q_and_k; }
 
 /// The op's second rope block (the parameters its data was written with), or null when its op
 /// has none (OpFacts::from_rope).

@@ -108,6 +108,8 @@ struct RefProblem {
   const void* bias = nullptr;         ///< [(Hq + 2 Hkv) D] in spec.dtype, when io.qkv_bias
   const void* q_norm_weight = nullptr;  ///< [D] ([Hq·D] with scope all) in spec.dtype, when qk_norm has weight per_head
   const void* k_norm_weight = nullptr;  ///< [D] ([Hkv·D] with scope all) in spec.dtype, likewise for k
+  const void* q_norm_bias = nullptr;    ///< [D] in spec.dtype, when qk_norm is a layernorm with bias per_head
+  const void* k_norm_bias = nullptr;    ///< [D] in spec.dtype, likewise for k
   std::vector<int64_t> positions;     ///< explicit positions [T], or mrope [3, T] (stream-major)
   std::vector<int32_t> cu_seqlens;    ///< [B + 1] prefix sums of sequence lengths
   std::vector<int64_t> start_pos;     ///< [B] tokens already cached per sequence, or empty
