@@ -268,8 +268,10 @@ TEST(TensorRows, CacheRowsBindPagedViews) {
 }
 
 // Every array field of ropejit_args is some spec's tensor row: a new pointer field without a row
-// (which no launch could take) fails here.
+// (which no launch could take) fails here. Each shipped spec is tried with io forms and with a
+// LayerNorm QK-norm (its biases), no shipped spec having one.
 TEST(TensorRows, EveryArrayFieldIsARowOfSomeSpec) {
+  const std::vector<nlohmann::json> norms = {nullptr, {{"type", "layernorm"}, {"bias", "per_head"}}};
   const std::vector<nlohmann::json> ios = {
       nlohmann::json::object(),
       {{"output", "padded_bhsd"}, {"positions", "varlen"}, {"copy_v", true}},
@@ -282,17 +284,19 @@ TEST(TensorRows, EveryArrayFieldIsARowOfSomeSpec) {
   for (const std::string& path : ropejit::test::spec_files()) {
     std::ifstream in(path);
     const nlohmann::json base = nlohmann::json::parse(in);
-    for (const nlohmann::json& io : ios) {
-      nlohmann::json spec = base;
-      spec["io"].update(io);
-      Spec parsed;
-      try {
-        parsed = parse_spec(spec.dump());
-      } catch (const SpecError&) {
-        continue;  // an io form this op does not take
+    for (const nlohmann::json& io : ios)
+      for (const nlohmann::json& norm : norms) {
+        nlohmann::json spec = base;
+        spec["io"].update(io);
+        if (!norm.is_null()) spec["qk_norm"] = norm;
+        Spec parsed;
+        try {
+          parsed = parse_spec(spec.dump());
+        } catch (const SpecError&) {
+          continue;  // an io form or norm this op does not take
+        }
+        for (const BufferDesc& b : launch_buffers(parsed, LaunchShape{})) rows.insert(b.name);
       }
-      for (const BufferDesc& b : launch_buffers(parsed, LaunchShape{})) rows.insert(b.name);
-    }
   }
   for (const ArgsField& f : kArgsFields)
     if (f.kind == ArgsFieldKind::pointer) EXPECT_TRUE(rows.count(std::string(f.name))) << f.name;

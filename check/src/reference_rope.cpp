@@ -74,6 +74,28 @@ void normalize_head(const Spec& spec, const void* weight, const void* bias, int6
   }
 }
 
+/// The spec's Hadamard transform of a rotated head row in float64, from its definition (not the
+/// kernel's butterflies): y_k = sum_e (-1)^popcount(k & e) x_e / sqrt(D), Sylvester's order. Each
+/// output mixes every input, so its magnitude and slack are their sums over sqrt(D): a float32
+/// butterfly's rounding grows with the terms' size, not with the (possibly small) result.
+void hadamard_head(HeadRow& row) {
+  const size_t n = row.value.size();
+  double scale_sum = 0.0, slack_sum = 0.0;
+  for (size_t e = 0; e < n; ++e) {
+    scale_sum += row.scale[e];
+    slack_sum += row.inv_freq_slack[e];
+  }
+  const double norm = 1.0 / std::sqrt(static_cast<double>(n));
+  std::vector<double> out(n, 0.0);
+  for (size_t k = 0; k < n; ++k)
+    for (size_t e = 0; e < n; ++e) out[k] += (__builtin_popcountll(k & e) % 2 ? -row.value[e] : row.value[e]);
+  for (size_t k = 0; k < n; ++k) {
+    row.value[k] = out[k] * norm;
+    row.scale[k] = scale_sum * norm;
+    row.inv_freq_slack[k] = slack_sum * norm;
+  }
+}
+
 /// A head's LayerNorm statistics in float64: its mean, the magnitude of a float32 mean's error
 /// (sqrt(D) * mean(|x|): a sum's rounding grows as the square root of its terms), and
 /// 1 / sqrt(var + eps).
@@ -428,6 +450,7 @@ RefOutputs reference_rope(const Spec& spec, const RefProblem& problem) {
           row.scale[a] = row.scale[b] = pair_scale;
           row.inv_freq_slack[a] = row.inv_freq_slack[b] = angle_slack[i] * pair_scale;
         }
+        if (spec.hadamard && role != kRoleV) hadamard_head(row);
         destination.store_row(launch, targets, role, t, h, row, out.tensors);
       }
     }

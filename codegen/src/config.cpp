@@ -97,6 +97,9 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
       !blocks_in_lane_groups(work_shape(spec, c), c.vec, rotary_begin(spec), pass_begin(spec), kDeepseekV4Block))
     return fmt::format("vec {} does not fit DeepSeek-V4's cell: each 64-value block of the head must lie in {} lanes "
                        "of one head", c.vec, std::max(1, kDeepseekV4Block / c.vec));
+  if (spec.hadamard && work_shape(spec, c).whole_heads)
+    return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: the Hadamard transform "
+                       "meets a head's values within one warp (a wider vec)", c.vec, D);
   if ((q_scale_per_head(spec) || cache_scale_per_head(spec)) && work_shape(spec, c).whole_heads)
     return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 scales "
                        "reduce a head's amax within one warp (a wider vec)", c.vec, D);

@@ -247,6 +247,8 @@ Source generate_source(const Plan& plan) {
   line("bool", "kPerRoleShuffles", per_role_shuffles(s));       // ... only some roles' (shape.cuh)
   line("bool", "kQkNorm", s.qk_norm.enabled);
   line("bool", "kNormQ", norm_of_q(s));  // false: a k-only norm (an indexer's k_norm)
+  line("bool", "kHadamard", s.hadamard);  // head_lanes.cuh hadamard_lane: q and k heads after the rotation
+  if (s.hadamard) text.float_line("kHadamardScale", 1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   line("bool", "kNormLayer", s.qk_norm.enabled && s.qk_norm.type == NormType::layernorm);  // mean subtracted
   line("bool", "kNormBias", s.qk_norm.enabled && s.qk_norm.bias == NormWeight::per_head);  // a LayerNorm's bias
   text.flags("QkNormScope", s.qk_norm.scope);  // kQkNormScopeAll: qk_norm_all.cuh's kernel

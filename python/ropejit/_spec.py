@@ -175,6 +175,8 @@ class Spec:
     max_position_embeddings = property(lambda self: self._spec.max_position_embeddings, doc="M.")
     io = property(lambda self: self._spec.io, doc="The io block, defaults filled.")
     qk_norm = property(lambda self: self._spec.qk_norm, doc="The qk_norm block, or None.")
+    hadamard = property(lambda self: self._spec.hadamard,
+                        doc="True: q and k heads go through a Walsh-Hadamard transform after the rotation.")
     hash = property(lambda self: self._spec.hash, doc="32 hex digits: the spec's content hash.")
 
     def to_json(self, indent: bool = False) -> str:

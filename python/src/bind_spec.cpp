@@ -144,6 +144,7 @@ void bind_spec(nb::module_& m) {
       .def_prop_ro("op", [](const Spec& s) { return name_of(s.op); })
       .def_prop_ro("io", &io_dict)
       .def_prop_ro("qk_norm", &qk_norm_dict)
+      .def_prop_ro("hadamard", [](const Spec& s) { return s.hadamard; })
       .def_prop_ro("hash", [](const Spec& s) { return spec_hash(s).hex(); })
       .def("canonical_json", &canonical_json)
       .def("pretty_json", &pretty_json)

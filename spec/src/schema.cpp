@@ -228,6 +228,11 @@ std::string spec_schema_json() {
       {"description", "rotate by minus each angle (nanochat: rotate_half is cat((x2, -x1))); op rope, computed angles; "
                       "default false"},
       {"type", "boolean"}};
+  properties["hadamard"] = {
+      {"description", "after the rotation, a Walsh-Hadamard transform of each q and k head scaled by "
+                      "1/sqrt(head_dim) (DeepSeek-V3.2's indexer rotate_activation, before FP8); op rope, head_dim a "
+                      "power of 2 whose lanes fit a warp; default false"},
+      {"type", "boolean"}};
   properties["dtype"] = enum_schema<DType>("storage type of q/k/v");
   properties["max_position_embeddings"] = integer_schema(1, kMaxPositions, "M");
   properties["angle"] = enum_schema<AnglePrecision>("angle precision (default fp32)");

@@ -122,6 +122,7 @@ ordered_json spec_to_json(const Spec& spec) {
   // Only a trailing slice says so: every other spec keeps the text (and hash) it had.
   if (spec.rotary_slice != RotarySlice{}) out["rotary_slice"] = std::string(to_string(spec.rotary_slice));
   if (spec.inverse) out["inverse"] = true;  // only then: every other spec keeps its hash
+  if (spec.hadamard) out["hadamard"] = true;  // likewise
   out["dtype"] = std::string(to_string(spec.dtype));
   out["max_position_embeddings"] = spec.max_position_embeddings;
   if (!caller_cos_sin(spec)) out["angle"] = std::string(to_string(spec.angle));  // no angle is computed

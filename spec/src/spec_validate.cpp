@@ -133,7 +133,7 @@ const std::vector<std::string_view>& spec_top_level_keys() {
   static const std::vector<std::string_view> keys{
       "name",   "head_dim", "rotary_dim", "partial_rotary_factor", "num_q_heads", "num_kv_heads",
       "layout", "dtype",    "max_position_embeddings", "angle",    "rope",        "io", "qk_norm",
-      "op",     "rotary_slice", "inverse"};
+      "op",     "rotary_slice", "inverse", "hadamard"};
   static const std::vector<std::string_view> with_ops = [] {
     std::vector<std::string_view> all = keys;
     for (std::string_view key : op_block_keys()) all.push_back(key);
@@ -359,6 +359,26 @@ void check_deepseek_v4_cache(Reader& reader, const Spec& spec) {
     reader.not_allowed("/qk_norm/scope", std::string("all"), fmt::format("\"head\" {}", kWhy));
 }
 
+// A Hadamard transform of q and k heads (op rope): a power-of-2 head whose vectors fit one warp's
+// lanes at the widest access (16 bytes), in the per-head kernel (not the all-heads one).
+void check_hadamard(Reader& reader, const Spec& spec) {
+  const int widest = 16 / dtype_size(spec.dtype), most = 32 * widest;  // a warp of 16-byte vectors
+  const bool power_of_two = spec.head_dim > 0 && (spec.head_dim & (spec.head_dim - 1)) == 0;
+  if (!op_facts(spec.op).hadamard_key)
+    reader.not_allowed("/hadamard", json(true),
+                       fmt::format("false when op is {} (a Hadamard transform: {})", to_string(spec.op),
+                                   ops_taking(&OpFacts::hadamard_key)));
+  else if (!power_of_two || spec.head_dim > most)
+    reader.not_allowed("/hadamard", json(true),
+                       fmt::format("false with head_dim {} (a Hadamard transform needs a power of 2 of at most {} "
+                                   "{} values: a head's vectors within one warp)",
+                                   spec.head_dim, most, to_string(spec.dtype)));
+  else if (all_heads_segment(spec))
+    reader.not_allowed("/hadamard", json(true),
+                       "false with qk_norm scope \"all\" or io.q_scale \"per_token\" (their kernel walks a "
+                       "token's heads in lane slots: no head is whole in one warp segment)");
+}
+
 // An NVFP4 cache: an op that takes one (OpQuantForms::nvfp4_cache), its own block scales (no
 // per-head ones), heads whose 16-value blocks fall on whole vectors of lanes (codegen
 // config_problem checks the lane map).
@@ -518,6 +538,8 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
     spec.rotary_slice = reader.enumeration<RotarySlice>(*v, "/rotary_slice").value_or(spec.rotary_slice);
   if (const json* v = member(document, "inverse"))
     if (const auto inverse = reader.boolean(*v, "/inverse")) spec.inverse = *inverse;
+  if (const json* v = member(document, "hadamard"))
+    if (const auto hadamard = reader.boolean(*v, "/hadamard")) spec.hadamard = *hadamard;
   if (const json* v = required("dtype"))
     spec.dtype = reader.enumeration<DType>(*v, "/dtype").value_or(spec.dtype);
   if (const json* v = required("max_position_embeddings"))
@@ -551,6 +573,7 @@ Spec spec_from_json(const json& document, std::vector<SpecIssue>& issues) {
                                    "inverse_rope turns q back by itself)",
                                    to_string(spec.op), caller_cos_sin(spec) ? " with io.angles cos_sin_cache" : "",
                                    ops_taking(&OpFacts::inverse_key)));
+  if (spec.hadamard) check_hadamard(reader, spec);
   check_cache_layout_op(reader, spec);
   if (indexer_cache(spec))  // an indexer's K cache: codes, then the launch's scale a slot, after each page's codes
     check_fp8_k_cache(reader, spec, QScale::per_token_head,

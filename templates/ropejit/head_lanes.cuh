@@ -61,6 +61,61 @@ __device__ __forceinline__ unsigned head_lanes_mask() {
   return kSegment << ((threadIdx.x % kWarpLanes) & ~(unsigned)(W.lanes - 1));
 }
 
+// The Walsh-Hadamard transform of one q or k head (spec hadamard: Sylvester order, times
+// kHadamardScale = fl(1 / sqrt(D)) at the end, as fast_hadamard_transform scales) over its W.lanes
+// lanes: each lane runs the butterflies of the low bits of an element's index (within its own
+// vectors) in registers, writes its vectors to the head's row in shared memory, the head's lanes
+// run the butterflies of the vector index's bits there, a __syncwarp of the head's lanes after
+// each step, and each lane reads its own vectors back. Every lane of the head takes it, whatever
+// the row (a padding row's zeros stay zeros).
+template <class T>
+__device__ __forceinline__ void hadamard_lane(int lane, const LaneVectors& lv,
+                                              float (&x)[norm_lane_vectors<T>()][T::kVec]) {
+  constexpr WorkShape W = rope_shape<T>();
+  constexpr int V = T::kVec, kVectors = T::kHeadDim / V, kMax = norm_lane_vectors<T>();
+  __shared__ float rows[T::kBlockThreads / W.lanes][T::kHeadDim];
+  float* row = rows[threadIdx.x / W.lanes];
+  const unsigned mask = head_lanes_mask<T>();
+#pragma unroll
+  for (int j = 0; j < kMax; ++j) {
+    if (!lane_holds<T>(lv, j)) continue;
+#pragma unroll
+    for (int h = 1; h < V; h *= 2)
+#pragma unroll
+      for (int i = 0; i < V; ++i)
+        if (!(i & h)) {
+          const float a = x[j][i], b = x[j][i + h];
+          x[j][i] = a + b;
+          x[j][i + h] = a - b;
+        }
+    const int element = lane_element<T>(lv, j);
+#pragma unroll
+    for (int i = 0; i < V; ++i) row[element + i] = x[j][i];
+  }
+  __syncwarp(mask);
+#pragma unroll
+  for (int half = 1; half < kVectors; half *= 2) {
+    for (int pair = lane; pair < kVectors / 2; pair += W.lanes) {
+      float* first = row + ((pair / half) * 2 * half + pair % half) * V;
+#pragma unroll
+      for (int i = 0; i < V; ++i) {
+        const float a = first[i], b = first[half * V + i];
+        first[i] = a + b;
+        first[half * V + i] = a - b;
+      }
+    }
+    __syncwarp(mask);
+  }
+#pragma unroll
+  for (int j = 0; j < kMax; ++j) {
+    if (!lane_holds<T>(lv, j)) continue;
+    const int element = lane_element<T>(lv, j);
+#pragma unroll
+    for (int i = 0; i < V; ++i) x[j][i] = row[element + i] * T::kHadamardScale;
+  }
+  __syncwarp(mask);  // every lane has read its vectors before the row takes the next head's
+}
+
 // One lane of a warp-cooperative QK-norm head (W.lanes lanes, an aligned power-of-2 segment of a
 // warp: shape.cuh): the lane loads its vectors (bias added) and sums their squares in element
 // order with fmaf; the head's lanes add their sums in a butterfly of __shfl_xor_sync over offsets
@@ -131,6 +186,9 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
     }
   }
   if (normed) rotate_lane_vectors<T>(lane, lv.first - T::kRotaryBegin, x, cos_v, sin_v);
+  if constexpr (T::kHadamard && !kLoadOnly) {
+    if (io.role != kRoleV) hadamard_lane<T>(lane, lv, x);  // a head's lanes share its role
+  }
 }
 
 // The largest finite value of the FP8 type a head of `role` is stored in (q_out's or the cache's).

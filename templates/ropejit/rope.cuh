@@ -345,7 +345,7 @@ __device__ __forceinline__ void process_lane(const HeadIo<T>& io, const HeadNorm
     if (lane >= W.rot_lanes) {  // pass-through tail element vector
       if constexpr (T::kOutputPagedKv) {
         // The cache takes whole k and v heads; q in place keeps an unchanged tail where it is.
-        if constexpr (T::kQOutputInplace && !(T::kHasBias || T::kQkNorm)) {
+        if constexpr (T::kQOutputInplace && !(T::kHasBias || T::kQkNorm || T::kHadamard)) {
           if (io.role == kRoleQ) return;
         }
       }

@@ -207,10 +207,11 @@ struct OpFacts {
   OpQuantForms quant;  ///< {fp8_q_out, computed_q_scale, per_head_cache_scale, nvfp4_cache}
   bool caller_cos_sin;  ///< it takes the caller's cos_sin_cache (io.angles cos_sin_cache)
   bool inverse_key = false;  ///< the spec's `inverse` can turn its rotation around
+  bool hadamard_key = false;  ///< the spec's `hadamard` can transform its q and k heads after the rotation
 };
 inline constexpr OpFacts kOpFacts[] = {
     {OpKind::rope, OpHeads::qkv, true, false, true, false, false, {true, true, true, true, false, true, true}, true,
-     true},
+     true, true},
     // Angles are differences of two positions' angles; its keys are read from the K cache.
     {OpKind::rerotate, OpHeads::kv, true, true, false, false, true, {false, false, false, false}, false},
     // No angle at all.

@@ -129,6 +129,10 @@ struct Spec {
   RotarySlice rotary_slice = RotarySlice::leading;  ///< the first d elements of a head, or its last d
   /// Rotate by minus each angle (op rope): nanochat's rotate_half, cat((x2, -x1)), turns the other way.
   bool inverse = false;
+  /// Op rope: each q and k head, once rotated (and before any FP8 rounding), goes through a
+  /// Walsh-Hadamard transform scaled by 1 / sqrt(head_dim) (Sylvester order): DeepSeek-V3.2's
+  /// indexer rotate_activation, which spreads outliers before its FP8 quantization. v is not.
+  bool hadamard = false;
   DType dtype = DType::bf16;
   int64_t max_position_embeddings = 0;  ///< M
   AnglePrecision angle = AnglePrecision::fp32;
@@ -192,8 +196,8 @@ Hash128 hash_bytes(std::string_view bytes);
 Hash128 spec_hash(const Spec& spec);
 
 /// True when something rewrites the pass-through tail [d, D) of q and k heads even in place:
-/// the QKV bias, or the QK-norm (it normalizes the whole head).
-inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled; }
+/// the QKV bias, the QK-norm (it normalizes the whole head), or the Hadamard transform (it mixes it).
+inline bool tail_changes(const Spec& s) { return s.io.qkv_bias || s.qk_norm.enabled || s.hadamard; }
 /// The first element of a head's rotated slice: 0, or D - d with rotary_slice trailing.
 inline int rotary_begin(const Spec& s) {
   return s.rotary_slice == RotarySlice::trailing ? s.head_dim - s.rotary_dim : 0;
@@ -298,13 +302,13 @@ inline bool nvfp4_cache(const Spec& s) { return paged_kv(s) && s.io.cache_dtype 
 /// NVFP4 block scales (a 16-value block spans lanes).
 inline bool cooperative_heads(const Spec& s) {
   return s.qk_norm.enabled || q_scale_per_head(s) || q_scale_per_token(s) || cache_scale_per_head(s) ||
-         nvfp4_cache(s) || deepseek_v4_cache(s);
+         nvfp4_cache(s) || deepseek_v4_cache(s) || s.hadamard;
 }
 
 /// True when only some roles' heads meet at shuffles (a per-head FP8 scale of q or of the cache,
 /// NVFP4 cache blocks): whole-warp shuffles then need role slots (shape.cuh warp_wide_shuffles).
 inline bool per_role_shuffles(const Spec& s) {
-  return q_scale_per_head(s) || cache_scale_per_head(s) || nvfp4_cache(s);
+  return q_scale_per_head(s) || cache_scale_per_head(s) || nvfp4_cache(s) || s.hadamard;
 }
 
 /// True when rotated q is written back where it was read (inplace output, or paged_kv with
