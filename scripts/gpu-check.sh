@@ -62,7 +62,7 @@ export MAIN_JOB_SPECS="${MAIN_JOB_SPECS:-llama-3.1-8b qwen2.5-7b deepseek-v3}"
 export BENCHES="${BENCHES:-ropejit_bench_gpu}"
 # The shapes whose kernels issue 43 changed (docs/PERF.md has the model's prediction of each, written
 # before this run), llama-3.1-8b as the control.
-export BENCH_FILTER="${BENCH_FILTER:-copy_ceiling|rope/(llama-3.1-8b|deepseek-v3-rope|olmo-2-7b-allnorm|llama-3.1-8b-shift-fp8|deepseek-v3-mla|deepseek-v3-mla-prefill|deepseek-v3-mla-absorbed|deepseek-v4-main|deepseek-v4-output)/bf16/T:(1|64|4096|65536)/}"
+export BENCH_FILTER="${BENCH_FILTER:-copy_ceiling|rope/(llama-3.1-8b|deepseek-v3-rope|olmo-2-7b-allnorm|llama-3.1-8b-shift-fp8|deepseek-v3-mla|deepseek-v3-mla-ds|deepseek-v3-mla-prefill|deepseek-v3-mla-absorbed|deepseek-v4-main|deepseek-v4-output)/bf16/T:(1|64|4096|65536)/}"
 # One shape of each comparison first (plain rope; norm + rope; the fused FP8 paged append and its MLA
 # variant, where FlashInfer has a fused op); the other shapes of peers_reference.SHAPES in later calls.
 export PEERS_SHAPES="${PEERS_SHAPES:-llama-3.1-8b qwen3-8b-qknorm llama-3.1-8b-paged-fp8-q deepseek-v3-mla-fp8-q}"
