@@ -32,6 +32,7 @@ const std::vector<Tunable>& tunables() {
         {"sincos", {}},
         {"grid", {}},
         {"ahead", {0, 1}},
+        {"spread", {0, 1}},
     };
     for (auto& row : t)
       if (row.values.empty())
@@ -48,6 +49,7 @@ void set_tunable(Config& c, std::string_view name, int value) {
   else if (name == "sincos") c.sincos = kSinCosNames.at(static_cast<size_t>(value)).value;
   else if (name == "grid") c.grid = kGridNames.at(static_cast<size_t>(value)).value;
   else if (name == "ahead") c.ahead = value != 0;
+  else if (name == "spread") c.spread = value != 0;
   else throw Error(Status::internal, fmt::format("tunable \"{}\" has no setter in config.cpp", name));
 }
 
@@ -103,6 +105,13 @@ std::optional<std::string> config_problem(const Spec& spec, const Config& c) {
   if ((q_scale_per_head(spec) || cache_scale_per_head(spec)) && work_shape(spec, c).whole_heads)
     return fmt::format("vec {} leaves a head of {} elements more lanes than a warp holds: per-head FP8 scales "
                        "reduce a head's amax within one warp (a wider vec)", c.vec, D);
+  if (c.spread) {
+    const WorkShape w = work_shape(spec, c);
+    if (!w.tail_spread || w.lanes >= kWarpLanes)
+      return fmt::format("spread is not allowed for this spec at vec {}: no partial head of a warp's lanes whose "
+                         "pass-through vectors it would spread (a QK-norm, per-head FP8 scales or the Hadamard "
+                         "transform, rotary_dim < head_dim, a tail that moves)", c.vec);
+  }
   if (c.ahead) {
     const auto no_loads_ahead = codegen_detail::codegen_op(spec.op).no_loads_ahead;
     if (!no_loads_ahead)
@@ -198,7 +207,7 @@ Config default_config(const Spec& spec) {
     else if (heads >= 32 && w.rot_vectors == 1 && !w.tail_spread) c.heads_per_thread = 8;
     else if (heads >= 16) c.heads_per_thread = 4;
     else if (heads >= 8) c.heads_per_thread = (heads + 1) / 2;
-    if (w.tail_spread && heads >= 16) {
+    if (w.tail_spread && w.lanes == kWarpLanes && heads >= 16) {
       int best = 4;
       for (int h = 4; h <= 16; ++h)
         if ((heads + h - 1) / h * h - heads <= (heads + best - 1) / best * best - heads) best = h;
@@ -234,8 +243,8 @@ Config default_config(const Spec& spec, int64_t tokens) {
 }
 
 std::string config_name(const Config& c) {
-  return fmt::format("bt{}.v{}.h{}.{}.{}{}", c.block_threads, c.vec, c.heads_per_thread, to_string(c.sincos),
-                     to_string(c.grid), c.ahead ? ".ahead" : "");
+  return fmt::format("bt{}.v{}.h{}.{}.{}{}{}", c.block_threads, c.vec, c.heads_per_thread, to_string(c.sincos),
+                     to_string(c.grid), c.ahead ? ".ahead" : "", c.spread ? ".spread" : "");
 }
 
 bool rotary_tail_moves(const Spec& spec) { return codegen_detail::codegen_op(spec.op).tail_moves(spec); }
@@ -263,6 +272,7 @@ std::string config_to_json(const Config& c) {
   j["sincos"] = std::string(to_string(c.sincos));
   j["grid"] = std::string(to_string(c.grid));
   if (c.ahead) j["ahead"] = true;  // absent: false (configs from before it read the same)
+  if (c.spread) j["spread"] = true;  // likewise
   return j.dump();
 }
 
@@ -287,6 +297,8 @@ Config config_from_json(std::string_view text) {
   c.sincos = f.enum_field<SinCosMode>(j, "", "sincos", optional).value_or(c.sincos);
   c.grid = f.enum_field<GridMode>(j, "", "grid", optional).value_or(c.grid);
   if (const nlohmann::json* ahead = f.member(j, "", "ahead", optional)) c.ahead = f.boolean(*ahead, "/ahead").value_or(false);
+  if (const nlohmann::json* spread = f.member(j, "", "spread", optional))
+    c.spread = f.boolean(*spread, "/spread").value_or(false);
   return c;
 }
 

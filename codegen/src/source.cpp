@@ -61,7 +61,7 @@ WorkShape rope_work_shape(const Spec& spec, const Config& c) {
   return with_norm_scope(make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, spec.num_kv_heads,
                                          spec.layout == Layout::interleaved, spec.io.copy_v,
                                          spec.io.output == OutputForm::inplace, tail_changes(spec), c.vec,
-                                         c.heads_per_thread, cooperative_heads(spec)),
+                                         c.heads_per_thread, cooperative_heads(spec), c.spread),
                          all_heads_segment(spec), c.heads_per_thread, c.block_threads);  // as rope.cuh rope_shape
 }
 
@@ -268,6 +268,7 @@ Source generate_source(const Plan& plan) {
   line("bool", "kCallerCosSin", caller_cos_sin(s));
   if (caller_cos_sin(s)) t += fmt::format("  typedef {} CosSinStorage;\n", storage_tag(s.io.cos_sin_dtype));
   line("bool", "kLoadsAhead", c.ahead);  // rope.cuh heads_trips
+  line("bool", "kSpreadTail", c.spread);  // Config::spread: a partial head's tail over fewer lanes (shape.cuh)
   t += "};\n\n";
   const std::string table_args = op.tables(plan, text);
   t += "\n}  // namespace\n\n";

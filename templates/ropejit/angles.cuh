@@ -22,7 +22,7 @@ template <class T>
 ROPEJIT_HOST_DEVICE constexpr WorkShape rope_shape() {
   return with_norm_scope(make_work_shape(T::kHeadDim, T::kRotaryDim, T::kNumQHeads, T::kNumKvHeads,
                                          T::kInterleaved, T::kCopyV, T::kOutputInplace, T::kHasBias || T::kQkNorm || T::kHadamard,
-                                         T::kVec, T::kHeadsPerThread, T::kCooperativeHeads),
+                                         T::kVec, T::kHeadsPerThread, T::kCooperativeHeads, T::kSpreadTail),
                          T::kAllHeadsSegment, T::kHeadsPerThread, T::kBlockThreads);
 }
 

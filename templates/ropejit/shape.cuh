@@ -47,11 +47,12 @@ struct WorkShape {
   int tail_vectors = 0;      ///< vectors of the pass-through part, (D - d) / vec when it moves
   int rot_vectors = 0;       ///< vectors one rotating lane holds: 1 (interleaved), 2 (neox) or the slice's
   /// QK-norm lanes: pass-through vector t sits on lane (rot_lanes + t) mod tail_width; the modulus is
-  /// rot_lanes + tail_vectors (one vector per lane slot), or 32 with tail_spread.
+  /// rot_lanes + tail_vectors (one vector per lane slot), or the head's lanes with tail_spread.
   int tail_width = 0;
-  /// A QK-norm head row wider than a warp's lanes whose pass-through vectors spread over all 32
-  /// lanes, rotating ones included (DeepSeek-V4's 512-element heads, 64 of them rotated), instead
-  /// of one thread per whole head.
+  /// A QK-norm head row whose pass-through vectors spread over all its lanes, rotating ones
+  /// included: over 32 when wider than a warp (DeepSeek-V4's 512-element heads, 64 of them
+  /// rotated) instead of one thread per whole head, or, with Config::spread, over fewer lanes
+  /// than one vector a lane slot would take.
   bool tail_spread = false;
   /// Lanes of one head row in the work items: rot_lanes + tail_lanes; with a QK-norm that
   /// rounded up to a power of 2, its lanes' sums of squares meeting in warp shuffles of that
@@ -167,7 +168,8 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
                                                         int num_q_heads, int num_kv_heads,
                                                         bool interleaved, bool copy_v, bool inplace,
                                                         bool tail_changes, int vec,
-                                                        int heads_per_thread, bool qk_norm) {
+                                                        int heads_per_thread, bool qk_norm,
+                                                        bool spread_tail = false) {
   WorkShape w;
   w.half = rotary_dim / 2;
   // A half of 12 bf16 (GPT-NeoX-20B) takes no 16-byte vector; the 24-element slice takes 3.
@@ -185,6 +187,22 @@ ROPEJIT_HOST_DEVICE constexpr WorkShape make_work_shape(int head_dim, int rotary
   // else one thread owns a whole head (rope.cuh rope_kernel).
   if (qk_norm) {
     w.lanes = power_of_two_at_least(w.lanes);
+    // Config::spread: a partial head within a warp spreads its pass-through vectors over the least
+    // power-of-2 width from rot_lanes that keeps kMaxLaneVectors a lane, rotating lanes included:
+    // fewer lanes a head (work items, shuffle steps, empty lanes) for more vectors a lane
+    // (registers). DeepSeek-V3.2's indexer, 64 of 128 rotated at vec 4: 8 lanes of 2 + 2 vectors
+    // in place of 32 lanes, 8 of them empty (docs/PERF.md).
+    for (int width = power_of_two_at_least(w.rot_lanes);
+         spread_tail && w.tail_vectors > 0 && w.lanes <= kWarpLanes && width < w.lanes; width *= 2) {
+      WorkShape spread = w;
+      spread.lanes = spread.tail_width = width;
+      spread.tail_lanes = width - w.rot_lanes;
+      spread.tail_spread = true;
+      if (max_lane_vectors(spread) <= kMaxLaneVectors) {
+        w = spread;
+        break;
+      }
+    }
     if (w.lanes > kWarpLanes && w.rot_lanes < kWarpLanes) {
       WorkShape spread = w;
       spread.lanes = spread.tail_width = kWarpLanes;

@@ -34,9 +34,12 @@ struct Config {
   /// Loads one step ahead of their use: a thread's first head's before its angles (and the
   /// block's barrier), each next head's before this head's stores (rope.cuh heads_trips).
   bool ahead = false;
+  /// A partial cooperative head (a QK-norm, per-head FP8 scales, the Hadamard transform) spreads
+  /// its pass-through vectors over fewer lanes, rotating ones included (shape.cuh make_work_shape).
+  bool spread = false;
   bool operator==(const Config& o) const {
     return block_threads == o.block_threads && vec == o.vec && heads_per_thread == o.heads_per_thread &&
-           sincos == o.sincos && grid == o.grid && ahead == o.ahead;
+           sincos == o.sincos && grid == o.grid && ahead == o.ahead && spread == o.spread;
   }
 };
 
@@ -70,7 +73,7 @@ inline constexpr int64_t kDecodeTokens = 8;
 /// sizes (up to 8 tokens) one head a thread with its loads ahead (one round trip a launch).
 Config default_config(const Spec& spec, int64_t tokens);
 
-/// "bt256.v8.h1.compute.blocks" (".ahead" after it with loads ahead): short, stable, used in
+/// "bt256.v8.h1.compute.blocks" (".ahead" after it with loads ahead, ".spread" with a spread tail): short, stable, used in
 /// source and cache keys.
 std::string config_name(const Config& config);
 
