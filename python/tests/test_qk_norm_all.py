@@ -83,7 +83,8 @@ def test_import_names_the_scope_and_weight_shapes():
     spec = ropejit.Spec.from_hf({"model_type": "olmo2", "hidden_size": 4096, "num_attention_heads": 32,
                                  "num_key_value_heads": 32, "max_position_embeddings": 4096, "rms_norm_eps": 1e-6,
                                  "rope_theta": 500000})
-    assert spec.qk_norm == {"eps": 1e-6, "weight": "per_head", "weight_offset": 0.0, "scope": "all"}
+    assert spec.qk_norm == {"type": "rmsnorm", "eps": 1e-6, "weight": "per_head", "weight_offset": 0.0, "scope": "all",
+                            "bias": "none", "heads": "q_and_k"}
     fields = {f["name"]: f for f in spec.launch_fields()}
     assert fields["q_norm_weight"]["dims"] == ["Hq", "D"]
     assert fields["k_norm_weight"]["dims"] == ["Hkv", "D"]
