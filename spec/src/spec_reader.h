@@ -2,7 +2,7 @@
 // Internal: the reader of spec validation (ropejit/json_fields.h, collecting every problem,
 // each named by its JSON pointer, value and allowed set) and the readers of the io and qk_norm
 // blocks, shared by spec_validate.cpp (top level, rope) and spec_validate_io.cpp (io, qk_norm,
-// the derived-frequency check).
+// the derived-frequency check) and spec_validate_cache.cpp (the engines' cache forms).
 #include <string>
 #include <string_view>
 
@@ -39,6 +39,10 @@ void write_axes(const Spec& spec, nlohmann::ordered_json& io);
 
 /// The qk_norm block (present: enabled).
 QkNorm read_qk_norm(const json& block, Reader& reader);
+
+/// The cache forms an engine reads (io.cache_layout fp8_ds_mla / fp8_indexer / fp8_deepseek_v4,
+/// io.cache_dtype nvfp4): each against the op that writes it and the spec's other fields.
+void check_cache_forms(Reader& reader, const Spec& spec);
 
 /// Adds an issue when the spec's baked frequencies or attention factor are no finite float32 > 0
 /// (and those of the op's from_rope block).

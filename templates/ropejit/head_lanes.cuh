@@ -139,7 +139,7 @@ __device__ __forceinline__ void norm_rotate_lane(const KernelParams& p, const He
   const bool loaded = has_source<T>(io);  // padding rows: zeros, stored
   // No copied v: no v heads; a k-only norm (kNormQ false) leaves q heads as they are.
   const bool normed = !kLoadOnly && loaded && (!T::kCopyV || io.role != kRoleV);
-  const bool norm_applies = normed && (!T::kQkNorm || T::kNormQ || io.role != kRoleQ);
+  const bool norm_applies = normed && (T::kNormQ || io.role != kRoleQ);
   // Every vector's load first, then their sums: the lane's loads in flight together.
   if constexpr (kStep != LaneStep::finish) {
 #pragma unroll

@@ -76,36 +76,34 @@ __device__ __forceinline__ HeadNorm head_norm_of(const KernelParams& p, float me
   return n;
 }
 
+// One pass over a head row's biased vectors in element order: term(v) of each value, summed.
+template <class T, class Term>
+__device__ __forceinline__ float sum_head(const typename T::Storage::raw* src, const void* bias, Term term) {
+  float sum = 0.0f;
+#pragma unroll 4
+  for (int j = 0; j < T::kHeadDim / T::kVec; ++j) {
+    float x[T::kVec];
+    load_vec<typename T::Storage, T::kVec>(src + j * T::kVec, x);
+    add_bias<T>(bias, j * T::kVec, x);
+#pragma unroll
+    for (int i = 0; i < T::kVec; ++i) sum = term(x[i], sum);
+  }
+  return sum;
+}
+
 template <class T>
 __device__ __forceinline__ HeadNorm head_norm(const KernelParams& p, const typename T::Storage::raw* src,
                                               const void* bias, int role) {
   HeadNorm n;
   if constexpr (T::kQkNorm) {
     if (src && role_normed<T>(role)) {
-      float sum = 0.0f, mean = 0.0f;
-      if constexpr (T::kNormLayer) {
-#pragma unroll 4
-        for (int j = 0; j < T::kHeadDim / T::kVec; ++j) {
-          float x[T::kVec];
-          load_vec<typename T::Storage, T::kVec>(src + j * T::kVec, x);
-          add_bias<T>(bias, j * T::kVec, x);
-#pragma unroll
-          for (int i = 0; i < T::kVec; ++i) sum += x[i];
-        }
-        mean = sum / (float)T::kHeadDim;
-        sum = 0.0f;
-      }
-#pragma unroll 4
-      for (int j = 0; j < T::kHeadDim / T::kVec; ++j) {
-        float x[T::kVec];
-        load_vec<typename T::Storage, T::kVec>(src + j * T::kVec, x);
-        add_bias<T>(bias, j * T::kVec, x);
-#pragma unroll
-        for (int i = 0; i < T::kVec; ++i) {
-          const float c = T::kNormLayer ? x[i] - mean : x[i];
-          sum = fmaf(c, c, sum);
-        }
-      }
+      float mean = 0.0f;  // a LayerNorm's, from a first pass
+      if constexpr (T::kNormLayer)
+        mean = sum_head<T>(src, bias, [](float x, float sum) { return sum + x; }) / (float)T::kHeadDim;
+      const float sum = sum_head<T>(src, bias, [mean](float x, float sum) {
+        const float c = T::kNormLayer ? x - mean : x;  // centred for a LayerNorm's variance
+        return fmaf(c, c, sum);
+      });
       n = head_norm_of<T>(p, mean, inv_sqrt_rn(sum / (float)T::kHeadDim + T::kNormEps), role);
     }
   }
