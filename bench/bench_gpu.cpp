@@ -63,6 +63,7 @@ constexpr Shape kShapes[] = {
     {"deepseek-v4-main", "deepseek-v4-main"},        // 64 + 1 heads of 512, norm, trailing 64 rotated
     {"deepseek-v4-main-paged", "deepseek-v4-main-paged"},  // ... K = V appended to a paged cache once
     {"deepseek-v4-output", "deepseek-v4-output"},    // attention output's rope slice turned back
+    {"deepseek-v4-indexer", "deepseek-v4-indexer"},  // indexer queries alone (rope_tensor): 64 heads of 128, trailing 64
     {"flux-dev-1024", "flux-dev"},                   // 3 axes [8, 28, 28], QK-norm per head: 4096 + 512 tokens at 1024^2
     {"wan2.1-14b-720p", "wan2.1-14b"},               // 3 axes [22, 21, 21], QK-norm over 40 heads: 75600 tokens
     {"qwen2.5-vl-7b-vision", "qwen2.5-vl-7b-vision"},  // 2 axes [20, 20], head 80, packed qkv + bias

@@ -1,9 +1,14 @@
 // HF import of a sparse-attention indexer's rotation (layer_type "indexer"): DeepSeek-V3.2's
 // lightning indexer (neox beside its interleaved MLA), GLM-5's (interleaved), each error named by
-// its config key. The configs are shaped like transformers 5.24's DeepseekV32Config and
-// GlmMoeDsaConfig defaults (members that do not affect RoPE left out); python/tests/test_hf_indexer.py
-// checks the rotation against each family's own Indexer.forward.
+// its config key; DeepSeek-V4's, whose queries and compressed keys rotate apart (op rope_tensor,
+// layer types "indexer", "indexer_keys", "compressor"). The configs are shaped like transformers
+// 5.24's DeepseekV32Config, GlmMoeDsaConfig and DeepseekV4Config defaults (members that do not
+// affect RoPE left out); python/tests/test_hf_indexer.py and test_deepseek_v4.py check the
+// rotations against each family's own Indexer / Compressor forward.
 // ropejit-tier: unit
+#include <string>
+#include <tuple>
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -91,6 +96,64 @@ TEST(HfImportIndexer, ErrorsNameTheConfigKey) {
   std::tie(key, message) = first_issue(llama, indexer_options());
   EXPECT_EQ(key, "layer_type");
   EXPECT_NE(message.find("deepseek_v32"), std::string::npos) << message;
+}
+
+json deepseek_v4() {  // DeepseekV4Config().to_dict()'s rope members
+  return json::parse(R"({"model_type": "deepseek_v4", "hidden_size": 4096, "num_attention_heads": 64,
+    "num_key_value_heads": 1, "head_dim": 512, "index_n_heads": 64, "index_head_dim": 128,
+    "compress_rates": {"compressed_sparse_attention": 4, "heavily_compressed_attention": 128},
+    "rope_parameters": {"main": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.125},
+    "compress": {"rope_theta": 160000.0, "rope_type": "default", "partial_rotary_factor": 0.125}},
+    "max_position_embeddings": 1048576, "partial_rotary_factor": 0.125})");
+}
+
+HfImportOptions layer(const char* layer_type) {
+  HfImportOptions options;
+  options.layer_type = layer_type;
+  return options;
+}
+
+TEST(HfImportIndexer, DeepseekV4PartsRotateApartWithTheCompressBlock) {
+  // HF: DeepseekV4RotaryEmbedding(layer_type="compress") sizes cos/sin from config.head_dim *
+  // partial_rotary_factor (64), whatever the rotated tensor's width; apply_rotary_pos_emb turns the
+  // trailing 64, interleaved.
+  const Spec compressed = spec_from_hf(deepseek_v4(), layer("compressed_sparse_attention"));
+  const std::tuple<const char*, int, int> parts[] = {{"indexer", 64, 128}, {"indexer_keys", 1, 128},
+                                                     {"compressor", 1, 512}};
+  for (const auto& [type, heads, head_dim] : parts) {
+    const Spec spec = spec_from_hf(deepseek_v4(), layer(type));
+    EXPECT_EQ(spec.name, std::string("deepseek_v4-") + type);
+    EXPECT_EQ(to_string(spec.op), "rope_tensor") << type;
+    EXPECT_EQ(spec.num_q_heads, heads) << type;
+    EXPECT_EQ(spec.head_dim, head_dim) << type;
+    EXPECT_EQ(spec.rotary_dim, 64) << type;
+    EXPECT_EQ(spec.layout, Layout::interleaved) << type;
+    EXPECT_EQ(spec.rotary_slice, RotarySlice::trailing) << type;
+    EXPECT_FALSE(spec.qk_norm.enabled) << type;  // kv_norm runs on the compressed sum, before: the caller's
+    EXPECT_EQ(spec.rope.theta, compressed.rope.theta) << type;
+    EXPECT_EQ(spec.rope.theta, 160000.0) << type;
+  }
+}
+
+TEST(HfImportIndexer, KeysApartAreV4sOnly) {
+  auto [key, message] = first_issue(deepseek_v32(), layer("indexer_keys"));
+  EXPECT_EQ(key, "layer_type");
+  EXPECT_NE(message.find("\"indexer_keys\" is not allowed"), std::string::npos) << message;
+  EXPECT_NE(message.find("deepseek_v4"), std::string::npos) << message;
+  json llama = json::parse(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
+    "max_position_embeddings": 128})");
+  std::tie(key, message) = first_issue(llama, layer("compressor"));
+  EXPECT_EQ(key, "layer_type");
+  EXPECT_NE(message.find("no sparse-attention indexer"), std::string::npos) << message;
+  HfImportOptions with_op = layer("indexer");
+  with_op.op = OpKind::inverse_rope;
+  std::tie(key, message) = first_issue(deepseek_v4(), with_op);
+  EXPECT_EQ(key, "op");
+  EXPECT_NE(message.find("each of its tensors rotates alone"), std::string::npos) << message;
+  json no_dim = deepseek_v4();
+  no_dim.erase("index_head_dim");
+  std::tie(key, message) = first_issue(no_dim, layer("indexer_keys"));
+  EXPECT_EQ(key, "index_head_dim");
 }
 
 }  // namespace

@@ -63,10 +63,11 @@ int64_t documented_bytes(const Spec& spec, int64_t tokens, int batch, int64_t S)
   const int64_t D = spec.head_dim, esize = dtype_size(spec.dtype);
   // The tail [d, D) moves when it leaves the buffer or changes (bias, QK-norm of the whole head).
   const bool tail = spec.io.output != OutputForm::inplace || spec.io.qkv_bias || spec.qk_norm.enabled;
-  // op attn_temperature: every element of the q heads, read and written; op inverse_rope: the rope
-  // slice of the one tensor's heads; op rope: q and k.
+  // op attn_temperature: every element of the q heads, read and written; ops inverse_rope and
+  // rope_tensor: the rope slice of the one tensor's heads; op rope: q and k.
+  const bool one_tensor = spec.op == OpKind::inverse_rope || spec.op == OpKind::rope_tensor;
   const int64_t row = spec.op == OpKind::attn_temperature ? spec.num_q_heads * D
-                      : spec.op == OpKind::inverse_rope   ? spec.num_q_heads * spec.rotary_dim
+                      : one_tensor                        ? spec.num_q_heads * spec.rotary_dim
                                                           : (spec.num_q_heads + spec.num_kv_heads) * (tail ? D : spec.rotary_dim) +
                                                                 (spec.io.copy_v ? spec.num_kv_heads * D : 0);
   const int64_t out_rows = spec.io.output == OutputForm::padded_bhsd ? batch * S : tokens;

@@ -1,17 +1,19 @@
 // Op inverse_rope's check row: the tensor after the launch in float64, each head's rope pairs
 // rotated by minus their angle (HF modeling_deepseek_v4.py: apply_rotary_pos_emb(x, cos, -sin)),
-// the rest as it was (its input: the harness's q buffer, problem_inputs_q).
+// the rest as it was (its input: the harness's q buffer, problem_inputs_q); op rope_tensor's
+// forward turn shares it.
 #include <cmath>
+
+#include <fmt/format.h>
 
 #include "reference_detail.h"
 #include "ropejit/internal/workload.h"
 
 namespace ropejit::ref::detail {
-namespace {
 
-RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
+RefOutputs reference_one_tensor_rotation(const Spec& spec, const RefProblem& problem) {
   const int64_t T = problem.num_tokens, D = spec.head_dim, H = spec.num_q_heads;
-  if (!problem.q.data) bad_problem("op inverse_rope needs problem.q");
+  if (!problem.q.data) bad_problem(fmt::format("op {} needs problem.q", to_string(spec.op)));
   const Sequences seqs = split_sequences(problem);
   RefOutputs out;
   out.token_positions = token_positions(spec, problem, seqs);
@@ -30,14 +32,12 @@ RefOutputs reference_op(const Spec& spec, const RefProblem& problem) {
         q.value[base + e] = load_value(spec.dtype, problem.q.data, t * token_stride + h * head_stride + e);
         q.scale[base + e] = std::fabs(q.value[base + e]);
       }
-      rotate_row_pairs(spec, out.freqs, out.token_positions[t], -1.0, q.value, q.scale, base,
+      rotate_row_pairs(spec, out.freqs, out.token_positions[t], op_facts(spec.op).inverse ? -1.0 : 1.0, q.value, q.scale, base,
                        [&](int i) { return pair_elements(spec, i); });
     }
   return out;
 }
 
-}  // namespace
-
-extern const CheckOp kCheckOp_inverse_rope{OpKind::inverse_rope, reference_op, problem_inputs_q};
+extern const CheckOp kCheckOp_inverse_rope{OpKind::inverse_rope, reference_one_tensor_rotation, problem_inputs_q};
 
 }  // namespace ropejit::ref::detail

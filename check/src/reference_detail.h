@@ -95,6 +95,11 @@ void rotate_row_pairs(const Spec& spec, const RefFreqs& freqs, int64_t position,
 /// workload's q buffer.
 void problem_inputs_q(const Spec& spec, const HostWorkload& host, RefProblem& problem);
 
+/// The float64 outputs of an op that rotates one tensor's heads in place (inverse_rope,
+/// rope_tensor): each head's rope pairs turned by the angle, negated where the op's facts say
+/// inverse, the rest as it was (defined in op_inverse_rope.cpp).
+RefOutputs reference_one_tensor_rotation(const Spec& spec, const RefProblem& problem);
+
 /// Each op's row (kCheckOp_<op>), defined in the op's own file (op_<op>.cpp; op rope's in reference_rope.cpp).
 #define ROPEJIT_CHECK_OP_DECLARE(name) extern const CheckOp kCheckOp_##name;
 ROPEJIT_OPS(ROPEJIT_CHECK_OP_DECLARE)

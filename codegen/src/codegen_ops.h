@@ -81,4 +81,11 @@ void rope_frequency_traits(const Plan& plan, SourceText& out);
 /// Op rope's baked inv_freq tables; returns the kernel call's arguments after `p`.
 std::string rope_frequency_tables(const Plan& plan, SourceText& out);
 
+/// rope.cuh's shape for an op over one tensor's heads in place (inverse_rope, rope_tensor):
+/// kNumKvHeads 0, no copied v, bias or norm; only each head's rotating lanes (the pass-through
+/// part stays where it is).
+WorkShape one_tensor_work_shape(const Spec& spec, const Config& c);
+/// The block-shared cos/sin of one_tensor_work_shape.
+SharedAngleShape one_tensor_shared_angles(const Plan& plan);
+
 }  // namespace ropejit::codegen_detail

@@ -96,9 +96,20 @@ SharedAngleShape rope_shared_angles(const Plan& plan) {
 
 }  // namespace
 
+WorkShape one_tensor_work_shape(const Spec& spec, const Config& c) {
+  return make_work_shape(spec.head_dim, spec.rotary_dim, spec.num_q_heads, 0, spec.layout == Layout::interleaved,
+                         false, true, false, c.vec, c.heads_per_thread, false);
+}
+
+SharedAngleShape one_tensor_shared_angles(const Plan& plan) {
+  const Config& c = plan.config;
+  return shared_angle_shape(one_tensor_work_shape(plan.spec, c), plan.freqs.rotated_pairs, c.block_threads,
+                            c.sincos == SinCosMode::table, false);
+}
+
 std::optional<std::string> rope_no_loads_ahead(const Spec& spec, const Config& c) {
   if (all_heads_segment(spec)) return std::string("the all-heads kernel (qk_norm.scope all, per-token q scales) reads each head twice");
-  const WorkShape w = work_shape(spec, c);  // the op's own (inverse_rope: q's heads)
+  const WorkShape w = work_shape(spec, c);  // the op's own (one tensor's: q's heads)
   if (w.whole_heads) return std::string("a thread owning whole QK-norm heads walks their lanes, not their heads");
   if (w.role_slots && cooperative_heads(spec))
     return std::string("the QK-norm's role slots carry k's vectors out of the heads loop");

@@ -133,3 +133,115 @@ def test_paged_append_writes_kv_once(runtime, rng):
     runtime.get(spec)(q_want, kv_want, positions=positions, q_norm_weight=ones, k_norm_weight=w)
     np.testing.assert_array_equal(q, q_want)
     np.testing.assert_array_equal(k_cache.reshape(64, d)[slots], kv_want[:, 0])
+
+
+def small_compress_config():
+    config = v4_config()
+    config.compress_rates = {"compressed_sparse_attention": 4, "heavily_compressed_attention": 8}
+    config.index_n_heads, config.index_head_dim, config.index_topk = 6, 128, 8
+    return config
+
+
+def recorded_rotations(m, monkeypatch):
+    """Each apply_rotary_pos_emb call a module's forward makes: (input, output), as HF shaped them."""
+    calls = []
+    original = m.apply_rotary_pos_emb
+
+    def spy(x, cos, sin, unsqueeze_dim=1):
+        out = original(x, cos, sin, unsqueeze_dim)
+        calls.append((x.detach().clone(), out.detach().clone()))
+        return out
+    monkeypatch.setattr(m, "apply_rotary_pos_emb", spy)
+    return calls
+
+
+def randomized(module, seed):
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():  # position_bias is torch.empty in HF's __init__
+            p.copy_(torch.randn(p.shape, generator=gen, dtype=p.dtype) * 0.5)
+    return module
+
+
+def expect_rotated(runtime, spec, x, want, positions):
+    got = np.ascontiguousarray(x.numpy())
+    runtime.get(spec)(got, positions=positions)
+    error = np.abs(got.astype(np.float64) - want.numpy()).max() / np.abs(want.numpy()).max()
+    assert error < 2e-6, f"{spec.name}: max error {error:.3g} of the largest value"
+    d = spec.head_dim - spec.rotary_dim
+    assert np.array_equal(got[..., :d], x.numpy()[..., :d])  # the leading nope part is untouched
+
+
+@pytest.mark.parametrize("yarn", [False, True])
+def test_indexer_and_compressor_rotate_apart_as_the_v4_modules(runtime, rng, monkeypatch, yarn):
+    # DeepseekV4CSACompressor.forward rotates its compressed keys at window positions
+    # i * compress_rate (no cache: first_window_position 0), then its indexer's compressed keys
+    # likewise and the indexer's queries at position_ids: three apply_rotary_pos_emb calls, each
+    # one ropejit spec (op rope_tensor) of layer type compressor / indexer_keys / indexer.
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as m
+    config = small_compress_config()
+    if not yarn:
+        config.rope_parameters["compress"] = {"rope_type": "default", "rope_theta": 160000.0,
+                                              "partial_rotary_factor": 0.125}
+    specs = {t: ropejit.Spec.from_hf(config, dtype="fp32", layer_type=t)
+             for t in ("compressor", "indexer_keys", "indexer")}
+    assert {t: (s.op, s.num_q_heads, s.head_dim, s.rotary_dim, s.rotary_slice, s.layout)
+            for t, s in specs.items()} == {
+        "compressor": ("rope_tensor", 1, 512, 64, "trailing", "interleaved"),
+        "indexer_keys": ("rope_tensor", 1, 128, 64, "trailing", "interleaved"),
+        "indexer": ("rope_tensor", 6, 128, 64, "trailing", "interleaved")}
+    calls = recorded_rotations(m, monkeypatch)
+    compressor = randomized(m.DeepseekV4CSACompressor(config), 7)
+    seq, rate = 23, config.compress_rates["compressed_sparse_attention"]
+    positions = np.sort(rng.choice(5000, seq, replace=False)).astype(np.int64)
+    hidden = torch.from_numpy(rng.standard_normal((1, seq, config.hidden_size)).astype(np.float32))
+    q_residual = torch.from_numpy(rng.standard_normal((1, seq, config.q_lora_rank)).astype(np.float32))
+    with torch.no_grad():
+        compressor(hidden, q_residual, torch.from_numpy(positions)[None], None, 0)
+    assert len(calls) == 3
+    windows = np.arange(seq // rate, dtype=np.int64) * rate
+    for (x, out), part, pos in zip(calls, ("compressor", "indexer_keys", "indexer"), (windows, windows, positions)):
+        # [1, H, N, D] as HF rotates it -> ropejit's [N, H, D]
+        expect_rotated(runtime, specs[part], x[0].transpose(0, 1).contiguous(), out[0].transpose(0, 1), pos)
+
+
+def test_heavily_compressed_keys_rotate_at_window_positions(runtime, rng, monkeypatch):
+    # DeepseekV4HCACompressor: one compressed key every 8 tokens, at i * 8.
+    from transformers.models.deepseek_v4 import modeling_deepseek_v4 as m
+    config = small_compress_config()
+    spec = ropejit.Spec.from_hf(config, dtype="fp32", layer_type="compressor")
+    calls = recorded_rotations(m, monkeypatch)
+    hca = randomized(m.DeepseekV4HCACompressor(config), 11)
+    seq = 41
+    hidden = torch.from_numpy(rng.standard_normal((1, seq, config.hidden_size)).astype(np.float32))
+    with torch.no_grad():
+        hca(hidden, None, torch.arange(seq)[None], None, 0)
+    assert len(calls) == 1
+    x, out = calls[0]
+    windows = np.arange(seq // 8, dtype=np.int64) * 8
+    expect_rotated(runtime, spec, x[0].transpose(0, 1).contiguous(), out[0].transpose(0, 1), windows)
+    # The same keys rotated as the main attention's k (op rope, token positions) differ: the
+    # window positions matter.
+    got = np.ascontiguousarray(x[0].transpose(0, 1).numpy())
+    runtime.get(spec)(got, positions=np.arange(len(windows), dtype=np.int64))
+    assert np.abs(got - out[0].transpose(0, 1).numpy()).max() > 1e-3
+
+
+def test_rope_tensor_is_op_ropes_q(runtime, rng):
+    # One tensor forward equals op rope's q of the same spec (k of op rope a dummy), and
+    # inverse_rope undoes it (a default block: yarn's attention factor scales both ways).
+    config = v4_config()
+    config.rope_parameters["compress"] = {"rope_type": "default", "rope_theta": 160000.0,
+                                          "partial_rotary_factor": 0.125}
+    spec = ropejit.Spec.from_hf(config, dtype="fp32", layer_type="indexer")
+    tokens, h, d = 19, spec.num_q_heads, spec.head_dim
+    x = rng.standard_normal((tokens, h, d)).astype(np.float32)
+    positions = rng.integers(0, 60000, tokens).astype(np.int64)
+    one = x.copy()
+    runtime.get(spec)(one, positions=positions)
+    pair = x.copy()
+    runtime.get(ropejit.Spec.from_json(dict(spec.to_dict(), op="rope")))(pair, np.ones((tokens, 1, d), np.float32),
+                                                                         positions=positions)
+    np.testing.assert_array_equal(one, pair)
+    runtime.get(ropejit.Spec.from_json(dict(spec.to_dict(), op="inverse_rope")))(one, positions=positions)
+    assert np.abs(one - x).max() < 1e-5 * np.abs(x).max()

@@ -90,9 +90,15 @@ void import_qk_norm(const nlohmann::json& text, const ModelFamily& family, HfCon
 
 /// The sizes and pairing of a family's sparse-attention indexer (layer_type "indexer",
 /// ModelFamily::indexer, hf_indexer.cpp): index_n_heads q heads and one k head of index_head_dim,
-/// qk_rope_head_dim rotated in the indexer's pairing and slice; its k norm said in a warning.
+/// qk_rope_head_dim rotated in the indexer's pairing and slice, k's LayerNorm as qk_norm.
 void import_indexer_shape(const nlohmann::json& text, const ModelFamily& family, HfContext& context,
                           nlohmann::json& spec);
+
+/// One tensor of an indexer whose keys rotate apart (IndexerRotation::keys_apart, hf_indexer.cpp):
+/// over the main attention's imported heads and rotation, `layer_type`'s sizes (the indexer's
+/// queries, its compressed keys, the compressor's) and op rope_tensor, the indexer's slice.
+void import_indexer_apart(const nlohmann::json& text, const ModelFamily& family, std::string_view layer_type,
+                          HfContext& context, nlohmann::json& spec);
 
 /// Whether a rope block is keyed by layer type ({"full_attention": {...}, "sliding_attention": null}).
 bool is_per_layer_rope_block(const nlohmann::json& block);

@@ -238,6 +238,9 @@ const std::vector<ModelFamily>& model_families() {
             "q_b_norm has no weight: pass ones as q's norm weight (kv_norm's weight is k's, in the storage dtype: "
             "HF keeps it in float32); HF multiplies q by its inverse RMS rounded to q's dtype, this spec in float32";
         f.rope_block_labels = {{"sliding_attention", "main"}, {"", "compress"}};
+        // Its indexer's queries and compressed keys, and the compressors' keys: the compressed
+        // layers' rotation (trailing, interleaved, rope block "compress"), each tensor apart.
+        f.indexer = {true, Layout::interleaved, RotarySlice::trailing, 1e-6, true};
       }),
       deepseek("deepseek_v2", "models/deepseek_v2/modeling_deepseek_v2.py"),
       deepseek("deepseek_v3", "models/deepseek_v3/modeling_deepseek_v3.py", "rope_interleave"),

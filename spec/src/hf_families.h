@@ -25,6 +25,11 @@ struct IndexerRotation {
   Layout layout = Layout::neox;              ///< its apply function's pairing (V3.2: neox beside interleaved MLA)
   RotarySlice slice = RotarySlice::leading;  ///< where the rotated elements sit: torch.split([rope, rest])
   double k_norm_eps = 1e-6;                  ///< k_norm = nn.LayerNorm(index_head_dim, eps), weight and bias
+  /// Its keys rotate at other positions than its queries (DeepSeek-V4's compressed keys, at window
+  /// positions): each tensor is its own op rope_tensor spec (layer types "indexer",
+  /// "indexer_keys", "compressor"), the rotation of the model's main attention with the
+  /// indexer's sizes; the keys' norm (kv_norm, before the rotation) stays the caller's.
+  bool keys_apart = false;
 };
 
 /// One model_type's conventions. Rows start from the generic row and change what differs.
@@ -99,8 +104,14 @@ struct ModelFamily {
 /// sliding_attention -> main); the layer type itself otherwise, or when it already is a label.
 std::string rope_block_label(const ModelFamily& family, const std::string& layer_type);
 
-/// The layer_type that imports a family's sparse-attention indexer (ModelFamily::indexer).
+/// The layer_type that imports a family's sparse-attention indexer (ModelFamily::indexer); with
+/// keys apart, its queries.
 inline constexpr std::string_view kIndexerLayerType = "indexer";
+/// The layer_types of an indexer with keys apart (IndexerRotation::keys_apart): the indexer's
+/// compressed keys (one head of index_head_dim) and the attention compressor's (one of head_dim).
+inline constexpr std::string_view kIndexerKeysLayerTypes[] = {"indexer_keys", "compressor"};
+/// A family whose indexer rotates its keys at other positions than its queries.
+inline bool has_indexer_keys_apart(const ModelFamily& f) { return f.indexer.present && f.indexer.keys_apart; }
 
 /// The model_types of the families `has` says yes to, comma-separated, for messages.
 std::string model_types_where(bool (*has)(const ModelFamily&));

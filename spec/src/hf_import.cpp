@@ -340,13 +340,30 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   Imported out{json::object(), HfContext(prefix)};
   HfContext& ctx = out.context;
   json layered;
-  // layer_type "indexer": the family's sparse-attention indexer, with the model's rope block.
-  const bool indexer = options.layer_type == kIndexerLayerType;
+  // layer_type "indexer": the family's sparse-attention indexer, with the model's rope block; an
+  // indexer whose keys rotate apart also has "indexer_keys" and "compressor".
+  const bool keys_part = std::find(std::begin(kIndexerKeysLayerTypes), std::end(kIndexerKeysLayerTypes),
+                                   options.layer_type) != std::end(kIndexerKeysLayerTypes);
+  const bool indexer = options.layer_type == kIndexerLayerType || keys_part;
   if (indexer && !family.indexer.present)
-    throw SpecError({{"layer_type", fmt::format("\"indexer\" is not allowed: model_type {} has no sparse-attention "
+    throw SpecError({{"layer_type", fmt::format("{} is not allowed: model_type {} has no sparse-attention "
                                                 "indexer in ropejit's family table (those with one: {})",
-                                                show_json(json(model_type)), model_types_where(has_indexer))}});
-  const std::string layer_type = indexer ? std::string() : options.layer_type;
+                                                show_json(json(options.layer_type)), show_json(json(model_type)),
+                                                model_types_where(has_indexer))}});
+  if (keys_part && !family.indexer.keys_apart)
+    throw SpecError({{"layer_type", fmt::format("{} is not allowed: model_type {}'s indexer rotates its queries and "
+                                                "keys at the same positions, one launch: layer_type \"indexer\" "
+                                                "(keys apart: {})",
+                                                show_json(json(options.layer_type)), show_json(json(model_type)),
+                                                model_types_where(has_indexer_keys_apart))}});
+  const bool apart = indexer && family.indexer.keys_apart;  // the main rotation, the indexer's sizes
+  if (apart && options.op != OpKind{})
+    throw SpecError({{"op", fmt::format("{} is not allowed with layer_type {}: each of its tensors rotates alone "
+                                        "(the import writes the op)",
+                                        show_json(json(to_string(options.op))), show_json(json(options.layer_type)))}});
+  // An indexer with keys apart rotates with the main attention's rope block of its layers
+  // (rope_block_label: V4's "compress").
+  const std::string layer_type = indexer && !apart ? std::string() : options.layer_type;
   // The per-layer-type rope of a v4 Olmo 3 config is in `layered`: the rope block is not keyed by type.
   const bool typed_rope = rope_differs_by_layer_type(*text, family);
   const std::string rope_layer_type = typed_rope ? std::string() : rope_block_label(family, layer_type);
@@ -374,13 +391,14 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   json& spec = out.spec;
   spec["name"] = !options.name.empty()  ? options.name
                  : model_type.empty()    ? "model"
-                 : indexer               ? model_type + "-indexer"
+                 : indexer               ? model_type + "-" + options.layer_type
                                          : model_type;
-  if (indexer) {
+  if (indexer && !apart) {
     import_indexer_shape(*text, family, ctx, spec);
   } else {
     import_heads(*text, family, ctx, spec);
     import_rotary(*text, family, rope_layer_type, ctx, spec);
+    if (apart) import_indexer_apart(*text, family, options.layer_type, ctx, spec);
   }
   Layout layout = indexer ? family.indexer.layout : family.layout;
   // The main attention's layout key (DeepSeek's rope_interleave) is no flag of the indexer's.

@@ -53,6 +53,16 @@ void refuse_io_of_q_inplace_op(const json& document, Reader& reader, const Spec&
   if (const json* v = member(document, "qk_norm")) reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", when));
 }
 
+void refuse_io_of_one_tensor_rotation(const json& document, Reader& reader, const Spec& spec, const char* when) {
+  refuse_io_of_q_inplace_op(document, reader, spec, when);
+  if (const json* io = member(document, "io"))
+    if (const json* v = member(*io, "copy_v"); v && spec.io.copy_v)
+      reader.not_allowed("/io/copy_v", *v, fmt::format("false {}", when));
+  if (frequencies_depend_on_run_length(spec.rope.type))
+    reader.not_allowed("/rope/rope_type", std::string(to_string(spec.rope.type)),
+                       fmt::format("a rope_type whose frequencies do not depend on the run length {}", when));
+}
+
 void refuse_other_op_blocks(const json& document, Reader& reader, const Spec& spec) {
   for (const SpecOp* row : kSpecOps)
     if (row->block && row->op != spec.op)

@@ -12,7 +12,7 @@ namespace ropejit {
 /// Every op, once, in enum order. Each layer builds its op table by expanding this list, so an
 /// op is one row here, its facts row below, and its own files per layer (a missing row of a
 /// layer is an undefined symbol at link time): docs/architecture.md §11.
-#define ROPEJIT_OPS(X) X(rope) X(rerotate) X(attn_temperature) X(inverse_rope) X(mla_append)
+#define ROPEJIT_OPS(X) X(rope) X(rerotate) X(attn_temperature) X(inverse_rope) X(mla_append) X(rope_tensor)
 /// What a kernel does: rotate q and k as they are produced (rope), or rotate the keys already in
 /// a paged K cache from the rope parameters and positions they were written with to new ones
 /// (rerotate: the LongRoPE short-to-long switch, a context shift), or scale q in place by the
@@ -20,7 +20,9 @@ namespace ropejit {
 /// rope slice of one [T, H, D] tensor by minus the angle, in place (inverse_rope: DeepSeek-V4's
 /// attention output, HF `apply_rotary_pos_emb(attn_output, cos, -sin)`), or rotate the rope part of
 /// q and of the shared rope key and write the latent cache row [kv_c | rotated k_pe] of
-/// Multi-head Latent Attention (mla_append: DeepSeek-V2/V3/R1, Kimi K2).
+/// Multi-head Latent Attention (mla_append: DeepSeek-V2/V3/R1, Kimi K2), or rotate the rope slice
+/// of one [T, H, D] tensor forward, in place (rope_tensor: a tensor whose partner has other
+/// positions or none — DeepSeek-V4's indexer queries and compressed keys, vLLM's `key=None`).
 enum class OpKind {
 #define ROPEJIT_OP_ENUMERATOR(name) name,
   ROPEJIT_OPS(ROPEJIT_OP_ENUMERATOR)
@@ -219,6 +221,8 @@ inline constexpr OpFacts kOpFacts[] = {
     // rope.cuh over the one tensor's heads.
     {OpKind::inverse_rope, OpHeads::q, true, false, true, true, false, {false, false, false, false}, false},
     {OpKind::mla_append, OpHeads::q_latent, true, false, true, false, false, {true, false, false, false, true}, false},
+    // inverse_rope's kernel turned forward.
+    {OpKind::rope_tensor, OpHeads::q, true, false, true, false, false, {false, false, false, false}, false},
 };
 static_assert(std::size(kOpFacts) == std::size(kOpNames), "an op without its facts row");
 /// The facts row of `op` (rows are in enum order).

@@ -168,4 +168,11 @@ void buffers_tensor_rows(const Spec& spec, const LaunchShape& shape, const Rows&
   buffers_tensor_rows(spec, shape, std::data(rows), std::size(rows), out);
 }
 
+/// The launch of an op that rotates one tensor's heads in place (inverse_rope, rope_tensor; in
+/// op_inverse_rope.cpp): the tensor [T, Hq, D] in q's fields, only each head's rope slice read
+/// and written, and the positions.
+int64_t bind_one_tensor_rotation(const FormContext& c, const Args& a, KernelParams& p);
+/// The buffers of bind_one_tensor_rotation.
+void buffers_one_tensor_rotation(const Spec& s, const LaunchShape& shape, std::vector<BufferDesc>& out);
+
 }  // namespace ropejit::launch_detail
