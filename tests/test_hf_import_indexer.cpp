@@ -154,6 +154,14 @@ TEST(HfImportIndexer, KeysApartAreV4sOnly) {
   no_dim.erase("index_head_dim");
   std::tie(key, message) = first_issue(no_dim, layer("indexer_keys"));
   EXPECT_EQ(key, "index_head_dim");
+  // Without a partial_rotary_factor HF's cos/sin span the attention's whole 512: wider than the
+  // indexer's 128-element head, refused rather than narrowed.
+  json whole = deepseek_v4();
+  whole.erase("partial_rotary_factor");
+  for (auto& block : whole["rope_parameters"]) block.erase("partial_rotary_factor");
+  std::tie(key, message) = first_issue(whole, layer("indexer"));
+  EXPECT_EQ(key, "head_dim");
+  EXPECT_NE(message.find("512 is not allowed"), std::string::npos) << message;
 }
 
 }  // namespace

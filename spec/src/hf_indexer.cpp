@@ -59,14 +59,16 @@ void import_indexer_apart(const json& text, const ModelFamily& family, std::stri
   ctx.source("/op", ctx.path("model_type"));
   spec["rotary_slice"] = std::string(to_string(family.indexer.slice));
   ctx.source("/rotary_slice", ctx.path("model_type"));
-  // HF sizes cos/sin from config.head_dim * partial_rotary_factor whatever the rotated tensor's
-  // width: the rotation's width is fixed before the indexer's head_dim replaces the attention's.
-  if (const auto fraction = spec.find("partial_rotary_factor");
-      fraction != spec.end() && fraction->is_number() && spec.contains("head_dim") && spec["head_dim"].is_number() &&
-      !spec.contains("rotary_dim")) {
-    spec["rotary_dim"] = static_cast<int64_t>(std::floor(spec["head_dim"].get<double>() * fraction->get<double>()));
-    ctx.source("/rotary_dim", ctx.path("partial_rotary_factor"));
-    spec.erase("partial_rotary_factor");
+  // HF sizes cos/sin from config.head_dim * partial_rotary_factor (1 when absent) whatever the
+  // rotated tensor's width: the rotation's width is fixed before the indexer's head_dim replaces
+  // the attention's (wider than the indexer's head: the spec's validation names it).
+  if (spec.contains("head_dim") && spec["head_dim"].is_number() && !spec.contains("rotary_dim")) {
+    const auto fraction = spec.find("partial_rotary_factor");
+    const bool given = fraction != spec.end() && fraction->is_number();
+    spec["rotary_dim"] =
+        static_cast<int64_t>(std::floor(spec["head_dim"].get<double>() * (given ? fraction->get<double>() : 1.0)));
+    ctx.source("/rotary_dim", ctx.path(given ? "partial_rotary_factor" : "head_dim"));
+    if (given) spec.erase("partial_rotary_factor");
   }
   const bool compressor = layer_type == kIndexerKeysLayerTypes[1];
   // The compressor's keys keep the attention's head_dim; the indexer's take index_head_dim.
