@@ -72,6 +72,8 @@ class Kernel:
         and start_pos), their slots (slot_mapping or block_tables), where they move (new_positions or
         new_start_pos; None keeps them), seq_len and from_seq_len; num_tokens is the number of keys
         when no positions or slot_mapping array says it. It returns (k_cache,). A spec of op
+        "inverse_rope" or "rope_tensor" takes the one tensor as q [T, Hq, D] (rotated in place) and
+        the positions, and returns (q,). A spec of op
         "mla_append" takes q, k_pe [T, d] and kv_c [T, kv_lora_rank], the latent cache k_cache
         [pages, page_size, kv_lora_rank + d] with its slot index (and k_scale for FP8), and returns
         (q or q_out, k_cache); with ``mla_append.concat_k`` also k_nope [T, Hq, D - d] (its heads may

@@ -76,7 +76,9 @@ class Spec:
         JSON text, or a path (a model folder works too). ``dtype`` defaults to bf16, ``layout`` to
         the model type's. ``layer_type`` picks the rope block of a config whose rope parameters are
         per layer type (Gemma 3, GPT-OSS, ...; :meth:`from_hf_layers` imports them all), or
-        ``"indexer"`` a sparse-attention indexer's rotation (such as DeepSeek-V3.2's); ``op``
+        ``"indexer"`` a sparse-attention indexer's rotation (such as DeepSeek-V3.2's; DeepSeek-V4's
+        queries, with ``"indexer_keys"`` and ``"compressor"`` its compressed keys, each of op
+        ``"rope_tensor"``: one tensor at its own positions); ``op``
         the op of a layer that runs another (Llama 4's NoPE layers: ``"attn_temperature"``).
 
         A model_type missing from ropejit's family table is refused (``ropejit.SpecError`` naming
@@ -171,7 +173,10 @@ class Spec:
     dtype = property(lambda self: self._spec.dtype, doc='"bf16", "fp16" or "fp32".')
     angle = property(lambda self: self._spec.angle, doc="Angle precision.")
     rope_type = property(lambda self: self._spec.rope_type, doc='"default", "llama3", "yarn", ...')
-    op = property(lambda self: self._spec.op, doc='"rope", "rerotate" (keys already in a paged K cache) or "attn_temperature" (q scaled, Llama 4 NoPE layers).')
+    op = property(lambda self: self._spec.op,
+                  doc='"rope", "rerotate" (keys already in a paged K cache), "attn_temperature" (q scaled, Llama 4 '
+                      'NoPE layers), "inverse_rope" / "rope_tensor" (one tensor turned back / forward in place) or '
+                      '"mla_append" (MLA latent cache).')
     max_position_embeddings = property(lambda self: self._spec.max_position_embeddings, doc="M.")
     io = property(lambda self: self._spec.io, doc="The io block, defaults filled.")
     qk_norm = property(lambda self: self._spec.qk_norm, doc="The qk_norm block, or None.")
