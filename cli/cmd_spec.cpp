@@ -133,7 +133,8 @@ void add_spec_command(CLI::App& app) {
                        " (mla_append: MLA's whole q heads, the latent cache row, a paged output)");
   from->add_option("--layer-type", hf->layer_type,
                    "the layer type whose rope block to import (configs with rope_parameters per layer type), or "
-                   "indexer: a sparse-attention indexer's rotation (docs/hf-import.md)");
+                   "indexer: a sparse-attention indexer's rotation (DeepSeek-V4's: indexer, indexer_keys, compressor; "
+                   "docs/hf-import.md)");
   from->add_flag("--layers", hf->layers,
                  "every distinct spec of the model and the layer -> spec map (null: a layer without RoPE)");
   from->add_flag("--assume-llama", hf->assume_llama,
