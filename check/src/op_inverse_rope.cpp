@@ -14,6 +14,7 @@ namespace ropejit::ref::detail {
 RefOutputs reference_one_tensor_rotation(const Spec& spec, const RefProblem& problem) {
   const int64_t T = problem.num_tokens, D = spec.head_dim, H = spec.num_q_heads;
   if (!problem.q.data) bad_problem(fmt::format("op {} needs problem.q", to_string(spec.op)));
+  const double sign = op_facts(spec.op).inverse ? -1.0 : 1.0;  // inverse_rope turns back
   const Sequences seqs = split_sequences(problem);
   RefOutputs out;
   out.token_positions = token_positions(spec, problem, seqs);
@@ -32,7 +33,7 @@ RefOutputs reference_one_tensor_rotation(const Spec& spec, const RefProblem& pro
         q.value[base + e] = load_value(spec.dtype, problem.q.data, t * token_stride + h * head_stride + e);
         q.scale[base + e] = std::fabs(q.value[base + e]);
       }
-      rotate_row_pairs(spec, out.freqs, out.token_positions[t], op_facts(spec.op).inverse ? -1.0 : 1.0, q.value, q.scale, base,
+      rotate_row_pairs(spec, out.freqs, out.token_positions[t], sign, q.value, q.scale, base,
                        [&](int i) { return pair_elements(spec, i); });
     }
   return out;

@@ -239,6 +239,7 @@ def test_rope_tensor_is_op_ropes_q(runtime, rng):
     positions = rng.integers(0, 60000, tokens).astype(np.int64)
     one = x.copy()
     runtime.get(spec)(one, positions=positions)
+    assert np.abs(one - x).max() > 1e-2 * np.abs(x).max()  # the rope slice did turn
     pair = x.copy()
     runtime.get(ropejit.Spec.from_json(dict(spec.to_dict(), op="rope")))(pair, np.ones((tokens, 1, d), np.float32),
                                                                          positions=positions)

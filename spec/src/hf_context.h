@@ -94,6 +94,16 @@ void import_qk_norm(const nlohmann::json& text, const ModelFamily& family, HfCon
 void import_indexer_shape(const nlohmann::json& text, const ModelFamily& family, HfContext& context,
                           nlohmann::json& spec);
 
+/// What an import's layer_type names of a family's sparse-attention indexer (hf_indexer.cpp).
+struct IndexerPart {
+  bool indexer = false;  ///< "indexer", or with keys apart "indexer_keys" / "compressor"
+  bool apart = false;    ///< one tensor of an indexer whose keys rotate apart (import_indexer_apart)
+};
+/// The IndexerPart of `layer_type`; a SpecError names a part the family lacks, or `op` (other
+/// than the default rope) given with a part the import writes the op of.
+IndexerPart indexer_part(const ModelFamily& family, std::string_view model_type, std::string_view layer_type,
+                         OpKind op);
+
 /// One tensor of an indexer whose keys rotate apart (IndexerRotation::keys_apart, hf_indexer.cpp):
 /// over the main attention's imported heads and rotation, `layer_type`'s sizes (the indexer's
 /// queries, its compressed keys, the compressor's) and op rope_tensor, the indexer's slice.

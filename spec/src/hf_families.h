@@ -109,7 +109,8 @@ std::string rope_block_label(const ModelFamily& family, const std::string& layer
 inline constexpr std::string_view kIndexerLayerType = "indexer";
 /// The layer_types of an indexer with keys apart (IndexerRotation::keys_apart): the indexer's
 /// compressed keys (one head of index_head_dim) and the attention compressor's (one of head_dim).
-inline constexpr std::string_view kIndexerKeysLayerTypes[] = {"indexer_keys", "compressor"};
+inline constexpr std::string_view kIndexerKeysLayerType = "indexer_keys";
+inline constexpr std::string_view kCompressorLayerType = "compressor";
 /// A family whose indexer rotates its keys at other positions than its queries.
 inline bool has_indexer_keys_apart(const ModelFamily& f) { return f.indexer.present && f.indexer.keys_apart; }
 

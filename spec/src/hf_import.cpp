@@ -340,27 +340,8 @@ Imported import_config(const json& config, const HfImportOptions& options) {
   Imported out{json::object(), HfContext(prefix)};
   HfContext& ctx = out.context;
   json layered;
-  // layer_type "indexer": the family's sparse-attention indexer, with the model's rope block; an
-  // indexer whose keys rotate apart also has "indexer_keys" and "compressor".
-  const bool keys_part = std::find(std::begin(kIndexerKeysLayerTypes), std::end(kIndexerKeysLayerTypes),
-                                   options.layer_type) != std::end(kIndexerKeysLayerTypes);
-  const bool indexer = options.layer_type == kIndexerLayerType || keys_part;
-  if (indexer && !family.indexer.present)
-    throw SpecError({{"layer_type", fmt::format("{} is not allowed: model_type {} has no sparse-attention "
-                                                "indexer in ropejit's family table (those with one: {})",
-                                                show_json(json(options.layer_type)), show_json(json(model_type)),
-                                                model_types_where(has_indexer))}});
-  if (keys_part && !family.indexer.keys_apart)
-    throw SpecError({{"layer_type", fmt::format("{} is not allowed: model_type {}'s indexer rotates its queries and "
-                                                "keys at the same positions, one launch: layer_type \"indexer\" "
-                                                "(keys apart: {})",
-                                                show_json(json(options.layer_type)), show_json(json(model_type)),
-                                                model_types_where(has_indexer_keys_apart))}});
-  const bool apart = indexer && family.indexer.keys_apart;  // the main rotation, the indexer's sizes
-  if (apart && options.op != OpKind{})
-    throw SpecError({{"op", fmt::format("{} is not allowed with layer_type {}: each of its tensors rotates alone "
-                                        "(the import writes the op)",
-                                        show_json(json(to_string(options.op))), show_json(json(options.layer_type)))}});
+  // layer_type "indexer" (and V4's keys): the family's sparse-attention indexer, with the model's rope block.
+  const auto [indexer, apart] = indexer_part(family, model_type, options.layer_type, options.op);
   // An indexer with keys apart rotates with the main attention's rope block of its layers
   // (rope_block_label: V4's "compress").
   const std::string layer_type = indexer && !apart ? std::string() : options.layer_type;

@@ -10,7 +10,10 @@
 // (the main attention's rotation: the trailing slice, interleaved); the compressors' keys too.
 
 #include <cmath>
+#include <string>
 #include <string_view>
+
+#include <fmt/core.h>
 
 #include "hf_context.h"
 #include "spec_json.h"
@@ -52,6 +55,29 @@ void import_indexer_shape(const json& text, const ModelFamily& family, HfContext
   ctx.source("/qk_norm", ctx.path("model_type"));
 }
 
+IndexerPart indexer_part(const ModelFamily& family, std::string_view model_type, std::string_view layer_type,
+                         OpKind op) {
+  const bool keys = layer_type == kIndexerKeysLayerType || layer_type == kCompressorLayerType;
+  IndexerPart part;
+  part.indexer = layer_type == kIndexerLayerType || keys;
+  part.apart = part.indexer && family.indexer.keys_apart;
+  const std::string type = show_json(json(std::string(layer_type))), model = show_json(json(std::string(model_type)));
+  if (part.indexer && !family.indexer.present)
+    throw SpecError({{"layer_type", fmt::format("{} is not allowed: model_type {} has no sparse-attention indexer in "
+                                                "ropejit's family table (those with one: {})",
+                                                type, model, model_types_where(has_indexer))}});
+  if (keys && !family.indexer.keys_apart)
+    throw SpecError({{"layer_type", fmt::format("{} is not allowed: model_type {}'s indexer rotates its queries and "
+                                                "keys at the same positions, one launch: layer_type \"indexer\" "
+                                                "(keys apart: {})",
+                                                type, model, model_types_where(has_indexer_keys_apart))}});
+  if (part.apart && op != OpKind{})
+    throw SpecError({{"op", fmt::format("{} is not allowed with layer_type {}: each of its tensors rotates alone "
+                                        "(the import writes the op)",
+                                        show_json(json(std::string(to_string(op)))), type)}});
+  return part;
+}
+
 void import_indexer_apart(const json& text, const ModelFamily& family, std::string_view layer_type, HfContext& ctx,
                           json& spec) {
   constexpr OpKind kOneTensorOp = OpKind::rope_tensor;  // q and keys at their own positions: a launch each
@@ -70,9 +96,8 @@ void import_indexer_apart(const json& text, const ModelFamily& family, std::stri
     ctx.source("/rotary_dim", ctx.path(given ? "partial_rotary_factor" : "head_dim"));
     if (given) spec.erase("partial_rotary_factor");
   }
-  const bool compressor = layer_type == kIndexerKeysLayerTypes[1];
   // The compressor's keys keep the attention's head_dim; the indexer's take index_head_dim.
-  if (!compressor) import_size(text, "index_head_dim", "head_dim", ctx, spec);
+  if (layer_type != kCompressorLayerType) import_size(text, "index_head_dim", "head_dim", ctx, spec);
   if (layer_type == kIndexerLayerType) {  // q_b_proj: index_n_heads heads of index_head_dim
     import_size(text, "index_n_heads", "num_q_heads", ctx, spec);
   } else {  // kv_proj: one compressed key a window

@@ -9,11 +9,6 @@ extern const SpecOp kSpecOp_inverse_rope = {
     OpKind::inverse_rope,
     "inverse_rope: rotate the rope slice of each head of one [T, num_q_heads, head_dim] tensor by minus its "
     "position's angle, in place (DeepSeek-V4's attention output)",
-    nullptr, nullptr,
-    [](const json& document, Reader& reader, Spec& spec) {
-      refuse_io_of_one_tensor_rotation(document, reader, spec,
-                                       "when op is inverse_rope (one tensor, rotated back in place)");
-    },
-    nullptr, nullptr, nullptr};
+    nullptr, nullptr, read_one_tensor_rotation, nullptr, nullptr, nullptr};
 
 }  // namespace ropejit::spec_detail

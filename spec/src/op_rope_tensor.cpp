@@ -10,11 +10,6 @@ extern const SpecOp kSpecOp_rope_tensor = {
     "rope_tensor: rotate the rope slice of each head of one [T, num_q_heads, head_dim] tensor by its position's "
     "angle, in place (a tensor without a partner at the same positions: DeepSeek-V4's indexer queries, its "
     "compressed keys)",
-    nullptr, nullptr,
-    [](const json& document, Reader& reader, Spec& spec) {
-      refuse_io_of_one_tensor_rotation(document, reader, spec,
-                                       "when op is rope_tensor (one tensor, rotated in place)");
-    },
-    nullptr, nullptr, nullptr};
+    nullptr, nullptr, read_one_tensor_rotation, nullptr, nullptr, nullptr};
 
 }  // namespace ropejit::spec_detail

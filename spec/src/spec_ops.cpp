@@ -53,8 +53,10 @@ void refuse_io_of_q_inplace_op(const json& document, Reader& reader, const Spec&
   if (const json* v = member(document, "qk_norm")) reader.not_allowed("/qk_norm", *v, fmt::format("absent {}", when));
 }
 
-void refuse_io_of_one_tensor_rotation(const json& document, Reader& reader, const Spec& spec, const char* when) {
-  refuse_io_of_q_inplace_op(document, reader, spec, when);
+void read_one_tensor_rotation(const json& document, Reader& reader, Spec& spec) {
+  const std::string when = fmt::format("when op is {} (one tensor, rotated {}in place)", to_string(spec.op),
+                                       op_facts(spec.op).inverse ? "back " : "");
+  refuse_io_of_q_inplace_op(document, reader, spec, when.c_str());
   if (const json* io = member(document, "io"))
     if (const json* v = member(*io, "copy_v"); v && spec.io.copy_v)
       reader.not_allowed("/io/copy_v", *v, fmt::format("false {}", when));

@@ -43,10 +43,10 @@ std::vector<std::string_view> op_block_keys();
 /// io.input or io.output, a bias, mrope positions and a qk_norm block, each naming `when`.
 void refuse_io_of_q_inplace_op(const json& document, Reader& reader, const Spec& spec, const char* when);
 
-/// An op that rotates one tensor's heads in place (inverse_rope, rope_tensor): what
-/// refuse_io_of_q_inplace_op refuses, a copied v, and rope types whose frequencies depend on the
-/// run length (their launch carries none), each naming `when`.
-void refuse_io_of_one_tensor_rotation(const json& document, Reader& reader, const Spec& spec, const char* when);
+/// SpecOp::read of an op that rotates one tensor's heads in place (inverse_rope, rope_tensor):
+/// what refuse_io_of_q_inplace_op refuses, a copied v, and rope types whose frequencies depend on
+/// the run length (their launch carries none), each naming the op and its direction.
+void read_one_tensor_rotation(const json& document, Reader& reader, Spec& spec);
 
 /// Refuses the block of an op other than the spec's (`"rerotate": {...}` under op rope).
 void refuse_other_op_blocks(const json& document, Reader& reader, const Spec& spec);
